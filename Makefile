@@ -1,0 +1,40 @@
+# The README's two commands: `make demo` and `make test`. Both create .venv and install first.
+# TORCH: the torch requirement installed before the package. The default is a plain range (a
+# GPU server gets its CUDA build); on a CPU-only machine pass e.g. TORCH='torch==2.13.0'.
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch>=2.1,<2.15
+EXPERIMENT ?= parameters/demo.yaml
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: demo test lint benchmarks clean-outputs
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+demo: $(STAMP)
+	$(BIN)/gpubench-nb build-model $(EXPERIMENT)
+	$(BIN)/gpubench-nb run $(EXPERIMENT)
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+benchmarks: $(STAMP)
+	$(BIN)/python benchmarks/acceptance_scale.py
+	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/vs_pipeline.py
+
+clean-outputs:
+	find outputs -mindepth 1 -not -name .gitkeep -delete

@@ -1,0 +1,206 @@
+"""`gpubench-nb`: parse the command line, make one library call, print the outcome."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpubench_nb.errors import GpubenchError
+
+EXIT_NOT_ACCEPTED = 1
+EXIT_INTERRUPTED = 130
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from gpubench_nb.corpus import check_disjoint, load_experiment_corpus
+    from gpubench_nb.experiment import load_experiment
+
+    exp = load_experiment(args.experiment)
+    corpus = load_experiment_corpus(exp, "eval")
+    others = {
+        s: load_experiment_corpus(exp, s)
+        for s in ("train", "tune")
+        if getattr(exp.corpus, s) is not None
+    }
+    check_disjoint(corpus, others)
+    q = exp.quality
+    print(f"experiment  {exp.experiment_id}  ({exp.source})")
+    print(f"classes     {len(exp.classes)}: {', '.join(exp.classes)}")
+    print(f"corpus      {len(corpus)} items, revision {corpus.revision}")
+    for split, other in others.items():
+        print(f"{split:<11} {len(other)} items, disjoint from eval (R1.4)")
+    print(f"model       {exp.model.backend} at {exp.model.path}")
+    print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}")
+    print(f"variants    {', '.join(f'{v.id} ({exp.knob}={v.knob_value})' for v in exp.variants)}")
+    print(
+        f"quality     {q.metric} >= {q.threshold}, drop <= {q.tolerance} vs {q.reference_variant}"
+    )
+    t = exp.timing
+    print(
+        f"timing      scope {t.scope}, warm-up {t.warmup_iterations}, repeats {t.repeats}, "
+        f"order {t.order}" + (f" (seed {t.order_seed})" if t.order_seed is not None else "")
+    )
+    return 0
+
+
+def _build_model(args: argparse.Namespace) -> int:
+    from gpubench_nb.backends import build_model
+    from gpubench_nb.experiment import load_experiment
+
+    path = build_model(load_experiment(args.experiment), force=args.force)
+    print(f"model ready: {path}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from gpubench_nb.pipeline import run_experiment
+    from gpubench_nb.summary import summary_text
+
+    bar = tqdm(total=0, unit="run", file=sys.stderr, dynamic_ncols=True)
+
+    def progress(run, number: int, total: int) -> None:
+        if bar.total != total:
+            bar.reset(total=total)
+        bar.n = number - 1
+        bar.set_description(f"{run.variant_id} {run.phase} {run.run_index}")
+        bar.refresh()
+
+    try:
+        result = run_experiment(
+            args.experiment,
+            output_dir=args.output_dir,
+            variants=args.variants,
+            fresh=args.fresh,
+            run_timeout_seconds=args.run_timeout,
+            on_progress=progress,
+        )
+    finally:
+        bar.n = bar.total
+        bar.close()
+    print(summary_text(result.rows, result.bundle_dir, result.report_path))
+    return 0
+
+
+def _accept(args: argparse.Namespace) -> int:
+    from gpubench_nb.acceptance import check_predictions, summarise, write_checks
+    from gpubench_nb.corpus import load_experiment_corpus
+    from gpubench_nb.experiment import load_experiment
+
+    exp = load_experiment(args.experiment)
+    corpus = load_experiment_corpus(exp, "eval")
+    report = check_predictions(
+        corpus,
+        Path(args.predictions),
+        exp.classes,
+        exp.quality,
+        reference_value=args.reference_value,
+    )
+    checks = Path(args.checks) if args.checks else Path(args.predictions).with_name("checks.json")
+    write_checks(report, checks)
+    print(summarise(report))
+    print(f"checks archived in {checks} (R1.6)")
+    return 0 if report.corpus_accepted else EXIT_NOT_ACCEPTED
+
+
+def _csv_check(args: argparse.Namespace) -> int:
+    from gpubench_nb.results import validate_csv
+
+    problems = validate_csv(Path(args.file))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print(f"{args.file}: valid (38 columns, R4)")
+    return 2 if problems else 0
+
+
+def _check_bundle(args: argparse.Namespace) -> int:
+    from gpubench_nb.audit import check_bundle
+
+    problems = check_bundle(args.bundle)
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    if not problems:
+        print(f"{args.bundle}: every check re-derived and matching; manifest intact")
+    return 1 if problems else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from gpubench_nb.report import render_report
+
+    out = Path(args.out) if args.out else Path(args.bundles[0]) / "report.html"
+    path = render_report([Path(b) for b in args.bundles], out, allow_mismatch=args.allow_mismatch)
+    print(f"report written: {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gpubench-nb", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("validate", help="validate an experiment YAML and print its summary")
+    p.add_argument("experiment")
+    p.set_defaults(func=_validate)
+    p = sub.add_parser("build-model", help="build the preset model (bow, minilm) from its seed")
+    p.add_argument("experiment")
+    p.add_argument("--force", action="store_true", help="rebuild over a differing model folder")
+    p.set_defaults(func=_build_model)
+    p = sub.add_parser("run", help="run the whole schedule into outputs/<experiment_id>")
+    p.add_argument("experiment")
+    p.add_argument("--variants", nargs="+", metavar="ID", help="run only these variants")
+    p.add_argument("--output-dir", default="outputs")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="set the existing bundle aside (renamed, not deleted) and start anew",
+    )
+    p.add_argument(
+        "--run-timeout",
+        type=int,
+        default=1800,
+        metavar="SECONDS",
+        help="a run silent this long is a dead run (row kept, R3.6)",
+    )
+    p.set_defaults(func=_run)
+    p = sub.add_parser("accept", help="acceptance checks of one predictions file (R1.5, R1.6)")
+    p.add_argument("experiment")
+    p.add_argument("predictions")
+    p.add_argument("--reference-value", type=float, default=None)
+    p.add_argument("--checks", help="where to write checks.json (default: beside predictions)")
+    p.set_defaults(func=_accept)
+    p = sub.add_parser("csv-check", help="validate a resultats-bruts.csv (R4)")
+    p.add_argument("file")
+    p.set_defaults(func=_csv_check)
+    p = sub.add_parser("check-bundle", help="re-derive every check of a bundle")
+    p.add_argument("bundle")
+    p.set_defaults(func=_check_bundle)
+    p = sub.add_parser("report", help="render one report over one or more bundles")
+    p.add_argument("bundles", nargs="+")
+    p.add_argument("--out", help="HTML path (default: <first bundle>/report.html)")
+    p.add_argument(
+        "--allow-mismatch",
+        action="store_true",
+        help="merge unlike bundles anyway; the report says so (R2.1)",
+    )
+    p.set_defaults(func=_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except GpubenchError as exc:
+        print(f"gpubench-nb {args.command}: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(
+            "interrupted: rerun the same command to resume; finished runs are kept", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

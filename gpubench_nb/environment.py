@@ -1,0 +1,309 @@
+"""The hardware and software actually used by a run (R2.4) and the machine's activity (R2.5).
+
+Nothing here runs at import: every probe (torch, NVML, git, /proc) happens inside a call.
+
+Choice for a CPU run (R4.3): ``gpu_count`` is ``0`` -- the number of GPUs the model touched
+was observed and is truly zero -- while the GPU-only fields (``gpu_model``, ``driver_version``,
+``runtime_version``) are ``None`` (empty cells: there is nothing to record), never ``0``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import gpubench_nb
+
+ROW_FIELDS = (
+    "gpu_model",
+    "gpu_count",
+    "device",
+    "driver_version",
+    "python_version",
+    "torch_version",
+    "runtime_version",
+)
+_PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
+
+
+def utc_now() -> str:
+    """ISO 8601 UTC timestamp with seconds, e.g. ``2026-12-02T10:00:00Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def devices_used(model: Any) -> list[Any]:
+    """The devices that ``model`` actually touches: those of its parameters and buffers (R2.4).
+
+    ``model`` is a ``torch.nn.Module``, or an object carrying one as ``.module`` (a Backend).
+    A plain device (or ``None``) is returned as a one-item list (or empty).
+    """
+    import torch
+
+    module = model if isinstance(model, torch.nn.Module) else getattr(model, "module", None)
+    if isinstance(module, torch.nn.Module):
+        found = {t.device for t in module.parameters()} | {t.device for t in module.buffers()}
+        if not found and getattr(model, "device", None) is not None:
+            found = {torch.device(model.device)}
+        return sorted(found, key=lambda d: (d.type, -1 if d.index is None else d.index))
+    if model is None:
+        return []
+    return [torch.device(model)]
+
+
+def _gpu_devices(devices: Iterable[Any]) -> list[Any]:
+    import torch
+
+    out = []
+    for dev in devices:
+        dev = torch.device(dev)
+        if dev.type == "cuda":
+            index = torch.cuda.current_device() if dev.index is None else dev.index
+            out.append(torch.device("cuda", index))
+    return sorted(set(out), key=lambda d: d.index)
+
+
+def runtime_version() -> str | None:
+    """The GPU runtime PyTorch was built against: ``cuda 12.4`` / ``hip 6.2``, or ``None``."""
+    import torch
+
+    if getattr(torch.version, "hip", None):
+        return f"hip {torch.version.hip}"
+    if torch.version.cuda:
+        return f"cuda {torch.version.cuda}"
+    return None
+
+
+def _nvml() -> Any | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # no NVIDIA driver / library on this machine
+        return None
+
+
+def _decode(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def driver_version() -> str | None:
+    """NVIDIA driver via NVML, or the amdgpu kernel module version on ROCm; else ``None``."""
+    nvml = _nvml()
+    if nvml is not None:
+        try:
+            return f"nvidia {_decode(nvml.nvmlSystemGetDriverVersion())}"
+        except Exception:
+            pass
+    amd = Path("/sys/module/amdgpu/version")
+    if amd.is_file():
+        text = amd.read_text(encoding="utf-8", errors="replace").strip()
+        if text:
+            return f"amdgpu {text}"
+    return None
+
+
+def _nvml_handle(nvml: Any, index: int) -> Any | None:
+    """The NVML handle of torch's CUDA device ``index`` (matched by UUID, since
+    CUDA_VISIBLE_DEVICES renumbers torch's devices but not NVML's)."""
+    import torch
+
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        if not uuid.startswith("GPU-"):
+            uuid = f"GPU-{uuid}"
+        return nvml.nvmlDeviceGetHandleByUUID(uuid)
+    except Exception:
+        pass
+    try:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        ids = [v.strip() for v in visible.split(",") if v.strip()]
+        physical = int(ids[index]) if ids and ids[index].isdigit() else index
+        return nvml.nvmlDeviceGetHandleByIndex(physical)
+    except Exception:
+        return None
+
+
+def gpu_processes(devices: Iterable[Any]) -> list[dict[str, Any]] | None:
+    """Other processes on the used GPUs (R2.5): ``[{"device", "pid", "used_bytes"}]``.
+
+    ``None`` when it cannot be observed (no NVML, e.g. on CPU or ROCm), ``[]`` when none.
+    """
+    gpus = _gpu_devices(devices)
+    if not gpus:
+        return None
+    nvml = _nvml()
+    if nvml is None:
+        return None
+    me = os.getpid()
+    found: dict[tuple[str, int], dict[str, Any]] = {}
+    for dev in gpus:
+        handle = _nvml_handle(nvml, dev.index)
+        if handle is None:
+            return None
+        for getter in (
+            "nvmlDeviceGetComputeRunningProcesses",
+            "nvmlDeviceGetGraphicsRunningProcesses",
+        ):
+            try:
+                procs = getattr(nvml, getter)(handle)
+            except Exception:
+                continue
+            for proc in procs:
+                if proc.pid == me:
+                    continue
+                used = getattr(proc, "usedGpuMemory", None)
+                found[(str(dev), proc.pid)] = {
+                    "device": str(dev),
+                    "pid": int(proc.pid),
+                    "used_bytes": int(used) if isinstance(used, int) else None,
+                }
+    return list(found.values())
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (OSError, AttributeError):  # pragma: no cover - not on Linux
+        return None
+
+
+def cpu_model() -> str | None:
+    try:
+        for line in (
+            Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
+        ):
+            if line.lower().startswith(("model name", "hardware", "cpu model")):
+                return line.split(":", 1)[1].strip() or None
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def code_revision(root: Path | None = None) -> str:
+    """``git:<commit>`` (+ ``-dirty`` with uncommitted or untracked changes), else
+    ``package:gpubench-nb==<version>`` when not run from a checkout (R1.1, R2.5).
+
+    Read-only git calls; GIT_OPTIONAL_LOCKS=0 keeps ``git status`` from rewriting the index.
+    """
+    root = _PACKAGE_ROOT if root is None else Path(root)
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=env,
+        )
+        if commit.returncode == 0:
+            status = subprocess.run(
+                ["git", "-C", str(root), "status", "--porcelain"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                env=env,
+            )
+            dirty = status.returncode != 0 or bool(status.stdout.strip())
+            return f"git:{commit.stdout.strip()}{'-dirty' if dirty else ''}"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return f"package:gpubench-nb=={gpubench_nb.__version__}"
+
+
+def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, Any]:
+    """What this process runs on (R2.4) and what else runs there (R2.5), at this moment.
+
+    ``used`` is the loaded model (or a Backend, or a list of devices): the GPU fields describe
+    the devices its parameters and buffers sit on, not the devices that are merely visible.
+    Without ``used``, ``device`` stands for the device used; ``None`` = no device used yet.
+    """
+    import torch
+
+    if used is None:
+        used_devices = devices_used(device)
+    elif isinstance(used, (list, tuple, set)):
+        used_devices = [torch.device(d) for d in used]
+    else:
+        used_devices = devices_used(used)
+    gpus = _gpu_devices(used_devices)
+    names = [torch.cuda.get_device_name(d) for d in gpus]
+    visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    visible_models = [torch.cuda.get_device_name(i) for i in range(visible)]
+    return {
+        "captured_utc": utc_now(),
+        "gpu_model": " + ".join(sorted(set(names))) if names else None,
+        "gpu_count": len(gpus),  # truly zero on CPU (R4.3): see the module docstring
+        "gpu_devices": [str(d) for d in gpus],
+        "device": str(used_devices[0])
+        if len(used_devices) == 1
+        else (",".join(str(d) for d in used_devices) or None),
+        "visible_gpu_count": visible,  # seen, not necessarily used (R2.5)
+        "visible_gpu_models": visible_models,
+        "driver_version": driver_version() if gpus else None,
+        "python_version": platform.python_version(),
+        "torch_version": torch.__version__,
+        "runtime_version": runtime_version() if gpus else None,
+        "runtime_built": runtime_version(),
+        "code_revision": code_revision(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python_executable": sys.executable,
+        "pid": os.getpid(),
+        "gpu_processes_start": gpu_processes(gpus),
+        "load_average_start": load_average(),
+        "gpu_processes_end": None,
+        "load_average_end": None,
+    }
+
+
+def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
+    """A copy of ``env`` with the end-of-run activity (other GPU processes, load) added."""
+    out = dict(env)
+    out["gpu_processes_end"] = gpu_processes(env.get("gpu_devices") or [])
+    out["load_average_end"] = load_average()
+    return out
+
+
+def row_fields(env: dict[str, Any]) -> dict[str, Any]:
+    """The seven R2.4 columns of resultats-bruts.csv, taken from ``env``."""
+    return {name: env.get(name) for name in ROW_FIELDS}
+
+
+def _processes_text(procs: list[dict[str, Any]] | None) -> str:
+    if procs is None:
+        return "not observable"
+    if not procs:
+        return "none"
+    parts = []
+    for p in procs:
+        used = "?" if p.get("used_bytes") is None else f"{p['used_bytes']} B"
+        parts.append(f"pid {p['pid']} on {p['device']} ({used})")
+    return " ".join(parts)
+
+
+def environment_notes(env: dict[str, Any]) -> str:
+    """The R2.5 part of `notes`: code revision, CPU, and concurrent activity at start/end."""
+
+    def load(value: list[float] | None) -> str:
+        return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)
+
+    parts = [
+        f"code={env.get('code_revision')}",
+        f"cpu={env.get('cpu_model')}",
+        f"gpus_visible={env.get('visible_gpu_count')}",
+        f"other_gpu_processes_start={_processes_text(env.get('gpu_processes_start'))}",
+        f"load_avg_start={load(env.get('load_average_start'))}",
+    ]
+    if env.get("load_average_end") is not None or env.get("gpu_processes_end") is not None:
+        parts.append(f"other_gpu_processes_end={_processes_text(env.get('gpu_processes_end'))}")
+        parts.append(f"load_avg_end={load(env.get('load_average_end'))}")
+    return "; ".join(parts)

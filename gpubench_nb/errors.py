@@ -1,0 +1,41 @@
+"""The one exception hierarchy: every message names the rule, the place, the value and the fix."""
+
+from __future__ import annotations
+
+
+class GpubenchError(Exception):
+    """Base error. ``exit_code`` is what the CLI returns (2 = unusable input)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, rule: str | None = None) -> None:
+        self.rule = rule
+        super().__init__(f"{rule}: {message}" if rule else message)
+
+
+class ProtocolError(GpubenchError):
+    """The declared experiment (YAML) is invalid, or differs from its frozen lock."""
+
+
+class CorpusError(GpubenchError):
+    """A corpus file cannot be used as declared (R1.1, R1.2, R1.4)."""
+
+
+class PredictionsError(GpubenchError):
+    """A predictions file cannot even be read (acceptance itself reports bad lines)."""
+
+
+class ResultsError(GpubenchError):
+    """resultats-bruts.csv does not follow the fixed schema (R4)."""
+
+
+class EconomicsError(GpubenchError):
+    """Offers table or package arguments are invalid (R5)."""
+
+
+class BackendError(GpubenchError):
+    """A model or tokenizer cannot be loaded or run as declared."""
+
+
+class BundleError(GpubenchError):
+    """An output bundle fails its re-derived checks or its manifest."""

@@ -1,0 +1,47 @@
+"""SHA-256 fingerprints of bytes, text and files: the frozen revisions of R1.1."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from pathlib import Path
+
+_CHUNK_BYTES = 1 << 20
+
+
+def sha256_bytes(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of ``text`` encoded as UTF-8."""
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def sha256_file(path: Path | str) -> str:
+    """Hex SHA-256 of one file's contents, read in chunks (weights can be large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def sha256_files(paths: Iterable[Path | str], root: Path | str) -> str:
+    """One hex SHA-256 over several files: each file's name relative to ``root`` and its
+    contents' SHA-256, in sorted name order, so that renaming, adding or changing any file
+    changes the fingerprint while the listing order does not (R1.1)."""
+    root = Path(root)
+    entries = sorted(
+        (Path(p).resolve().relative_to(root.resolve()).as_posix(), Path(p)) for p in paths
+    )
+    if not entries:
+        raise ValueError(f"no files to fingerprint under {root}")
+    names = [name for name, _ in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a file is listed twice under {root}: {names}")
+    digest = hashlib.sha256()
+    for name, path in entries:
+        digest.update(f"{name}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()

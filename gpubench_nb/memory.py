@@ -1,0 +1,204 @@
+"""GPU memory readings in the fixed R3.8 order, and the companion MLP demo (R3.3, R3.9)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+MEMORY_FIELDS = (
+    "baseline_allocated_bytes",
+    "baseline_reserved_bytes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+)
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """The four R3.8 readings of one phase, in bytes; ``None`` = not recorded (R4.3), never 0.
+
+    There is deliberately no total: allocated is contained in reserved, so a sum counts memory
+    twice, and the two peaks may come from different moments (R3.9).
+    """
+
+    baseline_allocated_bytes: int | None = None
+    baseline_reserved_bytes: int | None = None
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+
+    def to_dict(self) -> dict[str, int | None]:
+        return asdict(self)
+
+    def problems(self) -> list[str]:
+        """Plausibility checks on the readings (empty when fine or not recorded)."""
+        out = []
+        pairs = (
+            ("baseline_allocated_bytes", "baseline_reserved_bytes"),
+            ("peak_allocated_bytes", "peak_reserved_bytes"),
+        )
+        for alloc, res in pairs:
+            a, r = getattr(self, alloc), getattr(self, res)
+            if a is not None and r is not None and a > r:
+                out.append(f"R3.9: {alloc}={a} exceeds {res}={r}; allocated must be <= reserved")
+        return out
+
+
+NOT_RECORDED = MemoryReading()
+
+
+class CudaMemoryApi(Protocol):
+    """The part of ``torch.cuda`` the probe uses; tests pass a recording fake."""
+
+    def synchronize(self, device: Any = None) -> None: ...
+    def memory_allocated(self, device: Any = None) -> int: ...
+    def memory_reserved(self, device: Any = None) -> int: ...
+    def reset_peak_memory_stats(self, device: Any = None) -> None: ...
+    def max_memory_allocated(self, device: Any = None) -> int: ...
+    def max_memory_reserved(self, device: Any = None) -> int: ...
+
+
+class MemoryProbe:
+    """PyTorch caching-allocator readings for one CUDA/ROCm device, in the R3.8 order.
+
+    ``begin``: synchronise -> read allocated/reserved baselines -> reset peak statistics.
+    ``end``: synchronise -> read max allocated/reserved (absolute peaks of the phase).
+    Only PyTorch's allocator on this device is covered (R3.9): other processes and
+    allocations outside the allocator are not.
+    """
+
+    def __init__(self, device: Any, api: CudaMemoryApi | None = None) -> None:
+        if api is None:
+            import torch
+
+            api = torch.cuda
+        self.device = device
+        self._api = api
+        self._baseline: tuple[int, int] | None = None
+
+    def begin(self) -> None:
+        api, dev = self._api, self.device
+        api.synchronize(dev)
+        self._baseline = (int(api.memory_allocated(dev)), int(api.memory_reserved(dev)))
+        api.reset_peak_memory_stats(dev)
+
+    def end(self) -> MemoryReading:
+        if self._baseline is None:
+            raise RuntimeError("MemoryProbe.end() called before begin()")
+        api, dev = self._api, self.device
+        api.synchronize(dev)
+        peak_alloc = int(api.max_memory_allocated(dev))
+        peak_res = int(api.max_memory_reserved(dev))
+        return MemoryReading(*self._baseline, peak_alloc, peak_res)
+
+    def partial(self) -> MemoryReading:
+        """Readings taken so far, for a pass that failed before ``end`` could run (R5.8)."""
+        if self._baseline is None:
+            return NOT_RECORDED
+        return MemoryReading(*self._baseline)
+
+
+class NullProbe:
+    """CPU stand-in: torch's memory counters are CUDA-only, so every reading is ``None``."""
+
+    device = None
+
+    def begin(self) -> None:
+        return None
+
+    def end(self) -> MemoryReading:
+        return NOT_RECORDED
+
+    def partial(self) -> MemoryReading:
+        return NOT_RECORDED
+
+
+def probe_for(device: Any) -> MemoryProbe | NullProbe:
+    """The probe that can actually measure ``device`` (CUDA and ROCm both appear as ``cuda``)."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return MemoryProbe(device)
+    return NullProbe()
+
+
+def _resolve(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256, seed: int = 0):
+    """Run a small synthetic MLP and read memory after each step, in the R3.8 order (R3.3).
+
+    Returns a ``pandas.DataFrame`` with one row per step. It times nothing (R3.3). On CPU the
+    readings are ``None`` (empty cells): torch's counters only see the CUDA/ROCm allocator.
+    """
+    import pandas as pd
+    import torch
+
+    dev = _resolve(device)
+    api = torch.cuda if dev.type == "cuda" else None
+    rows: list[dict[str, Any]] = []
+
+    def read(step: str, explanation: str) -> None:
+        row: dict[str, Any] = {"step": step, "device": str(dev), "explanation": explanation}
+        if api is None:
+            values = dict.fromkeys(
+                ("allocated_bytes", "reserved_bytes", "max_allocated_bytes", "max_reserved_bytes")
+            )
+        else:
+            values = {
+                "allocated_bytes": int(api.memory_allocated(dev)),
+                "reserved_bytes": int(api.memory_reserved(dev)),
+                "max_allocated_bytes": int(api.max_memory_allocated(dev)),
+                "max_reserved_bytes": int(api.max_memory_reserved(dev)),
+            }
+        row.update(values)
+        rows.append(row)
+
+    torch.manual_seed(seed)
+    if api is not None:
+        api.synchronize(dev)
+    read("1 synchronise, read baselines", "queued work finished; what is held before we start")
+    if api is not None:
+        api.reset_peak_memory_stats(dev)
+    read("2 reset peak statistics", "max_* restart from the current values")
+    mlp = torch.nn.Sequential(
+        torch.nn.Linear(width, 4 * width),
+        torch.nn.GELU(),
+        torch.nn.Linear(4 * width, width),
+    ).to(dev)
+    weight_bytes = sum(p.numel() * p.element_size() for p in mlp.parameters())
+    read("3 weights on device", f"parameters hold {weight_bytes} bytes")
+    with torch.inference_mode():
+        x = torch.randn(batch, width, device=dev)
+        y = mlp(x)
+        if api is not None:
+            api.synchronize(dev)
+        read("4 forward pass", "input, hidden activation and output are live")
+        del x, y
+    if api is not None:
+        api.synchronize(dev)
+    read(
+        "5 free activations",
+        "allocated falls; reserved stays: the caching allocator keeps the blocks for reuse",
+    )
+    with torch.inference_mode():
+        small = mlp(torch.randn(batch // 4, width, device=dev))
+        del small
+    if api is not None:
+        api.synchronize(dev)
+    read("6 smaller forward, synchronise, read peaks", "the peaks are those of step 4")
+    del mlp
+    if api is not None:
+        api.empty_cache()
+        api.synchronize(dev)
+    read("7 free weights, empty_cache", "reserved returns to the driver; peaks are unchanged")
+    frame = pd.DataFrame(rows)
+    frame.attrs["weight_bytes"] = weight_bytes
+    return frame
