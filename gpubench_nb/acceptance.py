@@ -243,18 +243,24 @@ def check_predictions(
     ids, labels, skipped, malformed, bom = _read(path, class_index)
 
     expected_ids = expected.ids
-    observed = dict(
-        zip(ids, labels, strict=True)
-    )  # last occurrence wins; duplicates are reported below
-    predicted = list(map(observed.get, expected_ids))  # None where missing
+    # Fast path, the usual case: the IDs in corpus order, each once. Corpus IDs are unique
+    # (Corpus checks it), so an equal sequence proves set equality, no duplicate, no extra.
+    in_order = ids == list(expected_ids)
     missing: list[str] = []
-    if None in predicted:
-        missing = [item_id for item_id, p in zip(expected_ids, predicted, strict=True) if p is None]
-    # Corpus IDs are unique (load_corpus), so distinct observed IDs minus found ones are extra.
-    n_extra = len(observed) - (len(expected_ids) - len(missing))
+    if in_order:
+        distinct = len(ids)
+        predicted: Sequence[int | None] = labels
+    else:
+        observed = dict(zip(ids, labels, strict=True))  # duplicates are reported below
+        distinct = len(observed)
+        predicted = list(map(observed.get, expected_ids))  # None where missing
+        if None in predicted:
+            missing = [i for i, p in zip(expected_ids, predicted, strict=True) if p is None]
+    # Distinct observed IDs that are not found expected ones are extra.
+    n_extra = distinct - (len(expected_ids) - len(missing))
     record_lines: list[int] | None = None
     duplicated: dict[str, list[int]] = {}
-    if len(observed) != len(ids):
+    if distinct != len(ids):
         record_lines = _record_lines(len(ids), skipped)
         twice = {item_id for item_id, n in Counter(ids).items() if n > 1}
         for item_id, line in zip(ids, record_lines, strict=True):
@@ -263,7 +269,7 @@ def check_predictions(
     extra: list[str] = []
     if n_extra:
         expected_set = set(expected_ids)
-        extra = [item_id for item_id in observed if item_id not in expected_set]
+        extra = [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
         # Explain the extras that are a format fault, not a foreign item (line of first use).
         record_lines = record_lines or _record_lines(len(ids), skipped)
         first_line: dict[str, int] = {}
@@ -282,7 +288,6 @@ def check_predictions(
     ids_match = not missing and not duplicated and not extra
     format_valid = not malformed
     quality_value: float | None = None
-    in_order: bool | None = None
     if ids_match and format_valid:
         truth = list(map(class_index.get, expected.labels))
         if None in truth:
@@ -295,7 +300,6 @@ def check_predictions(
         y_true = np.fromiter(truth, dtype=np.int64, count=len(truth))
         y_pred = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
         quality_value = quality_score(quality.metric, y_true, y_pred, len(classes))
-        in_order = ids == list(expected_ids)
 
     meets = within = None
     drop = None
@@ -324,7 +328,7 @@ def check_predictions(
         corpus_accepted=accepted,
         quality_drop=drop,
         bom=bom,
-        in_corpus_order=in_order,
+        in_corpus_order=in_order if ids_match else None,
         corpus_revision=expected.revision,
         predictions_file=path.name,
     )

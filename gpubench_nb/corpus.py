@@ -73,7 +73,9 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """
     digest = hashlib.sha256(_CANONICAL_TAG)
     for item in items:
-        record = json.dumps([item.id, item.text, item.label], ensure_ascii=False)
+        record = json.dumps(
+            [item.id, item.text, item.label], ensure_ascii=False, separators=(",", ":")
+        )
         digest.update(record.encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()

@@ -21,7 +21,8 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
           "accepted_unique_corpora": 1 | 0 | null,  # distinct corpora, never summed (R5.3)
           "measured_runs": int, "accepted_runs": int,
           "median_seconds_per_accepted_corpus": float | null,  # warm runs, a measured fact
-          "min_seconds": float | null, "max_seconds": float | null, "timed_warm_runs": int,
+          "min_seconds": float | null, "max_seconds": float | null,
+          "timed_warm_runs": int | null,          # null for a variant not accepted
           "reason": str | null}],               # why there is no cost per result (R5.7)
       "offers": [{
           "offer_id", "provider", "gpu_model": str, "gpus_per_lot", "days", "lots": int,
@@ -254,15 +255,12 @@ def _variant_facts(csv_path: Path, rows: list[dict[str, str]]) -> list[dict[str,
                 f"acceptance not recorded for {', '.join(entry['unrecorded'])} (run the quality "
                 "checks first); no cost per result without a measured accepted count (R5.5)"
             )
-        status = (
-            "accepted"
-            if accepted
-            else (
-                "acceptance not recorded"
-                if entry["accepted_unique_corpora"] is None
-                else "not accepted"
-            )
-        )
+        if accepted:
+            status = "accepted"
+        elif entry["accepted_unique_corpora"] is None:
+            status = "acceptance not recorded"
+        else:
+            status = "not accepted"
         facts.append(
             {
                 "variant_id": variant,
@@ -277,7 +275,7 @@ def _variant_facts(csv_path: Path, rows: list[dict[str, str]]) -> list[dict[str,
                 else None,
                 "min_seconds": min(timed) if accepted and timed else None,
                 "max_seconds": max(timed) if accepted and timed else None,
-                "timed_warm_runs": len(timed) if accepted else 0,
+                "timed_warm_runs": len(timed) if accepted else None,
                 "reason": reason,
             }
         )
@@ -410,7 +408,7 @@ def _break_even(table: Mapping[str, Offer], pricing: PricingLike) -> dict[str, A
 
 
 def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
-    """One table per offer (variants as rows) from ``economics.json`` data."""
+    """One table per offer (variants as rows) from ``economics.json`` data; {} if none priced."""
     import pandas as pd
 
     facts = {fact["variant_id"]: fact for fact in data["variants"]}
@@ -454,7 +452,11 @@ def economics_notebook(
     experiment_path: str | Path, bundle_dir: str | Path
 ) -> dict[str, pandas.DataFrame]:
     """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
-    from gpubench_nb.experiment import load_experiment  # the lead's module; imported when used
+    from gpubench_nb.experiment import load_experiment
+    from gpubench_nb.results import read_rows, write_rows_atomic
 
     pricing = load_experiment(experiment_path).pricing
+    csv_path = Path(bundle_dir) / "resultats-bruts.csv"
+    if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
+        write_rows_atomic(csv_path, fill_package_columns(read_rows(csv_path), pricing))
     return economics_tables(write_bundle_economics(Path(bundle_dir), pricing))

@@ -158,6 +158,23 @@ class Experiment:
         ``notes`` and ``pricing`` are left out: re-pricing a finished bundle is allowed.
         """
         declared = {k: v for k, v in self.raw.items() if k not in ("notes", "pricing")}
+        corpus = self.raw.get("corpus", {})
+        declared["corpus"] = {
+            "path": corpus.get("path"),
+            "format": self.corpus.format,
+            "id_field": self.corpus.id_field,
+            "text_field": self.corpus.text_field,
+            "label_field": self.corpus.label_field,
+            "train": corpus.get("train"),
+            "tune": corpus.get("tune"),
+        }
+        declared["quality"] = {
+            "metric": self.quality.metric,
+            "threshold": self.quality.threshold,
+            "tolerance": self.quality.tolerance,
+            "reference_variant": self.quality.reference_variant,
+        }
+        declared["output_format"] = self.output_format
         declared["fixed"] = dict(self.fixed)
         declared["timing"] = {
             "scope": self.timing.scope,

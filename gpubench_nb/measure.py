@@ -26,7 +26,7 @@ class PassResult:
     truncated_texts: int | None
     dropped_tokens: int | None
     error: str | None
-    notes: tuple[str, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)  # events (failures), with rules
     predictions_path: Path | None = None  # the file written, or None (failed / not asked)
     item_count: int | None = None
 
@@ -172,16 +172,12 @@ def measure_pass(
         if path is not None:
             path.unlink(missing_ok=True)
         return _failed(exc, probe, tokenized, stage, number, total_batches)
-    notes = (
-        truncation_note(tokenized.truncated_texts, tokenized.dropped_tokens, len(ids), context),
-    )
     return PassResult(
         elapsed_seconds=elapsed,
         memory=memory,
         truncated_texts=tokenized.truncated_texts,
         dropped_tokens=tokenized.dropped_tokens,
         error=None,
-        notes=notes,
         predictions_path=path,
         item_count=len(ids),
     )

@@ -21,7 +21,9 @@ from gpubench_nb.report_stats import (
 
 # Figures are built without pyplot: nothing is registered globally, nothing shows twice.
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
-_READING_COLOURS = dict(zip(MEMORY_COLUMNS, ("#9ecae1", "#3182bd", "#fdae6b", "#e6550d"), strict=True))
+_READING_COLOURS = dict(
+    zip(MEMORY_COLUMNS, ("#9ecae1", "#3182bd", "#fdae6b", "#e6550d"), strict=True)
+)
 _MIB = 2**20
 
 
@@ -58,10 +60,20 @@ def _runs_figure(
                     continue  # a failed run is listed in the failures table, never drawn (R5.8)
                 x = i + (j - (len(bundles) - 1) / 2) * width
                 colour = _COLOURS[j % len(_COLOURS)]
-                spread = [x + width * 0.3 * (k / max(len(values) - 1, 1) - 0.5) for k in range(len(values))]
+                spread = [
+                    x + width * 0.3 * (k / max(len(values) - 1, 1) - 0.5)
+                    for k in range(len(values))
+                ]
                 ax.scatter(spread, values, s=18, color=colour, alpha=0.75, zorder=3)
                 ax.vlines(x, min(values), max(values), color=colour, linewidth=1.5, zorder=2)
-                ax.hlines(statistics.median(values), x - width * 0.4, x + width * 0.4, color="black", linewidth=2.5, zorder=4)
+                ax.hlines(
+                    statistics.median(values),
+                    x - width * 0.4,
+                    x + width * 0.4,
+                    color="black",
+                    linewidth=2.5,
+                    zorder=4,
+                )
             labels.append(f"{variant}\n({failed_here} failed)" if failed_here else variant)
         ax.set_xticks(range(len(variants)), labels)
         ax.set_xlim(-0.6, len(variants) - 0.4)

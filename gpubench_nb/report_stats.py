@@ -5,12 +5,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.errors import ResultsError
 from gpubench_nb.results import COLUMNS
 
 PHASES: tuple[str, ...] = ("load", "cold", "warm")  # R3.2: never mixed on one axis
@@ -26,81 +24,7 @@ MEMORY_COLUMNS: tuple[str, ...] = (
 COLD_FIRST_RATIO = 1.5
 # ... and a (max - min) / median spread above this, per variant and phase (R3.5).
 SPREAD_RATIO = 0.25
-
-_INT_COLUMNS = frozenset(
-    {
-        "seed",
-        "gpu_count",
-        "batch",
-        "context",
-        "run_index",
-        "warmup_iterations",
-        "expected_ids",
-        "observed_ids",
-        *MEMORY_COLUMNS,
-        "duration_days",
-        "lots",
-        "package_total_usd_minor",
-        "accepted_unique_corpora",
-    }
-)
-_FLOAT_COLUMNS = frozenset(
-    {"quality_threshold", "quality_tolerance", "quality_value", "elapsed_seconds"}
-)
-_BOOL_COLUMNS = frozenset({"ids_match", "format_valid", "corpus_accepted"})
-
-
-def read_csv_rows(path: Path) -> list[dict[str, Any]]:
-    """Typed rows of a resultats-bruts.csv; an empty cell is None, never 0 (R4.3)."""
-    path = Path(path)
-    try:
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except (OSError, pd.errors.ParserError) as exc:
-        raise ResultsError(
-            f"{path}: cannot read ({exc}); fix: keep the bundle's raw CSV beside its report",
-            rule="R5.6",
-        ) from None
-    if tuple(frame.columns) != COLUMNS:
-        raise ResultsError(
-            f"{path}: header is not the 38 fixed columns (first difference: "
-            f"{_first_difference(tuple(frame.columns))}); fix: write it with gpubench_nb.results",
-            rule="R4",
-        )
-    rows = []
-    for line, record in enumerate(frame.to_dict(orient="records"), start=2):
-        rows.append({name: _cell(path, line, name, record[name]) for name in COLUMNS})
-    return rows
-
-
-def _first_difference(header: tuple[str, ...]) -> str:
-    for index, (got, want) in enumerate(zip(header, COLUMNS, strict=False)):
-        if got != want:
-            return f"column {index + 1} is {got!r}, expected {want!r}"
-    return f"{len(header)} columns, expected {len(COLUMNS)}"
-
-
-def _cell(path: Path, line: int, name: str, text: str) -> Any:
-    if text == "":
-        return None  # R4.3: not recorded
-    try:
-        if name in _INT_COLUMNS:
-            return int(text)
-        if name in _FLOAT_COLUMNS:
-            return float(text)
-    except ValueError:
-        raise ResultsError(
-            f"{path}: line {line} column {name!r}: not a number: {text!r}; fix: seconds with a "
-            "decimal point, bytes and cents as integers",
-            rule="R4.2",
-        ) from None
-    if name in _BOOL_COLUMNS:
-        if text not in ("true", "false"):
-            raise ResultsError(
-                f"{path}: line {line} column {name!r}: {text!r} is not true/false/empty",
-                rule="R4",
-            )
-        return text == "true"
-    return text
+NOT_RECORDED = "—"  # how an empty cell is shown: never as 0 or NaN (R4.3)
 
 
 def _number(value: Any) -> float:
@@ -160,7 +84,9 @@ def _groups(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
 
 
 def _select(frame: pd.DataFrame, bundle: str, variant: str, phase: str) -> pd.DataFrame:
-    mask = (frame["bundle"] == bundle) & (frame["variant_id"] == variant) & (frame["phase"] == phase)
+    mask = (
+        (frame["bundle"] == bundle) & (frame["variant_id"] == variant) & (frame["phase"] == phase)
+    )
     return frame[mask]
 
 
@@ -242,7 +168,9 @@ def failures(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     failed = frame[frame["failed"].astype(bool)]
     columns = ["bundle", "variant_id", "phase", "run_index", "elapsed_seconds", "error", "notes"]
     out = failed[columns].copy()
-    out["elapsed_seconds"] = ["not recorded" if math.isnan(v) else v for v in out["elapsed_seconds"]]
+    out["elapsed_seconds"] = [
+        "not recorded" if math.isnan(v) else v for v in out["elapsed_seconds"]
+    ]
     return out.reset_index(drop=True)
 
 
@@ -282,7 +210,30 @@ def acceptance(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame
                 "failed": bool(row["failed"]),
             }
         )
-    return pd.DataFrame.from_records(records)
+    frame = pd.DataFrame.from_records(records, columns=_ACCEPTANCE_COLUMNS)
+    # True/False/None as Python objects: a numpy bool would hide "not recorded" (R4.3).
+    flags = ("ids_match", "format_valid", "meets_threshold", "within_tolerance", "corpus_accepted")
+    return frame.astype({name: object for name in flags if name in frame.columns})
+
+
+_ACCEPTANCE_COLUMNS = (
+    "bundle",
+    "variant_id",
+    "phase",
+    "run_index",
+    "ids_match",
+    "format_valid",
+    "quality_metric",
+    "quality_value",
+    "quality_threshold",
+    "meets_threshold",
+    "reference_value",
+    "drop_vs_reference",
+    "quality_tolerance",
+    "within_tolerance",
+    "corpus_accepted",
+    "failed",
+)
 
 
 def memory_summary(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
@@ -310,3 +261,18 @@ def memory_summary(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataF
         f"{stat}_{name}" for name in MEMORY_COLUMNS for stat in ("median", "min", "max")
     ]
     return pd.DataFrame.from_records(records, columns=columns)
+
+
+def shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """For display: not recorded shows as a dash, never as 0 or NaN (R4.3); 4 significant digits."""
+
+    def cell(value: Any) -> Any:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return NOT_RECORDED
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, float):
+            return f"{value:.4g}"
+        return value
+
+    return frame.astype(object).map(cell)

@@ -252,6 +252,8 @@ def repair_torn_tail(path: Path) -> bool:
     can only be part of the last append: the complete rows before it are kept.
     """
     path = Path(path)
+    if not path.exists():
+        return False  # nothing written yet, nothing torn
     data = path.read_bytes()
     keep = _complete_length(data)
     if keep == len(data):

@@ -23,8 +23,8 @@ from gpubench_nb.faults import (
     parse_faults,
     trigger,
 )
-from gpubench_nb.measure import measure_pass
-from gpubench_nb.memory import MemoryReading
+from gpubench_nb.measure import measure_pass, truncation_note
+from gpubench_nb.memory import MemoryProbe, MemoryReading
 
 CLASSES = ("even", "odd", "three")
 TEXTS = ("a", "bb b", "ccc cc c", "d", "eeeeeeeeeeee", "ff", "g g g", "hhhhhhh")
@@ -155,7 +155,9 @@ def test_processing_scope_times_only_forward_passes_r3_1(setup) -> None:
     assert all(set(r) == {"id", "label"} for r in rows)
     # R2.3: "eeeeeeeeeeee" (12) and "hhhhhhh" (7) and "ccc cc c" (8) exceed 6 tokens
     assert (result.truncated_texts, result.dropped_tokens) == (3, 6 + 1 + 2)
-    assert "R2.3" in result.notes[0] and "3 of 8 texts" in result.notes[0]
+    assert result.notes == ()  # no event
+    note = truncation_note(result.truncated_texts, result.dropped_tokens, 8, 6)
+    assert note.startswith("R2.3") and "3 of 8 texts" in note and "9 tokens dropped" in note
 
 
 def test_end_to_end_timer_includes_reading_and_writing_r3_1(setup) -> None:
@@ -245,9 +247,7 @@ def test_exception_in_backend_is_kept_r3_6(setup) -> None:
 
 def test_failure_before_the_probe_started_has_empty_memory(setup) -> None:
     backend, corpus, out, _, kwargs = setup
-    kwargs["probe"] = __import__("gpubench_nb.memory", fromlist=["x"]).MemoryProbe(
-        "cuda:0", api=object()
-    )
+    kwargs["probe"] = MemoryProbe("cuda:0", api=object())  # would fail if ever read
 
     def broken(texts, context):
         raise RuntimeError("tokenizer gone")

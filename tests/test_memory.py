@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -128,3 +130,40 @@ def test_probe_on_cuda_sees_an_allocation() -> None:
     del x
     assert reading.peak_allocated_bytes - reading.baseline_allocated_bytes >= 16 * 1024 * 1024
     assert reading.problems() == []
+
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "memory_mlp.ipynb"
+
+
+def test_companion_notebook_is_thin_and_saved_without_outputs_r3_3() -> None:
+    nbformat = pytest.importorskip("nbformat")  # absent on the GPU machine's python
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    assert nb.nbformat == 4 and nb.metadata.kernelspec.name == "python3"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code[0].metadata.get("tags") == ["parameters"]
+    assert code[0].source.strip() == 'device = "auto"'
+    for cell in code:
+        assert cell.outputs == [] and cell.execution_count is None
+        assert not any(
+            w in cell.source for w in ("def ", "class ", "for ", "perf_counter", "time.")
+        )
+    assert "memory_mlp_demo(device)" in "".join(c.source for c in code)
+    prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "R3.8" in prose and "R3.9" in prose and "empty" in prose
+
+
+def test_companion_notebook_cells_run_on_cpu() -> None:
+    """The code cells, run in order in this process with device="cpu" (a papermill kernel
+    start costs ~30 s on the shared test machine; the pipeline tests cover papermill)."""
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    namespace: dict = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            exec(compile(cell.source, str(NOTEBOOK), "exec"), namespace)
+            if "parameters" in cell.metadata.get("tags", []):
+                namespace["device"] = "cpu"  # papermill's injected-parameters cell
+    frame = namespace["frame"]
+    assert list(frame["device"].unique()) == ["cpu"]
+    assert frame["max_allocated_bytes"].isna().all()

@@ -207,7 +207,33 @@ class Backend:
         raise NotImplementedError
 
     def predict(self, batch: Batch) -> torch.Tensor:
+        """Label indices (declared class order) of the batch's rows, on the device."""
+        import torch
+
+        with torch.inference_mode():
+            return self._decide(self.forward(batch.tensors))
+
+    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits in the model's own label order."""
         raise NotImplementedError
+
+    def _map_labels(self, model_labels: Sequence[str]) -> None:
+        """Match the model's labels to the declared classes by name (R1.3); an identity
+        mapping costs nothing in the timed loop."""
+        import torch
+
+        permutation = class_permutation(model_labels, self.classes, self.model_path)
+        self._columns = (
+            None
+            if permutation == list(range(len(permutation)))
+            else torch.tensor(permutation, dtype=torch.long, device=self.device)
+        )
+
+    def _decide(self, logits: torch.Tensor) -> torch.Tensor:
+        columns = getattr(self, "_columns", None)
+        if columns is not None:
+            logits = logits.index_select(1, columns)
+        return logits.argmax(-1)
 
     def describe(self) -> dict[str, Any]:
         """What was loaded, JSON-able: for run.json and the memory check (weight bytes)."""
@@ -236,3 +262,11 @@ def require_mapping(options: Mapping[str, Any], allowed: Mapping[str, Any], what
     merged = dict(allowed)
     merged.update(options)
     return merged
+
+
+def require_positive(options: Mapping[str, Any], key: str, kind: type) -> None:
+    """``options[key]`` must be a positive number of ``kind`` (an int is a valid float)."""
+    value = options[key]
+    kinds = (int, float) if kind is float else (int,)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        raise BackendError(f"model.build.{key} must be a positive {kind.__name__}, got {value!r}")

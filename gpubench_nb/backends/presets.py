@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,12 +108,19 @@ def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> f
     return sum(scores) / n_classes
 
 
-def staging_dir(out_dir: Path) -> Path:
-    """A fresh sibling folder to build in; ``install`` moves it to ``out_dir`` at the end,
-    so an interrupted build never leaves a half-written model at ``out_dir``."""
+@contextmanager
+def staged_build(out_dir: Path) -> Iterator[Path]:
+    """A fresh sibling folder to write the build into; moved to ``out_dir`` only when the
+    block completes, removed if it fails, so ``out_dir`` never holds a half-written model."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
+    staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
+    try:
+        yield staged
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _install(staged, out_dir)
 
 
 def copy_tokenizer(source: Path, target: Path) -> None:
@@ -125,7 +133,7 @@ def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
     write_json_atomic(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
 
 
-def install(staged: Path, out_dir: Path) -> None:
+def _install(staged: Path, out_dir: Path) -> None:
     """Replace ``out_dir`` by the staged folder (the old one removed only once the new one
     is complete)."""
     out_dir = Path(out_dir)
@@ -136,4 +144,3 @@ def install(staged: Path, out_dir: Path) -> None:
     staged.rename(out_dir)
     if old is not None:
         shutil.rmtree(old)
-

@@ -1,0 +1,129 @@
+"""Instrumentation overhead: measure_pass's timed span vs a bare inference_mode loop (<= 1.01).
+
+In one process, over the same pre-tokenised batches of the demo corpus and the bow model,
+interleaved (ABAB then BABA ...), 5 of each after one warm-up of each; prints the ratio of
+medians per batch size. No assertion: a ratio on a shared machine is a reading, not a test.
+
+    python benchmarks/overhead.py [--device cpu|cuda] [--repeats 5] [--batches 1,8] [--threads N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from gpubench_nb.backends import build_model, load_backend  # noqa: E402
+from gpubench_nb.corpus import load_experiment_corpus  # noqa: E402
+from gpubench_nb.experiment import load_experiment  # noqa: E402
+from gpubench_nb.measure import measure_pass  # noqa: E402
+from gpubench_nb.timing import synchronizer  # noqa: E402
+
+TARGET = 1.01
+
+
+def demo_experiment(tmp: Path):
+    """parameters/demo.yaml, its bow model built into ``tmp`` when models/demo-bow is absent."""
+    exp = load_experiment(ROOT / "parameters" / "demo.yaml")
+    if not (exp.model.path / "gpubench_model.json").is_file():
+        folder = tmp / "demo-bow"
+        exp = dataclasses.replace(
+            exp,
+            model=dataclasses.replace(exp.model, path=folder),
+            tokenizer=dataclasses.replace(exp.tokenizer, path=folder),
+        )
+        print(f"models/demo-bow absent: building the bow model into {folder} ...", flush=True)
+        build_model(exp)
+    return exp
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch CPU threads (default 1 on cpu: less contention noise on a shared machine)",
+    )
+    args = parser.parse_args(argv)
+    import torch
+
+    threads = args.threads or (1 if args.device == "cpu" else None)
+    if threads:
+        torch.set_num_threads(threads)
+
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        exp = demo_experiment(tmp)
+        corpus = load_experiment_corpus(exp, "eval")
+        base = exp.variants[0].settings
+        backend = load_backend(
+            exp.model,
+            exp.tokenizer,
+            classes=exp.classes,
+            device=args.device,
+            precision=base.precision,
+        )
+        sync = synchronizer(backend.device)
+        print(
+            f"device={backend.device} items={len(corpus)} torch={torch.__version__} "
+            f"threads={torch.get_num_threads()} repeats={args.repeats}"
+        )
+        for batch in [int(b) for b in args.batches.split(",")]:
+            settings = dataclasses.replace(base, batch=batch, device=args.device)
+            tokenized = backend.tokenize(corpus.texts, settings.context)
+            batches = backend.batches(tokenized, settings.batch, settings.batching)
+
+            def bare(batches=batches) -> float:
+                sync()
+                start = time.perf_counter_ns()
+                with torch.inference_mode():
+                    outputs = [backend.predict(b) for b in batches]
+                sync()
+                elapsed = (time.perf_counter_ns() - start) / 1e9
+                del outputs
+                return elapsed
+
+            def instrumented(settings=settings) -> float:
+                result = measure_pass(
+                    backend, corpus, settings, "processing", tmp / "predictions.jsonl"
+                )
+                if not result.ok:
+                    raise SystemExit(f"measure_pass failed: {result.error}")
+                return result.elapsed_seconds
+
+            bare(), instrumented()  # one unrecorded warm-up of each
+            times: dict[str, list[float]] = {"bare": [], "measure": []}
+            for i in range(args.repeats):
+                order = (("bare", bare), ("measure", instrumented))
+                for name, fn in order if i % 2 == 0 else order[::-1]:
+                    times[name].append(fn())
+            med = {k: statistics.median(v) for k, v in times.items()}
+            ratio = med["measure"] / med["bare"]
+            # The minimum is the run least disturbed by other processes: a second reading.
+            min_ratio = min(times["measure"]) / min(times["bare"])
+            raw = {k: " ".join(f"{x * 1e3:.2f}" for x in v) for k, v in times.items()}
+            print(
+                f"batch={batch:>3} batches={len(batches):>5} median bare={med['bare'] * 1e3:.2f} ms"
+                f"  measure={med['measure'] * 1e3:.2f} ms  ratio measure/bare={ratio:.4f} "
+                f"(target <= {TARGET}) {'OK' if ratio <= TARGET else 'ABOVE TARGET'}"
+            )
+            print(
+                f"    ratio of minima={min_ratio:.4f}; raw ms: bare [{raw['bare']}]  "
+                f"measure [{raw['measure']}]"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
