@@ -533,4 +533,3 @@ def _pricing(check: _Checker, value: Any) -> PricingSpec | None:
         lots=None if lots is None else check.integer("pricing.lots", lots, 1),
         gpus=None if gpus is None else check.integer("pricing.gpus", gpus, 1),
     )
-

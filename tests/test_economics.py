@@ -389,9 +389,16 @@ def _write_bundle(bundle: Path, repeats: int = 5) -> None:
     for row in rows:
         row["gpu_model"] = "cpu"
         if row["corpus_accepted"] is not None:  # a real check ran: the CSV rules hold (R1.5)
-            row.update(expected_ids=1000, observed_ids=1000, ids_match=True, format_valid=True,
-                       quality_metric="macro_f1", quality_threshold=0.7, quality_tolerance=0.01,
-                       quality_value=0.8 if row["corpus_accepted"] else 0.5)
+            row.update(
+                expected_ids=1000,
+                observed_ids=1000,
+                ids_match=True,
+                format_valid=True,
+                quality_metric="macro_f1",
+                quality_threshold=0.7,
+                quality_tolerance=0.01,
+                quality_value=0.8 if row["corpus_accepted"] else 0.5,
+            )
         if row["phase"] == "warm":
             fast = {"b1": WARM_B1[(row["run_index"] - 1) % 5], "b8": 0.1, "b4": 0.2}
             row["elapsed_seconds"] = fast[row["variant_id"]]

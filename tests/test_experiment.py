@@ -19,8 +19,12 @@ def _declaration() -> dict:
         "seed": 7,
         "corpus": {"path": "eval.jsonl", "train": "train.jsonl"},
         "classes": ["a", "b"],
-        "quality": {"metric": "macro_f1", "threshold": 0.5, "tolerance": 0.02,
-                    "reference_variant": "b1"},
+        "quality": {
+            "metric": "macro_f1",
+            "threshold": 0.5,
+            "tolerance": 0.02,
+            "reference_variant": "b1",
+        },
         "model": {"backend": "bow", "path": "model"},
         "tokenizer": {"path": "model"},
         "fixed": {"precision": "fp32", "context": 64},
@@ -50,8 +54,10 @@ def test_demo_declares_the_debian_corpus_and_three_batch_variants(repo_root: Pat
     assert exp.knob == "batch"
     assert [(v.id, v.settings.batch) for v in exp.variants] == [("b1", 1), ("b4", 4), ("b8", 8)]
     # R2.1: everything but the knob is identical across variants.
-    assert len({(v.settings.precision, v.settings.context, v.settings.device)
-                for v in exp.variants}) == 1
+    assert (
+        len({(v.settings.precision, v.settings.context, v.settings.device) for v in exp.variants})
+        == 1
+    )
     assert exp.timing.repeats == 5
 
 
