@@ -8,8 +8,11 @@ The CSV is the ledger of what is done: a rerun skips every run that already has 
 from __future__ import annotations
 
 import json
+import os
 import shutil
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,6 +30,7 @@ from gpubench_nb.schedule import ScheduledRun, draw_schedule, select_variants
 NOTEBOOKS_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 KERNEL_NAME = "python3"
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
+KERNEL_LOG = "logs/kernels.stderr.log"
 
 
 @dataclass(frozen=True)
@@ -40,20 +44,41 @@ def _utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+@contextmanager
+def kernel_stderr_into(log_path: Path) -> Iterator[None]:
+    """Send what kernels print on stderr (start-up chatter, tracebacks) to the bundle's log.
+
+    The kernel inherits file descriptor 2, so it is redirected at that level, then restored;
+    the log is kept with the bundle as the record of events (R3.6).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
     import papermill
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    papermill.execute_notebook(
-        str(NOTEBOOKS_DIR / name),
-        str(output),
-        parameters=parameters,
-        kernel_name=KERNEL_NAME,
-        execution_timeout=timeout,
-        progress_bar=False,
-        cwd=str(NOTEBOOKS_DIR.parent),
-    )
+    with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / name),
+            str(output),
+            parameters=parameters,
+            kernel_name=KERNEL_NAME,
+            execution_timeout=timeout,
+            progress_bar=False,
+            cwd=str(NOTEBOOKS_DIR.parent),
+        )
 
 
 def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, dict[str, str]]:
@@ -225,4 +250,5 @@ def run_experiment(
 def _render_report(bundle_dir: Path) -> Path | None:
     from gpubench_nb.report import render_report
 
-    return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)
+    with kernel_stderr_into(bundle_dir / KERNEL_LOG):
+        return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)
