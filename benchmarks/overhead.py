@@ -29,6 +29,58 @@ from gpubench_nb.timing import synchronizer  # noqa: E402
 TARGET = 1.01
 
 
+class NullBackend:
+    """The real backend's tokenisation and batches, with a predict that does almost nothing."""
+
+    def __init__(self, backend) -> None:
+        import torch
+
+        self._backend, self.name = backend, "null"
+        self.device, self.classes = backend.device, backend.classes
+        self._zeros = torch.zeros(4096, dtype=torch.long, device=backend.device)
+
+    def tokenize(self, texts, context):
+        return self._backend.tokenize(texts, context)
+
+    def batches(self, tokenized, batch, batching):
+        return self._backend.batches(tokenized, batch, batching)
+
+    def predict(self, batch):
+        return self._zeros[: len(batch.indices)]
+
+
+def compare(backend, corpus, settings, tmp: Path, repeats: int, sync) -> tuple[int, dict]:
+    """Interleaved bare loop vs measure_pass over the same pre-tokenised batches."""
+    import torch
+
+    tokenized = backend.tokenize(corpus.texts, settings.context)
+    batches = backend.batches(tokenized, settings.batch, settings.batching)
+
+    def bare() -> float:
+        sync()
+        start = time.perf_counter_ns()
+        with torch.inference_mode():
+            outputs = [backend.predict(b) for b in batches]
+        sync()
+        elapsed = (time.perf_counter_ns() - start) / 1e9
+        del outputs
+        return elapsed
+
+    def instrumented() -> float:
+        result = measure_pass(backend, corpus, settings, "processing", tmp / "predictions.jsonl")
+        if not result.ok:
+            raise SystemExit(f"measure_pass failed: {result.error}")
+        return result.elapsed_seconds
+
+    bare(), instrumented()  # one unrecorded warm-up of each
+    times: dict[str, list[float]] = {"bare": [], "measure": []}
+    for i in range(repeats):
+        order = (("bare", bare), ("measure", instrumented))
+        for name, fn in order if i % 2 == 0 else order[::-1]:
+            times[name].append(fn())
+    return len(batches), times
+
+
 def demo_experiment(tmp: Path):
     """parameters/demo.yaml, its bow model built into ``tmp`` when models/demo-bow is absent."""
     exp = load_experiment(ROOT / "parameters" / "demo.yaml")
@@ -79,48 +131,32 @@ def main(argv: list[str] | None = None) -> int:
             f"device={backend.device} items={len(corpus)} torch={torch.__version__} "
             f"threads={torch.get_num_threads()} repeats={args.repeats}"
         )
+        null = NullBackend(backend)
         for batch in [int(b) for b in args.batches.split(",")]:
             settings = dataclasses.replace(base, batch=batch, device=args.device)
-            tokenized = backend.tokenize(corpus.texts, settings.context)
-            batches = backend.batches(tokenized, settings.batch, settings.batching)
-
-            def bare(batches=batches) -> float:
-                sync()
-                start = time.perf_counter_ns()
-                with torch.inference_mode():
-                    outputs = [backend.predict(b) for b in batches]
-                sync()
-                elapsed = (time.perf_counter_ns() - start) / 1e9
-                del outputs
-                return elapsed
-
-            def instrumented(settings=settings) -> float:
-                result = measure_pass(
-                    backend, corpus, settings, "processing", tmp / "predictions.jsonl"
-                )
-                if not result.ok:
-                    raise SystemExit(f"measure_pass failed: {result.error}")
-                return result.elapsed_seconds
-
-            bare(), instrumented()  # one unrecorded warm-up of each
-            times: dict[str, list[float]] = {"bare": [], "measure": []}
-            for i in range(args.repeats):
-                order = (("bare", bare), ("measure", instrumented))
-                for name, fn in order if i % 2 == 0 else order[::-1]:
-                    times[name].append(fn())
+            n, times = compare(backend, corpus, settings, tmp, args.repeats, sync)
             med = {k: statistics.median(v) for k, v in times.items()}
             ratio = med["measure"] / med["bare"]
             # The minimum is the run least disturbed by other processes: a second reading.
             min_ratio = min(times["measure"]) / min(times["bare"])
             raw = {k: " ".join(f"{x * 1e3:.2f}" for x in v) for k, v in times.items()}
             print(
-                f"batch={batch:>3} batches={len(batches):>5} median bare={med['bare'] * 1e3:.2f} ms"
+                f"batch={batch:>3} batches={n:>5} median bare={med['bare'] * 1e3:.2f} ms"
                 f"  measure={med['measure'] * 1e3:.2f} ms  ratio measure/bare={ratio:.4f} "
                 f"(target <= {TARGET}) {'OK' if ratio <= TARGET else 'ABOVE TARGET'}"
             )
             print(
                 f"    ratio of minima={min_ratio:.4f}; raw ms: bare [{raw['bare']}]  "
                 f"measure [{raw['measure']}]"
+            )
+            # The same loop around a predict that does (almost) nothing: what is left is the
+            # instrumentation's own cost per batch, far above the noise of the bow's forward.
+            _, empty = compare(null, corpus, settings, tmp, args.repeats, sync)
+            cost = (statistics.median(empty["measure"]) - statistics.median(empty["bare"])) / n
+            share = cost / (med["bare"] / n)
+            print(
+                f"    null-backend instrumentation cost: {cost * 1e9:+.0f} ns per batch "
+                f"= {share:+.3%} of the bow's median per-batch time"
             )
     return 0
 

@@ -61,7 +61,6 @@ def rows_for_run(
         run_index=run.run_index,
         **{key: environment.get(key) for key in ENVIRONMENT_KEYS},
     )
-    scope = f"timer scope: {experiment.timing.scope} (R3.1)"
     truncation = (
         f"truncation at context {settings.context}: {record['truncated_texts']} texts, "
         f"{record['dropped_tokens']} tokens dropped (R2.3)"
@@ -91,6 +90,8 @@ def rows_for_run(
         elapsed_seconds=None if error else record.get("elapsed_seconds"),
         **{key: (record.get("memory") or {}).get(key) for key in MEMORY_KEYS},
     )
-    measured["notes"] = _join(scope, event, truncation, context_note)
+    measured["notes"] = _join(
+        event, truncation, context_note
+    )  # the run's notes state the scope (R3.1)
     rows.append(measured)
     return rows

@@ -191,7 +191,7 @@ def run_one(
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)
-    if failure and record and record.get("error"):
+    if failure and record and record.get("error") and record.get("status") != "running":
         failure = None  # the run recorded its own failure; don't say it twice
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
     append_rows(bundle_dir / layout.CSV_NAME, rows)

@@ -129,7 +129,7 @@ def random_minilm_folder(
 
     config = random_encoder(source)
     torch.manual_seed(seed)
-    encoder = BertModel(config, add_pooling_layer=False).eval()
+    encoder = BertModel(config).eval()  # with the pooler, like the real checkpoint
     target.mkdir(parents=True, exist_ok=True)
     encoder.save_pretrained(str(target), safe_serialization=True)
     head = torch.nn.Linear(config.hidden_size, len(classes))
@@ -215,11 +215,12 @@ class EventSync:
 
     def __call__(self) -> None:
         cuda = self._torch.cuda
+        stream = cuda.current_stream(self.device)  # the stream the backend's kernels run on
         if self._calls == 0:
             cuda.synchronize(self.device)
-            self.start.record()
+            self.start.record(stream)
         else:
-            self.end.record()
+            self.end.record(stream)
             cuda.synchronize(self.device)
         self._calls += 1
 

@@ -14,7 +14,8 @@
 #   .venv/bin/python scripts/gpu_check.py --prepare        # -> models/gpu-check/, models/demo-bow
 # then run it with carry ["models/gpu-check", "models/demo-bow"]:
 #   bash scripts/gpu_check.sh
-# Smoke test on a CPU machine:  bash scripts/gpu_check.sh --device cpu
+# Smoke test on a CPU machine (arguments after --device go to gpu_check.py):
+#   bash scripts/gpu_check.sh --device cpu --limit 40 --random-weights
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,7 +27,17 @@ LOG="$OUT_DIR/gpu_check.log"
 PY=${PYTHON:-python3}
 if [[ -x .venv/bin/python && -z "${PYTHON:-}" ]]; then PY=.venv/bin/python; fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+export HF_HUB_DISABLE_PROGRESS_BARS=1 TRANSFORMERS_VERBOSITY=error
 status=0
+step() {  # step SECONDS CMD...: run with a time limit; say why it failed (124 = time limit)
+  local limit=$1; shift
+  timeout "$limit" "$@"
+  local rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "!! step failed rc=$rc$([[ $rc -eq 124 ]] && echo " (time limit ${limit}s)"): $*"
+    status=1
+  fi
+}
 
 {
   echo "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ) device=$DEVICE python=$PY"
@@ -36,14 +47,14 @@ status=0
     echo "== 1. gpu-marked tests"
     # Only the files that hold gpu tests: others may import papermill, absent on the device.
     mapfile -t files < <(grep -l "pytest.mark.gpu" tests/test_*.py)
-    timeout 150 "$PY" -m pytest -m gpu -q -p no:cacheprovider "${files[@]}" || status=1
+    step 150 "$PY" -m pytest -m gpu -q -p no:cacheprovider --continue-on-collection-errors "${files[@]}"
   fi
   echo "== 2. backends x precisions x batches"
-  timeout 270 "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUT_DIR" "$@" || status=1
+  step 270 "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUT_DIR" "$@"
   echo "== 3. benchmarks"
   if [[ "$DEVICE" == cpu ]]; then quick=(--limit 100 --repeats 1); else quick=(--repeats 3); fi
-  timeout 150 "$PY" benchmarks/vs_pipeline.py --device "$DEVICE" "${quick[@]}" || status=1
-  timeout 60 "$PY" benchmarks/overhead.py --device "$DEVICE" || status=1
+  step 150 "$PY" benchmarks/vs_pipeline.py --device "$DEVICE" "${quick[@]}"
+  step 60 "$PY" benchmarks/overhead.py --device "$DEVICE"
   echo "== gpu_check finished, status=$status"
   exit "$status"
 } 2>&1 | tee "$LOG"

@@ -135,6 +135,7 @@ def test_bow_builds_in_seconds_and_passes_the_demo_threshold(bow_build, splits, 
 
 
 def test_bow_rebuild_from_the_same_seed_is_byte_identical(splits, tmp_path) -> None:
+    threads = torch.get_num_threads()
     folders = []
     for name, seed in (("a", SEED), ("b", SEED), ("c", SEED + 1)):
         out = tmp_path / name
@@ -146,7 +147,9 @@ def test_bow_rebuild_from_the_same_seed_is_byte_identical(splits, tmp_path) -> N
         folders[1] / "gpubench_model.json"
     ).read_bytes()
     assert a != c  # the seed matters, so the equality above is not vacuous
-    assert torch.are_deterministic_algorithms_enabled() is False  # the build restored it
+    # The build restored the caller's global settings (it runs single-threaded inside).
+    assert torch.are_deterministic_algorithms_enabled() is False
+    assert torch.get_num_threads() == threads
 
 
 def test_a_changed_weight_changes_model_revision(bow_build, bow, tmp_path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpubench_nb import measure as measure_module
 from gpubench_nb.backends.base import Batch, Tokenized, batch_order
 from gpubench_nb.corpus import CorpusItem, make_corpus
 from gpubench_nb.faults import (
@@ -120,6 +121,7 @@ def read_predictions(path: Path) -> list[dict]:
 def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("GPUBENCH_FAULT", raising=False)
     log: list[str] = []
+    monkeypatch.setattr(measure_module.gc, "collect", lambda: log.append("gc"))
     corpus = write_corpus(tmp_path / "eval.jsonl")
     out = tmp_path / "run" / "predictions.jsonl"
     kwargs = {
@@ -137,6 +139,7 @@ def test_processing_scope_times_only_forward_passes_r3_1(setup) -> None:
     assert log == [
         "tokenize",  # before the timer
         "batches",
+        "gc",  # earlier garbage collected before, not inside, the timed span
         "probe.begin",  # R3.8 baselines, outside the timed span
         "sync",  # R3.1: synchronise before start
         "clock(file=no)",
@@ -172,6 +175,7 @@ def test_end_to_end_timer_includes_reading_and_writing_r3_1(setup) -> None:
     )
     assert result.error is None
     assert log == [
+        "gc",
         "probe.begin",
         "sync",
         "clock(file=no)",

@@ -86,10 +86,13 @@ def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: ob
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[Path, Path]:
-    """One full run, with an injected OOM in b4's first warm run (R5.8)."""
+    """One full run, with an injected OOM and a dead kernel in variant b4 (R3.6, R5.8)."""
     root = tmp_path_factory.mktemp("e2e")
     experiment = make_experiment(root, data_dir, "e2e")
-    os.environ["GPUBENCH_FAULT"] = "oom@batch:3@variant:b4@phase:warm@run:1"
+    # An OOM in b4's first warm pass, and a kernel that dies in b4's second cold run.
+    os.environ["GPUBENCH_FAULT"] = (
+        "oom@batch:3@variant:b4@phase:warm@run:1;crash@batch:2@variant:b4@phase:cold@run:2"
+    )
     try:
         result = run_experiment(experiment, output_dir=root / "outputs")
     finally:
@@ -153,7 +156,12 @@ def test_injected_oom_is_a_failed_row_not_a_zero_r5_8(finished: tuple[Path, Path
     assert failed["elapsed_seconds"] is None
     assert "OutOfMemoryError" in failed["notes"] and "FAILED" in failed["notes"]
     assert failed["corpus_accepted"] is False
-    others = [r for r in rows if r["phase"] in ("cold", "warm") and r is not failed]
+    died = [
+        r for r in rows if r["variant_id"] == "b4" and r["phase"] == "cold" and r["run_index"] == 2
+    ][0]
+    assert died["elapsed_seconds"] is None and "DeadKernelError" in died["notes"]
+    assert died["corpus_accepted"] is False  # detected, not waited on; the schedule went on
+    others = [r for r in rows if r["phase"] in ("cold", "warm") and r not in (failed, died)]
     assert all(r["elapsed_seconds"] > 0 for r in others)
     # b1 is accepted on every run; b4 is not, since one of its runs failed (R5.7).
     assert all(r["corpus_accepted"] for r in others if r["variant_id"] == "b1")
@@ -254,3 +262,53 @@ def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None
     for r in partial:  # finished runs were not redone
         assert now[(r["variant_id"], r["phase"], r["run_index"])] == r["elapsed_seconds"]
     assert "accepted" in finished.stdout and "report:" in finished.stdout
+
+
+def _papermill(notebook: str, out: Path, *params: str) -> subprocess.CompletedProcess:
+    papermill = Path(sys.executable).with_name("papermill")
+    return subprocess.run(
+        [str(papermill), f"notebooks/{notebook}", str(out), *params],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+
+
+def test_every_notebook_runs_under_the_plain_papermill_cli(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    experiment, bundle = finished
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    common = ["-p", "experiment", str(experiment), "-p", "bundle_dir", str(copy)]
+    (copy / "environment.json").unlink()
+    done = _papermill("00_environment.ipynb", tmp_path / "00.ipynb", *common)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((copy / "environment.json").read_text())["device"] == "cpu"
+    done = _papermill(
+        "10_measure.ipynb",
+        tmp_path / "10.ipynb",
+        *common,
+        "-p",
+        "variant_id",
+        "b4",
+        "-p",
+        "phase",
+        "warm",
+        "-p",
+        "run_index",
+        "3",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((copy / "runs" / "b4" / "warm-3" / "run.json").read_text())
+    assert record["error"] is None and record["elapsed_seconds"] > 0
+    lines = (copy / "runs" / "b4" / "warm-3" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == EVAL_ITEMS
+    for name in ("20_quality.ipynb", "30_economics.ipynb"):
+        done = _papermill(name, tmp_path / name, *common)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((copy / "economics.json").read_text())["offers"]
+    done = _papermill("90_report.ipynb", tmp_path / "90.ipynb", "-p", "bundle_dirs", str(copy))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Elapsed time" in (tmp_path / "90.ipynb").read_text()
