@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from gpubench_nb import results
+from gpubench_nb.bundle import run_dir
 from gpubench_nb.errors import BundleError
 from gpubench_nb.report_stats import PHASES, rows_to_frame
 
@@ -94,9 +95,9 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 
 def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     """Add run.json's error and truncation and checks.json's reference comparison to a row."""
-    run_dir = bundle_dir / "runs" / str(row["variant_id"]) / f"{row['phase']}-{row['run_index']}"
-    run = _read_json(run_dir / "run.json") or {}
-    checks = _read_json(run_dir / "checks.json") or {}
+    folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
+    run = _read_json(folder / "run.json") or {}
+    checks = _read_json(folder / "checks.json") or {}
     return {
         **row,
         "error": run.get("error"),

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.bundle import run_dir
 from gpubench_nb.environment import (
     capture_environment,
     environment_notes,
@@ -26,11 +27,6 @@ PREDICTIONS_FILE = "predictions.jsonl"
 # What run.json says while the run is in progress: if the process dies (dead kernel, crash,
 # timeout), this record stays, so the event is kept and explained, never dropped (R3.6).
 DIED = "the process ended before the run finished (dead kernel, crash or timeout)"
-
-
-def run_dir(bundle_dir: Path | str, variant_id: str, phase: str, run_index: int) -> Path:
-    """``<bundle>/runs/<variant>/<phase>-<n>/``."""
-    return Path(bundle_dir) / "runs" / variant_id / f"{phase}-{run_index}"
 
 
 def _phase_note(phase: str, warmups: int) -> str:
