@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gpubench_nb.environment import ROW_FIELDS
 from gpubench_nb.experiment import Experiment
 from gpubench_nb.results import empty_row
 from gpubench_nb.schedule import ScheduledRun
@@ -13,15 +14,6 @@ MEMORY_KEYS = (
     "baseline_reserved_bytes",
     "peak_allocated_bytes",
     "peak_reserved_bytes",
-)
-ENVIRONMENT_KEYS = (
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
 )
 
 
@@ -59,7 +51,7 @@ def rows_for_run(
         batch=settings.batch,
         context=settings.context,
         run_index=run.run_index,
-        **{key: environment.get(key) for key in ENVIRONMENT_KEYS},
+        **{key: environment.get(key) for key in ROW_FIELDS},
     )
     truncation = (
         f"truncation at context {settings.context}: {record['truncated_texts']} texts, "

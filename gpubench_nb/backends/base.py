@@ -217,6 +217,48 @@ class Backend:
         """Logits in the model's own label order."""
         raise NotImplementedError
 
+    def _open_built_folder(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+        model_files: Callable[[Path], list[Path]],
+    ) -> dict[str, Any]:
+        """Open a folder written by ``build_model`` for this preset; return its metadata.
+
+        Checks it was built for this backend and with this tokenizer (R1.1: another
+        tokenizer's IDs would mean other words), maps labels by name and fingerprints both.
+        """
+        from gpubench_nb.backends.tokenization import TextTokenizer, require_folder
+        from gpubench_nb.fingerprint import sha256_files
+
+        self.model_path = require_folder(model_path, "model.path")
+        meta = read_metadata(self.model_path)
+        if meta.get("backend") != self.name:
+            raise BackendError(
+                f"{self.model_path / METADATA_FILE} was built for backend "
+                f"{meta.get('backend')!r}, not {self.name}; fix model.backend or model.path"
+            )
+        self.classes = tuple(classes)
+        self.device = device
+        self.precision = precision
+        self._map_labels(meta["classes"])
+        self.tokenizer = TextTokenizer(tokenizer_path)
+        if self.tokenizer.revision != meta["tokenizer_revision"]:
+            raise BackendError(
+                f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
+                f"is not the tokenizer the {self.name} model was built with (sha256 "
+                f"{meta['tokenizer_revision'][:12]}): its token IDs would mean other words. "
+                "Point tokenizer.path at the model folder",
+                rule="R1.1",
+            )
+        self.tokenizer_revision = self.tokenizer.revision
+        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
+        return meta
+
     def _map_labels(self, model_labels: Sequence[str]) -> None:
         """Match the model's labels to the declared classes by name (R1.3); an identity
         mapping costs nothing in the timed loop."""

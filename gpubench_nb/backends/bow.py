@@ -15,7 +15,6 @@ from gpubench_nb.backends.base import (
     Tokenized,
     batch_order,
     check_precision_runs,
-    read_metadata,
     require_mapping,
     require_positive,
     torch_dtype,
@@ -30,9 +29,8 @@ from gpubench_nb.backends.presets import (
     staged_build,
     write_metadata,
 )
-from gpubench_nb.backends.tokenization import TextTokenizer, require_folder
+from gpubench_nb.backends.tokenization import TextTokenizer
 from gpubench_nb.errors import BackendError
-from gpubench_nb.fingerprint import sha256_files
 
 if TYPE_CHECKING:
     import torch
@@ -249,29 +247,15 @@ class BowBackend(Backend):
     ) -> None:
         from safetensors.torch import load_file
 
-        self.model_path = require_folder(model_path, "model.path")
-        meta = read_metadata(self.model_path)
-        if meta.get("backend") != "bow":
-            raise BackendError(
-                f"{self.model_path / METADATA_FILE} was built for backend "
-                f"{meta.get('backend')!r}, not bow; fix model.backend or model.path"
-            )
-        self.classes = tuple(classes)
-        self.device = device
-        self.precision = precision
-        self._map_labels(meta["classes"])
-        self.tokenizer = TextTokenizer(tokenizer_path)
-        if self.tokenizer.revision != meta["tokenizer_revision"]:
-            raise BackendError(
-                f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
-                f"is not the tokenizer the bow model was trained with (sha256 "
-                f"{meta['tokenizer_revision'][:12]}): its token IDs would mean other words. "
-                "Point tokenizer.path at the model folder",
-                rule="R1.1",
-            )
-        self.tokenizer_revision = self.tokenizer.revision
+        meta = self._open_built_folder(
+            model_path,
+            tokenizer_path,
+            classes=classes,
+            device=device,
+            precision=precision,
+            model_files=model_files,
+        )
         weights = self.model_path / WEIGHTS_FILE
-        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
         arch = meta["architecture"]
         dtype = torch_dtype(precision)
         module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))

@@ -16,7 +16,6 @@ from gpubench_nb.backends.base import (
     Tokenized,
     check_precision_runs,
     padded_batches,
-    read_metadata,
     require_mapping,
     require_positive,
     resolve_device,
@@ -33,7 +32,7 @@ from gpubench_nb.backends.presets import (
     staged_build,
     write_metadata,
 )
-from gpubench_nb.backends.tokenization import TextTokenizer, require_folder
+from gpubench_nb.backends.tokenization import TextTokenizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.fingerprint import sha256_files
 
@@ -268,26 +267,14 @@ class MinilmBackend(Backend):
         from safetensors.torch import load_file
         from transformers import AutoModel
 
-        self.model_path = require_folder(model_path, "model.path")
-        meta = read_metadata(self.model_path)
-        if meta.get("backend") != "minilm":
-            raise BackendError(
-                f"{self.model_path / METADATA_FILE} was built for backend "
-                f"{meta.get('backend')!r}, not minilm; fix model.backend or model.path"
-            )
-        self.classes = tuple(classes)
-        self.device = device
-        self.precision = precision
-        self._map_labels(meta["classes"])
-        self.tokenizer = TextTokenizer(tokenizer_path)
-        if self.tokenizer.revision != meta["tokenizer_revision"]:
-            raise BackendError(
-                f"tokenizer.path {self.tokenizer.path} is not the tokenizer the minilm model "
-                "was built with (SHA-256 differs); point tokenizer.path at the model folder",
-                rule="R1.1",
-            )
-        self.tokenizer_revision = self.tokenizer.revision
-        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
+        self._open_built_folder(
+            model_path,
+            tokenizer_path,
+            classes=classes,
+            device=device,
+            precision=precision,
+            model_files=model_files,
+        )
         dtype = torch_dtype(precision)
         encoder = from_pretrained(AutoModel, self.model_path, dtype)
         state = load_file(str(self.model_path / HEAD_FILE))
