@@ -1,0 +1,76 @@
+"""`gpubench-nb`: exit codes and messages of the commands that need no model (R1.5, R4)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gpubench_nb.cli import main
+
+
+def _gold(data_dir: Path) -> list[dict]:
+    lines = (data_dir / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def _write_predictions(path: Path, items: list[dict]) -> Path:
+    text = "".join(json.dumps({"id": i["id"], "label": i["label"]}) + "\n" for i in items)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_validate_prints_the_summary(repo_root: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["validate", str(repo_root / "parameters" / "demo.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "classes     10: admin, games" in out
+    assert "corpus      1000 items, revision " in out
+    assert "b1 (batch=1), b4 (batch=4), b8 (batch=8)" in out
+    assert "macro_f1 >= 0.7, drop <= 0.01 vs b1" in out
+
+
+def test_validate_bad_yaml_exits_2_with_the_field(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture
+) -> None:
+    text = (repo_root / "parameters" / "demo.yaml").read_text(encoding="utf-8")
+    bad = tmp_path / "parameters" / "bad.yaml"
+    bad.parent.mkdir()
+    bad.write_text(text.replace("warmup_iterations:", "warmup_iteration:"), encoding="utf-8")
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "timing.warmup_iteration: unknown key" in err and "warmup_iterations" in err
+
+
+def test_accept_exit_codes(
+    tmp_path: Path, repo_root: Path, data_dir: Path, capsys: pytest.CaptureFixture
+) -> None:
+    demo = str(repo_root / "parameters" / "demo.yaml")
+    gold = _gold(data_dir)
+    perfect = _write_predictions(tmp_path / "perfect.jsonl", gold)
+    assert main(["accept", demo, str(perfect)]) == 0  # gold labels: macro-F1 1.0
+    checks = json.loads((tmp_path / "checks.json").read_text())
+    assert checks["corpus_accepted"] is True and checks["quality_value"] == 1.0
+    # R1.6: 1,000 lines, but one ID duplicated and one missing: never accepted.
+    swapped = _write_predictions(tmp_path / "dup.jsonl", [*gold[:-1], gold[0]])
+    assert main(["accept", demo, str(swapped)]) == 1
+    checks = json.loads((tmp_path / "checks.json").read_text())
+    assert checks["missing_ids"] == [gold[-1]["id"]]
+    assert checks["duplicated_ids"] == {gold[0]["id"]: [1, 1000]}
+    # Far below the reference value: outside the tolerance (R1.3).
+    assert main(["accept", demo, str(perfect), "--reference-value", "1.5"]) == 1
+    capsys.readouterr()
+    assert main(["accept", demo, str(tmp_path / "absent.jsonl")]) == 2
+
+
+def test_csv_check_template_and_bad_header(
+    tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture
+) -> None:
+    template = repo_root / "resultats-bruts.csv"
+    assert main(["csv-check", str(template)]) == 0
+    bad = tmp_path / "resultats-bruts.csv"
+    shutil.copy(template, bad)
+    bad.write_text(bad.read_text().replace("elapsed_seconds", "elapsed_ms"), encoding="utf-8")
+    assert main(["csv-check", str(bad)]) == 2
+    assert "elapsed_ms" in capsys.readouterr().err
