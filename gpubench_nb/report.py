@@ -32,6 +32,7 @@ from gpubench_nb.report_bundles import (
     rows_frame,
 )
 from gpubench_nb.report_economics import (
+    break_even_table,
     economics_markdown,
     economics_table,
     not_accepted_markdown,
@@ -57,6 +58,7 @@ __all__ = [
     "SPREAD_RATIO",
     "Bundle",
     "acceptance_table",
+    "break_even_table",
     "comparability_problems",
     "display_setup",
     "economics_markdown",

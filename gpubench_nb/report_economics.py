@@ -61,6 +61,37 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
     return "\n\n".join(lines)
 
 
+def break_even_table(bundles: Sequence[Bundle]) -> pd.DataFrame | str:
+    """Per bundle, how many accepted corpora each offer needs to beat another's cost per result.
+
+    Read from ``economics.json``: thresholds against a reference offer at its one measured
+    accepted corpus (R5.3), never a forecast of what a package will deliver (R5.5). A string says
+    why there is no table.
+    """
+    records, reasons = [], []
+    for b in bundles:
+        block = (b.economics or {}).get("break_even") or {}
+        pairs = block.get("pairs") or []
+        if not pairs:
+            why = block.get("reason") or "economics.json records no break-even threshold"
+            reasons.append(f"{b.label}: {why}.")
+        for pair in pairs:
+            needed = pair.get("accepted_corpora_needed")
+            records.append(
+                {
+                    "bundle": b.label,
+                    "offer": pair.get("challenger"),
+                    "against": pair.get("reference"),
+                    "accepted corpora needed (threshold, not a forecast)": (
+                        NOT_RECORDED if needed is None else needed
+                    ),
+                }
+            )
+    if not records:
+        return " ".join(reasons) or "No bundle was priced: no break-even threshold."
+    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "offer", "against"]))
+
+
 def _variant_status(bundle: Bundle) -> dict[str, tuple[bool | None, str | None]]:
     """variant -> (accepted, reason): economics.json's verdict, else re-derived from the rows."""
     facts = (bundle.economics or {}).get("variants")

@@ -188,6 +188,27 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
             }
             for offer_id, total in (("h100-example", 123456), ("b200-pair", 250005))
         ],
+        # By hand: b200 needs n with 250005 / n < 123456 / 1, so n = 3 (250005 / 2 > 123456);
+        # h100 already beats b200 at n = 1 (123456 < 250005).
+        "break_even": {
+            "label": "threshold, not a forecast",
+            "reference_accepted_results": 1,
+            "reason": None,
+            "pairs": [
+                {
+                    "challenger": "b200-pair",
+                    "reference": "h100-example",
+                    "accepted_corpora_needed": 3,
+                    "statement": "b200 needs 3",
+                },
+                {
+                    "challenger": "h100-example",
+                    "reference": "b200-pair",
+                    "accepted_corpora_needed": 1,
+                    "statement": "h100 needs 1",
+                },
+            ],
+        },  # fmt: skip
     }
     (bundle / "economics.json").write_text(json.dumps(econ), encoding="utf-8")
     return bundle
@@ -380,6 +401,34 @@ def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle
     assert "b8 was faster but not accepted" in text and len(text.splitlines()) == 1
 
 
+def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bundle: Path) -> None:
+    offers = tmp_path / "offers.yaml"
+    offers.write_text(
+        "offers:\n"
+        "  - id: one\n    provider: test\n    gpu_model: H100\n    gpus_per_lot: 1\n"
+        "    package_price_usd_minor: {3: 100, 7: 4200, 30: 9000}\n"
+        "  - id: two\n    provider: test\n    gpu_model: B200\n    gpus_per_lot: 2\n"
+        "    package_price_usd_minor: {3: 100, 7: 10000, 30: 9000}\n",
+        encoding="utf-8",
+    )
+    pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
+    economics.write_bundle_economics(gpu_bundle, pricing)
+    table = report.break_even_table(report.load_bundles([gpu_bundle]))
+    label = table.index[0][0]
+    needed = "accepted corpora needed (threshold, not a forecast)"
+    # By hand, totals 8400 and 20000 cents: two needs n with 20000 / n < 8400, so n = 3
+    # (20000 / 2 = 10000 is not below 8400); one beats two's 20000 at n = 1.
+    assert table.loc[(label, "two", "one"), needed] == 3
+    assert table.loc[(label, "one", "two"), needed] == 1
+    assert len(table) == 2
+
+
+def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> None:
+    economics.write_bundle_economics(gpu_bundle, None)  # no pricing section declared
+    text = report.break_even_table(report.load_bundles([gpu_bundle]))
+    assert isinstance(text, str) and "no pricing section declared" in text
+
+
 def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
     (cpu_bundle / "resultats-bruts.csv").write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
     bundles = report.load_bundles([cpu_bundle])
@@ -498,11 +547,13 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
     assert "Traceback" not in dom
     tables = re.findall(r"<table.*?</table>", dom, re.S)
-    # header, summary, memory, acceptance, failures, economics
-    assert len(tables) == 6
+    # header, summary, memory, acceptance, failures, economics, break-even
+    assert len(tables) == 7
     bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
     assert bodies[1] == 18  # 2 bundles x 3 variants x 3 phases
     assert bodies[3] == 60  # 2 bundles x 30 measured runs
     assert bodies[4] == 1  # the OOM run, listed with its note
+    assert bodies[6] == 4  # 2 bundles x 2 ordered pairs of offers
+    assert "threshold, not a forecast" in tables[6]
     assert "out of memory" in tables[4] and "memory was not recorded" in dom
     assert "b8 was faster but not accepted" in dom
