@@ -208,7 +208,7 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
                     "statement": "h100 needs 1",
                 },
             ],
-        },  # fmt: skip
+        },
     }
     (bundle / "economics.json").write_text(json.dumps(econ), encoding="utf-8")
     return bundle
