@@ -42,7 +42,6 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
 
 from __future__ import annotations
 
-import csv
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -195,51 +194,29 @@ def fill_package_columns(
     return filled
 
 
-def _read_bundle_rows(csv_path: Path) -> list[dict[str, str]]:
-    needed = ("variant_id", "phase", "run_index", "corpus_accepted", "elapsed_seconds")
-    try:
-        with csv_path.open(encoding="utf-8", newline="") as handle:
-            reader = csv.DictReader(handle)
-            rows = list(reader)
-            header = reader.fieldnames or []
-    except OSError as exc:
+def _read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
+    """The bundle's typed rows, validated by the fixed schema (R4); a missing file is named."""
+    from gpubench_nb.results import read_rows
+
+    if not csv_path.is_file():
         raise EconomicsError(
-            f"{csv_path}: cannot read ({exc.strerror}); fix: run the measurement (10_measure) "
-            "first",
+            f"{csv_path}: cannot read (no such file); fix: run the measurement (10_measure) first",
             rule="R5.6",
-        ) from None
-    missing = [name for name in needed if name not in header]
-    if missing:
-        raise EconomicsError(
-            f"{csv_path}: header lacks the columns {missing}; fix: write it with "
-            "gpubench_nb.results",
-            rule="R4",
         )
-    return rows
+    return read_rows(csv_path)
 
 
-def _seconds(csv_path: Path, line: int, value: str) -> float | None:
-    if value == "":
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise EconomicsError(
-            f"{csv_path}: line {line} column 'elapsed_seconds': not a number: {value!r}",
-            rule="R4.2",
-        ) from None
-
-
-def _variant_facts(csv_path: Path, rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     facts = []
     for variant, entry in variant_acceptance(rows).items():
         accepted = entry["accepted_unique_corpora"] == 1
-        warm = [
-            _seconds(csv_path, line, row["elapsed_seconds"])
-            for line, row in enumerate(rows, start=2)
-            if row["variant_id"] == variant and row["phase"] == "warm"
+        timed = [
+            row["elapsed_seconds"]
+            for row in rows
+            if row["variant_id"] == variant
+            and row["phase"] == "warm"
+            and row["elapsed_seconds"] is not None  # a failed run is no time (R3.6)
         ]
-        timed = [s for s in warm if s is not None]
         reason = None
         if entry["failed"]:
             reason = (
@@ -293,7 +270,7 @@ def write_bundle_economics(
     bundle_dir = Path(bundle_dir)
     csv_path = bundle_dir / "resultats-bruts.csv"
     rows = _read_bundle_rows(csv_path)
-    variants = _variant_facts(csv_path, rows)
+    variants = _variant_facts(rows)
     gpu_models = sorted({row.get("gpu_model") or "" for row in rows} - {""})
     data: dict[str, Any] = {
         "unit_of_work": UNIT_OF_WORK,

@@ -30,7 +30,7 @@ from gpubench_nb.economics import (
     resolve_offer,
     write_bundle_economics,
 )
-from gpubench_nb.errors import EconomicsError
+from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.offers import Offer
 from gpubench_nb.results import COLUMNS
 
@@ -515,6 +515,19 @@ def test_bundle_without_pricing_or_without_accepted_variant(
 def test_bundle_without_raw_csv_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(EconomicsError, match=r"R5\.6: .*resultats-bruts\.csv: cannot read"):
         write_bundle_economics(tmp_path, None)
+
+
+def test_bundle_with_a_malformed_cell_is_refused_and_nothing_written(tmp_path: Path) -> None:
+    _write_bundle(tmp_path)
+    csv_path = tmp_path / "resultats-bruts.csv"
+    lines = csv_path.read_text(encoding="utf-8").splitlines(keepends=True)
+    warm = next(i for i, line in enumerate(lines) if ",warm," in line and ",0.45," in line)
+    lines[warm] = lines[warm].replace(",0.45,", ",fast,")
+    csv_path.write_text("".join(lines), encoding="utf-8")
+    # The fixed schema (R4) is checked on read: the row, its line and the column are named.
+    with pytest.raises(ResultsError, match=rf"R4: .*\(line {warm + 1}\), column elapsed_seconds"):
+        write_bundle_economics(tmp_path, None)
+    assert not (tmp_path / "economics.json").exists()
 
 
 # --- the notebook -----------------------------------------------------------------------------
