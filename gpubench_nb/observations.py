@@ -6,7 +6,7 @@ from typing import Any
 
 from gpubench_nb.environment import ROW_FIELDS
 from gpubench_nb.experiment import Experiment
-from gpubench_nb.results import empty_row
+from gpubench_nb.results_schema import empty_row
 from gpubench_nb.schedule import ScheduledRun
 
 MEMORY_KEYS = (

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.results import COLUMNS
+from gpubench_nb.results_schema import COLUMNS
 
 PHASES: tuple[str, ...] = ("load", "cold", "warm")  # R3.2: never mixed on one axis
 MEASURED_PHASES: tuple[str, ...] = ("cold", "warm")  # passes over the corpus: throughput exists

@@ -1,4 +1,7 @@
-"""The fixed 38-column schema of resultats-bruts.csv (R4): one definition, used everywhere."""
+"""Reading and writing resultats-bruts.csv (R4): durable appends, atomic rewrites, typed reads.
+
+The schema itself (columns, types, row rules) lives in :mod:`gpubench_nb.results_schema`.
+"""
 
 from __future__ import annotations
 
@@ -15,109 +18,34 @@ from typing import Any
 
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
-
-# R4: the columns, in PROTOCOL.md's order. Never derived from data.
-COLUMNS: tuple[str, ...] = (
-    "experiment_id",
-    "variant_id",
-    "corpus_revision",
-    "model_revision",
-    "tokenizer_revision",
-    "seed",
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
-    "precision",
-    "batch",
-    "context",
-    "phase",
-    "run_index",
-    "warmup_iterations",
-    "expected_ids",
-    "observed_ids",
-    "ids_match",
-    "format_valid",
-    "quality_metric",
-    "quality_threshold",
-    "quality_tolerance",
-    "quality_value",
-    "corpus_accepted",
-    "elapsed_seconds",
-    "baseline_allocated_bytes",
-    "baseline_reserved_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "duration_days",
-    "lots",
-    "package_total_usd_minor",
-    "accepted_unique_corpora",
-    "notes",
+from gpubench_nb.results_schema import (
+    COLUMNS,
+    TYPE_OF_COLUMN,
+    check_row,
+    duplicate_runs,
+    empty_row,
 )
-assert len(COLUMNS) == 38
 
-# R4.2: one type per column. Bytes and cents are integers; times and quality are floats.
-_STR, _INT, _FLOAT, _BOOL = str, int, float, bool
-TYPE_OF_COLUMN: dict[str, type] = {
-    "experiment_id": _STR,
-    "variant_id": _STR,
-    "corpus_revision": _STR,
-    "model_revision": _STR,
-    "tokenizer_revision": _STR,
-    "seed": _INT,
-    "gpu_model": _STR,
-    "gpu_count": _INT,
-    "device": _STR,
-    "driver_version": _STR,
-    "python_version": _STR,
-    "torch_version": _STR,
-    "runtime_version": _STR,
-    "precision": _STR,
-    "batch": _INT,
-    "context": _INT,
-    "phase": _STR,
-    "run_index": _INT,
-    "warmup_iterations": _INT,
-    "expected_ids": _INT,
-    "observed_ids": _INT,
-    "ids_match": _BOOL,
-    "format_valid": _BOOL,
-    "quality_metric": _STR,
-    "quality_threshold": _FLOAT,
-    "quality_tolerance": _FLOAT,
-    "quality_value": _FLOAT,
-    "corpus_accepted": _BOOL,
-    "elapsed_seconds": _FLOAT,
-    "baseline_allocated_bytes": _INT,
-    "baseline_reserved_bytes": _INT,
-    "peak_allocated_bytes": _INT,
-    "peak_reserved_bytes": _INT,
-    "duration_days": _INT,
-    "lots": _INT,
-    "package_total_usd_minor": _INT,
-    "accepted_unique_corpora": _INT,
-    "notes": _STR,
-}
-assert tuple(TYPE_OF_COLUMN) == COLUMNS
+__all__ = [
+    "COLUMNS",
+    "HEADER",
+    "TYPE_OF_COLUMN",
+    "append_rows",
+    "check_row",
+    "empty_row",
+    "format_float",
+    "format_row",
+    "read_rows",
+    "repair_torn_tail",
+    "validate_csv",
+    "write_rows_atomic",
+]
 
-PHASES = ("load", "cold", "warm")  # R3.2: never mix timings
-PACKAGE_DAYS = (3, 7, 30)  # R5.1
-BOUNDED_METRICS = ("macro_f1", "weighted_f1", "accuracy")  # values in [0, 1]
 HEADER = ",".join(COLUMNS) + "\n"
 MAX_LISTED = 20  # errors listed in one exception; validate_csv returns them all
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
-# A true acceptance must not fail on float rounding of a value equal to its threshold.
-_SLACK = 1e-12
-
-
-def empty_row() -> dict[str, Any]:
-    """A row with every column not recorded (R4.3: empty, never zero)."""
-    return dict.fromkeys(COLUMNS)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,7 +123,7 @@ def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
     for number, row in enumerate(rows, start=1):
         text.append(format_row(row))
         errors += [f"new row {number}, column {col}: {msg}" for col, msg in check_row(row)]
-    errors += _duplicate_runs(list(rows), lambda i: f"new row {i}")
+    errors += duplicate_runs(list(rows), lambda i: f"new row {i}")
     if errors:
         raise ResultsError(_join(errors), rule="R4")
     return "".join(text)
@@ -288,100 +216,6 @@ def _parse_cell(column: str, text: str) -> Any:
     raise ValueError(f"{text!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
 
 
-def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
-    """Rules one typed row must meet: [(column, message)], empty when the row is sound."""
-    errors: list[tuple[str, str]] = []
-
-    def bad(column: str, message: str) -> None:
-        errors.append((column, message))
-
-    for column, kind in TYPE_OF_COLUMN.items():
-        value = row.get(column)
-        if kind in (int, float) and value is not None and value < 0:
-            bad(column, f"R4.3: {value} is negative; readings and counts are never negative")
-    positive = {
-        "elapsed_seconds": "R5.8: a duration of zero is not a measurement; leave it empty "
-        "when the run failed and say why in notes",
-        "expected_ids": "R1.5: a corpus has at least one expected ID",
-        "batch": "R2.1: a batch holds at least one text",
-        "context": "R2.1: a context holds at least one token",
-        "run_index": "R3.4: runs are numbered from 1",
-        "lots": "R5.1: a package has at least one lot",
-        "package_total_usd_minor": "R5.1: a package price of 0 is not a price; leave it "
-        "empty when not priced",
-    }
-    for column, message in positive.items():
-        if row.get(column) == 0:
-            bad(column, f"0 where zero is impossible; {message}")
-    phase = row.get("phase")
-    if phase is not None and phase not in PHASES:
-        bad("phase", f"R3.2: {phase!r} is not one of {list(PHASES)}")
-    days = row.get("duration_days")
-    if days is not None and days not in PACKAGE_DAYS:
-        bad("duration_days", f"R5.1: {days} is not a package length; use 3, 7 or 30")
-    if row.get("gpu_count") == 0 and row.get("gpu_model"):
-        bad("gpu_count", f"R2.4: 0 GPUs used but gpu_model is {row['gpu_model']!r}")
-    if row.get("quality_metric") in BOUNDED_METRICS:
-        for column in ("quality_value", "quality_threshold"):
-            if row.get(column) is not None and row[column] > 1:
-                bad(column, f"R1.3: {row[column]} > 1 for {row['quality_metric']}")
-
-    def pair(low: str, high: str, rule: str) -> None:
-        a, b = row.get(low), row.get(high)
-        if a is not None and b is not None and a > b:
-            bad(low, f"{rule}: {low} {a} > {high} {b}")
-
-    pair("peak_allocated_bytes", "peak_reserved_bytes", "R3.9 (allocated is inside reserved)")
-    pair(
-        "baseline_allocated_bytes", "baseline_reserved_bytes", "R3.9 (allocated is inside reserved)"
-    )
-    pair(
-        "baseline_allocated_bytes",
-        "peak_allocated_bytes",
-        "R3.8 (the peak is taken after the baseline)",
-    )
-    pair(
-        "baseline_reserved_bytes",
-        "peak_reserved_bytes",
-        "R3.8 (the peak is taken after the baseline)",
-    )
-    expected, observed = row.get("expected_ids"), row.get("observed_ids")
-    if row.get("ids_match") is True and None not in (expected, observed) and expected != observed:
-        bad("ids_match", f"R1.5: true, yet observed_ids {observed} != expected_ids {expected}")
-    if row.get("corpus_accepted") is True:
-        for column in ("ids_match", "format_valid"):
-            if row.get(column) is not True:
-                shown = "empty" if row.get(column) is None else "false"
-                bad("corpus_accepted", f"R1.5: true while {column} is {shown}")
-        value, threshold = row.get("quality_value"), row.get("quality_threshold")
-        if value is None or threshold is None:
-            bad("corpus_accepted", "R1.3/R1.5: true without a quality_value and its threshold")
-        elif value < threshold - _SLACK:
-            bad(
-                "corpus_accepted", f"R1.5: true while quality_value {value} < threshold {threshold}"
-            )
-    return errors
-
-
-def _duplicate_runs(rows: list[dict[str, Any]], where: Any) -> list[str]:
-    keys = ("experiment_id", "variant_id", "phase", "run_index")
-    seen: dict[tuple, int] = {}
-    errors = []
-    for number, row in enumerate(rows, start=1):
-        key = tuple(row.get(k) for k in keys)
-        if None in key:
-            continue
-        if key in seen:
-            run = dict(zip(keys, key, strict=True))
-            errors.append(
-                f"{where(number)}: R4.1: a second row for run {run} (first: "
-                f"{where(seen[key])}); one row per run"
-            )
-        else:
-            seen[key] = number
-    return errors
-
-
 def _join(errors: list[str]) -> str:
     more = f"; ... and {len(errors) - MAX_LISTED} more" if len(errors) > MAX_LISTED else ""
     return f"{len(errors)} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
@@ -459,7 +293,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             start = reader.line_num + 1
     except csv.Error as exc:
         errors.append(f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)")
-    errors += _duplicate_runs(rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
+    errors += duplicate_runs(rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
     return rows, errors
 
 
