@@ -13,11 +13,11 @@ import numpy as np
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, PredictionsError, ProtocolError
+from gpubench_nb.experiment_spec import METRICS  # the metrics a declaration may name (R1.3)
 
 if TYPE_CHECKING:
     from gpubench_nb.corpus import Corpus
 
-METRICS = ("macro_f1", "weighted_f1", "accuracy")
 PREDICTION_KEYS = frozenset({"id", "label"})
 # A value that equals its bound mathematically must not fail by float rounding (F1 values are
 # ratios of counts); 1e-12 is far below any difference one item can make on 10^6 items.
@@ -25,7 +25,7 @@ _SLACK = 1e-12
 
 
 class QualityRule(Protocol):
-    """What acceptance reads of the declared quality (``experiment.QualitySpec``, R1.3)."""
+    """What acceptance reads of the declared quality (``experiment_spec.QualitySpec``, R1.3)."""
 
     metric: str
     threshold: float

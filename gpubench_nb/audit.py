@@ -11,7 +11,7 @@ from typing import Any
 from gpubench_nb import bundle as layout
 from gpubench_nb.corpus import load_corpus
 from gpubench_nb.errors import BundleError
-from gpubench_nb.experiment import QualitySpec
+from gpubench_nb.experiment_spec import QualitySpec
 from gpubench_nb.lock import canonical_sha256, read_lock
 from gpubench_nb.quality import CHECKS_NAME, accepted, assess_runs
 from gpubench_nb.results import read_rows, validate_csv

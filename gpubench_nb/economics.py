@@ -93,7 +93,7 @@ PHASES = ("load", *MEASURED_PHASES)
 
 
 class PricingLike(Protocol):
-    """What is read from an experiment's ``pricing`` section (experiment.PricingSpec)."""
+    """What is read from an experiment's ``pricing`` section (experiment_spec.PricingSpec)."""
 
     offers: Path
     offer: str

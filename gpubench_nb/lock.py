@@ -10,7 +10,7 @@ from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.experiment import Experiment
+from gpubench_nb.experiment_spec import Experiment
 
 LOCK_NAME = "protocol.lock.json"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from gpubench_nb.environment import ROW_FIELDS
-from gpubench_nb.experiment import Experiment
+from gpubench_nb.experiment_spec import Experiment
 from gpubench_nb.results_schema import empty_row
 from gpubench_nb.schedule import ScheduledRun
 

@@ -21,7 +21,8 @@ from typing import Any
 from gpubench_nb import bundle as layout
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.corpus import Corpus, check_disjoint, load_experiment_corpus, write_expected_ids
-from gpubench_nb.experiment import Experiment, load_experiment
+from gpubench_nb.experiment import load_experiment
+from gpubench_nb.experiment_spec import Experiment
 from gpubench_nb.lock import freeze
 from gpubench_nb.observations import rows_for_run
 from gpubench_nb.results import append_rows, read_rows, repair_torn_tail

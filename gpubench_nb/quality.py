@@ -11,7 +11,7 @@ from typing import Any
 from gpubench_nb.acceptance import AcceptanceReport, check_predictions, write_checks
 from gpubench_nb.bundle import CSV_NAME, run_dir
 from gpubench_nb.corpus import Corpus
-from gpubench_nb.experiment import QualitySpec
+from gpubench_nb.experiment_spec import QualitySpec
 from gpubench_nb.results import read_rows, write_rows_atomic
 
 MEASURED_PHASES = ("cold", "warm")

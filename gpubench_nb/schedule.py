@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from gpubench_nb.experiment import Experiment
+from gpubench_nb.experiment_spec import Experiment
 
 PHASES = ("cold", "warm")
 

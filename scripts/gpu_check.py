@@ -45,7 +45,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpubench_nb.backends.tokenization import TextTokenizer, tokenizer_files  # noqa: E402
 from gpubench_nb.corpus import load_experiment_corpus  # noqa: E402
-from gpubench_nb.experiment import ModelSpec, TokenizerSpec, load_experiment  # noqa: E402
+from gpubench_nb.experiment import load_experiment  # noqa: E402
+from gpubench_nb.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
 from gpubench_nb.measure import measure_pass  # noqa: E402
 from gpubench_nb.memory import MEMORY_FIELDS, MemoryReading, probe_for  # noqa: E402
 from gpubench_nb.timing import Stopwatch, synchronizer  # noqa: E402

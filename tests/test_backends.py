@@ -342,6 +342,20 @@ def test_hf_backend_loads_offline_and_maps_labels_by_name(tmp_path, splits) -> N
     assert backend.describe()["parameter_count"] > 0
 
 
+def test_hf_loading_prints_no_progress_bar_and_restores_the_setting(tmp_path, capsys) -> None:
+    from transformers import AutoModelForSequenceClassification
+    from transformers.utils import logging as hf_logging
+
+    from gpubench_nb.backends.hf import from_pretrained
+
+    folder = _tiny_hf_folder(tmp_path / "hf", dict(enumerate(CLASSES)))
+    capsys.readouterr()  # drop what saving printed
+    hf_logging.enable_progress_bar()
+    from_pretrained(AutoModelForSequenceClassification, folder, torch.float32)
+    assert "Loading weights" not in capsys.readouterr().err  # no bar in a notebook's stderr
+    assert hf_logging.is_progress_bar_enabled()  # the caller's setting is left as it was
+
+
 def test_hf_class_name_mismatch_is_a_clear_error(tmp_path) -> None:
     folder = _tiny_hf_folder(tmp_path / "hf", {i: f"LABEL_{i}" for i in range(len(CLASSES))})
     with pytest.raises(BackendError, match=r"R1\.3.*matched by name") as info:

@@ -520,6 +520,10 @@ def test_render_report_writes_self_contained_html(rendered: Path) -> None:
     assert (rendered.parent / "notebooks" / "90_report.ipynb").is_file()
     assert not re.search(r"""<(script|img|link)[^>]+(src|href)=["']https?:""", html)
     assert html.count('src="data:image/png;base64,') == 3  # elapsed, throughput, memory
+    images = re.findall(r"<img[^>]*>", html)
+    alts = [m.group(1) for tag in images if (m := re.search(r'alt="([^"]+)"', tag))]
+    assert len(alts) == 3 and "No description has been provided" not in html  # accessible
+    assert alts[0].startswith("Elapsed seconds per variant")
     assert "report.load_bundles" not in html  # inputs hidden
     assert "Traceback" not in html
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in html  # no warning printed

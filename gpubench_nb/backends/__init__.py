@@ -19,9 +19,8 @@ from gpubench_nb.backends.build import build_model
 from gpubench_nb.backends.minilm import build_minilm
 from gpubench_nb.backends.presets import BuildReport, minilm_source_dir
 from gpubench_nb.errors import BackendError
+from gpubench_nb.experiment_spec import BACKENDS
 from gpubench_nb.fingerprint import sha256_files
-
-BACKENDS = ("bow", "minilm", "hf")
 
 
 def load_backend(

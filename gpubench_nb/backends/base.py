@@ -9,14 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.errors import BackendError
+from gpubench_nb.experiment_spec import BATCHINGS, PRECISIONS  # the declared vocabulary (R2.1)
 
 if TYPE_CHECKING:
     import torch
 
     from gpubench_nb.backends.tokenization import TextTokenizer
 
-PRECISIONS = ("fp32", "fp16", "bf16")
-BATCHINGS = ("corpus_order", "length_sorted")
 METADATA_FILE = "gpubench_model.json"
 
 
