@@ -61,6 +61,7 @@ from gpubench_nb.offers import (
     package_terms,
     resolve_offer,
 )
+from gpubench_nb.results import read_rows, write_rows_atomic
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
     import pandas
@@ -196,8 +197,6 @@ def fill_package_columns(
 
 def _read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
     """The bundle's typed rows, validated by the fixed schema (R4); a missing file is named."""
-    from gpubench_nb.results import read_rows
-
     if not csv_path.is_file():
         raise EconomicsError(
             f"{csv_path}: cannot read (no such file); fix: run the measurement (10_measure) first",
@@ -430,7 +429,6 @@ def economics_notebook(
 ) -> dict[str, pandas.DataFrame]:
     """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
     from gpubench_nb.experiment import load_experiment
-    from gpubench_nb.results import read_rows, write_rows_atomic
 
     pricing = load_experiment(experiment_path).pricing
     csv_path = Path(bundle_dir) / "resultats-bruts.csv"
