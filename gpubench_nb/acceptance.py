@@ -191,7 +191,8 @@ def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes
     f1_score(average="macro" | "weighted", labels=classes, zero_division=0) and
     accuracy_score, from one confusion matrix: per class F1 = 2 TP / (2 TP + FP + FN), 0 when
     the class is absent from both truth and predictions; macro = plain mean over every declared
-    class; weighted = mean weighted by true support.
+    class; weighted = mean weighted by true support. Not a call to scikit-learn: its import
+    alone costs ~1.7 s per kernel; equality with it is tested (tests/test_acceptance.py).
     """
     if metric not in METRICS:
         raise ProtocolError(
