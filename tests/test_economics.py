@@ -428,6 +428,7 @@ def test_write_bundle_economics_worked_example(tmp_path: Path, offers_file: Path
     _write_bundle(bundle)
     data = write_bundle_economics(bundle, Pricing(offers_file, "h100", 7, lots=1))
     assert json.loads((bundle / "economics.json").read_text(encoding="utf-8")) == data
+    # R5.4: one unit of work, declared once for every variant and offer.
     assert data["unit_of_work"] == UNIT_OF_WORK and data["rounding_rule"] == ROUNDING_RULE
     assert data["pricing"]["offer"] == "h100-test" and data["measured_on"]["gpu_model"] == ["cpu"]
 

@@ -102,6 +102,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[
 
 def test_bundle_holds_every_artifact(finished: tuple[Path, Path]) -> None:
     _, bundle = finished
+    # R5.6: the filled-in protocol, outputs, checks, raw CSV and report are all kept.
     for name in (
         "protocol.lock.json",
         "expected_ids.txt",
