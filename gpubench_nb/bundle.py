@@ -27,6 +27,25 @@ def run_dir(bundle_dir: Path, variant_id: str, phase: str, run_index: int) -> Pa
     return Path(bundle_dir) / "runs" / variant_id / f"{phase}-{run_index}"
 
 
+def sealed_bundle_holding(path: Path) -> Path | None:
+    """The finished bundle (one with a manifest) that ``path`` would be written into, if any."""
+    for folder in Path(path).resolve().parents:
+        if (folder / MANIFEST_NAME).is_file():
+            return folder
+    return None
+
+
+def comparison_report_path(bundle_dirs: list[Path]) -> Path:
+    """Where ``gpubench-nb report`` writes by default: beside the first bundle, never inside one.
+
+    A finished bundle is sealed by its manifest (R5.6); a report written into it afterwards
+    would make ``check-bundle`` fail. ``outputs/a`` + ``outputs/b`` -> ``outputs/report-a+b.html``.
+    """
+    first = Path(bundle_dirs[0]).resolve()
+    names = "+".join(Path(d).resolve().name for d in bundle_dirs)
+    return first.parent / f"report-{names}.html"
+
+
 def _file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

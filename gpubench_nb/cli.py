@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench_nb.errors import GpubenchError
+from gpubench_nb.errors import BundleError, GpubenchError
 
 EXIT_NOT_ACCEPTED = 1
 EXIT_INTERRUPTED = 130
@@ -129,10 +129,21 @@ def _check_bundle(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from gpubench_nb.bundle import comparison_report_path, sealed_bundle_holding
     from gpubench_nb.report import render_report
 
-    out = Path(args.out) if args.out else Path(args.bundles[0]) / "report.html"
-    path = render_report([Path(b) for b in args.bundles], out, allow_mismatch=args.allow_mismatch)
+    bundles = [Path(b) for b in args.bundles]
+    out = Path(args.out) if args.out else comparison_report_path(bundles)
+    sealed = sealed_bundle_holding(out)
+    if sealed is not None:
+        raise BundleError(
+            f"--out {out} is inside the finished bundle {sealed}, whose manifest would then "
+            "fail check-bundle; write the report elsewhere (the default is "
+            f"{comparison_report_path(bundles)}); a bundle's own report.html is written by "
+            "`gpubench-nb run`",
+            rule="R5.6",
+        )
+    path = render_report(bundles, out, allow_mismatch=args.allow_mismatch)
     print(f"report written: {path}")
     return 0
 
@@ -178,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_check_bundle)
     p = sub.add_parser("report", help="render one report over one or more bundles")
     p.add_argument("bundles", nargs="+")
-    p.add_argument("--out", help="HTML path (default: <first bundle>/report.html)")
+    p.add_argument(
+        "--out",
+        help="HTML path outside any finished bundle (default: beside the first bundle, "
+        "report-<names>.html)",
+    )
     p.add_argument(
         "--allow-mismatch",
         action="store_true",

@@ -497,6 +497,29 @@ def test_failed_kernel_keeps_its_notebook_and_names_the_cell(
     assert not (gpu_bundle / "report.html").exists()
 
 
+@pytest.mark.slow
+def test_report_command_leaves_sealed_bundles_intact(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from gpubench_nb import bundle as layout
+    from gpubench_nb.cli import main
+
+    gpu = write_bundle(tmp_path, "gpu", gpu=True)
+    cpu = write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
+    for sealed in (gpu, cpu):
+        layout.write_manifest(sealed)  # as `gpubench-nb run` leaves a finished bundle
+    # R5.6: writing into a finished bundle would break its manifest: refused, nothing written.
+    assert main(["report", str(gpu), str(cpu), "--out", str(cpu / "sub" / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "R5.6" in err and f"inside the finished bundle {cpu}" in err
+    assert not (cpu / "sub").exists()
+    # The default path is beside the first bundle, named after both.
+    assert main(["report", str(gpu), str(cpu)]) == 0
+    out = tmp_path / "report-gpu+cpu.html"
+    assert f"report written: {out}" in capsys.readouterr().out and out.is_file()
+    assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
+
+
 def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
     notebook = nbformat.read(repo_root / "notebooks" / "90_report.ipynb", as_version=4)
     tagged = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
