@@ -73,7 +73,20 @@ def probe_batch(backend: Backend) -> Batch:
     return backend.batches(tokenized, 2, "corpus_order")[0]
 
 
-class HfBackend(Backend):
+class EncoderBackend(Backend):
+    """A transformer encoder's shared parts: its context limit and padded batches."""
+
+    _max_context: int | None
+
+    def max_context(self) -> int | None:
+        return self._max_context
+
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        """Padded to the longest text of each batch; tensors on the device."""
+        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device)
+
+
+class HfBackend(EncoderBackend):
     """AutoTokenizer + AutoModelForSequenceClassification, labels matched by name (R1.3)."""
 
     name = "hf"
@@ -105,13 +118,6 @@ class HfBackend(Backend):
         self.module = model.to(device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
         check_precision_runs("hf", device, precision, lambda: self.predict(probe_batch(self)))
-
-    def max_context(self) -> int | None:
-        return self._max_context
-
-    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
-        """Padded to the longest text of each batch; tensors on the device."""
-        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device)
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors).logits

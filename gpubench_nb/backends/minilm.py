@@ -11,9 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.backends.base import (
     METADATA_FILE,
-    Backend,
-    Batch,
-    Tokenized,
     check_precision_runs,
     padded_batches,
     require_mapping,
@@ -21,7 +18,7 @@ from gpubench_nb.backends.base import (
     resolve_device,
     torch_dtype,
 )
-from gpubench_nb.backends.hf import from_pretrained, max_context, probe_batch
+from gpubench_nb.backends.hf import EncoderBackend, from_pretrained, max_context, probe_batch
 from gpubench_nb.backends.presets import (
     BuildReport,
     copy_tokenizer,
@@ -249,7 +246,7 @@ def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
     return weight.contiguous(), bias.contiguous()
 
 
-class MinilmBackend(Backend):
+class MinilmBackend(EncoderBackend):
     """A built minilm folder on a device at a precision (encoder and head alike)."""
 
     name = "minilm"
@@ -283,13 +280,6 @@ class MinilmBackend(Backend):
         self.module = minilm_module(encoder, head).to(device=device, dtype=dtype).eval()
         self._max_context = max_context(encoder.config, self.tokenizer)
         check_precision_runs("minilm", device, precision, lambda: self.predict(probe_batch(self)))
-
-    def max_context(self) -> int | None:
-        return self._max_context
-
-    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
-        """Padded to the longest text of each batch; tensors on the device."""
-        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device)
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors)
