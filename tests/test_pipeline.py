@@ -225,6 +225,33 @@ def test_rerun_of_a_finished_bundle_redoes_no_run(finished: tuple[Path, Path]) -
     assert len(result.rows) == len(before)
 
 
+def test_repricing_a_finished_bundle_redoes_no_run_and_reseals_it(
+    finished: tuple[Path, Path],
+) -> None:
+    from gpubench_nb.offers import load_offers
+
+    experiment, bundle = finished
+    declaration = yaml.safe_load(experiment.read_text())
+    declaration["pricing"]["days"] = 30  # pricing is not frozen (R1.3): a new package length
+    repriced = experiment.with_name("repriced.yaml")
+    repriced.write_text(yaml.safe_dump(declaration), encoding="utf-8")
+    before = read_rows(bundle / "resultats-bruts.csv")
+    try:
+        run_experiment(repriced, output_dir=bundle.parent)
+        after = read_rows(bundle / "resultats-bruts.csv")
+        price = load_offers(Path(declaration["pricing"]["offers"]))["h100-example"]
+        assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
+        # R5.1, R5.3: the whole 30-day package x 1 lot, the same one spend on every row.
+        assert {(r["duration_days"], r["package_total_usd_minor"]) for r in after} == {
+            (30, price.price_usd_minor(30))
+        }
+        economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
+        assert economics["pricing"]["days"] == 30
+        assert check_bundle(bundle) == []  # R5.6: resealed, every check re-derived
+    finally:
+        run_experiment(experiment, output_dir=bundle.parent)  # back to the shared 7-day state
+
+
 def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None:
     experiment = make_experiment(tmp_path, data_dir, "resume")
     outputs = tmp_path / "outputs"
