@@ -133,13 +133,14 @@ def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report import render_report
 
     bundles = [Path(b) for b in args.bundles]
-    out = Path(args.out) if args.out else comparison_report_path(bundles)
+    default = comparison_report_path(bundles)
+    out = Path(args.out) if args.out else default
     sealed = sealed_bundle_holding(out)
     if sealed is not None:
         raise BundleError(
             f"--out {out} is inside the finished bundle {sealed}, whose manifest would then "
-            "fail check-bundle; write the report elsewhere (the default is "
-            f"{comparison_report_path(bundles)}); a bundle's own report.html is written by "
+            f"fail check-bundle; write the report elsewhere (the default is {default}); a "
+            "bundle's own report.html is written by "
             "`gpubench-nb run`",
             rule="R5.6",
         )

@@ -104,13 +104,9 @@ class PricingLike(Protocol):
 
 
 def _as_bool(value: Any) -> bool | None:
-    """A corpus_accepted cell: True/False/None, or its CSV text true/false/empty (R4.3)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool):
+    """A typed corpus_accepted cell (results.read_rows): True, False or None = not recorded."""
+    if value is None or isinstance(value, bool):
         return value
-    if value in ("true", "false"):
-        return value == "true"
     raise EconomicsError(f"corpus_accepted must be true, false or empty, got {value!r}", rule="R4")
 
 
