@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpubench_nb.acceptance import check_predictions, summarise
-from gpubench_nb.corpus import CorpusItem, make_corpus
+from gpubench_nb.protocol.acceptance import check_predictions, summarise
+from gpubench_nb.protocol.corpus import CorpusItem, make_corpus
 
 CLASSES = ("admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web")
 TARGET = 1.5

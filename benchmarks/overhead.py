@@ -20,11 +20,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gpubench_nb.backends import build_model, load_backend  # noqa: E402
-from gpubench_nb.corpus import load_experiment_corpus  # noqa: E402
-from gpubench_nb.experiment import load_experiment  # noqa: E402
-from gpubench_nb.measure import measure_pass  # noqa: E402
-from gpubench_nb.timing import synchronizer  # noqa: E402
+from gpubench_nb.engine.backends import build_model, load_backend  # noqa: E402
+from gpubench_nb.engine.measure import measure_pass  # noqa: E402
+from gpubench_nb.engine.timing import synchronizer  # noqa: E402
+from gpubench_nb.protocol.corpus import load_experiment_corpus  # noqa: E402
+from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
 
 TARGET = 1.01
 

@@ -14,8 +14,8 @@ EXIT_INTERRUPTED = 130
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from gpubench_nb.corpus import check_disjoint, load_experiment_corpus
-    from gpubench_nb.experiment import load_experiment
+    from gpubench_nb.protocol.corpus import check_disjoint, load_experiment_corpus
+    from gpubench_nb.protocol.experiment import load_experiment
 
     exp = load_experiment(args.experiment)
     corpus = load_experiment_corpus(exp, "eval")
@@ -46,8 +46,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _build_model(args: argparse.Namespace) -> int:
-    from gpubench_nb.backends import build_model
-    from gpubench_nb.experiment import load_experiment
+    from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.protocol.experiment import load_experiment
 
     path = build_model(load_experiment(args.experiment), force=args.force)
     print(f"model ready: {path}")
@@ -57,7 +57,7 @@ def _build_model(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from gpubench_nb.pipeline import run_experiment
+    from gpubench_nb.pipeline.orchestrate import run_experiment
     from gpubench_nb.summary import summary_text
 
     bar = tqdm(total=0, unit="run", file=sys.stderr, dynamic_ncols=True)
@@ -86,9 +86,9 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _accept(args: argparse.Namespace) -> int:
-    from gpubench_nb.acceptance import check_predictions, summarise, write_checks
-    from gpubench_nb.corpus import load_experiment_corpus
-    from gpubench_nb.experiment import load_experiment
+    from gpubench_nb.protocol.acceptance import check_predictions, summarise, write_checks
+    from gpubench_nb.protocol.corpus import load_experiment_corpus
+    from gpubench_nb.protocol.experiment import load_experiment
 
     exp = load_experiment(args.experiment)
     corpus = load_experiment_corpus(exp, "eval")
@@ -107,7 +107,7 @@ def _accept(args: argparse.Namespace) -> int:
 
 
 def _csv_check(args: argparse.Namespace) -> int:
-    from gpubench_nb.results import validate_csv
+    from gpubench_nb.protocol.results import validate_csv
 
     problems = validate_csv(Path(args.file))
     for problem in problems:
@@ -118,7 +118,7 @@ def _csv_check(args: argparse.Namespace) -> int:
 
 
 def _check_bundle(args: argparse.Namespace) -> int:
-    from gpubench_nb.audit import check_bundle
+    from gpubench_nb.protocol.audit import check_bundle
 
     problems = check_bundle(args.bundle)
     for problem in problems:
@@ -129,8 +129,8 @@ def _check_bundle(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gpubench_nb.bundle import comparison_report_path, sealed_bundle_holding
-    from gpubench_nb.report import render_report
+    from gpubench_nb.protocol.bundle import comparison_report_path, sealed_bundle_holding
+    from gpubench_nb.report.render import render_report
 
     bundles = [Path(b) for b in args.bundles]
     default = comparison_report_path(bundles)

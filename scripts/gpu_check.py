@@ -1,7 +1,7 @@
 """GPU check helper: every backend x precision x batch on the demo corpus, with plausibility checks.
 
 For each configuration: load (timed, R3.2), one cold and one warm measured pass (processing
-scope, R3.1) through ``gpubench_nb.measure.measure_pass`` with the R3.8 memory probe, and
+scope, R3.1) through ``gpubench_nb.engine.measure.measure_pass`` with the R3.8 memory probe, and
 these checks (a failed check makes the exit status 1):
 
 - ``peak_allocated_bytes >= weight bytes`` (the weights sit on the device during the pass);
@@ -43,13 +43,13 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from gpubench_nb.backends.tokenization import TextTokenizer, tokenizer_files  # noqa: E402
-from gpubench_nb.corpus import load_experiment_corpus  # noqa: E402
-from gpubench_nb.experiment import load_experiment  # noqa: E402
-from gpubench_nb.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
-from gpubench_nb.measure import measure_pass  # noqa: E402
-from gpubench_nb.memory import MEMORY_FIELDS, MemoryReading, probe_for  # noqa: E402
-from gpubench_nb.timing import Stopwatch, synchronizer  # noqa: E402
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files  # noqa: E402
+from gpubench_nb.engine.measure import measure_pass  # noqa: E402
+from gpubench_nb.engine.memory import MEMORY_FIELDS, MemoryReading, probe_for  # noqa: E402
+from gpubench_nb.engine.timing import Stopwatch, synchronizer  # noqa: E402
+from gpubench_nb.protocol.corpus import load_experiment_corpus  # noqa: E402
+from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
+from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
 
 SOURCE_DIR = ROOT / "models" / "gpu-check" / "minilm-source"
 DEMO = ROOT / "parameters" / "demo.yaml"
@@ -78,7 +78,7 @@ def minilm_source(explicit: Path | None = None) -> Path:
         return explicit
     if (SOURCE_DIR / "config.json").is_file():
         return SOURCE_DIR
-    from gpubench_nb.backends.presets import minilm_source_dir
+    from gpubench_nb.engine.backends.presets import minilm_source_dir
 
     return minilm_source_dir()
 
@@ -125,8 +125,8 @@ def random_minilm_folder(
     from safetensors.torch import save_file
     from transformers import BertModel
 
-    from gpubench_nb.backends.minilm import HEAD_FILE
-    from gpubench_nb.backends.presets import write_metadata
+    from gpubench_nb.engine.backends.minilm import HEAD_FILE
+    from gpubench_nb.engine.backends.presets import write_metadata
 
     config = random_encoder(source)
     torch.manual_seed(seed)
@@ -159,8 +159,8 @@ def demo_experiment() -> Any:
 
 def prepare() -> int:
     """Here, before a device run: copy MiniLM's config + tokenizer, build models/demo-bow."""
-    from gpubench_nb.backends import build_model
-    from gpubench_nb.backends.presets import minilm_source_dir
+    from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.engine.backends.presets import minilm_source_dir
 
     source = minilm_source_dir()
     SOURCE_DIR.mkdir(parents=True, exist_ok=True)
@@ -177,7 +177,7 @@ def model_folders(
     backends: list[str], exp: Any, tmp: Path, source: Path, random_weights: bool
 ) -> dict[str, tuple[ModelSpec, TokenizerSpec]]:
     """Where each backend's model comes from on this machine."""
-    from gpubench_nb.backends import build_model
+    from gpubench_nb.engine.backends import build_model
 
     out: dict[str, tuple[ModelSpec, TokenizerSpec]] = {}
     for name in backends:
@@ -246,8 +246,8 @@ def check_config(
     name: str, specs: tuple[ModelSpec, TokenizerSpec], exp: Any, corpus: Any, args: Any, **kw
 ) -> list[dict[str, Any]]:
     """Load one (backend, precision), then cold + warm passes for each batch size."""
-    from gpubench_nb.backends import load_backend, resolve_device
-    from gpubench_nb.environment import capture_environment
+    from gpubench_nb.engine.backends import load_backend, resolve_device
+    from gpubench_nb.engine.environment import capture_environment
 
     precision, tmp = kw["precision"], kw["tmp"]
     base = {"backend": name, "precision": precision, "device": args.device}
@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     exp = demo_experiment()
     corpus = load_experiment_corpus(exp, "eval")
     if args.limit:
-        from gpubench_nb.corpus import make_corpus
+        from gpubench_nb.protocol.corpus import make_corpus
 
         corpus = make_corpus(corpus.path, corpus.items[: args.limit])
     args.out.mkdir(parents=True, exist_ok=True)

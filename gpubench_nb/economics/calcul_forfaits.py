@@ -1,0 +1,151 @@
+"""calcul-forfaits: a whole package total, and a cost per accepted corpus only if measured (R5)."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import NoReturn
+
+from gpubench_nb.economics.offers import (
+    DURATIONS_DAYS,
+    PackageQuote,
+    load_offers,
+    package_quote,
+    resolve_offer,
+)
+from gpubench_nb.errors import GpubenchError
+
+PROG = "calcul-forfaits"
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Bad arguments give one line on stderr and exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _whole(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number >= {minimum} ({what}), got {text!r}"
+            )
+        return value
+
+    return parse
+
+
+def _days(text: str) -> int:
+    if text.strip() not in {str(d) for d in DURATIONS_DAYS}:
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(map(str, DURATIONS_DAYS))} (whole packages, R5.1), "
+            f"got {text!r}"
+        )
+    return int(text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog=PROG,
+        description=(
+            "Price a whole 3-, 7- or 30-day rental package times its lots (R5.1, R5.2), and the "
+            "cost per accepted corpus only when a measured count is given (R5.3, R5.5). "
+            "Nothing is extrapolated."
+        ),
+    )
+    parser.add_argument("--offers", required=True, help="offers table, e.g. parameters/offers.yaml")
+    parser.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. b200)")
+    parser.add_argument("--days", required=True, type=_days, help="package length: 3, 7 or 30")
+    billed = parser.add_mutually_exclusive_group(required=True)
+    billed.add_argument("--lots", type=_whole(1, "billed lots, R5.1"), help="billed lots")
+    billed.add_argument(
+        "--gpus",
+        type=_whole(1, "GPUs needed; lots = ceil(GPUs / GPUs per lot), R5.2"),
+        help="GPUs needed instead of lots: lots = ceil(GPUs / GPUs per lot)",
+    )
+    parser.add_argument(
+        "--accepted-results",
+        type=_whole(
+            0, "distinct corpora actually accepted in the period, R5.3; omit if none measured, R5.5"
+        ),
+        default=None,
+        help="distinct corpora actually accepted within the package period (R5.3); leave out "
+        "when none was measured: only the package total is computed (R5.5)",
+    )
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    return parser
+
+
+def format_quote(quote: PackageQuote, fmt: str) -> str:
+    """The quote as a two-column table, a one-row CSV, or JSON; empty cost stays empty (R4.3)."""
+    data = quote.to_dict()
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    if fmt == "csv":
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, fieldnames=list(data), lineterminator="\n")
+        writer.writeheader()
+        writer.writerow({k: "" if v is None else v for k, v in data.items()})
+        return buffer.getvalue()
+    shown = dict(data)
+    shown["package_total_usd_minor"] = (
+        f"{quote.package_total_usd_minor} (USD {_usd(quote.package_total_usd_minor)})"
+    )
+    cost = quote.cost_per_accepted_usd_minor
+    shown["cost_per_accepted_usd_minor"] = (
+        f"{cost} (USD {_usd(cost)})"
+        if cost is not None
+        else "(empty: no measured accepted result, R5.5)"
+    )
+    if quote.accepted_results is None:
+        shown["accepted_results"] = "(not given)"
+    width = max(map(len, shown))
+    return "".join(f"{key:<{width}}  {value}\n" for key, value in shown.items())
+
+
+def _usd(cents: int) -> str:
+    return f"{cents // 100:,}.{cents % 100:02d}"
+
+
+def _fail(argument: str, exc: GpubenchError) -> int:
+    message = " ".join(str(exc).split())  # one line, whatever the library wrote
+    print(f"{PROG}: error: argument {argument}: {message}", file=sys.stderr)
+    return exc.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, price, print. Returns the exit status (2 for unusable input)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits on --help (0) and on bad arguments (2)
+        return int(exc.code or 0)
+    try:
+        offers = load_offers(args.offers)
+    except GpubenchError as exc:
+        return _fail("--offers", exc)
+    try:
+        offer = resolve_offer(offers, args.offer)
+    except GpubenchError as exc:
+        return _fail("--offer", exc)
+    try:  # arguments are already checked; the library checks again and names the rule
+        quote = package_quote(
+            offer, args.days, lots=args.lots, gpus=args.gpus, accepted_results=args.accepted_results
+        )
+    except GpubenchError as exc:
+        return _fail("--days/--lots/--gpus/--accepted-results", exc)
+    sys.stdout.write(format_quote(quote, args.format))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,433 @@
+"""Whole-package totals and cost per accepted corpus, in integer cents, never extrapolated (R5).
+
+Money is integer US cents end to end (``*_usd_minor``). A package total is the whole 3-, 7- or
+30-day package price times the billed lots (R5.1, R5.2). A cost per accepted corpus exists only
+for a measured count of distinct accepted corpora (R5.3); without one, only the total is
+computed (R5.5). Nothing here multiplies a measured rate out to a package length.
+
+``economics.json`` (written by :func:`write_bundle_economics`) has this shape::
+
+    {
+      "unit_of_work": str,          # declared once for the whole comparison (R5.4)
+      "rounding_rule": str,         # how cost per accepted corpus is rounded to the cent
+      "note": str,                  # what is and is not computed (R5.3, R5.5)
+      "pricing": null | {"offers_file": str, "offer": str, "days": int,
+                         "lots": int | null, "gpus": int | null},
+      "measured_on": {"gpu_model": [str, ...]},   # GPUs recorded in resultats-bruts.csv
+      "variants": [{
+          "variant_id": str,
+          "status": "accepted" | "not accepted" | "acceptance not recorded",
+          "accepted": bool,                     # every measured (cold, warm) run accepted
+          "accepted_unique_corpora": 1 | 0 | null,  # distinct corpora, never summed (R5.3)
+          "measured_runs": int, "accepted_runs": int,
+          "median_seconds_per_accepted_corpus": float | null,  # warm runs, a measured fact
+          "min_seconds": float | null, "max_seconds": float | null,
+          "timed_warm_runs": int | null,          # null for a variant not accepted
+          "reason": str | null}],               # why there is no cost per result (R5.7)
+      "offers": [{
+          "offer_id", "provider", "gpu_model": str, "gpus_per_lot", "days", "lots": int,
+          "package_total_usd_minor": int,       # one spend for the whole experiment
+          "declared": bool,                     # the experiment's pricing.offer
+          "note": str,
+          "variants": [{"variant_id": str, "accepted_results": 1 | null,
+                        "cost_per_accepted_usd_minor": int | null, "reason": str | null}]}],
+      "break_even": {
+          "label": "threshold, not a forecast",
+          "reference_accepted_results": 1 | null,
+          "reason": str | null,                 # why no threshold was computed
+          "pairs": [{"challenger": str, "reference": str,
+                     "accepted_corpora_needed": int | null, "statement": str}]}
+    }
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.economics.offers import (
+    DURATIONS_DAYS,
+    ROUNDING_RULE,
+    Offer,
+    PackageQuote,
+    break_even_accepted,
+    cost_per_accepted_usd_minor,
+    load_offers,
+    package_quote,
+    package_terms,
+    resolve_offer,
+)
+from gpubench_nb.errors import EconomicsError
+from gpubench_nb.protocol.results import read_rows, write_rows_atomic
+
+if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
+    import pandas
+
+__all__ = [
+    "DURATIONS_DAYS",
+    "ROUNDING_RULE",
+    "UNIT_OF_WORK",
+    "Offer",
+    "PackageQuote",
+    "break_even_accepted",
+    "cost_per_accepted_usd_minor",
+    "economics_notebook",
+    "economics_tables",
+    "fill_package_columns",
+    "load_offers",
+    "package_quote",
+    "resolve_offer",
+    "variant_acceptance",
+    "write_bundle_economics",
+]
+
+# R5.4: one unit of useful work, declared once, the same for every variant and offer.
+UNIT_OF_WORK = (
+    "one complete, accepted corpus: every expected ID exactly once, no extra answer, valid "
+    "format and the declared quality rules met (R1.5); repeats of one corpus count once (R5.3)"
+)
+MEASURED_PHASES = ("cold", "warm")  # a variant's measured runs; `load` rows carry no acceptance
+PHASES = ("load", *MEASURED_PHASES)
+
+
+class PricingLike(Protocol):
+    """What is read from an experiment's ``pricing`` section (experiment_spec.PricingSpec)."""
+
+    offers: Path
+    offer: str
+    days: int
+    lots: int | None
+    gpus: int | None
+
+
+def _as_bool(value: Any) -> bool | None:
+    """A typed corpus_accepted cell (results.read_rows): True, False or None = not recorded."""
+    if value is None or isinstance(value, bool):
+        return value
+    raise EconomicsError(f"corpus_accepted must be true, false or empty, got {value!r}", rule="R4")
+
+
+def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per variant (first-seen order): its measured runs and ``accepted_unique_corpora``.
+
+    For one corpus, 1 only when every measured (cold and warm) run was accepted; 0 when any was
+    not, or when there is no measured run; None while some acceptance is not recorded yet and
+    none failed (R4.3: empty = not recorded). Repeats never add up (R5.3).
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        variant, phase = row["variant_id"], row["phase"]
+        if phase not in PHASES:
+            raise EconomicsError(
+                f"variant {variant!r}: phase must be one of {', '.join(PHASES)}, got {phase!r}",
+                rule="R3.2",
+            )
+        entry = out.setdefault(
+            variant, {"measured_runs": 0, "accepted_runs": 0, "failed": [], "unrecorded": []}
+        )
+        if phase in MEASURED_PHASES:
+            entry["measured_runs"] += 1
+            accepted = _as_bool(row.get("corpus_accepted"))
+            run = f"{phase}-{row.get('run_index') or '?'}"
+            if accepted is True:
+                entry["accepted_runs"] += 1
+            elif accepted is False:
+                entry["failed"].append(run)
+            else:
+                entry["unrecorded"].append(run)
+    for entry in out.values():
+        if entry["failed"] or entry["measured_runs"] == 0:
+            entry["accepted_unique_corpora"] = 0
+        elif entry["unrecorded"]:
+            entry["accepted_unique_corpora"] = None
+        else:
+            entry["accepted_unique_corpora"] = 1
+    return out
+
+
+def _quote_for(offer: Offer, pricing: PricingLike) -> PackageQuote:
+    return package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
+
+
+def fill_package_columns(
+    rows: Sequence[Mapping[str, Any]],
+    pricing: PricingLike | None,
+    offers: Mapping[str, Offer] | None = None,
+) -> list[dict[str, Any]]:
+    """New rows with duration_days, lots, package_total_usd_minor, accepted_unique_corpora.
+
+    The same package total on every row: one spend for the whole experiment, not one per run
+    (R4, R5.3). ``pricing`` None leaves the four columns empty (R4.3). ``offers`` defaults to
+    the table at ``pricing.offers``.
+    """
+    package = ("duration_days", "lots", "package_total_usd_minor", "accepted_unique_corpora")
+    if pricing is None:
+        return [{**row, **dict.fromkeys(package)} for row in rows]
+    table = load_offers(pricing.offers) if offers is None else offers
+    quote = _quote_for(resolve_offer(table, pricing.offer), pricing)
+    statement = (
+        f"package: one spend of {quote.package_total_usd_minor} cents ({quote.offer_id}, "
+        f"{quote.days} days x {quote.lots} lot(s)) for the whole experiment, not per run (R5.3)"
+    )
+    acceptance = variant_acceptance(rows)
+    filled = []
+    for row in rows:
+        notes = row.get("notes") or ""
+        if statement not in notes:  # idempotent: a second fill does not repeat it
+            notes = f"{notes}; {statement}" if notes else statement
+        filled.append(
+            {
+                **row,
+                "duration_days": quote.days,
+                "lots": quote.lots,
+                "package_total_usd_minor": quote.package_total_usd_minor,
+                "accepted_unique_corpora": acceptance[row["variant_id"]]["accepted_unique_corpora"],
+                "notes": notes,
+            }
+        )
+    return filled
+
+
+def _read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
+    """The bundle's typed rows, validated by the fixed schema (R4); a missing file is named."""
+    if not csv_path.is_file():
+        raise EconomicsError(
+            f"{csv_path}: cannot read (no such file); fix: run the measurement (10_measure) first",
+            rule="R5.6",
+        )
+    return read_rows(csv_path)
+
+
+def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    facts = []
+    for variant, entry in variant_acceptance(rows).items():
+        accepted = entry["accepted_unique_corpora"] == 1
+        timed = [
+            row["elapsed_seconds"]
+            for row in rows
+            if row["variant_id"] == variant
+            and row["phase"] == "warm"
+            and row["elapsed_seconds"] is not None  # a failed run is no time (R3.6)
+        ]
+        reason = None
+        if entry["failed"]:
+            reason = (
+                f"not accepted: {len(entry['failed'])} of {entry['measured_runs']} measured runs "
+                f"failed acceptance ({', '.join(entry['failed'])}); a configuration that was not "
+                "accepted does not reach the same goal, whatever its speed, so it gets no cost "
+                "per result (R5.7)"
+            )
+        elif entry["measured_runs"] == 0:
+            reason = "not accepted: no measured run (cold or warm), so no accepted corpus (R5.7)"
+        elif entry["unrecorded"]:
+            reason = (
+                f"acceptance not recorded for {', '.join(entry['unrecorded'])} (run the quality "
+                "checks first); no cost per result without a measured accepted count (R5.5)"
+            )
+        if accepted:
+            status = "accepted"
+        elif entry["accepted_unique_corpora"] is None:
+            status = "acceptance not recorded"
+        else:
+            status = "not accepted"
+        facts.append(
+            {
+                "variant_id": variant,
+                "status": status,
+                "accepted": accepted,
+                "accepted_unique_corpora": entry["accepted_unique_corpora"],
+                "measured_runs": entry["measured_runs"],
+                "accepted_runs": entry["accepted_runs"],
+                # A fact about accepted runs only (R3.5: median and range), never a rate.
+                "median_seconds_per_accepted_corpus": statistics.median(timed)
+                if accepted and timed
+                else None,
+                "min_seconds": min(timed) if accepted and timed else None,
+                "max_seconds": max(timed) if accepted and timed else None,
+                "timed_warm_runs": len(timed) if accepted else None,
+                "reason": reason,
+            }
+        )
+    return facts
+
+
+def write_bundle_economics(
+    bundle_dir: Path, pricing: PricingLike | None, offers_path: Path | None = None
+) -> dict[str, Any]:
+    """Price every offer for the declared package, write ``economics.json``, return its data.
+
+    Accepted variants count 1 accepted corpus (the one validated corpus, R5.3); the others get
+    no cost per result and a reason (R5.7). Break-even counts are thresholds, not forecasts.
+    """
+    bundle_dir = Path(bundle_dir)
+    csv_path = bundle_dir / "resultats-bruts.csv"
+    rows = _read_bundle_rows(csv_path)
+    variants = _variant_facts(rows)
+    gpu_models = sorted({row.get("gpu_model") or "" for row in rows} - {""})
+    data: dict[str, Any] = {
+        "unit_of_work": UNIT_OF_WORK,
+        "rounding_rule": ROUNDING_RULE,
+        "note": (
+            "Package totals are whole packages x billed lots, one spend for the whole "
+            "experiment (R5.1, R5.3). A cost per accepted corpus is given only for a variant "
+            "whose measured runs were all accepted, counting its one distinct corpus (five "
+            "repeats are not five results, R5.3); no rate is extrapolated to 3, 7 or 30 days "
+            f"(R5.5). The corpus was accepted on the GPU recorded in resultats-bruts.csv "
+            f"({', '.join(gpu_models) or 'none recorded'}), not necessarily on an offer's GPU."
+        ),
+        "pricing": None,
+        "measured_on": {"gpu_model": gpu_models},
+        "variants": variants,
+        "offers": [],
+        "break_even": {
+            "label": "threshold, not a forecast",
+            "reference_accepted_results": None,
+            "reason": "no pricing section declared: no package is priced (R5.5)",
+            "pairs": [],
+        },
+    }
+    if pricing is not None:
+        offers_file = Path(offers_path if offers_path is not None else pricing.offers)
+        table = load_offers(offers_file)
+        declared = resolve_offer(table, pricing.offer)
+        data["pricing"] = {
+            "offers_file": str(offers_file),
+            "offer": declared.id,
+            "days": pricing.days,
+            "lots": pricing.lots,
+            "gpus": pricing.gpus,
+        }
+        quotes = {offer_id: _quote_for(offer, pricing) for offer_id, offer in table.items()}
+        for offer_id, quote in quotes.items():
+            data["offers"].append(_offer_entry(table[offer_id], quote, declared.id, variants))
+        if any(fact["accepted"] for fact in variants):
+            data["break_even"] = _break_even(table, pricing)
+        else:
+            data["break_even"]["reason"] = (
+                "no variant was accepted: there is no measured cost per result to beat (R5.5, R5.7)"
+            )
+    write_json_atomic(bundle_dir / "economics.json", data)
+    return data
+
+
+def _offer_entry(
+    offer: Offer, quote: PackageQuote, declared_id: str, variants: list[dict[str, Any]]
+) -> dict[str, Any]:
+    per_variant = []
+    for fact in variants:
+        # R5.7: only an accepted variant has a measured accepted count (1 distinct corpus).
+        accepted_results = 1 if fact["accepted"] else None
+        cost = cost_per_accepted_usd_minor(quote.package_total_usd_minor, accepted_results)
+        per_variant.append(
+            {
+                "variant_id": fact["variant_id"],
+                "accepted_results": accepted_results,
+                "cost_per_accepted_usd_minor": cost,
+                "reason": fact["reason"],
+            }
+        )
+    return {
+        "offer_id": offer.id,
+        "provider": offer.provider,
+        "gpu_model": offer.gpu_model,
+        "gpus_per_lot": offer.gpus_per_lot,
+        "days": quote.days,
+        "lots": quote.lots,
+        "package_total_usd_minor": quote.package_total_usd_minor,
+        "declared": offer.id == declared_id,
+        "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
+        "variants": per_variant,
+    }
+
+
+def _break_even(table: Mapping[str, Offer], pricing: PricingLike) -> dict[str, Any]:
+    """Pairwise thresholds against each offer at the 1 measured accepted corpus (R5.3)."""
+    pairs = []
+    for ref_id, ref_offer in table.items():
+        reference = package_quote(
+            ref_offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus, accepted_results=1
+        )
+        for ch_id, ch_offer in table.items():
+            if ch_id == ref_id:
+                continue
+            challenger = _quote_for(ch_offer, pricing)
+            needed = break_even_accepted(challenger, reference)
+            statement = (
+                f"{ch_id}'s package ({challenger.package_total_usd_minor} cents) would need at "
+                f"least {needed} accepted corpora to cost less per accepted corpus than {ref_id} "
+                f"at its 1 measured accepted corpus ({reference.package_total_usd_minor} cents); "
+                "a threshold, not a forecast"
+                if needed is not None
+                else f"{ref_id}'s package costs 0 cents: no count of accepted corpora beats it"
+            )
+            pairs.append(
+                {
+                    "challenger": ch_id,
+                    "reference": ref_id,
+                    "accepted_corpora_needed": needed,
+                    "statement": statement,
+                }
+            )
+    return {
+        "label": "threshold, not a forecast",
+        "reference_accepted_results": 1,
+        "reason": None,
+        "pairs": pairs,
+    }
+
+
+def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
+    """One table per offer (variants as rows) from ``economics.json`` data; {} if none priced."""
+    import pandas as pd
+
+    facts = {fact["variant_id"]: fact for fact in data["variants"]}
+    declared = (data.get("pricing") or {}).get("offer")
+    thresholds = {
+        pair["challenger"]: pair["accepted_corpora_needed"]
+        for pair in data["break_even"]["pairs"]
+        if pair["reference"] == declared
+    }
+    tables = {}
+    for offer in data["offers"]:
+        records = []
+        for cell in offer["variants"]:
+            fact = facts[cell["variant_id"]]
+            records.append(
+                {
+                    "offer_id": offer["offer_id"],
+                    "variant_id": cell["variant_id"],
+                    "status": fact["status"],
+                    "median_seconds_per_accepted_corpus (measured)": fact[
+                        "median_seconds_per_accepted_corpus"
+                    ],
+                    "days": offer["days"],
+                    "lots": offer["lots"],
+                    "package_total_usd_minor": offer["package_total_usd_minor"],
+                    "accepted_results": cell["accepted_results"],
+                    "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],
+                    f"break_even_vs_{declared} (threshold, not a forecast)": thresholds.get(
+                        offer["offer_id"]
+                    )
+                    if fact["accepted"]
+                    else None,
+                    "reason": cell["reason"],
+                }
+            )
+        tables[offer["offer_id"]] = pd.DataFrame(records, dtype=object)  # None stays None
+    return tables
+
+
+def economics_notebook(
+    experiment_path: str | Path, bundle_dir: str | Path
+) -> dict[str, pandas.DataFrame]:
+    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
+    from gpubench_nb.protocol.experiment import load_experiment
+
+    pricing = load_experiment(experiment_path).pricing
+    csv_path = Path(bundle_dir) / "resultats-bruts.csv"
+    if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
+        write_rows_atomic(csv_path, fill_package_columns(read_rows(csv_path), pricing))
+    return economics_tables(write_bundle_economics(Path(bundle_dir), pricing))

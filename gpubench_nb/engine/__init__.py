@@ -1,0 +1,2 @@
+"""The only code that touches torch: backends, timing, memory, environment capture, the
+inference loop and fault injection. Imports from `protocol` only."""

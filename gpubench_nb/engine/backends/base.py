@@ -1,0 +1,316 @@
+"""The Backend interface shared by every model: devices, precisions, batching order, metadata."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
+    BATCHINGS,
+    PRECISIONS,
+)
+
+if TYPE_CHECKING:
+    import torch
+
+    from gpubench_nb.engine.backends.tokenization import TextTokenizer
+
+METADATA_FILE = "gpubench_model.json"
+
+
+@dataclass
+class Tokenized:
+    """Token IDs of each text in corpus order, already cut to the context limit (R2.3)."""
+
+    input_ids: list[list[int]]
+    truncated_texts: int  # texts longer than the context, special tokens included
+    dropped_tokens: int  # tokens cut off those texts, summed
+
+
+@dataclass
+class Batch:
+    """One forward's inputs. ``indices`` are corpus positions, in the order of the rows."""
+
+    indices: list[int]
+    tensors: dict[str, torch.Tensor]
+
+
+def torch_dtype(precision: str) -> torch.dtype:
+    """The torch dtype of a declared precision; an unknown one is a BackendError."""
+    import torch
+
+    table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+    if precision not in table:
+        raise BackendError(
+            f"precision {precision!r} is not supported; declare one of {list(PRECISIONS)}"
+        )
+    return table[precision]
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> ``cuda`` if available else ``cpu``; asking for CUDA without it is an error."""
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as exc:
+        raise BackendError(
+            f"device {device!r} is not a device name ({exc}); use auto, cpu, cuda or cuda:N"
+        ) from exc
+    if resolved.type == "cpu":
+        return resolved
+    if resolved.type != "cuda":
+        raise BackendError(f"device {device!r} is not supported; use auto, cpu, cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise BackendError(
+            f"device {device!r} was declared but CUDA is not available on this machine "
+            f"(torch {torch.__version__}); declare device: cpu or auto, or run on a GPU server",
+            rule="R2.4",
+        )
+    index = 0 if resolved.index is None else resolved.index
+    if index >= torch.cuda.device_count():
+        raise BackendError(
+            f"device {device!r} was declared but only {torch.cuda.device_count()} CUDA "
+            "device(s) are visible; declare an existing index",
+            rule="R2.4",
+        )
+    return torch.device("cuda", index)
+
+
+def check_precision_runs(
+    backend: str, device: torch.device, precision: str, probe: Callable[[], Any]
+) -> None:
+    """Run ``probe`` (a tiny forward on ``device`` at ``precision``) before anything is
+    measured, so a precision the device cannot run fails now with a clear message."""
+    import torch
+
+    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise BackendError(
+            f"precision bf16 is not supported by {torch.cuda.get_device_name(device)}; "
+            "declare fp16 or fp32 (a precision change is its own experiment, R2.2)",
+            rule="R2.2",
+        )
+    try:
+        probe()
+    except (RuntimeError, NotImplementedError, TypeError) as exc:
+        raise BackendError(
+            f"backend {backend} cannot run precision {precision} on device {device}: "
+            f"{type(exc).__name__}: {exc}. Declare another precision (e.g. fp32) or device; "
+            "a precision change is its own experiment (R2.2)",
+            rule="R2.2",
+        ) from exc
+
+
+def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[int]]:
+    """Corpus positions of each batch. ``corpus_order`` (default) keeps the input order;
+    ``length_sorted`` groups texts of similar length and is only ever the declared setting,
+    never a silent optimisation (R2.1): callers put predictions back via the indices."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise BackendError(f"batch must be an integer >= 1, got {batch!r}", rule="R2.1")
+    if batching == "corpus_order":
+        order = list(range(len(lengths)))
+    elif batching == "length_sorted":
+        # Stable: equal lengths keep corpus order, so the grouping is reproducible.
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+    else:
+        raise BackendError(
+            f"batching {batching!r} is not supported; use one of {list(BATCHINGS)} "
+            "(length sorting must be declared, R2.1)",
+            rule="R2.1",
+        )
+    return [order[start : start + batch] for start in range(0, len(order), batch)]
+
+
+def padded_batches(
+    tokenized: Tokenized, batch: int, batching: str, pad_id: int, device: torch.device
+) -> list[Batch]:
+    """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device."""
+    import torch
+
+    batches = []
+    for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
+        rows = [tokenized.input_ids[i] for i in indices]
+        width = max(len(row) for row in rows)
+        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+            mask[r, : len(row)] = 1
+        tensors = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
+        batches.append(Batch(indices=indices, tensors=tensors))
+    return batches
+
+
+def class_permutation(
+    model_labels: Sequence[str], classes: Sequence[str], where: Path
+) -> list[int]:
+    """For each declared class (in declared order), the model's output index of that name.
+    The model's labels must be exactly the declared classes, matched by name (R1.3)."""
+    model_labels = list(model_labels)
+    missing = [c for c in classes if c not in model_labels]
+    extra = [label for label in model_labels if label not in classes]
+    duplicated = sorted({label for label in model_labels if model_labels.count(label) > 1})
+    if missing or extra or duplicated:
+        raise BackendError(
+            f"the model at {where} has labels {model_labels} but the experiment declares "
+            f"classes {list(classes)}: missing {missing}, extra {extra}, duplicated "
+            f"{duplicated}. Labels are matched by name; fix the model's id2label or the "
+            "declared classes",
+            rule="R1.3",
+        )
+    return [model_labels.index(c) for c in classes]
+
+
+def read_metadata(folder: Path) -> dict[str, Any]:
+    """The ``gpubench_model.json`` written by build_model, or a BackendError."""
+    path = folder / METADATA_FILE
+    if not path.is_file():
+        raise BackendError(
+            f"{path} does not exist: {folder} is not a built gpubench model folder. "
+            "Run `gpubench-nb build-model <experiment.yaml>` first, or fix model.path",
+            rule="R1.1",
+        )
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BackendError(
+            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); rebuild with --force"
+        ) from exc
+
+
+class Backend:
+    """A loaded model + tokenizer on one device at one precision (see ARCHITECTURE.md)."""
+
+    name: str
+    device: torch.device
+    precision: str
+    classes: tuple[str, ...]
+    model_revision: str
+    tokenizer_revision: str
+    model_path: Path
+    tokenizer: TextTokenizer
+    module: torch.nn.Module
+
+    def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
+        """Token IDs cut to ``context`` tokens (special tokens included), truncation counted."""
+        return self.tokenizer.tokenize(texts, context, max_context=self.max_context())
+
+    def max_context(self) -> int | None:
+        """The longest input the model accepts, or None when unbounded."""
+        return None
+
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        raise NotImplementedError
+
+    def predict(self, batch: Batch) -> torch.Tensor:
+        """Label indices (declared class order) of the batch's rows, on the device."""
+        import torch
+
+        with torch.inference_mode():
+            return self._decide(self.forward(batch.tensors))
+
+    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Logits in the model's own label order."""
+        raise NotImplementedError
+
+    def _open_built_folder(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+        model_files: Callable[[Path], list[Path]],
+    ) -> dict[str, Any]:
+        """Open a folder written by ``build_model`` for this preset; return its metadata.
+
+        Checks it was built for this backend and with this tokenizer (R1.1: another
+        tokenizer's IDs would mean other words), maps labels by name and fingerprints both.
+        """
+        from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
+        from gpubench_nb.protocol.fingerprint import sha256_files
+
+        self.model_path = require_folder(model_path, "model.path")
+        meta = read_metadata(self.model_path)
+        if meta.get("backend") != self.name:
+            raise BackendError(
+                f"{self.model_path / METADATA_FILE} was built for backend "
+                f"{meta.get('backend')!r}, not {self.name}; fix model.backend or model.path"
+            )
+        self.classes = tuple(classes)
+        self.device = device
+        self.precision = precision
+        self._map_labels(meta["classes"])
+        self.tokenizer = TextTokenizer(tokenizer_path)
+        if self.tokenizer.revision != meta["tokenizer_revision"]:
+            raise BackendError(
+                f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
+                f"is not the tokenizer the {self.name} model was built with (sha256 "
+                f"{meta['tokenizer_revision'][:12]}): its token IDs would mean other words. "
+                "Point tokenizer.path at the model folder",
+                rule="R1.1",
+            )
+        self.tokenizer_revision = self.tokenizer.revision
+        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
+        return meta
+
+    def _map_labels(self, model_labels: Sequence[str]) -> None:
+        """Match the model's labels to the declared classes by name (R1.3); an identity
+        mapping costs nothing in the timed loop."""
+        import torch
+
+        permutation = class_permutation(model_labels, self.classes, self.model_path)
+        self._columns = (
+            None
+            if permutation == list(range(len(permutation)))
+            else torch.tensor(permutation, dtype=torch.long, device=self.device)
+        )
+
+    def _decide(self, logits: torch.Tensor) -> torch.Tensor:
+        columns = getattr(self, "_columns", None)
+        if columns is not None:
+            logits = logits.index_select(1, columns)
+        return logits.argmax(-1)
+
+    def describe(self) -> dict[str, Any]:
+        """What was loaded, JSON-able: for run.json and the memory check (weight bytes)."""
+        params = list(self.module.parameters())
+        return {
+            "backend": self.name,
+            "device": str(self.device),
+            "precision": self.precision,
+            "classes": list(self.classes),
+            "parameter_count": sum(p.numel() for p in params),
+            "weight_bytes": sum(p.numel() * p.element_size() for p in params),
+            "model_path": str(self.model_path),
+            "tokenizer_path": str(self.tokenizer.path),
+            "model_revision": self.model_revision,
+            "tokenizer_revision": self.tokenizer_revision,
+        }
+
+
+def require_mapping(options: Mapping[str, Any], allowed: Mapping[str, Any], what: str) -> dict:
+    """``allowed`` defaults updated by ``options``; an unknown key is an error, not a warning."""
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise BackendError(
+            f"model.build has unknown option(s) {unknown} for {what}; allowed: {sorted(allowed)}"
+        )
+    merged = dict(allowed)
+    merged.update(options)
+    return merged
+
+
+def require_positive(options: Mapping[str, Any], key: str, kind: type) -> None:
+    """``options[key]`` must be a positive number of ``kind`` (an int is a valid float)."""
+    value = options[key]
+    kinds = (int, float) if kind is float else (int,)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
+        raise BackendError(f"model.build.{key} must be a positive {kind.__name__}, got {value!r}")

@@ -1,0 +1,282 @@
+"""The ``bow`` preset: EmbeddingBag over MiniLM WordPiece IDs + linear, built from the seed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpubench_nb.engine.backends.base import (
+    METADATA_FILE,
+    Backend,
+    Batch,
+    Tokenized,
+    batch_order,
+    check_precision_runs,
+    require_mapping,
+    require_positive,
+    torch_dtype,
+)
+from gpubench_nb.engine.backends.presets import (
+    BuildReport,
+    copy_tokenizer,
+    encode_labels,
+    macro_f1,
+    minilm_source_dir,
+    select_subset,
+    staged_build,
+    write_metadata,
+)
+from gpubench_nb.engine.backends.tokenization import TextTokenizer
+from gpubench_nb.errors import BackendError
+
+if TYPE_CHECKING:
+    import torch
+
+WEIGHTS_FILE = "model.safetensors"
+# Defaults chosen on the tune split only (R1.4); eval is never looked at while building.
+BOW_OPTIONS: dict[str, Any] = {
+    "dim": 64,
+    "max_epochs": 8,
+    "learning_rate": 0.05,
+    "train_batch": 256,
+    "train_limit": None,
+    "tune_limit": None,
+    "subset": "stratified",
+}
+
+
+def bow_module(
+    vocab_size: int, dim: int, n_classes: int, *, sparse: bool = False
+) -> torch.nn.Module:
+    """The bow network: mean of token embeddings (no padding needed: bags + offsets) -> linear.
+    ``sparse`` gradients only while training: each step then updates the rows it saw."""
+    import torch
+
+    class BowClassifier(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embedding = torch.nn.EmbeddingBag(vocab_size, dim, mode="mean", sparse=sparse)
+            self.head = torch.nn.Linear(dim, n_classes)
+
+        def forward(self, input_ids: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embedding(input_ids, offsets))
+
+    return BowClassifier()
+
+
+def bags(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> dict:
+    """Flat token IDs + start offsets of each text (EmbeddingBag's input form)."""
+    import torch
+
+    lengths = [len(row) for row in rows]
+    offsets = [0]
+    for length in lengths[:-1]:
+        offsets.append(offsets[-1] + length)
+    flat = [token for row in rows for token in row]
+    return {
+        "input_ids": torch.tensor(flat, dtype=torch.long, device=device),
+        "offsets": torch.tensor(offsets, dtype=torch.long, device=device),
+    }
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The files a bow model is loaded from, fingerprinted as its model_revision (R1.1)."""
+    files = [folder / WEIGHTS_FILE, folder / METADATA_FILE]
+    missing = [p.name for p in files if not p.is_file()]
+    if missing:
+        raise BackendError(
+            f"model.path {folder} lacks {missing}: not a complete bow build. Rebuild it with "
+            "`gpubench-nb build-model <experiment.yaml> --force`",
+            rule="R1.1",
+        )
+    return files
+
+
+@contextmanager
+def _deterministic(seed: int) -> Iterator[None]:
+    """Seeded, deterministic, single-threaded region that restores the caller's RNG,
+    determinism and thread settings afterwards (library code never changes them for good).
+    One thread: the bytes then do not depend on the machine's core count, and these tiny
+    ops ran 2-4x faster on one thread than on two busy shared cores."""
+    import torch
+
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    threads = torch.get_num_threads()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        torch.use_deterministic_algorithms(True)
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+            torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+
+
+def _predict_all(module: torch.nn.Module, rows: list[list[int]], batch: int = 256) -> list[int]:
+    import torch
+
+    out: list[int] = []
+    with torch.inference_mode():
+        for start in range(0, len(rows), batch):
+            out.extend(module(**bags(rows[start : start + batch])).argmax(-1).tolist())
+    return out
+
+
+def build_bow(
+    train_texts: Sequence[str],
+    train_labels: Sequence[str],
+    tune_texts: Sequence[str],
+    tune_labels: Sequence[str],
+    classes: Sequence[str],
+    out_dir: Path,
+    *,
+    seed: int,
+    context: int = 128,
+    options: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    tokenizer_dir: Path | None = None,
+) -> BuildReport:
+    """Train the bow classifier on train (texts cut to ``context``), choose the epoch count on
+    tune macro-F1 (R1.4), and write ``out_dir`` (safetensors, gpubench_model.json, tokenizer).
+    Built on CPU with deterministic algorithms: the same seed gives byte-identical files."""
+    import torch
+    from safetensors.torch import save_file
+
+    started = time.perf_counter()
+    opts = require_mapping(options or {}, BOW_OPTIONS, "the bow preset")
+    for key in ("dim", "max_epochs", "train_batch"):
+        require_positive(opts, key, int)
+    require_positive(opts, "learning_rate", float)
+    classes = tuple(classes)
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else minilm_source_dir()
+    tokenizer = TextTokenizer(tokenizer_dir)
+    y_train = encode_labels(train_labels, classes, "train")
+    y_tune = encode_labels(tune_labels, classes, "tune")
+    keep_train = select_subset(y_train, opts["train_limit"], opts["subset"])
+    keep_tune = select_subset(y_tune, opts["tune_limit"], opts["subset"])
+    x_train = tokenizer.tokenize([train_texts[i] for i in keep_train], context).input_ids
+    x_tune = tokenizer.tokenize([tune_texts[i] for i in keep_tune], context).input_ids
+    y_train = [y_train[i] for i in keep_train]
+    y_tune = [y_tune[i] for i in keep_tune]
+
+    scores: list[float] = []
+    with _deterministic(seed):
+        module = bow_module(tokenizer.vocab_size, opts["dim"], len(classes), sparse=True)
+        # A dense Adam step over all 2M embedding values dominated the build time on CPU;
+        # SparseAdam updates only the rows of the tokens in the batch.
+        optimisers = [
+            torch.optim.SparseAdam(module.embedding.parameters(), lr=opts["learning_rate"]),
+            torch.optim.Adam(module.head.parameters(), lr=opts["learning_rate"]),
+        ]
+        shuffler = torch.Generator().manual_seed(seed)
+        labels = torch.tensor(y_train, dtype=torch.long)
+        best_state: dict[str, torch.Tensor] = {}
+        best = -1.0
+        for _epoch in range(opts["max_epochs"]):
+            module.train()
+            for chunk in torch.randperm(len(x_train), generator=shuffler).split(
+                opts["train_batch"]
+            ):
+                rows = [x_train[i] for i in chunk.tolist()]
+                loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
+                for optimiser in optimisers:
+                    optimiser.zero_grad()
+                loss.backward()
+                for optimiser in optimisers:
+                    optimiser.step()
+            module.eval()
+            scores.append(macro_f1(y_tune, _predict_all(module, x_tune), len(classes)))
+            if scores[-1] > best:  # ties keep the earlier (shorter) training
+                best = scores[-1]
+                best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
+    epochs = scores.index(max(scores)) + 1
+
+    metadata = {
+        "backend": "bow",
+        "classes": list(classes),
+        "declaration": {
+            "backend": "bow",
+            "seed": seed,
+            "context": context,
+            "options": opts,
+            **dict(provenance or {}),
+        },
+        "architecture": {"vocab_size": tokenizer.vocab_size, "dim": opts["dim"], "mode": "mean"},
+        "tokenizer_revision": tokenizer.revision,
+        "chosen": {"epochs": epochs},
+        "tune_macro_f1_by_epoch": scores,
+        "tune_macro_f1": max(scores),
+        "train_count": len(x_train),
+        "tune_count": len(x_tune),
+    }
+    with staged_build(out_dir) as staged:
+        weights = {k: v.contiguous() for k, v in best_state.items()}
+        save_file(weights, str(staged / WEIGHTS_FILE))
+        copy_tokenizer(tokenizer_dir, staged)
+        write_metadata(staged, metadata)
+    return BuildReport(
+        path=Path(out_dir),
+        backend="bow",
+        build_seconds=time.perf_counter() - started,
+        tune_macro_f1=max(scores),
+        chosen={"epochs": epochs},
+        train_count=len(x_train),
+        tune_count=len(x_tune),
+        metadata=metadata,
+    )
+
+
+class BowBackend(Backend):
+    """A built bow folder, loaded on a device at a precision (the EmbeddingBag included)."""
+
+    name = "bow"
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+    ) -> None:
+        from safetensors.torch import load_file
+
+        meta = self._open_built_folder(
+            model_path,
+            tokenizer_path,
+            classes=classes,
+            device=device,
+            precision=precision,
+            model_files=model_files,
+        )
+        weights = self.model_path / WEIGHTS_FILE
+        arch = meta["architecture"]
+        dtype = torch_dtype(precision)
+        module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))
+        module.load_state_dict(load_file(str(weights)))
+        # The EmbeddingBag too is kept in the declared dtype.
+        self.module = module.to(device=device, dtype=dtype).eval()
+        probe = Tokenized(input_ids=[[1, 2, 3], [4]], truncated_texts=0, dropped_tokens=0)
+        check_precision_runs(
+            "bow",
+            device,
+            precision,
+            lambda: self.predict(self.batches(probe, 2, "corpus_order")[0]),
+        )
+
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        """Bags (flat IDs + offsets) on the device: no padding, so batch size adds no work."""
+        ids = tokenized.input_ids
+        return [
+            Batch(indices=indices, tensors=bags([ids[i] for i in indices], self.device))
+            for indices in batch_order([len(row) for row in ids], batch, batching)
+        ]
+
+    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.module(**tensors)

@@ -1,0 +1,145 @@
+"""build_model: build a preset from the declared experiment, or reuse a matching build."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata, require_mapping
+from gpubench_nb.engine.backends.presets import minilm_source_dir
+from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.fingerprint import sha256_files
+
+PRESETS = ("bow", "minilm")
+DEFAULT_CONTEXT = 128
+
+
+def _setting(settings: Any, name: str) -> Any:
+    """A field of a Settings object or of a settings mapping; None when absent."""
+    if isinstance(settings, Mapping):
+        return settings.get(name)
+    return getattr(settings, name, None)
+
+
+def declared_context(exp: Any) -> int:
+    """The context the model is built with: the fixed one, else (context is the knob) the
+    largest variant's, so no declared variant sees text the model never trained on."""
+    fixed = _setting(exp.fixed, "context")
+    if fixed is not None:
+        return int(fixed)
+    contexts = [_setting(v.settings, "context") for v in getattr(exp, "variants", ())]
+    contexts = [int(c) for c in contexts if c is not None]
+    return max(contexts) if contexts else DEFAULT_CONTEXT
+
+
+def _load_split(exp: Any, split: str) -> Any:
+    from gpubench_nb.protocol.corpus import load_experiment_corpus
+
+    return load_experiment_corpus(exp, split)
+
+
+def _check_disjoint(exp: Any, train: Any, tune: Any) -> None:
+    """R1.4: never build on an item of the evaluation corpus."""
+    from gpubench_nb.protocol.corpus import check_disjoint
+
+    check_disjoint(_load_split(exp, "eval"), {"train": train, "tune": tune})
+
+
+def _json(value: Any) -> Any:
+    """``value`` as it reads back from gpubench_model.json (tuples become lists)."""
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def build_model(exp: Any, *, force: bool = False) -> Path:
+    """Build the preset model declared by ``exp`` at ``exp.model.path`` and return the path.
+    A folder whose recorded build declaration (backend, seed, context, options, classes,
+    train/tune revisions, MiniLM source revision) matches is reused as is; a different one is
+    replaced only with ``force`` (R1.1: a frozen model is never silently rebuilt)."""
+    from gpubench_nb.engine.backends.bow import BOW_OPTIONS, build_bow
+    from gpubench_nb.engine.backends.minilm import ENCODER_FILES, MINILM_OPTIONS, build_minilm
+
+    backend = exp.model.backend
+    if backend not in PRESETS:
+        raise BackendError(
+            f"model.backend {backend!r} has nothing to build: build-model builds the presets "
+            f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
+        )
+    defaults = BOW_OPTIONS if backend == "bow" else MINILM_OPTIONS
+    options = require_mapping(dict(exp.model.build or {}), defaults, f"the {backend} preset")
+    source = minilm_source_dir()
+    source_files = tokenizer_files(source)
+    if backend == "minilm":
+        source_files += [source / name for name in ENCODER_FILES]
+    train = _load_split(exp, "train")
+    tune = _load_split(exp, "tune")
+    _check_disjoint(exp, train, tune)
+    context = declared_context(exp)
+    provenance = {
+        "train_revision": train.revision,
+        "tune_revision": tune.revision,
+        "classes": list(exp.classes),
+        "source_revision": sha256_files(source_files, source),
+    }
+    expected = _json(
+        {"backend": backend, "seed": exp.seed, "context": context, "options": options, **provenance}
+    )
+    out_dir = Path(exp.model.path)
+    if out_dir.exists():
+        recorded = _recorded_declaration(out_dir)
+        if recorded == expected:
+            return out_dir
+        _refuse_unless_forced(out_dir, recorded, expected, force)
+
+    builder = build_bow if backend == "bow" else build_minilm
+    builder(
+        train.texts,
+        train.labels,
+        tune.texts,
+        tune.labels,
+        exp.classes,
+        out_dir,
+        seed=exp.seed,
+        context=context,
+        options=options,
+        provenance=provenance,
+    )
+    return out_dir
+
+
+def _recorded_declaration(out_dir: Path) -> dict | None:
+    if not (out_dir / METADATA_FILE).is_file():
+        return None
+    try:
+        return read_metadata(out_dir).get("declaration")
+    except BackendError:
+        return None
+
+
+def _refuse_unless_forced(
+    out_dir: Path, recorded: dict | None, expected: dict, force: bool
+) -> None:
+    """A different build at model.path is replaced only on --force, and a folder that
+    build-model did not write (no gpubench_model.json) is never deleted."""
+    foreign = not (out_dir / METADATA_FILE).is_file() and any(out_dir.iterdir())
+    if foreign:
+        raise BackendError(
+            f"model.path {out_dir} exists and was not written by build-model (no "
+            f"{METADATA_FILE}); it is left untouched even with --force. Change model.path",
+            rule="R1.1",
+        )
+    if force or (recorded is None and not any(out_dir.iterdir())):
+        return
+    if recorded is None:
+        differs = [f"{METADATA_FILE} unreadable"]
+    else:
+        keys = sorted(set(recorded) | set(expected))
+        differs = [k for k in keys if recorded.get(k) != expected.get(k)]
+    raise BackendError(
+        f"model.path {out_dir} holds a model built from another declaration (differs in: "
+        f"{', '.join(differs)}); pass --force to rebuild it there, or change model.path "
+        "to build beside it",
+        rule="R1.1",
+    )

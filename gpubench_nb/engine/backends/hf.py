@@ -1,0 +1,123 @@
+"""The ``hf`` backend: a user's local Hugging Face sequence-classification folder, offline."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpubench_nb.engine.backends.base import (
+    Backend,
+    Batch,
+    Tokenized,
+    check_precision_runs,
+    padded_batches,
+    torch_dtype,
+)
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline, require_folder
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.fingerprint import sha256_files
+
+if TYPE_CHECKING:
+    import torch
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin")
+
+
+def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
+    """config.json + the weight files in ``folder``: what from_pretrained reads (R1.1)."""
+    config = folder / "config.json"
+    weights = sorted(
+        {p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.name not in exclude}
+    )
+    if not config.is_file() or not weights:
+        raise BackendError(
+            f"model.path {folder} must hold config.json and weights (*.safetensors or "
+            f"pytorch_model.bin); found config.json: {config.is_file()}, weights: "
+            f"{[p.name for p in weights]}",
+            rule="R1.1",
+        )
+    return [config, *weights]
+
+
+def from_pretrained(auto_class: Any, folder: Path, dtype: torch.dtype) -> Any:
+    """``auto_class.from_pretrained`` offline from a local folder, errors as BackendError."""
+    from transformers.utils import logging as hf_logging
+
+    offline()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a loading bar is noise in a rendered notebook's stderr
+    try:
+        return auto_class.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        raise BackendError(
+            f"cannot load a {auto_class.__name__} model from {folder}: {exc}", rule="R1.1"
+        ) from exc
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
+    """The model's longest input: its position table, or the tokenizer's limit if smaller
+    (RoBERTa-style tables hold 2 extra rows); huge sentinel limits mean 'not set'."""
+    limits = [getattr(config, "max_position_embeddings", None)]
+    limits.append(getattr(tokenizer.hf, "model_max_length", None))
+    usable = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
+    return min(usable) if usable else None
+
+
+def probe_batch(backend: Backend) -> Batch:
+    """One tiny real batch (two texts) for the precision probe at load time."""
+    tokenized = backend.tokenize(["precision probe", "a"], min(8, backend.max_context() or 8))
+    return backend.batches(tokenized, 2, "corpus_order")[0]
+
+
+class EncoderBackend(Backend):
+    """A transformer encoder's shared parts: its context limit and padded batches."""
+
+    _max_context: int | None
+
+    def max_context(self) -> int | None:
+        return self._max_context
+
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        """Padded to the longest text of each batch; tensors on the device."""
+        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device)
+
+
+class HfBackend(EncoderBackend):
+    """AutoTokenizer + AutoModelForSequenceClassification, labels matched by name (R1.3)."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+    ) -> None:
+        from transformers import AutoModelForSequenceClassification
+
+        self.model_path = require_folder(model_path, "model.path")
+        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
+        self.tokenizer = TextTokenizer(tokenizer_path)
+        self.tokenizer_revision = self.tokenizer.revision
+        self.classes = tuple(classes)
+        self.device = device
+        self.precision = precision
+        model = from_pretrained(
+            AutoModelForSequenceClassification, self.model_path, torch_dtype(precision)
+        )
+        id2label = model.config.id2label
+        labels = [id2label[i] for i in range(model.config.num_labels)]
+        self._map_labels(labels)
+        self.module = model.to(device).eval()
+        self._max_context = max_context(model.config, self.tokenizer)
+        check_precision_runs("hf", device, precision, lambda: self.predict(probe_batch(self)))
+
+    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.module(**tensors).logits

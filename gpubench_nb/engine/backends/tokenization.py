@@ -1,0 +1,142 @@
+"""Offline tokenizer loading and tokenisation to a context limit, truncation counted (R2.3)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.engine.backends.base import Tokenized
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.fingerprint import sha256_files
+
+# Files a Hugging Face tokenizer may read; those present are fingerprinted (R1.1).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+    "spiece.model",
+    "sentencepiece.bpe.model",
+    "tokenizer.model",
+)
+
+
+def offline() -> None:
+    """Forbid network access by Hugging Face libraries: weights are never downloaded at run
+    time (R1.1 freezes the model). Every loader also passes ``local_files_only=True``."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def require_folder(path: Path, what: str) -> Path:
+    """``path`` as an existing folder, or a BackendError naming the field to fix."""
+    path = Path(path)
+    if not path.is_dir():
+        raise BackendError(
+            f"{what} {path} is not an existing folder; fix {what} in the experiment YAML "
+            "(paths are relative to the YAML file) or build the model first",
+            rule="R1.1",
+        )
+    return path
+
+
+def tokenizer_files(folder: Path) -> list[Path]:
+    """The tokenizer files present in ``folder`` (at least one, else a BackendError)."""
+    found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not found:
+        raise BackendError(
+            f"tokenizer.path {folder} holds none of {list(TOKENIZER_FILES)}; point it at a "
+            "Hugging Face tokenizer folder",
+            rule="R1.1",
+        )
+    return found
+
+
+class TextTokenizer:
+    """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1)."""
+
+    def __init__(self, path: Path) -> None:
+        offline()
+        from transformers import AutoTokenizer
+
+        self.path = require_folder(path, "tokenizer.path")
+        self.revision = sha256_files(tokenizer_files(self.path), self.path)
+        try:
+            self.hf = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
+        except (OSError, ValueError) as exc:
+            raise BackendError(
+                f"cannot load the tokenizer at {self.path}: {exc}", rule="R1.1"
+            ) from exc
+        self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else 0
+        self.special_count = self.hf.num_special_tokens_to_add(pair=False)
+        self._fast: Any = None
+        if getattr(self.hf, "is_fast", False):
+            from tokenizers import Tokenizer
+
+            # A private copy: the shared backend may carry padding/truncation state.
+            self._fast = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
+            self._fast.no_padding()
+            self._fast.no_truncation()
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.hf)
+
+    def check_context(self, context: int, max_context: int | None) -> None:
+        """The declared context must leave room for one token and fit the model (R2.3)."""
+        if isinstance(context, bool) or not isinstance(context, int):
+            raise BackendError(f"context must be an integer, got {context!r}", rule="R2.3")
+        low = self.special_count + 1
+        if context < low or (max_context is not None and context > max_context):
+            high = "" if max_context is None else f" and <= {max_context} (the model's limit)"
+            raise BackendError(
+                f"context {context} is out of range: it counts {self.special_count} special "
+                f"tokens, so it must be >= {low}{high}",
+                rule="R2.3",
+            )
+
+    def tokenize(
+        self, texts: Sequence[str], context: int, *, max_context: int | None = None
+    ) -> Tokenized:
+        """Token IDs (special tokens included) cut to ``context``; a text longer than that
+        counts once in ``truncated_texts`` and its excess in ``dropped_tokens`` (R2.3)."""
+        self.check_context(context, max_context)
+        texts = list(texts)
+        if self._fast is not None:
+            encodings = self._fast.encode_batch(texts, add_special_tokens=True)
+            full = [e.ids for e in encodings]
+            cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]
+        else:
+            full = self.hf(texts, add_special_tokens=True, truncation=False, verbose=False)[
+                "input_ids"
+            ]
+            cut = self.hf(texts, add_special_tokens=True, truncation=True, max_length=context)[
+                "input_ids"
+            ]
+        truncated = sum(1 for ids in full if len(ids) > context)
+        dropped = sum(len(f) - len(c) for f, c in zip(full, cut, strict=True))
+        return Tokenized(
+            input_ids=[list(ids) for ids in cut], truncated_texts=truncated, dropped_tokens=dropped
+        )
+
+
+def _cut(ids: list[int], special: list[int], context: int) -> list[int]:
+    """Keep every special token and the first content tokens, ``context`` in all: what the
+    tokenizer's own right truncation gives for one sequence (the tests check this on the
+    demo corpus), from one encoding instead of two."""
+    if len(ids) <= context:
+        return list(ids)
+    room = context - sum(special)
+    kept: list[int] = []
+    for token, is_special in zip(ids, special, strict=True):
+        if is_special:
+            kept.append(token)
+        elif room > 0:
+            kept.append(token)
+            room -= 1
+    return kept

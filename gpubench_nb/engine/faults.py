@@ -1,0 +1,182 @@
+"""Fault injection (env var GPUBENCH_FAULT) so that failed observations (R3.6, R5.8) are testable.
+
+Grammar (whitespace ignored, case-sensitive)::
+
+    GPUBENCH_FAULT = FAULT *( ";" FAULT )
+    FAULT  = KIND "@" SITE *( "@" FILTER )
+    KIND   = "oom"      raise torch.cuda.OutOfMemoryError (as a real CUDA OOM would)
+           | "error"    raise InjectedFault (a RuntimeError)
+           | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
+           | "hang"     sleep forever (for dead-kernel / timeout handling)
+    SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
+           | "load"       inside the timed load phase, before the backend loads
+    FILTER = "variant:" ID                the variant id (e.g. b4)
+           | "phase:" ("cold" | "warm")   the run's phase
+           | "run:" N                     the run_index (1..5)
+           | "pass:" ("measured" | "warmup" | "any")   which pass; default "measured"
+
+Examples: ``oom@batch:3`` (every measured pass), ``oom@batch:3@variant:b4@phase:warm@run:2``,
+``crash@load@variant:b8``, ``error@batch:1@pass:warmup;hang@batch:2@variant:b1``.
+
+A filter only matches when the caller states that field: a fault scoped to ``variant:b4`` never
+fires in a pass whose variant is unknown. The plan is resolved once, before the timer starts, so
+an unset variable costs one truthiness check per batch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpubench_nb.errors import ProtocolError
+
+ENV_VAR = "GPUBENCH_FAULT"
+KINDS = ("oom", "error", "crash", "hang")
+PASSES = ("measured", "warmup", "any")
+CRASH_EXIT_CODE = 13
+
+
+class FaultSpecError(ProtocolError):
+    """GPUBENCH_FAULT does not follow the grammar in ``gpubench_nb.engine.faults``."""
+
+
+class InjectedFault(RuntimeError):
+    """The exception raised by an ``error@...`` fault."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    site: str  # "batch" | "load"
+    batch: int | None = None
+    variant: str | None = None
+    phase: str | None = None
+    run: int | None = None
+    pass_kind: str = "measured"
+    spec: str = ""
+
+    def matches(
+        self, *, variant: str | None, phase: str | None, run: int | None, pass_kind: str | None
+    ) -> bool:
+        if self.variant is not None and self.variant != variant:
+            return False
+        if self.phase is not None and self.phase != phase:
+            return False
+        if self.run is not None and self.run != run:
+            return False
+        # Load faults ignore the pass filter; batch faults fire in measured passes by default.
+        return self.site == "load" or self.pass_kind in ("any", pass_kind)
+
+
+def _bad(spec: str, why: str) -> FaultSpecError:
+    return FaultSpecError(
+        f"{ENV_VAR} entry {spec!r}: {why}; expected KIND@SITE[@FILTER...] such as "
+        "'oom@batch:3' or 'crash@load@variant:b4' (grammar in gpubench_nb/engine/faults.py)"
+    )
+
+
+def _positive_int(spec: str, name: str, value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise _bad(spec, f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def parse_faults(text: str | None) -> tuple[Fault, ...]:
+    """Parse a GPUBENCH_FAULT value; empty or ``None`` means no fault."""
+    faults = []
+    for raw in (text or "").split(";"):
+        spec = "".join(raw.split())
+        if not spec:
+            continue
+        kind, *parts = spec.split("@")
+        if kind not in KINDS:
+            raise _bad(spec, f"kind {kind!r} is not one of {list(KINDS)}")
+        if not parts:
+            raise _bad(spec, "a SITE ('batch:N' or 'load') is required")
+        site, *filters = parts
+        fields: dict[str, object] = {"kind": kind, "spec": spec}
+        if site == "load":
+            fields["site"] = "load"
+        elif site.startswith("batch:"):
+            fields["site"] = "batch"
+            fields["batch"] = _positive_int(spec, "batch", site[len("batch:") :])
+        else:
+            raise _bad(spec, f"site {site!r} is neither 'batch:N' nor 'load'")
+        for item in filters:
+            key, sep, value = item.partition(":")
+            if not sep or not value:
+                raise _bad(spec, f"filter {item!r} is not KEY:VALUE")
+            if key == "variant":
+                fields["variant"] = value
+            elif key == "phase":
+                if value not in ("cold", "warm"):
+                    raise _bad(spec, f"phase must be 'cold' or 'warm', got {value!r}")
+                fields["phase"] = value
+            elif key == "run":
+                fields["run"] = _positive_int(spec, "run", value)
+            elif key == "pass":
+                if value not in PASSES:
+                    raise _bad(spec, f"pass must be one of {list(PASSES)}, got {value!r}")
+                fields["pass_kind"] = value
+            else:
+                raise _bad(spec, f"unknown filter {key!r} (variant, phase, run, pass)")
+        faults.append(Fault(**fields))  # type: ignore[arg-type]
+    return tuple(faults)
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """The faults that apply to one run (variant, phase, run index), resolved before timing."""
+
+    faults: tuple[Fault, ...] = ()
+    variant: str | None = None
+    phase: str | None = None
+    run: int | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        *,
+        variant: str | None = None,
+        phase: str | None = None,
+        run: int | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> FaultPlan:
+        env = os.environ if environ is None else environ
+        return cls(parse_faults(env.get(ENV_VAR)), variant, phase, run)
+
+    def _matching(self, pass_kind: str | None) -> list[Fault]:
+        return [f for f in self.faults if f.matches(**self._ctx(), pass_kind=pass_kind)]
+
+    def batch_faults(self, pass_kind: str = "measured") -> dict[int, Fault]:
+        """Batch number (1-based) -> fault, for one pass of kind ``measured`` or ``warmup``."""
+        return {f.batch: f for f in self._matching(pass_kind) if f.site == "batch" and f.batch}
+
+    def load_fault(self) -> Fault | None:
+        found = [f for f in self._matching(None) if f.site == "load"]
+        return found[0] if found else None
+
+    def describe(self) -> str:
+        """For `notes`: the injected faults scoped to this run (any pass), or ''."""
+        specs = [f.spec for f in self.faults if f.matches(**self._ctx(), pass_kind=f.pass_kind)]
+        return f"fault injection {ENV_VAR}={';'.join(specs)}" if specs else ""
+
+    def _ctx(self) -> dict[str, object]:
+        return {"variant": self.variant, "phase": self.phase, "run": self.run}
+
+
+def trigger(fault: Fault, where: str) -> None:
+    """Make ``fault`` happen now; ``where`` says where, for the message (never returns)."""
+    message = f"injected by {ENV_VAR}={fault.spec} at {where}"
+    if fault.kind == "oom":
+        import torch
+
+        raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({message})")
+    if fault.kind == "error":
+        raise InjectedFault(message)
+    if fault.kind == "crash":
+        os._exit(CRASH_EXIT_CODE)
+    while True:  # "hang": only an outside timeout or kill ends this
+        time.sleep(3600)

@@ -1,0 +1,230 @@
+"""One measured pass over the corpus: the only place the inference loop lives (R3.1, R3.8)."""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_text_atomic
+from gpubench_nb.engine.faults import FaultPlan, trigger
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
+from gpubench_nb.errors import BackendError, CorpusError
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass observed. A failed pass keeps its row (R3.6, R5.8): ``elapsed_seconds``
+    is ``None`` (never 0), ``memory`` holds the readings taken so far, ``error`` names it."""
+
+    elapsed_seconds: float | None
+    memory: MemoryReading
+    truncated_texts: int | None
+    dropped_tokens: int | None
+    error: str | None
+    notes: tuple[str, ...] = field(default_factory=tuple)  # events (failures), with rules
+    predictions_path: Path | None = None  # the file written, or None (failed / not asked)
+    item_count: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:
+    """R2.3: how much the context limit cut, since shortening texts changes the work done."""
+    return (
+        f"R2.3 truncation: {truncated_texts} of {total} texts cut to context {context} "
+        f"(special tokens included), {dropped_tokens} tokens dropped"
+    )
+
+
+def prediction_lines(ids: Sequence[str], labels: Sequence[str]) -> str:
+    """predictions.jsonl: one ``{"id", "label"}`` per line, in corpus order (R1.2)."""
+    return "".join(
+        json.dumps({"id": i, "label": label}, ensure_ascii=False) + "\n"
+        for i, label in zip(ids, labels, strict=True)
+    )
+
+
+def _labels(backend: Any, batches: Sequence[Any], outputs: Sequence[Any], total: int) -> list[str]:
+    """Label names in corpus order, put back through each batch's ``indices``."""
+    import torch
+
+    flat = torch.cat([o.reshape(-1) for o in outputs]).tolist() if outputs else []
+    positions = [i for b in batches for i in b.indices]
+    if len(flat) != len(positions) or len(set(positions)) != total or len(positions) != total:
+        raise BackendError(
+            f"backend {getattr(backend, 'name', '?')} returned {len(flat)} predictions for "
+            f"{len(positions)} batch positions over {total} corpus items; every item must be "
+            "predicted exactly once",
+            rule="R1.5",
+        )
+    classes = backend.classes
+    labels: list[str] = [""] * total
+    for pos, index in zip(positions, flat, strict=True):
+        labels[pos] = classes[index]
+    return labels
+
+
+def _settle() -> None:
+    """Collect garbage left by earlier work (e.g. tokenisation) before the timer starts, so a
+    full collection of someone else's garbage is not charged to this pass (R3.1); the pass's
+    own garbage is still collected inside the span, as in real use."""
+    gc.collect()
+
+
+def _default_reader(corpus: Any) -> Callable[[], Any]:
+    def read() -> Any:
+        from gpubench_nb.protocol.corpus import load_corpus
+
+        return load_corpus(corpus.path)
+
+    return read
+
+
+def measure_pass(
+    backend: Any,
+    corpus: Any,
+    settings: Any,
+    scope: str,
+    predictions_path: Path | str | None,
+    *,
+    clock: Callable[[], int] = time.perf_counter_ns,
+    probe: Any = None,
+    sync: Callable[[], None] | None = None,
+    faults: FaultPlan | None = None,
+    pass_kind: str = "measured",
+    reader: Callable[[], Any] | None = None,
+) -> PassResult:
+    """Classify ``corpus`` once with ``backend`` at ``settings`` and time the declared scope.
+
+    ``processing`` (R3.1): tokenisation and batch building before the timer, predictions
+    written after it. ``end_to_end``: the timer covers ``reader()`` (re-reading the corpus
+    file; default ``load_corpus(corpus.path)``), tokenisation, batches, forward passes and
+    writing ``predictions_path``. Memory follows R3.8 around the timed span (``probe``,
+    default: the backend device's probe). Any exception -- ``torch.OutOfMemoryError``
+    included -- becomes a failed observation (R3.6, R5.8), and no predictions file is left.
+    ``predictions_path=None`` writes nothing (only for passes whose output is not kept).
+    """
+    import torch
+
+    check_scope(scope)
+    path = None if predictions_path is None else Path(predictions_path)
+    if path is not None:
+        # A stale file from an earlier (e.g. warm-up) pass must never stand in for this one.
+        path.unlink(missing_ok=True)
+    probe = probe if probe is not None else probe_for(backend.device)
+    watch = Stopwatch(clock, sync if sync is not None else synchronizer(backend.device))
+    batch_faults = (faults if faults is not None else FaultPlan.from_env()).batch_faults(pass_kind)
+    reader = reader if reader is not None else _default_reader(corpus)
+    context = settings.context
+    tokenized = None
+    stage = "start"
+    number = 0
+    total_batches: int | str = "?"
+    try:
+        if scope == "processing":
+            stage = "tokenisation"
+            items, ids = corpus.texts, corpus.ids
+            tokenized = backend.tokenize(items, context)
+            stage = "batch building"
+            batches = backend.batches(tokenized, settings.batch, settings.batching)
+            total_batches = len(batches)
+            _settle()
+            probe.begin()
+            watch.start()
+        else:
+            _settle()
+            probe.begin()
+            watch.start()
+            stage = "reading the corpus"
+            current = reader()
+            ids = current.ids
+            stage = "tokenisation"
+            tokenized = backend.tokenize(current.texts, context)
+            stage = "batch building"
+            batches = backend.batches(tokenized, settings.batch, settings.batching)
+            total_batches = len(batches)
+        stage = "forward"
+        outputs = []
+        with torch.inference_mode():
+            for number, batch in enumerate(batches, 1):
+                if batch_faults and number in batch_faults:
+                    trigger(batch_faults[number], f"batch {number} of {total_batches}")
+                outputs.append(backend.predict(batch))
+        if scope == "processing":
+            elapsed = watch.stop()
+            memory = probe.end()
+            stage = "writing predictions"
+            labels = _labels(backend, batches, outputs, len(ids))
+            if path is not None:
+                write_text_atomic(path, prediction_lines(ids, labels))
+        else:
+            stage = "writing predictions"
+            labels = _labels(backend, batches, outputs, len(ids))
+            if path is not None:
+                write_text_atomic(path, prediction_lines(ids, labels))
+            elapsed = watch.stop()
+            memory = probe.end()
+            if current.revision != corpus.revision:
+                raise CorpusError(
+                    f"{corpus.path} changed during the run (revision {corpus.revision[:12]} "
+                    f"at start, {current.revision[:12]} when re-read); freeze the corpus",
+                    rule="R1.1",
+                )
+    except Exception as exc:
+        if path is not None:
+            path.unlink(missing_ok=True)
+        return _failed(exc, probe, tokenized, stage, number, total_batches)
+    return PassResult(
+        elapsed_seconds=elapsed,
+        memory=memory,
+        truncated_texts=tokenized.truncated_texts,
+        dropped_tokens=tokenized.dropped_tokens,
+        error=None,
+        predictions_path=path,
+        item_count=len(ids),
+    )
+
+
+def _failed(
+    exc: Exception, probe: Any, tokenized: Any, stage: str, number: int, total: int | str
+) -> PassResult:
+    """The failed observation: elapsed empty, the memory readings taken so far (R5.8)."""
+    import torch
+
+    try:
+        memory = probe.end()
+    except Exception:  # begin() never ran, or the device is unusable after the fault
+        try:
+            memory = probe.partial()
+        except Exception:
+            memory = NOT_RECORDED
+    where = f"batch {number} of {total}" if stage == "forward" else stage
+    message = " ".join(str(exc).split())[:500]
+    error = f"{type(exc).__name__}: {message}"
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        event = (
+            f"R5.8 out of memory during {where}: failed observation, elapsed not recorded "
+            "(never 0); memory readings taken so far kept"
+        )
+    else:
+        event = (
+            f"R3.6 {type(exc).__name__} during {where}: failed observation, elapsed not recorded"
+        )
+    return PassResult(
+        elapsed_seconds=None,
+        memory=memory,
+        truncated_texts=None if tokenized is None else tokenized.truncated_texts,
+        dropped_tokens=None if tokenized is None else tokenized.dropped_tokens,
+        error=error,
+        notes=(event,),
+        predictions_path=None,
+        item_count=None,
+    )

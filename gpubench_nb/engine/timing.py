@@ -1,0 +1,90 @@
+"""The declared timer scope (R3.1) and a device-synchronised stopwatch (R3.2)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
+
+LOAD_SCOPE = "load timer covers loading weights and tokenizer onto the device, synchronised (R3.2)"
+
+
+def check_scope(scope: str) -> str:
+    """Return ``scope`` if it is declared in R3.1, else raise ``ValueError`` naming the fix."""
+    if scope not in SCOPES:
+        raise ValueError(
+            f"R3.1: timing scope {scope!r} is not one of {sorted(SCOPES)}; declare "
+            "timing.scope as 'processing' or 'end_to_end'"
+        )
+    return scope
+
+
+def scope_note(scope: str) -> str:
+    """The `notes` text that states what the timer covered (R3.1)."""
+    return f"scope={check_scope(scope)}: {SCOPES[scope]}"
+
+
+def _no_sync() -> None:
+    return None
+
+
+def synchronizer(device: Any) -> Callable[[], None]:
+    """A callable that waits for all queued work on ``device``; a no-op on CPU.
+
+    ROCm builds of PyTorch expose HIP devices as ``cuda``, so one branch covers both.
+    """
+    import torch
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type == "cuda":
+        return lambda: torch.cuda.synchronize(device)
+    if device.type == "mps":  # pragma: no cover - not a target, but never time async work
+        return torch.mps.synchronize
+    return _no_sync
+
+
+class Stopwatch:
+    """``perf_counter_ns`` timer that synchronises the device before start and after end.
+
+    Both the clock and the synchronise call are injected so that tests can record their order
+    (STYLE habit 8).
+    """
+
+    def __init__(
+        self,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        sync: Callable[[], None] | None = None,
+    ) -> None:
+        self._clock = clock
+        self._sync = sync or _no_sync
+        self._start_ns: int | None = None
+        self.elapsed_seconds: float | None = None
+
+    def start(self) -> None:
+        """Synchronise, then read the clock (queued work must not leak into the timed span)."""
+        self._sync()
+        self._start_ns = self._clock()
+        self.elapsed_seconds = None
+
+    def stop(self) -> float:
+        """Synchronise, read the clock and return the elapsed seconds."""
+        if self._start_ns is None:
+            raise RuntimeError("Stopwatch.stop() called before start()")
+        self._sync()
+        end_ns = self._clock()
+        self.elapsed_seconds = (end_ns - self._start_ns) / 1e9
+        self._start_ns = None
+        return self.elapsed_seconds
+
+    def __enter__(self) -> Stopwatch:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        # A failed span has no duration (R5.8): leave elapsed_seconds None on an exception.
+        if exc_type is None:
+            self.stop()
+        else:
+            self._start_ns = None

@@ -1,0 +1,260 @@
+"""papermill orchestration: an experiment YAML to an accepted, audited bundle (R3.2, R3.4, R3.7).
+
+Each scheduled run executes ``notebooks/10_measure.ipynb`` in its own fresh kernel, so every
+cold run really is a first pass in a new process and every run is isolated from the others.
+The CSV is the ledger of what is done: a rerun skips every run that already has its rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.pipeline.observations import rows_for_run
+from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
+from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.corpus import (
+    Corpus,
+    check_disjoint,
+    load_experiment_corpus,
+    write_expected_ids,
+)
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.lock import freeze
+from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
+
+NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+KERNEL_NAME = "python3"
+DEFAULT_RUN_TIMEOUT_SECONDS = 1800
+KERNEL_LOG = "logs/kernels.stderr.log"
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    bundle_dir: Path
+    rows: list[dict[str, Any]]
+    report_path: Path | None
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@contextmanager
+def kernel_stderr_into(log_path: Path) -> Iterator[None]:
+    """Send what kernels print on stderr (start-up chatter, tracebacks) to the bundle's log.
+
+    The kernel inherits file descriptor 2, so it is redirected at that level, then restored;
+    the log is kept with the bundle as the record of events (R3.6).
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(log_path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+    """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
+    import papermill
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
+        papermill.execute_notebook(
+            str(NOTEBOOKS_DIR / name),
+            str(output),
+            parameters=parameters,
+            kernel_name=KERNEL_NAME,
+            execution_timeout=timeout,
+            progress_bar=False,
+            cwd=str(NOTEBOOKS_DIR.parent),
+        )
+
+
+def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, dict[str, str]]:
+    """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3)."""
+    from gpubench_nb.engine.backends import build_model, fingerprints_for
+
+    corpus = load_experiment_corpus(experiment, "eval")
+    others = {
+        split: load_experiment_corpus(experiment, split)
+        for split in ("train", "tune")
+        if getattr(experiment.corpus, split) is not None
+    }
+    check_disjoint(corpus, others)
+    if experiment.model.backend != "hf":
+        build_model(experiment)
+    model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
+    fingerprints = {
+        "corpus_revision": corpus.revision,
+        "model_revision": model_revision,
+        "tokenizer_revision": tokenizer_revision,
+        **{f"{split}_revision": other.revision for split, other in others.items()},
+    }
+    bundle_dir.mkdir(parents=True, exist_ok=True)
+    freeze(bundle_dir, experiment, fingerprints)
+    kept = bundle_dir / "protocol"
+    if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
+        kept.mkdir()
+        shutil.copy2(experiment.source, kept / "experiment.yaml")
+        shutil.copy2(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
+    expected = bundle_dir / layout.EXPECTED_IDS_NAME
+    if not expected.exists():
+        write_expected_ids(corpus, expected)
+    return corpus, fingerprints
+
+
+def _done_keys(rows: list[dict[str, Any]]) -> set[str]:
+    return {
+        f"{r['variant_id']}/{r['phase']}-{r['run_index']}"
+        for r in rows
+        if r["phase"] in ("cold", "warm")
+    }
+
+
+def _read_record(bundle_dir: Path, run: ScheduledRun) -> dict[str, Any] | None:
+    path = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index) / "run.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
+    """``schedule.json``: the drawn order, each run's status and the PID it ran in (R3.7)."""
+    csv_path = bundle_dir / layout.CSV_NAME
+    done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+    entries = []
+    for run in runs:
+        record = _read_record(bundle_dir, run) if run.key in done else None
+        entries.append(
+            {
+                "position": run.position,
+                "variant_id": run.variant_id,
+                "phase": run.phase,
+                "run_index": run.run_index,
+                "status": "done" if run.key in done else "pending",
+                "pid": (record or {}).get("pid"),
+                "error": (record or {}).get("error"),
+            }
+        )
+    write_json_atomic(
+        bundle_dir / layout.SCHEDULE_NAME,
+        {
+            "experiment_id": experiment.experiment_id,
+            "order": experiment.timing.order,
+            "order_seed": experiment.timing.order_seed,
+            "repeats": experiment.timing.repeats,
+            "runs": entries,
+        },
+    )
+
+
+def run_one(
+    experiment: Experiment,
+    bundle_dir: Path,
+    fingerprints: dict[str, str],
+    run: ScheduledRun,
+    timeout: int,
+) -> list[dict[str, Any]]:
+    """Execute one scheduled run in a fresh kernel and append its rows at once (R3.6)."""
+    folder = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index)
+    shutil.rmtree(folder, ignore_errors=True)  # leftovers of an interrupted attempt
+    failure = None
+    try:
+        execute_notebook(
+            "10_measure.ipynb",
+            bundle_dir
+            / "notebooks"
+            / "10_measure"
+            / f"{run.variant_id}-{run.phase}-{run.run_index}.ipynb",
+            {
+                "experiment": str(experiment.source),
+                "variant_id": run.variant_id,
+                "phase": run.phase,
+                "run_index": run.run_index,
+                "bundle_dir": str(bundle_dir),
+            },
+            timeout,
+        )
+    except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
+        last_line = (str(exc).strip().splitlines() or [""])[-1]
+        failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
+    record = _read_record(bundle_dir, run)
+    if failure and record and record.get("error") and record.get("status") != "running":
+        failure = None  # the run recorded its own failure; don't say it twice
+    rows = rows_for_run(experiment, fingerprints, run, record, failure)
+    append_rows(bundle_dir / layout.CSV_NAME, rows)
+    return rows
+
+
+def run_experiment(
+    experiment_path: str | Path,
+    *,
+    output_dir: str | Path = "outputs",
+    variants: list[str] | None = None,
+    fresh: bool = False,
+    run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
+    on_progress: Callable[[ScheduledRun, int, int], None] | None = None,
+) -> PipelineResult:
+    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report."""
+    experiment = load_experiment(experiment_path)
+    for variant_id in variants or []:
+        experiment.variant(variant_id)  # unknown ids fail before anything runs
+    bundle_dir = layout.bundle_dir_for(Path(output_dir).resolve(), experiment.experiment_id)
+    if fresh and bundle_dir.exists():
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        bundle_dir.rename(bundle_dir.with_name(f"{bundle_dir.name}.discarded-{stamp}"))
+    _, fingerprints = prepare_bundle(experiment, bundle_dir)
+    params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
+    notebooks = bundle_dir / "notebooks"
+    if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
+        execute_notebook(
+            "00_environment.ipynb", notebooks / "00_environment.ipynb", params, run_timeout_seconds
+        )
+
+    csv_path = bundle_dir / layout.CSV_NAME
+    if csv_path.exists():
+        repair_torn_tail(csv_path)  # a kill -9 mid-append leaves at most one torn line
+    schedule = draw_schedule(experiment)
+    write_schedule(bundle_dir, experiment, schedule)
+    done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+    todo = [run for run in select_variants(schedule, variants) if run.key not in done]
+    for number, run in enumerate(todo, start=1):
+        if on_progress:
+            on_progress(run, number, len(todo))
+        run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+        write_schedule(bundle_dir, experiment, schedule)
+
+    execute_notebook(
+        "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
+    )
+    execute_notebook(
+        "30_economics.ipynb", notebooks / "30_economics.ipynb", params, run_timeout_seconds
+    )
+    report_path = _render_report(bundle_dir)
+    layout.write_manifest(bundle_dir)
+    return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
+
+
+def _render_report(bundle_dir: Path) -> Path | None:
+    from gpubench_nb.report.render import render_report
+
+    with kernel_stderr_into(bundle_dir / KERNEL_LOG):
+        return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)

@@ -1,0 +1,53 @@
+"""The run schedule (R3.2, R3.4, R3.7): which variant runs which phase, in which order.
+
+Every scheduled run is one fresh process. A round holds, for each phase (``cold`` then
+``warm``), one run of every variant. ``alternating`` keeps the declared variant order in every
+round (b1 b4 b8 b1 b4 b8 …); ``drawn`` shuffles the variants inside each round with a generator
+seeded by ``timing.order_seed`` (blocked randomisation: every round still holds each variant
+once, so a slow drift of the machine cannot fall on one variant).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from gpubench_nb.protocol.experiment_spec import Experiment
+
+PHASES = ("cold", "warm")
+
+
+@dataclass(frozen=True)
+class ScheduledRun:
+    position: int
+    variant_id: str
+    phase: str
+    run_index: int
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the run, also its folder below ``runs/``."""
+        return f"{self.variant_id}/{self.phase}-{self.run_index}"
+
+
+def draw_schedule(experiment: Experiment) -> list[ScheduledRun]:
+    """The full, deterministic schedule of an experiment."""
+    variant_ids = [variant.id for variant in experiment.variants]
+    rng = random.Random(experiment.timing.order_seed)
+    runs: list[ScheduledRun] = []
+    for run_index in range(1, experiment.timing.repeats + 1):
+        for phase in PHASES:
+            order = list(variant_ids)
+            if experiment.timing.order == "drawn":
+                rng.shuffle(order)
+            for variant_id in order:
+                runs.append(ScheduledRun(len(runs) + 1, variant_id, phase, run_index))
+    return runs
+
+
+def select_variants(runs: list[ScheduledRun], variant_ids: list[str] | None) -> list[ScheduledRun]:
+    """Keep the runs of the requested variants, in schedule order."""
+    if not variant_ids:
+        return runs
+    wanted = set(variant_ids)
+    return [run for run in runs if run.variant_id in wanted]

@@ -1,0 +1,58 @@
+"""What the stage notebooks call: one function per notebook, so notebooks stay thin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.corpus import load_experiment_corpus
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.quality import fill_quality
+
+
+def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
+    """00_environment: capture the machine as observed (R2.4, R2.5) into environment.json."""
+    from gpubench_nb.engine.backends import resolve_device
+    from gpubench_nb.engine.environment import capture_environment
+
+    exp = load_experiment(experiment)
+    device = resolve_device(exp.fixed.get("device", "auto"))
+    environment = capture_environment(device)
+    write_json_atomic(Path(bundle_dir) / layout.ENVIRONMENT_NAME, environment)
+    return environment
+
+
+def quality_step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame:
+    """20_quality: accept or refuse every run (R1.5, R1.6); one table row per measured run."""
+    exp = load_experiment(experiment)
+    bundle_dir = Path(bundle_dir)
+    corpus = load_experiment_corpus(exp, "eval")
+    frozen = read_lock(bundle_dir)["fingerprints"]["corpus_revision"]
+    if corpus.revision != frozen:
+        raise ProtocolError(
+            f"{exp.corpus.path}: corpus revision {corpus.revision[:12]} differs from the frozen "
+            f"{frozen[:12]}; restore the corpus or start a new experiment_id",
+            rule="R1.1",
+        )
+    outcome = fill_quality(bundle_dir, corpus, exp.classes, exp.quality)
+    table = []
+    for key, report in outcome.reports.items():
+        table.append(
+            {
+                "run": key,
+                "observed_ids": None if report is None else report.observed_count,
+                "ids_match": None if report is None else report.ids_match,
+                "format_valid": None if report is None else report.format_valid,
+                exp.quality.metric: None if report is None else report.quality_value,
+                "accepted": bool(
+                    report and report.corpus_accepted and outcome.reference_value is not None
+                ),
+            }
+        )
+    return pd.DataFrame(table)

@@ -1,0 +1,405 @@
+"""The declared experiment (R1.1, R1.3, R2.1, R2.2, R3.1, R3.4): one YAML, validated and frozen.
+
+Validation lives here; the frozen objects it returns and the allowed values are in
+:mod:`gpubench_nb.protocol.experiment_spec`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.experiment_spec import (
+    BACKENDS,
+    BATCHINGS,
+    METRICS,
+    ORDERS,
+    OUTPUT_FORMATS,
+    PACKAGE_DAYS,
+    PRECISIONS,
+    SCOPES,
+    SETTING_DEFAULTS,
+    SETTING_KEYS,
+    CorpusSpec,
+    Experiment,
+    ModelSpec,
+    PricingSpec,
+    QualitySpec,
+    Settings,
+    TimingSpec,
+    TokenizerSpec,
+    Variant,
+    plain_data,
+)
+
+TOP_KEYS = (
+    "experiment_id",
+    "notes",
+    "seed",
+    "corpus",
+    "classes",
+    "output_format",
+    "quality",
+    "model",
+    "tokenizer",
+    "fixed",
+    "knob",
+    "variants",
+    "timing",
+    "pricing",
+)
+REQUIRED_TOP = ("experiment_id", "seed", "corpus", "classes", "quality", "model", "tokenizer")
+REQUIRED_TOP += ("fixed", "knob", "variants", "timing")
+SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
+    "corpus": ("path", "format", "id_field", "text_field", "label_field", "train", "tune"),
+    "quality": ("metric", "threshold", "tolerance", "reference_variant"),
+    "model": ("backend", "path", "build"),
+    "tokenizer": ("path",),
+    "fixed": SETTING_KEYS,
+    "timing": ("scope", "warmup_iterations", "repeats", "order", "order_seed"),
+    "pricing": ("offers", "offer", "days", "lots", "gpus"),
+}
+_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class _Checker:
+    """Collects every problem in one file, so the user fixes them in one go."""
+
+    def __init__(self, source: Path) -> None:
+        self.source = source
+        self.problems: list[str] = []
+
+    def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
+        prefix = f"{rule}: " if rule else ""
+        self.problems.append(f"{prefix}{self.source}: {where}: {message}. Fix: {fix}")
+
+    def keys(self, where: str, data: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(data, Mapping):
+            self.fail(
+                where, f"must be a mapping, got {type(data).__name__}", "write key: value pairs"
+            )
+            return {}
+        for key in data:
+            if key not in allowed:
+                near = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean '{near[0]}'?" if near else f"valid keys: {', '.join(allowed)}"
+                self.fail(f"{where}.{key}" if where else str(key), "unknown key", hint)
+        return dict(data)
+
+    def choice(self, where: str, value: Any, allowed: tuple[Any, ...]) -> Any:
+        if value not in allowed:
+            self.fail(
+                where, f"{value!r} is not allowed", f"use one of {', '.join(map(str, allowed))}"
+            )
+        return value
+
+    def integer(self, where: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(
+                where, f"must be an integer >= {minimum}, got {value!r}", "write a whole number"
+            )
+            return minimum
+        return value
+
+    def fraction(self, where: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
+            return 0.0
+        return float(value)
+
+    def text(self, where: str, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(where, f"must be a non-empty string, got {value!r}", "write a value")
+            return ""
+        return value
+
+    def path(self, where: str, value: Any) -> Path:
+        return (self.source.parent / self.text(where, value)).resolve()
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
+    source = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProtocolError(f"{source}: experiment file not found. Fix: check the path") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ProtocolError(
+            f"{source}: not valid UTF-8 YAML: {exc}. Fix: correct the syntax"
+        ) from None
+    check = _Checker(source)
+    top = check.keys("", raw, TOP_KEYS)
+    for key in REQUIRED_TOP:
+        if key not in top:
+            check.fail(key, "missing", f"declare '{key}' before any measurement", rule="R1.3")
+    if check.problems:
+        raise ProtocolError("\n".join(check.problems))
+    experiment = _build(check, top)
+    if check.problems:
+        raise ProtocolError("\n".join(check.problems))
+    return experiment
+
+
+def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
+    experiment_id = check.text("experiment_id", top["experiment_id"])
+    if experiment_id and not _ID_PATTERN.match(experiment_id):
+        check.fail(
+            "experiment_id",
+            f"{experiment_id!r} has characters unsafe in a folder name",
+            "use letters, digits, '_', '.', '-'",
+        )
+    classes = _classes(check, top["classes"])
+    knob = check.choice("knob", top["knob"], SETTING_KEYS)
+    fixed = _fixed(check, top["fixed"], knob)
+    variants = _variants(check, top["variants"], knob, fixed)
+    quality = _quality(check, top["quality"], [v.id for v in variants])
+    notes = top.get("notes") or ""
+    if not isinstance(notes, str):
+        check.fail("notes", "must be free text", "write a string")
+        notes = str(notes)
+    return Experiment(
+        source=check.source,
+        experiment_id=experiment_id,
+        notes=notes.strip(),
+        seed=check.integer("seed", top["seed"], 0),
+        corpus=_corpus(check, top["corpus"]),
+        classes=classes,
+        output_format=check.choice(
+            "output_format", top.get("output_format", "predictions_jsonl"), OUTPUT_FORMATS
+        ),
+        quality=quality,
+        model=_model(check, top["model"]),
+        tokenizer=TokenizerSpec(
+            path=check.path("tokenizer.path", _section(check, top, "tokenizer").get("path"))
+        ),
+        knob=knob,
+        fixed=MappingProxyType(fixed),
+        variants=tuple(variants),
+        timing=_timing(check, top["timing"], top["seed"]),
+        pricing=_pricing(check, top.get("pricing")),
+        raw=plain_data(top),
+    )
+
+
+def _section(check: _Checker, top: Mapping[str, Any], name: str) -> dict[str, Any]:
+    return check.keys(name, top.get(name), SECTION_KEYS[name])
+
+
+def _classes(check: _Checker, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) < 2:
+        check.fail(
+            "classes", f"must be a list of at least 2 labels, got {value!r}", "list the classes"
+        )
+        return ()
+    labels = [check.text(f"classes[{i}]", label) for i, label in enumerate(value)]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        check.fail("classes", f"duplicated labels {duplicates}", "list each class once")
+    return tuple(labels)
+
+
+def _corpus(check: _Checker, value: Any) -> CorpusSpec:
+    corpus = check.keys("corpus", value, SECTION_KEYS["corpus"])
+    path = check.path("corpus.path", corpus.get("path"))
+    default_format = "csv" if path.suffix.lower() == ".csv" else "jsonl"
+    optional = {
+        split: check.path(f"corpus.{split}", corpus[split]) if corpus.get(split) else None
+        for split in ("train", "tune")
+    }
+    return CorpusSpec(
+        path=path,
+        format=check.choice(
+            "corpus.format", corpus.get("format", default_format), ("jsonl", "csv")
+        ),
+        id_field=check.text("corpus.id_field", corpus.get("id_field", "id")),
+        text_field=check.text("corpus.text_field", corpus.get("text_field", "text")),
+        label_field=check.text("corpus.label_field", corpus.get("label_field", "label")),
+        train=optional["train"],
+        tune=optional["tune"],
+    )
+
+
+def _quality(check: _Checker, value: Any, variant_ids: list[str]) -> QualitySpec:
+    quality = check.keys("quality", value, SECTION_KEYS["quality"])
+    for key in SECTION_KEYS["quality"]:
+        if key not in quality:
+            check.fail(f"quality.{key}", "missing", "declare it before measuring", rule="R1.3")
+    reference = quality.get("reference_variant")
+    if variant_ids and reference not in variant_ids:
+        check.fail(
+            "quality.reference_variant",
+            f"{reference!r} is not a declared variant",
+            f"use one of {', '.join(variant_ids)}",
+            rule="R1.3",
+        )
+    return QualitySpec(
+        metric=check.choice("quality.metric", quality.get("metric"), METRICS),
+        threshold=check.fraction("quality.threshold", quality.get("threshold")),
+        tolerance=check.fraction("quality.tolerance", quality.get("tolerance")),
+        reference_variant=str(reference),
+    )
+
+
+def _model(check: _Checker, value: Any) -> ModelSpec:
+    model = check.keys("model", value, SECTION_KEYS["model"])
+    build = model.get("build") or {}
+    if not isinstance(build, Mapping):
+        check.fail("model.build", "must be a mapping of build options", "write key: value pairs")
+        build = {}
+    return ModelSpec(
+        backend=check.choice("model.backend", model.get("backend"), BACKENDS),
+        path=check.path("model.path", model.get("path")),
+        build=MappingProxyType(dict(build)),
+    )
+
+
+def _setting(check: _Checker, where: str, key: str, value: Any) -> Any:
+    if key == "precision":
+        return check.choice(where, value, PRECISIONS)
+    if key == "batching":
+        return check.choice(where, value, BATCHINGS)
+    if key in ("context", "batch"):
+        return check.integer(where, value, 1)
+    device = check.text(where, value)
+    if device and not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
+        check.fail(where, f"{device!r} is not a device", "use auto, cpu, cuda or cuda:N")
+    return device
+
+
+def _fixed(check: _Checker, value: Any, knob: str) -> dict[str, Any]:
+    fixed = {**SETTING_DEFAULTS, **check.keys("fixed", value, SETTING_KEYS)}
+    if knob in fixed and knob in (value or {}):
+        check.fail(
+            f"fixed.{knob}",
+            f"'{knob}' is the declared knob and cannot also be fixed",
+            "remove it from fixed; each variant sets it",
+            rule="R2.1",
+        )
+    fixed.pop(knob, None)
+    for key in SETTING_KEYS:
+        if key != knob and key not in fixed:
+            check.fail(
+                f"fixed.{key}",
+                "missing",
+                "declare it so every variant applies the same value",
+                rule="R2.1",
+            )
+    return {
+        key: _setting(check, f"fixed.{key}", key, fixed[key])
+        for key in SETTING_KEYS
+        if key in fixed
+    }
+
+
+def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> list[Variant]:
+    if not isinstance(value, list) or not value:
+        check.fail("variants", "must be a non-empty list", f"e.g. - {{id: b1, {knob}: 1}}")
+        return []
+    variants: list[Variant] = []
+    for i, entry in enumerate(value):
+        where = f"variants[{i}]"
+        if not isinstance(entry, Mapping):
+            check.fail(
+                where, "must be a mapping with 'id' and the knob", f"e.g. {{id: v{i}, {knob}: ...}}"
+            )
+            continue
+        for key in entry:
+            if key not in ("id", knob):
+                hint = (
+                    "precision is studied in its own experiment file (R2.2)"
+                    if key == "precision"
+                    else f"move '{key}' to fixed, or make a separate experiment"
+                )
+                check.fail(
+                    f"{where}.{key}",
+                    f"a variant may set only the declared knob '{knob}'",
+                    hint,
+                    rule="R2.1",
+                )
+        variant_id = check.text(f"{where}.id", entry.get("id"))
+        if variant_id and not _ID_PATTERN.match(variant_id):
+            check.fail(
+                f"{where}.id", f"{variant_id!r} is unsafe in a folder name", "use [A-Za-z0-9_.-]"
+            )
+        if knob not in entry:
+            check.fail(
+                f"{where}.{knob}",
+                "missing",
+                f"give this variant its value of '{knob}'",
+                rule="R2.1",
+            )
+            continue
+        knob_value = _setting(check, f"{where}.{knob}", knob, entry[knob])
+        if all(k in fixed for k in SETTING_KEYS if k != knob):
+            settings = Settings(**{**fixed, knob: knob_value})
+            variants.append(Variant(id=variant_id, settings=settings, knob_value=knob_value))
+    ids = [v.id for v in variants]
+    for variant_id in sorted({v for v in ids if ids.count(v) > 1}):
+        check.fail(
+            "variants", f"variant id {variant_id!r} is used twice", "give each variant its own id"
+        )
+    values = [repr(v.knob_value) for v in variants]
+    for knob_value in sorted({v for v in values if values.count(v) > 1}):
+        check.fail(
+            "variants",
+            f"two variants set {knob} = {knob_value}",
+            "each variant needs its own value",
+            rule="R2.1",
+        )
+    return variants
+
+
+def _timing(check: _Checker, value: Any, seed: Any) -> TimingSpec:
+    timing = check.keys("timing", value, SECTION_KEYS["timing"])
+    for key in ("scope", "warmup_iterations"):
+        if key not in timing:
+            check.fail(
+                f"timing.{key}",
+                "missing",
+                "declare what the timer covers and the warm-up",
+                rule="R3.1" if key == "scope" else "R3.4",
+            )
+    order = check.choice("timing.order", timing.get("order", "alternating"), ORDERS)
+    order_seed = timing.get("order_seed")
+    if order == "drawn" and order_seed is None:
+        order_seed = seed  # drawn in advance from the published seed (R3.4)
+    if order_seed is not None:
+        order_seed = check.integer("timing.order_seed", order_seed, 0)
+    return TimingSpec(
+        scope=check.choice("timing.scope", timing.get("scope"), tuple(SCOPES)),
+        warmup_iterations=check.integer(
+            "timing.warmup_iterations", timing.get("warmup_iterations"), 1
+        ),
+        repeats=check.integer("timing.repeats", timing.get("repeats", 5), 1),
+        order=order,
+        order_seed=order_seed,
+    )
+
+
+def _pricing(check: _Checker, value: Any) -> PricingSpec | None:
+    if not value:
+        return None
+    pricing = check.keys("pricing", value, SECTION_KEYS["pricing"])
+    lots, gpus = pricing.get("lots"), pricing.get("gpus")
+    if (lots is None) == (gpus is None):
+        check.fail(
+            "pricing",
+            "give exactly one of 'lots' (billed lots) or 'gpus' (GPUs needed)",
+            "e.g. lots: 1",
+            rule="R5.1",
+        )
+    return PricingSpec(
+        offers=check.path("pricing.offers", pricing.get("offers")),
+        offer=check.text("pricing.offer", pricing.get("offer")),
+        days=check.choice("pricing.days", pricing.get("days"), PACKAGE_DAYS),
+        lots=None if lots is None else check.integer("pricing.lots", lots, 1),
+        gpus=None if gpus is None else check.integer("pricing.gpus", gpus, 1),
+    )

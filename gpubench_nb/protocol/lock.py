@@ -1,0 +1,89 @@
+"""The protocol lock (R1.1, R1.3): declaration and fingerprints frozen before any measurement."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.experiment_spec import Experiment
+
+LOCK_NAME = "protocol.lock.json"
+
+
+def canonical_sha256(data: Any) -> str:
+    """SHA-256 of the canonical JSON form (sorted keys, no spaces, UTF-8)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def build_lock(experiment: Experiment, fingerprints: dict[str, str]) -> dict[str, Any]:
+    """The lock's content: normalised declaration, fingerprints and their joint SHA-256."""
+    declaration = experiment.normalised()
+    frozen = {"declaration": declaration, "fingerprints": dict(sorted(fingerprints.items()))}
+    return {
+        "experiment_id": experiment.experiment_id,
+        **frozen,
+        "sha256": canonical_sha256(frozen),
+        "notes": experiment.notes,
+        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def differences(old: Any, new: Any, where: str = "") -> list[str]:
+    """Human-readable list of what changed between two JSON values, by dotted path."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        found: list[str] = []
+        for key in sorted(set(old) | set(new)):
+            path = f"{where}.{key}" if where else str(key)
+            if key not in old:
+                found.append(f"{path}: added ({new[key]!r})")
+            elif key not in new:
+                found.append(f"{path}: removed (was {old[key]!r})")
+            else:
+                found.extend(differences(old[key], new[key], path))
+        return found
+    return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
+
+
+def read_lock(bundle_dir: Path) -> dict[str, Any]:
+    """The bundle's lock; ProtocolError when absent or unreadable."""
+    path = Path(bundle_dir) / LOCK_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProtocolError(
+            f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3"
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            f"{path}: unreadable lock ({exc}); restore it or use --fresh", rule="R1.3"
+        ) from None
+
+
+def freeze(
+    bundle_dir: Path, experiment: Experiment, fingerprints: dict[str, str]
+) -> dict[str, Any]:
+    """Write the lock, or check the existing one: a changed protocol is refused (R1.3)."""
+    path = Path(bundle_dir) / LOCK_NAME
+    lock = build_lock(experiment, fingerprints)
+    if not path.exists():
+        write_json_atomic(path, lock)
+        return lock
+    old = read_lock(bundle_dir)
+    if old.get("sha256") == lock["sha256"]:
+        return old
+    old_frozen = {"declaration": old.get("declaration"), "fingerprints": old.get("fingerprints")}
+    new_frozen = {"declaration": lock["declaration"], "fingerprints": lock["fingerprints"]}
+    changed = differences(old_frozen, new_frozen) or ["the lock's own checksum does not match"]
+    listing = "\n  ".join(changed)
+    raise ProtocolError(
+        f"{path}: the protocol changed since this bundle was frozen:\n  {listing}\n"
+        "Fix: restore the declaration, model and corpus, or give the experiment a new "
+        "experiment_id (or pass --fresh to discard this bundle)",
+        rule="R1.3",
+    )

@@ -1,0 +1,310 @@
+"""Reading and writing resultats-bruts.csv (R4): durable appends, atomic rewrites, typed reads.
+
+The schema itself (columns, types, row rules) lives in :mod:`gpubench_nb.protocol.results_schema`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import numbers
+import os
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import append_text_durable, write_text_atomic
+from gpubench_nb.errors import ResultsError
+from gpubench_nb.protocol.results_schema import (
+    COLUMNS,
+    TYPE_OF_COLUMN,
+    check_row,
+    duplicate_runs,
+    empty_row,
+)
+
+__all__ = [
+    "COLUMNS",
+    "HEADER",
+    "TYPE_OF_COLUMN",
+    "append_rows",
+    "check_row",
+    "empty_row",
+    "format_float",
+    "format_row",
+    "read_rows",
+    "repair_torn_tail",
+    "validate_csv",
+    "write_rows_atomic",
+]
+
+HEADER = ",".join(COLUMNS) + "\n"
+MAX_LISTED = 20  # errors listed in one exception; validate_csv returns them all
+_INT_TEXT = re.compile(r"-?[0-9]+")
+_FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
+_NEEDS_QUOTES = re.compile(r'[,"\r\n]')
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+def format_float(value: float) -> str:
+    """Plain decimal with a '.', never an exponent or a locale's comma, round-tripping (R4.2).
+
+    ``repr`` gives the shortest text that reads back to the same float; an exponent form
+    (``1e-05``) is rewritten as its exact plain decimal (``0.00001``).
+    """
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    text = repr(value)
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    if "." not in text:
+        text += ".0"
+    return text
+
+
+def _format_cell(column: str, value: Any) -> str:
+    if value is None:
+        return ""  # R4.3: not recorded
+    kind = TYPE_OF_COLUMN[column]
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"expects true/false, got {value!r}")
+        return "true" if value else "false"
+    if kind is int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"expects an integer, got {value!r} ({type(value).__name__})")
+        return str(int(value))
+    if kind is float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"expects a number, got {value!r} ({type(value).__name__})")
+        return format_float(value)
+    if not isinstance(value, str):
+        raise TypeError(f"expects a string, got {value!r} ({type(value).__name__})")
+    if _NEEDS_QUOTES.search(value):  # R4.4: RFC 4180 quoting, quotes doubled
+        return '"' + value.replace('"', '""') + '"'
+    return value
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One CSV record, newline included; refuses unknown or missing columns and wrong types."""
+    keys = set(row)
+    if keys != set(COLUMNS):
+        missing = [c for c in COLUMNS if c not in keys]
+        unknown = sorted(keys - set(COLUMNS))
+        raise ResultsError(
+            f"a row must have exactly the {len(COLUMNS)} columns of resultats-bruts.csv; "
+            f"missing {missing}, unknown {unknown}; start from empty_row()",
+            rule="R4.1",
+        )
+    cells = []
+    for column in COLUMNS:
+        try:
+            cells.append(_format_cell(column, row[column]))
+        except (TypeError, ValueError) as exc:
+            raise ResultsError(
+                f"column {column} ({TYPE_OF_COLUMN[column].__name__}) {exc}; write None for "
+                "a value not recorded",
+                rule="R4.2",
+            ) from exc
+    return ",".join(cells) + "\n"
+
+
+def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
+    """Format rows and refuse any that fails the row rules, so no bad row is ever written."""
+    text = []
+    errors = []
+    for number, row in enumerate(rows, start=1):
+        text.append(format_row(row))
+        errors += [f"new row {number}, column {col}: {msg}" for col, msg in check_row(row)]
+    errors += duplicate_runs(list(rows), lambda i: f"new row {i}")
+    if errors:
+        raise ResultsError(_join(errors), rule="R4")
+    return "".join(text)
+
+
+def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Append rows in one durable write; the header first when the file is new or empty (R4.1).
+
+    Refuses to append to a file whose header differs, or whose last record is torn (call
+    ``repair_torn_tail`` first), so a crash never glues half a row to the next one.
+    """
+    path = Path(path)
+    text = _checked_text(rows)
+    existing = path.read_bytes() if path.exists() else b""
+    if existing.removeprefix(b"\xef\xbb\xbf"):
+        header = existing.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
+        if header.decode("utf-8", "replace") != HEADER.rstrip("\n"):
+            raise ResultsError(
+                f"{path} does not start with the fixed header of resultats-bruts.csv; run "
+                f"csv-check on it, or write to a new file",
+                rule="R4.1",
+            )
+        if _complete_length(existing) != len(existing):
+            raise ResultsError(
+                f"{path} ends with a torn (incomplete) record; call repair_torn_tail() before "
+                "appending",
+                rule="R4.1",
+            )
+    else:
+        text = HEADER + text
+    append_text_durable(path, text)
+
+
+def write_rows_atomic(path: Path, rows: Sequence[dict[str, Any]]) -> None:
+    """Rewrite the whole file (header + rows) via rename, e.g. to fill in quality (R4.1)."""
+    write_text_atomic(Path(path), HEADER + _checked_text(rows))
+
+
+def _complete_length(data: bytes) -> int:
+    """Bytes up to the end of the last complete record: a newline outside quotes."""
+    end = pos = quotes = 0
+    while (newline := data.find(b"\n", pos)) >= 0:
+        quotes += data.count(b'"', pos, newline + 1)  # "" inside a field keeps the parity
+        pos = newline + 1
+        if quotes % 2 == 0:
+            end = pos
+    return end
+
+
+def repair_torn_tail(path: Path) -> bool:
+    """Cut a final record that a crash left without its newline; True when something was cut.
+
+    The pipeline calls this before resuming. Rows are appended in one write, so a torn tail
+    can only be part of the last append: the complete rows before it are kept.
+    """
+    path = Path(path)
+    if not path.exists():
+        return False  # nothing written yet, nothing torn
+    data = path.read_bytes()
+    keep = _complete_length(data)
+    if keep == len(data):
+        return False
+    with open(path, "r+b") as handle:
+        handle.truncate(keep)
+        handle.flush()
+        os.fsync(handle.fileno())
+    return True
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading and validating
+
+
+def _parse_cell(column: str, text: str) -> Any:
+    if text == "":
+        return None
+    kind = TYPE_OF_COLUMN[column]
+    if kind is str:
+        return text
+    if kind is bool:
+        if text in ("true", "false"):
+            return text == "true"
+        raise ValueError(f"{text!r} is not true/false (lower case)")
+    if kind is int:
+        if _INT_TEXT.fullmatch(text):
+            return int(text)
+        raise ValueError(f"{text!r} is not an integer (bytes and cents are whole numbers, R4.2)")
+    if _FLOAT_TEXT.fullmatch(text):
+        return float(text)
+    raise ValueError(f"{text!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
+
+
+def _join(errors: list[str]) -> str:
+    more = f"; ... and {len(errors) - MAX_LISTED} more" if len(errors) > MAX_LISTED else ""
+    return f"{len(errors)} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
+
+
+def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Typed rows and every error found; the header error stops the reading."""
+    path = Path(path)
+    name = path.name
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], [f"{path}: cannot read ({exc.strerror or exc})"]
+    complete = _complete_length(data)
+    errors = []
+    if complete != len(data):
+        line = data[:complete].count(b"\n") + 1
+        errors.append(
+            f"{name} line {line}: R4.1: the last record has no final newline (a torn write); "
+            "call repair_torn_tail() (the pipeline does) or remove the partial line"
+        )
+        data = data[:complete]
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        return [], [*errors, f"{name} line {line}: bytes that are not UTF-8; save it as UTF-8"]
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        return [], [*errors, f"{name} line 1: unreadable header ({exc})"]
+    if header is None:
+        return [], [*errors, f"{name}: empty file; the header line is missing (R4.1)"]
+    if tuple(header) != COLUMNS:
+        for index, (got, want) in enumerate(zip(header, COLUMNS, strict=False), start=1):
+            if got != want:
+                message = f"column {index} is {got!r}, expected {want!r}"
+                break
+        else:
+            message = f"{len(header)} columns, expected {len(COLUMNS)}"
+            if len(header) > len(COLUMNS):
+                message += f" (first extra: {header[len(COLUMNS)]!r})"
+            else:
+                message += f" (first missing: {COLUMNS[len(header)]!r})"
+        return [], [
+            *errors,
+            f"{name} line 1: R4.1: wrong header: {message}; copy the header "
+            "of the shipped resultats-bruts.csv",
+        ]
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    start = reader.line_num + 1
+    number = 0
+    try:
+        for cells in reader:
+            number += 1
+            where = f"{name} row {number} (line {start})"
+            if len(cells) != len(COLUMNS):
+                errors.append(
+                    f"{where}: {len(cells)} cells, expected {len(COLUMNS)}; quote "
+                    "commas, quotes and newlines (R4.4)"
+                )
+            else:
+                row = {}
+                for column, cell in zip(COLUMNS, cells, strict=True):
+                    try:
+                        row[column] = _parse_cell(column, cell)
+                    except ValueError as exc:
+                        errors.append(f"{where}, column {column}: {exc}")
+                        row[column] = None
+                errors += [f"{where}, column {col}: {msg}" for col, msg in check_row(row)]
+                rows.append(row)
+                lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        errors.append(f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)")
+    errors += duplicate_runs(rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
+    return rows, errors
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """Typed rows of resultats-bruts.csv; raises ResultsError naming row, line and column."""
+    rows, errors = _parse(Path(path))
+    if errors:
+        raise ResultsError(_join(errors), rule="R4")
+    return rows
+
+
+def validate_csv(path: Path) -> list[str]:
+    """Every error ``gpubench-nb csv-check`` prints; empty when the file is valid."""
+    return _parse(Path(path))[1]

@@ -1,0 +1,192 @@
+"""The report's input: bundles read from disk, labelled, and refused when unlike (R2.1, R5.6)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from gpubench_nb.errors import BundleError
+from gpubench_nb.protocol import results
+from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.report.stats import PHASES, rows_to_frame
+
+# R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
+COMPARED_FIELDS: tuple[str, ...] = (
+    "corpus_revision",
+    "model_revision",
+    "tokenizer_revision",
+    "timer_scope",
+)
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """One bundle as the report reads it: its files, parsed, and its rows, typed (R5.6)."""
+
+    path: Path
+    label: str
+    lock: Mapping[str, Any]
+    environment: Mapping[str, Any]
+    economics: Mapping[str, Any] | None
+    rows: list[dict[str, Any]] = field(hash=False)
+
+    def declared(self, *keys: str) -> Any:
+        """A value of the frozen declaration by key path, or None (lock absent or older)."""
+        node: Any = self.lock.get("declaration") or {}
+        for key in keys:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    def compared(self, name: str) -> str | None:
+        """A COMPARED_FIELDS value: lock fingerprints first, else the CSV's one value."""
+        if name == "timer_scope":
+            return self.declared("timing", "scope")
+        value = (self.lock.get("fingerprints") or {}).get(name)
+        if value is None:
+            seen = sorted({str(r[name]) for r in self.rows if r.get(name) is not None})
+            value = " | ".join(seen) or None
+        return value
+
+
+def parse_bundle_dirs(value: str | os.PathLike[str] | Sequence[Any]) -> list[str]:
+    """Bundle folders from a list, one path, or a list written as text (papermill ``-p``)."""
+    if isinstance(value, str) and value.strip().startswith("["):
+        try:
+            value = yaml.safe_load(value)
+        except yaml.YAMLError as exc:
+            raise BundleError(
+                f"bundle_dirs: cannot parse {value!r} as a list ({exc}); fix: "
+                '-p bundle_dirs \'["outputs/a", "outputs/b"]\''
+            ) from None
+    if isinstance(value, str | os.PathLike):
+        value = [value]
+    if not isinstance(value, Sequence) or not value:
+        raise BundleError(f"bundle_dirs: expected one or more bundle folders, got {value!r}")
+    return [os.fspath(v) for v in value]
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BundleError(
+            f"{path}: unreadable JSON ({exc}); fix: restore it from the bundle"
+        ) from None
+
+
+def _read_rows(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise BundleError(
+            f"{path}: no resultats-bruts.csv; fix: run `gpubench-nb run` for this experiment "
+            "first, the report reads the bundle's raw rows",
+            rule="R5.6",
+        )
+    return results.read_rows(path)  # typed; empty cell = None, never 0 (R4.3)
+
+
+def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """Add run.json's error and truncation and checks.json's reference comparison to a row."""
+    folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
+    run = _read_json(folder / "run.json") or {}
+    checks = _read_json(folder / "checks.json") or {}
+    return {
+        **row,
+        "error": run.get("error"),
+        "truncated_texts": run.get("truncated_texts"),
+        "dropped_tokens": run.get("dropped_tokens"),
+        "reference_value": checks.get("reference_value"),
+        "meets_threshold": checks.get("meets_threshold"),
+        "within_tolerance": checks.get("within_tolerance"),
+    }
+
+
+def _label(path: Path, lock: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
+    experiment = lock.get("experiment_id") or (rows[0]["experiment_id"] if rows else path.name)
+    gpus = sorted({r["gpu_model"] for r in rows if r.get("gpu_model")})
+    devices = sorted({r["device"] for r in rows if r.get("device")})
+    return f"{experiment} · {' + '.join(gpus) or ' + '.join(devices) or 'device not recorded'}"
+
+
+def _declared_order(lock: Mapping[str, Any]) -> Any:
+    """Sort key: variants as declared (not as drawn, R3.4), then load/cold/warm, then run."""
+    declared = [v.get("id") for v in (lock.get("declaration") or {}).get("variants") or []]
+    rank = {variant: i for i, variant in enumerate(declared)}
+    phases = {phase: i for i, phase in enumerate(PHASES)}
+
+    def key(row: Mapping[str, Any]) -> tuple[int, str, int, int]:
+        variant = str(row["variant_id"])
+        index = row.get("run_index")
+        return (
+            rank.get(variant, len(rank)),
+            variant,
+            phases.get(row["phase"], len(phases)),
+            index if isinstance(index, int) else 0,
+        )
+
+    return key
+
+
+def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = False) -> list[Bundle]:
+    """Read each bundle; refuse unlike bundles, naming the differing field (R2.1)."""
+    bundles = []
+    for raw in parse_bundle_dirs(bundle_dirs):
+        path = Path(raw)
+        if not path.is_dir():
+            raise BundleError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
+        if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
+            raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
+        lock = _read_json(path / "protocol.lock.json") or {}
+        rows = [_with_run_files(path, r) for r in _read_rows(path / "resultats-bruts.csv")]
+        bundles.append((path, lock, sorted(rows, key=_declared_order(lock))))
+    labels = [_label(path, lock, rows) for path, lock, rows in bundles]
+    # Two bundles of one experiment on one GPU model are told apart by their folder, then path.
+    for part in (lambda p: p.name, str):
+        labels = [
+            f"{label} · {part(path)}" if labels.count(label) > 1 else label
+            for label, (path, _, _) in zip(labels, bundles, strict=True)
+        ]
+    loaded = [
+        Bundle(
+            path=path,
+            label=label,
+            lock=lock,
+            environment=_read_json(path / "environment.json") or {},
+            economics=_read_json(path / "economics.json"),
+            rows=[{**r, "bundle": label} for r in rows],
+        )
+        for label, (path, lock, rows) in zip(labels, bundles, strict=True)
+    ]
+    problems = comparability_problems(loaded)
+    if problems and not allow_mismatch:
+        raise BundleError(
+            f"bundles cannot be merged: {'; '.join(problems)}. Fix: compare bundles of the same "
+            "corpus, model, tokenizer and timer scope, or pass allow_mismatch=True (CLI "
+            "--allow-mismatch); the report then prints the difference",
+            rule="R2.1",
+        )
+    return loaded
+
+
+def comparability_problems(bundles: Sequence[Bundle]) -> list[str]:
+    """One sentence per COMPARED_FIELDS entry on which the bundles differ (R2.1)."""
+    problems = []
+    for name in COMPARED_FIELDS:
+        values = [b.compared(name) for b in bundles]
+        if len(set(values)) > 1:
+            listing = ", ".join(f"{b.path} has {v!r}" for b, v in zip(bundles, values, strict=True))
+            problems.append(f"{name} differs ({listing})")
+    return problems
+
+
+def rows_frame(bundles: Sequence[Bundle]) -> pd.DataFrame:
+    """Every raw row of every bundle, labelled, with ``failed`` and ``texts_per_second``."""
+    return rows_to_frame([row for bundle in bundles for row in bundle.rows])

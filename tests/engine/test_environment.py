@@ -1,0 +1,140 @@
+"""Environment actually used (R2.4), concurrent activity and code revision in notes (R2.5)."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gpubench_nb.engine import environment as envmod
+from gpubench_nb.engine.environment import (
+    ROW_FIELDS,
+    capture_environment,
+    code_revision,
+    devices_used,
+    environment_notes,
+    finish_environment,
+    row_fields,
+)
+from gpubench_nb.protocol.results import COLUMNS
+
+
+def test_cpu_run_has_empty_gpu_fields_not_zeros_r4_3() -> None:
+    env = capture_environment(torch.device("cpu"))
+    fields = row_fields(env)
+    assert set(fields) == set(ROW_FIELDS) and set(fields) <= set(COLUMNS)
+    assert fields["gpu_model"] is None
+    assert fields["driver_version"] is None
+    assert fields["runtime_version"] is None
+    # Documented choice: the count of GPUs used on a CPU run is observed and truly zero.
+    assert fields["gpu_count"] == 0
+    assert fields["device"] == "cpu"
+    assert fields["python_version"] == platform.python_version()
+    assert fields["torch_version"] == torch.__version__
+    assert env["gpu_processes_start"] is None  # not observable on CPU, not "none"
+
+
+def test_devices_used_are_those_of_the_model_not_the_visible_ones() -> None:
+    model = torch.nn.Linear(2, 2, device="meta")
+    assert devices_used(model) == [torch.device("meta")]
+    holder = SimpleNamespace(module=torch.nn.Linear(2, 2), device=torch.device("cpu"))
+    assert devices_used(holder) == [torch.device("cpu")]
+    assert devices_used(None) == []
+    env = capture_environment(used=torch.nn.Linear(2, 2))
+    assert env["device"] == "cpu" and env["gpu_count"] == 0
+
+
+def test_gpu_fields_count_used_devices_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake H100")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setattr(envmod, "driver_version", lambda: "nvidia 550.1")
+    monkeypatch.setattr(envmod, "gpu_processes", lambda devices: [])
+    monkeypatch.setattr(envmod, "runtime_version", lambda: "cuda 12.4")
+    env = capture_environment(used=[torch.device("cuda", 1)])
+    assert env["visible_gpu_count"] == 4
+    assert row_fields(env) == {
+        "gpu_model": "Fake H100",
+        "gpu_count": 1,  # one of four visible GPUs actually used (R2.5)
+        "device": "cuda:1",
+        "driver_version": "nvidia 550.1",
+        "python_version": platform.python_version(),
+        "torch_version": torch.__version__,
+        "runtime_version": "cuda 12.4",
+    }
+    two = capture_environment(used=[torch.device("cuda", 0), torch.device("cuda", 1)])
+    assert two["gpu_count"] == 2 and two["device"] == "cuda:0,cuda:1"
+
+
+def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    me = envmod.os.getpid()
+    fake = SimpleNamespace(
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [
+            SimpleNamespace(pid=me, usedGpuMemory=10),
+            SimpleNamespace(pid=4242, usedGpuMemory=2048),
+        ],
+        nvmlDeviceGetGraphicsRunningProcesses=lambda h: [
+            SimpleNamespace(pid=7, usedGpuMemory=None)
+        ],
+    )
+    monkeypatch.setattr(envmod, "_nvml", lambda: fake)
+    monkeypatch.setattr(envmod, "_nvml_handle", lambda nvml, index: object())
+    procs = envmod.gpu_processes([torch.device("cuda", 0)])
+    assert procs == [
+        {"device": "cuda:0", "pid": 4242, "used_bytes": 2048},
+        {"device": "cuda:0", "pid": 7, "used_bytes": None},
+    ]
+    env = {
+        "code_revision": "git:abc",
+        "gpu_processes_start": procs,
+        "load_average_start": [1, 2, 3],
+    }
+    notes = environment_notes(env)
+    assert "pid 4242 on cuda:0 (2048 B)" in notes and "code=git:abc" in notes
+    assert envmod.gpu_processes([torch.device("cpu")]) is None
+
+
+def test_finish_adds_end_activity() -> None:
+    env = capture_environment(torch.device("cpu"))
+    assert env["load_average_end"] is None
+    done = finish_environment(env)
+    assert done["load_average_end"] is not None and env["load_average_end"] is None
+    notes = environment_notes(done)
+    assert "load_avg_start=" in notes and "load_avg_end=" in notes
+    assert "other_gpu_processes_start=not observable" in notes
+    assert f"code={env['code_revision']}" in notes
+
+
+def _git(repo, *args: str) -> None:
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def test_code_revision_outside_a_checkout_is_the_package_version(tmp_path) -> None:
+    assert code_revision(tmp_path) == "package:gpubench-nb==0.1.0"
+
+
+def test_code_revision_has_commit_and_dirty_flag_r2_5(tmp_path) -> None:
+    _git(tmp_path, "init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    _git(tmp_path, "add", "a.py")
+    _git(tmp_path, "commit", "-q", "-m", "one")
+    clean = code_revision(tmp_path)
+    assert clean.startswith("git:") and len(clean) == len("git:") + 40
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert code_revision(tmp_path) == clean + "-dirty"
+
+
+@pytest.mark.gpu
+def test_cuda_environment_is_filled() -> None:
+    env = capture_environment(used=torch.nn.Linear(2, 2, device="cuda"))
+    assert env["gpu_count"] == 1 and env["gpu_model"]
+    assert env["runtime_version"].startswith(("cuda ", "hip "))
+    assert env["driver_version"]
+    assert isinstance(env["gpu_processes_start"], list)

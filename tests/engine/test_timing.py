@@ -1,0 +1,92 @@
+"""Stopwatch order (sync -> clock, sync -> clock) and the declared scope (R3.1, R3.2)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gpubench_nb.engine.timing import SCOPES, Stopwatch, check_scope, scope_note, synchronizer
+
+
+class Recorder:
+    """Logs every call of the fake clock and the fake synchronise, in order."""
+
+    def __init__(self, ticks: list[int]) -> None:
+        self.log: list[str] = []
+        self._ticks = iter(ticks)
+
+    def clock(self) -> int:
+        self.log.append("clock")
+        return next(self._ticks)
+
+    def sync(self) -> None:
+        self.log.append("sync")
+
+
+def test_stopwatch_synchronises_before_start_and_after_end() -> None:
+    rec = Recorder([1_000_000_000, 3_500_000_000])
+    watch = Stopwatch(clock=rec.clock, sync=rec.sync)
+    watch.start()
+    assert rec.log == ["sync", "clock"]  # queued work finishes before the clock is read
+    rec.log.append("work")
+    elapsed = watch.stop()
+    assert rec.log == ["sync", "clock", "work", "sync", "clock"]
+    assert elapsed == 2.5  # (3.5e9 - 1.0e9) ns in seconds
+    assert watch.elapsed_seconds == 2.5
+
+
+def test_stopwatch_context_manager_times_the_block() -> None:
+    rec = Recorder([10, 20_000_010])
+    with Stopwatch(clock=rec.clock, sync=rec.sync) as watch:
+        rec.log.append("work")
+    assert rec.log == ["sync", "clock", "work", "sync", "clock"]
+    assert watch.elapsed_seconds == pytest.approx(0.02)
+
+
+def test_failed_span_has_no_duration_r5_8() -> None:
+    rec = Recorder([5, 6])
+    watch = Stopwatch(clock=rec.clock, sync=rec.sync)
+    with pytest.raises(ValueError), watch:
+        raise ValueError("boom")
+    assert watch.elapsed_seconds is None  # never 0 for a failed run
+    assert rec.log == ["sync", "clock"]
+
+
+def test_stop_before_start_is_an_error() -> None:
+    with pytest.raises(RuntimeError, match="before start"):
+        Stopwatch(clock=lambda: 0).stop()
+
+
+def test_real_clock_measures_positive_time() -> None:
+    watch = Stopwatch()
+    watch.start()
+    assert watch.stop() >= 0.0
+
+
+def test_scopes_are_the_two_of_r3_1() -> None:
+    assert set(SCOPES) == {"processing", "end_to_end"}
+    assert check_scope("end_to_end") == "end_to_end"
+    note = scope_note("end_to_end")
+    assert note.startswith("scope=end_to_end") and "reading" in note
+    assert "excluded" in scope_note("processing")
+    with pytest.raises(ValueError, match="R3.1"):
+        check_scope("wallclock")
+
+
+def test_synchronizer_is_a_noop_on_cpu() -> None:
+    sync = synchronizer(torch.device("cpu"))
+    assert sync() is None
+    assert synchronizer(None)() is None
+
+
+@pytest.mark.gpu
+def test_synchronizer_waits_for_cuda_work() -> None:
+    dev = torch.device("cuda")
+    x = torch.randn(2048, 2048, device=dev)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        x = x @ x / 2048
+    end.record()
+    synchronizer(dev)()
+    assert end.query()  # all queued work finished

@@ -1,0 +1,342 @@
+"""End to end through real papermill kernels: schedule, failures, resume, refusal, audit.
+
+One small experiment (60 eval texts, the real `bow` model trained on a train subset, 2 variants
+× 2 repeats) is run once per module and shared; each test asserts through the files written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.pipeline.orchestrate import run_experiment
+from gpubench_nb.protocol.audit import check_bundle
+from gpubench_nb.protocol.results import read_rows, validate_csv
+
+pytestmark = pytest.mark.slow
+EVAL_ITEMS = 60
+
+
+def _subset(source: Path, target: Path, count: int, step: int = 1) -> None:
+    lines = source.read_text(encoding="utf-8").splitlines()[::step][:count]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: object) -> Path:
+    """A small but real experiment: Debian texts, the bow preset, batch 1 vs 4."""
+    root.mkdir(parents=True, exist_ok=True)
+    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", EVAL_ITEMS, step=16)
+    _subset(data_dir / "train.jsonl", root / "train.jsonl", 1500, step=3)
+    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 300, step=3)
+    declaration = {
+        "experiment_id": experiment_id,
+        "seed": 11,
+        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
+        "classes": [
+            "admin",
+            "games",
+            "graphics",
+            "mail",
+            "math",
+            "net",
+            "science",
+            "sound",
+            "text",
+            "web",
+        ],
+        "quality": {
+            "metric": "macro_f1",
+            "threshold": 0.2,
+            "tolerance": 0.05,
+            "reference_variant": "b1",
+        },
+        "model": {"backend": "bow", "path": "model", "build": {}},
+        "tokenizer": {"path": "model"},
+        "fixed": {"precision": "fp32", "context": 64, "device": "cpu"},
+        "knob": "batch",
+        "variants": [{"id": "b1", "batch": 1}, {"id": "b4", "batch": 4}],
+        "timing": {
+            "scope": "processing",
+            "warmup_iterations": 1,
+            "repeats": 2,
+            "order": "alternating",
+            **timing,
+        },
+        "pricing": {
+            "offers": str(Path(__file__).resolve().parents[2] / "parameters" / "offers.yaml"),
+            "offer": "h100-example",
+            "days": 7,
+            "lots": 1,
+        },
+    }
+    path = root / "experiment.yaml"
+    path.write_text(yaml.safe_dump(declaration, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[Path, Path]:
+    """One full run, with an injected OOM and a dead kernel in variant b4 (R3.6, R5.8)."""
+    root = tmp_path_factory.mktemp("e2e")
+    experiment = make_experiment(root, data_dir, "e2e")
+    # An OOM in b4's first warm pass, and a kernel that dies in b4's second cold run.
+    os.environ["GPUBENCH_FAULT"] = (
+        "oom@batch:3@variant:b4@phase:warm@run:1;crash@batch:2@variant:b4@phase:cold@run:2"
+    )
+    try:
+        result = run_experiment(experiment, output_dir=root / "outputs")
+    finally:
+        del os.environ["GPUBENCH_FAULT"]
+    return experiment, result.bundle_dir
+
+
+def test_bundle_holds_every_artifact(finished: tuple[Path, Path]) -> None:
+    _, bundle = finished
+    # R5.6: the filled-in protocol, outputs, checks, raw CSV and report are all kept.
+    for name in (
+        "protocol.lock.json",
+        "expected_ids.txt",
+        "environment.json",
+        "schedule.json",
+        "resultats-bruts.csv",
+        "economics.json",
+        "report.html",
+        "MANIFEST.sha256",
+        "notebooks/00_environment.ipynb",
+        "notebooks/20_quality.ipynb",
+        "notebooks/30_economics.ipynb",
+        "runs/b1/cold-1/predictions.jsonl",
+        "runs/b1/cold-1/checks.json",
+        "runs/b4/warm-2/run.json",
+    ):
+        assert (bundle / name).is_file(), name
+    assert len((bundle / "expected_ids.txt").read_text().splitlines()) == EVAL_ITEMS
+
+
+def test_rows_one_per_run_and_the_csv_validates(finished: tuple[Path, Path]) -> None:
+    _, bundle = finished
+    rows = read_rows(bundle / "resultats-bruts.csv")
+    phases = sorted((r["variant_id"], r["phase"], r["run_index"]) for r in rows)
+    expected = sorted(
+        (v, p, n) for v in ("b1", "b4") for p in ("load", "cold", "warm") for n in (1, 2)
+    )
+    assert phases == expected  # R3.2: load, cold, warm kept apart; one row per run (R4.1)
+    assert validate_csv(bundle / "resultats-bruts.csv") == []
+    for row in rows:
+        assert row["package_total_usd_minor"] is not None  # one spend, on every row (R5.3)
+        assert row["gpu_model"] is None  # CPU run: not recorded, never a made-up value (R4.3)
+        assert row["peak_allocated_bytes"] is None
+
+
+def test_cold_runs_ran_in_distinct_fresh_processes_r3_7(finished: tuple[Path, Path]) -> None:
+    _, bundle = finished
+    schedule = json.loads((bundle / "schedule.json").read_text())
+    pids = [run["pid"] for run in schedule["runs"]]
+    assert all(isinstance(pid, int) for pid in pids)
+    assert len(set(pids)) == len(pids) and os.getpid() not in pids
+    order = [(r["variant_id"], r["phase"]) for r in schedule["runs"]][:4]
+    assert order == [("b1", "cold"), ("b4", "cold"), ("b1", "warm"), ("b4", "warm")]
+
+
+def test_injected_oom_is_a_failed_row_not_a_zero_r5_8(finished: tuple[Path, Path]) -> None:
+    _, bundle = finished
+    rows = read_rows(bundle / "resultats-bruts.csv")
+    failed = [
+        r for r in rows if r["variant_id"] == "b4" and r["phase"] == "warm" and r["run_index"] == 1
+    ][0]
+    assert failed["elapsed_seconds"] is None
+    assert "OutOfMemoryError" in failed["notes"] and "FAILED" in failed["notes"]
+    assert failed["corpus_accepted"] is False
+    died = [
+        r for r in rows if r["variant_id"] == "b4" and r["phase"] == "cold" and r["run_index"] == 2
+    ][0]
+    assert died["elapsed_seconds"] is None and "DeadKernelError" in died["notes"]
+    assert died["corpus_accepted"] is False  # detected, not waited on; the schedule went on
+    others = [r for r in rows if r["phase"] in ("cold", "warm") and r not in (failed, died)]
+    assert all(r["elapsed_seconds"] > 0 for r in others)
+    # b1 is accepted on every run; b4 is not, since one of its runs failed (R5.7).
+    assert all(r["corpus_accepted"] for r in others if r["variant_id"] == "b1")
+    b1 = {r["accepted_unique_corpora"] for r in rows if r["variant_id"] == "b1"}
+    b4 = {r["accepted_unique_corpora"] for r in rows if r["variant_id"] == "b4"}
+    assert (b1, b4) == ({1}, {0})
+
+
+def test_check_bundle_passes_then_detects_a_tampered_prediction(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    _, bundle = finished
+    assert check_bundle(bundle) == []
+    copy = tmp_path / "copy"
+    shutil.copytree(bundle, copy)
+    predictions = copy / "runs" / "b1" / "warm-1" / "predictions.jsonl"
+    lines = predictions.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["label"] = "web" if first["label"] != "web" else "admin"
+    predictions.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    problems = check_bundle(copy)
+    assert any("runs/b1/warm-1/predictions.jsonl: changed" in p for p in problems)
+    # Rewriting the manifest too does not hide it: the checks are re-derived (R1.6).
+    from gpubench_nb.protocol.bundle import write_manifest
+
+    write_manifest(copy)
+    problems = check_bundle(copy)
+    assert any("b1/warm-1" in p and "re-derived" in p for p in problems), problems
+
+
+def test_cli_check_bundle_exit_codes(finished: tuple[Path, Path]) -> None:
+    _, bundle = finished
+    ok = subprocess.run(
+        [sys.executable, "-m", "gpubench_nb.cli", "check-bundle", str(bundle)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_a_changed_protocol_is_refused_before_any_run_r1_3(finished: tuple[Path, Path]) -> None:
+    experiment, bundle = finished
+    declaration = yaml.safe_load(experiment.read_text())
+    declaration["quality"]["threshold"] = 0.3
+    edited = experiment.with_name("edited.yaml")
+    edited.write_text(yaml.safe_dump(declaration), encoding="utf-8")
+    before = (bundle / "resultats-bruts.csv").read_bytes()
+    with pytest.raises(ProtocolError, match=r"quality\.threshold: 0\.2 -> 0\.3"):
+        run_experiment(edited, output_dir=bundle.parent)
+    assert (bundle / "resultats-bruts.csv").read_bytes() == before
+
+
+def test_rerun_of_a_finished_bundle_redoes_no_run(finished: tuple[Path, Path]) -> None:
+    experiment, bundle = finished
+    before = read_rows(bundle / "resultats-bruts.csv")
+    result = run_experiment(experiment, output_dir=bundle.parent)
+    after = read_rows(bundle / "resultats-bruts.csv")
+    assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
+    assert len(result.rows) == len(before)
+
+
+def test_repricing_a_finished_bundle_redoes_no_run_and_reseals_it(
+    finished: tuple[Path, Path],
+) -> None:
+    from gpubench_nb.economics.offers import load_offers
+
+    experiment, bundle = finished
+    declaration = yaml.safe_load(experiment.read_text())
+    declaration["pricing"]["days"] = 30  # pricing is not frozen (R1.3): a new package length
+    repriced = experiment.with_name("repriced.yaml")
+    repriced.write_text(yaml.safe_dump(declaration), encoding="utf-8")
+    before = read_rows(bundle / "resultats-bruts.csv")
+    try:
+        run_experiment(repriced, output_dir=bundle.parent)
+        after = read_rows(bundle / "resultats-bruts.csv")
+        price = load_offers(Path(declaration["pricing"]["offers"]))["h100-example"]
+        assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
+        # R5.1, R5.3: the whole 30-day package x 1 lot, the same one spend on every row.
+        assert {(r["duration_days"], r["package_total_usd_minor"]) for r in after} == {
+            (30, price.price_usd_minor(30))
+        }
+        economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
+        assert economics["pricing"]["days"] == 30
+        assert check_bundle(bundle) == []  # R5.6: resealed, every check re-derived
+    finally:
+        run_experiment(experiment, output_dir=bundle.parent)  # back to the shared 7-day state
+
+
+def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None:
+    experiment = make_experiment(tmp_path, data_dir, "resume")
+    outputs = tmp_path / "outputs"
+    csv_path = outputs / "resume" / "resultats-bruts.csv"
+    command = [
+        sys.executable,
+        "-m",
+        "gpubench_nb.cli",
+        "run",
+        str(experiment),
+        "--output-dir",
+        str(outputs),
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if csv_path.exists() and ",warm," in csv_path.read_text():
+                break  # the first warm row is in: the schedule is mid-warm-phase
+            time.sleep(0.2)
+        else:
+            pytest.fail("no warm row appeared in time")
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)  # kill -9 the CLI and its kernel alike
+        process.wait()
+    partial = read_rows(csv_path)
+    assert 0 < len(partial) < 12
+    finished = subprocess.run(command, capture_output=True, text=True, check=False)
+    assert finished.returncode == 0, finished.stderr[-2000:]
+    rows = read_rows(csv_path)
+    keys = [(r["variant_id"], r["phase"], r["run_index"]) for r in rows]
+    assert len(keys) == len(set(keys)) == 12  # nothing lost, nothing twice
+    now = {(r["variant_id"], r["phase"], r["run_index"]): r["elapsed_seconds"] for r in rows}
+    for r in partial:  # finished runs were not redone
+        assert now[(r["variant_id"], r["phase"], r["run_index"])] == r["elapsed_seconds"]
+    assert "accepted" in finished.stdout and "report:" in finished.stdout
+
+
+def _papermill(notebook: str, out: Path, *params: str) -> subprocess.CompletedProcess:
+    papermill = Path(sys.executable).with_name("papermill")
+    return subprocess.run(
+        [str(papermill), f"notebooks/{notebook}", str(out), *params],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_every_notebook_runs_under_the_plain_papermill_cli(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    experiment, bundle = finished
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    common = ["-p", "experiment", str(experiment), "-p", "bundle_dir", str(copy)]
+    (copy / "environment.json").unlink()
+    done = _papermill("00_environment.ipynb", tmp_path / "00.ipynb", *common)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((copy / "environment.json").read_text())["device"] == "cpu"
+    done = _papermill(
+        "10_measure.ipynb",
+        tmp_path / "10.ipynb",
+        *common,
+        "-p",
+        "variant_id",
+        "b4",
+        "-p",
+        "phase",
+        "warm",
+        "-p",
+        "run_index",
+        "3",
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((copy / "runs" / "b4" / "warm-3" / "run.json").read_text())
+    assert record["error"] is None and record["elapsed_seconds"] > 0
+    lines = (copy / "runs" / "b4" / "warm-3" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == EVAL_ITEMS
+    for name in ("20_quality.ipynb", "30_economics.ipynb"):
+        done = _papermill(name, tmp_path / name, *common)
+        assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads((copy / "economics.json").read_text())["offers"]
+    done = _papermill("90_report.ipynb", tmp_path / "90.ipynb", "-p", "bundle_dirs", str(copy))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Elapsed time" in (tmp_path / "90.ipynb").read_text()

@@ -1,0 +1,220 @@
+"""execute_run: one scheduled run in this process -> run.json + predictions (R3.2, R3.4, R3.6,
+R5.8); declaration errors raise, observed failures are written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
+from gpubench_nb.engine.memory import MEMORY_FIELDS
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.pipeline import run as runmod
+from gpubench_nb.pipeline.run import DIED, execute_run, run_dir
+
+CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
+CONTRACT_KEYS = {  # ARCHITECTURE.md, run.json
+    "variant_id",
+    "phase",
+    "run_index",
+    "pid",
+    "elapsed_seconds",
+    "load_seconds",
+    "memory",
+    "truncated_texts",
+    "dropped_tokens",
+    "error",
+    "notes",
+}
+ROW_KEYS = {
+    "gpu_model",
+    "gpu_count",
+    "device",
+    "driver_version",
+    "python_version",
+    "torch_version",
+    "runtime_version",
+}
+
+
+def _subset(source: Path, target: Path, count: int) -> None:
+    lines = source.read_text(encoding="utf-8").splitlines()[:count]
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+YAML = """\
+experiment_id: run-test
+seed: 7
+corpus:
+  path: eval.jsonl
+  train: train.jsonl
+  tune: tune.jsonl
+classes: {classes}
+output_format: predictions_jsonl
+quality: {{metric: macro_f1, threshold: 0.1, tolerance: 0.5, reference_variant: b1}}
+model:
+  backend: bow
+  path: {model}
+  build: {{dim: 8, max_epochs: 1, train_limit: 200, tune_limit: 50}}
+tokenizer: {{path: {model}}}
+fixed: {{precision: fp32, context: 32, device: {device}, batching: corpus_order}}
+knob: batch
+variants:
+  - {{id: b1, batch: 1}}
+  - {{id: b4, batch: 4}}
+timing: {{scope: {scope}, warmup_iterations: 2, repeats: 5, order: alternating}}
+"""
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
+    """A 40-item eval corpus and a tiny bow model built once for the module."""
+    from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.protocol.experiment import load_experiment
+
+    root = tmp_path_factory.mktemp("run")
+    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
+    _subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
+    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
+    write_yaml(root, "experiment.yaml")
+    build_model(load_experiment(root / "experiment.yaml"))
+    return root
+
+
+def write_yaml(root: Path, name: str, *, scope="processing", device="cpu", model="bow") -> Path:
+    path = root / name
+    text = YAML.format(classes=json.dumps(CLASSES), model=model, device=device, scope=scope)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def read_run(bundle: Path, variant: str, phase: str, n: int) -> tuple[dict, Path]:
+    folder = run_dir(bundle, variant, phase, n)
+    return json.loads((folder / "run.json").read_text(encoding="utf-8")), folder
+
+
+@pytest.fixture(autouse=True)
+def _no_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("GPUBENCH_FAULT", raising=False)
+
+
+def test_cold_run_writes_run_json_and_predictions_in_corpus_order(workspace, tmp_path) -> None:
+    record = execute_run(workspace / "experiment.yaml", "b4", "cold", 1, tmp_path)
+    on_disk, folder = read_run(tmp_path, "b4", "cold", 1)
+    assert on_disk == record
+    assert set(record) >= CONTRACT_KEYS | ROW_KEYS
+    assert record["error"] is None and record["status"] == "finished"
+    assert record["pid"] == os.getpid()
+    assert record["load_seconds"] > 0 and record["elapsed_seconds"] > 0
+    assert record["warmup_iterations"] == 0
+    # CPU: memory not recorded (R4.3), GPU fields empty, GPUs used truly zero
+    assert record["memory"] == dict.fromkeys(MEMORY_FIELDS)
+    assert record["gpu_model"] is None and record["gpu_count"] == 0 and record["device"] == "cpu"
+    assert len(record["model_revision"]) == 64 and len(record["tokenizer_revision"]) == 64
+    assert record["started_utc"] <= record["finished_utc"]
+    ids = [json.loads(x)["id"] for x in (workspace / "eval.jsonl").read_text().splitlines()]
+    predictions = [json.loads(x) for x in (folder / "predictions.jsonl").read_text().splitlines()]
+    assert [p["id"] for p in predictions] == ids
+    assert {p["label"] for p in predictions} <= set(CLASSES)
+    assert record["truncated_texts"] > 0  # context 32 cuts most descriptions (R2.3)
+    assert "scope=processing" in record["notes"] and "code=" in record["notes"]
+    assert "phase=cold" in record["notes"]
+
+
+def test_warm_run_does_the_declared_warmups_then_one_measured_pass(
+    workspace, tmp_path, monkeypatch
+) -> None:
+    kinds: list[str] = []
+    real = runmod.measure_pass
+
+    def spy(*args, **kwargs):
+        kinds.append(kwargs.get("pass_kind", "measured"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runmod, "measure_pass", spy)
+    yaml_path = write_yaml(workspace, "e2e.yaml", scope="end_to_end")
+    record = execute_run(yaml_path, "b1", "warm", 2, tmp_path)
+    assert kinds == ["warmup", "warmup", "measured"]  # R3.4
+    assert record["warmup_iterations"] == 2 and record["error"] is None
+    assert "scope=end_to_end" in record["notes"]
+    lines = (run_dir(tmp_path, "b1", "warm", 2) / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 40
+
+
+def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUBENCH_FAULT", "oom@batch:2@variant:b4")
+    failed = execute_run(workspace / "experiment.yaml", "b4", "cold", 3, tmp_path)
+    assert failed["elapsed_seconds"] is None and failed["status"] == "failed"
+    assert failed["error"].startswith("OutOfMemoryError")
+    assert "R5.8" in failed["notes"] and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed["notes"]
+    assert failed["load_seconds"] > 0  # the load row still has its time
+    assert not (run_dir(tmp_path, "b4", "cold", 3) / "predictions.jsonl").exists()
+    other = execute_run(workspace / "experiment.yaml", "b1", "cold", 3, tmp_path)
+    assert other["error"] is None  # scoped to b4 only
+
+
+def test_failed_warmup_means_no_measured_pass(workspace, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUBENCH_FAULT", "error@batch:1@pass:warmup@run:1")
+    record = execute_run(workspace / "experiment.yaml", "b1", "warm", 1, tmp_path)
+    assert record["error"].startswith("warm-up pass 1 of 2 failed: InjectedFault")
+    assert record["elapsed_seconds"] is None
+    assert not (run_dir(tmp_path, "b1", "warm", 1) / "predictions.jsonl").exists()
+
+
+def test_load_failure_is_recorded_r3_6(workspace, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("GPUBENCH_FAULT", "error@load@phase:cold")
+    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 1, tmp_path)
+    assert record["error"].startswith("load failed: InjectedFault")
+    assert record["load_seconds"] is None and record["elapsed_seconds"] is None
+    assert record["model_revision"] is None
+    assert "R3.6 load failed" in record["notes"]
+    assert not (run_dir(tmp_path, "b1", "cold", 1) / "predictions.jsonl").exists()
+
+
+def test_missing_model_folder_is_a_recorded_load_failure(workspace, tmp_path) -> None:
+    yaml_path = write_yaml(workspace, "nomodel.yaml", model="no-such-model")
+    record = execute_run(yaml_path, "b1", "cold", 1, tmp_path)
+    assert record["error"].startswith("load failed: BackendError")
+    assert json.loads((run_dir(tmp_path, "b1", "cold", 1) / "run.json").read_text()) == record
+
+
+def test_declaration_errors_raise(workspace, tmp_path, monkeypatch) -> None:
+    bad = workspace / "bad.yaml"
+    bad.write_text("experiment_id: [unclosed\n", encoding="utf-8")
+    with pytest.raises(ProtocolError):
+        execute_run(bad, "b1", "cold", 1, tmp_path)
+    good = workspace / "experiment.yaml"
+    with pytest.raises(ProtocolError, match="no variant 'b9'"):
+        execute_run(good, "b9", "cold", 1, tmp_path)
+    with pytest.raises(ProtocolError, match="R3.2"):
+        execute_run(good, "b1", "load", 1, tmp_path)
+    with pytest.raises(ProtocolError, match="run_index"):
+        execute_run(good, "b1", "cold", 0, tmp_path)
+    monkeypatch.setenv("GPUBENCH_FAULT", "oom@batch:zero")
+    with pytest.raises(FaultSpecError):
+        execute_run(good, "b1", "cold", 1, tmp_path)
+    assert not (tmp_path / "runs").exists()  # nothing written for a declaration error
+
+
+def test_dead_process_leaves_a_failed_run_json_r3_6(workspace, tmp_path) -> None:
+    code = (
+        "import sys; from gpubench_nb.pipeline.run import execute_run; "
+        "execute_run(sys.argv[1], 'b1', 'cold', 4, sys.argv[2])"
+    )
+    env = dict(os.environ, GPUBENCH_FAULT="crash@load")
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(workspace / "experiment.yaml"), str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == CRASH_EXIT_CODE, proc.stderr
+    record, _ = read_run(tmp_path, "b1", "cold", 4)
+    assert record["status"] == "running" and record["error"] == DIED
+    assert record["elapsed_seconds"] is None and record["pid"] != os.getpid()

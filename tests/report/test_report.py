@@ -1,0 +1,587 @@
+"""Tests for the report: worked medians and ranges, R2.1 refusal, failures, HTML in Chromium."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from matplotlib.collections import PathCollection
+
+from gpubench_nb.economics import costs as economics
+from gpubench_nb.errors import BundleError, ResultsError
+from gpubench_nb.protocol.results import COLUMNS
+from gpubench_nb.report import render as report
+from gpubench_nb.report.stats import (
+    COLD_FIRST_RATIO,
+    acceptance,
+    anchor_warnings,
+    failures,
+    memory_summary,
+    summarise,
+)
+
+CHROMIUM = Path("/usr/bin/chromium")
+MIB = 2**20
+EXPECTED = 1000
+# The golden GPU bundle's elapsed seconds, runs 1..5; None = the failed (OOM) run (R5.8).
+ELAPSED = {
+    ("b1", "load"): [0.40, 0.42, 0.41, 0.45, 0.43],  # median 0.42, range 0.40-0.45
+    ("b1", "cold"): [2.00, 1.00, 1.10, 0.90, 1.05],  # median 1.05, range 0.90-2.00
+    ("b1", "warm"): [0.80, 0.82, 0.81, 0.79, 0.83],  # median 0.81, range 0.79-0.83
+    ("b4", "load"): [0.40, 0.41, 0.42, 0.43, 0.44],
+    ("b4", "cold"): [0.60, 0.58, 0.62, 0.61, 0.59],  # median 0.60
+    ("b4", "warm"): [0.50, 0.52, 0.48, 0.51, 0.49],  # median 0.50, range 0.48-0.52
+    ("b8", "load"): [0.40, 0.41, 0.42, 0.43, 0.44],
+    ("b8", "cold"): [0.35, 0.34, 0.36, 0.33, 0.37],  # median 0.35
+    ("b8", "warm"): [0.30, 0.45, 0.28, 0.31, None],  # 4 timed: median 0.305, range 0.28-0.45
+}
+QUALITY = {"b1": 0.78, "b4": 0.78, "b8": 0.66}  # threshold 0.70: b8 is fast but not accepted
+OOM = "CUDA out of memory. Tried to allocate 2.00 GiB"
+FINGERPRINTS = {
+    "corpus_revision": "c" * 64,
+    "model_revision": "m" * 64,
+    "tokenizer_revision": "t" * 64,
+}
+
+
+def _peak_allocated(variant: str, run_index: int) -> int:
+    # b4: 100, 110, 120, 130, 140 MiB -> median 120 MiB, range 100-140 MiB; b8: 200 MiB up.
+    return ({"b1": 50, "b4": 100, "b8": 200}[variant] + 10 * (run_index - 1)) * MIB
+
+
+def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock_changes) -> Path:
+    """A golden bundle: lock, environment, economics, runs/*/run.json + checks.json, the CSV."""
+    bundle = root / name
+    prints = {**FINGERPRINTS, **{k: v for k, v in lock_changes.items() if k != "scope"}}
+    declaration = {
+        "experiment_id": "demo-bow-batch",
+        "seed": 20261202,
+        "knob": "batch",
+        "variants": [{"id": v, "batch": int(v[1:])} for v in ("b1", "b4", "b8")],
+        "quality": {
+            "metric": "macro_f1",
+            "threshold": 0.70,
+            "tolerance": 0.01,
+            "reference_variant": "b1",
+        },
+        "timing": {
+            "scope": lock_changes.get("scope", "processing"),
+            "warmup_iterations": 2,
+            "repeats": 5,
+            "order": "drawn",
+            "order_seed": 7,
+        },
+    }
+    lock = {"experiment_id": "demo-bow-batch", "declaration": declaration, "fingerprints": prints}
+    env = {
+        "gpu_model": "NVIDIA H100 80GB HBM3" if gpu else None,
+        "gpu_count": 1 if gpu else 0,
+        "visible_gpu_count": 2 if gpu else 0,
+        "device": "cuda:0" if gpu else "cpu",
+        "driver_version": "550.54.15" if gpu else None,
+        "runtime_version": "12.4" if gpu else None,
+        "python_version": "3.11.2",
+        "torch_version": "2.13.0",
+        "code_revision": "abc1234",
+        "cpu_model": "Golden CPU",
+    }
+    rows = []
+    for (variant, phase), values in ELAPSED.items():
+        for run_index, seconds in enumerate(values, start=1):
+            if seconds is None and not gpu:
+                seconds = 0.29  # an OOM is a GPU event: the CPU bundle timed its fifth run
+            seconds = None if seconds is None else round(seconds * scale, 6)
+            failed = seconds is None
+            row = dict.fromkeys(COLUMNS, "")
+            row.update(
+                experiment_id="demo-bow-batch",
+                variant_id=variant,
+                seed="20261202",
+                gpu_count=str(env["gpu_count"]),
+                device=env["device"],
+                python_version="3.11.2",
+                torch_version="2.13.0",
+                precision="fp32",
+                batch=variant[1:],
+                context="128",
+                phase=phase,
+                run_index=str(run_index),
+                warmup_iterations="2",
+                elapsed_seconds="" if failed else repr(seconds),
+                notes=f"OOM: {OOM}, row kept (R5.8)" if failed else "scope: processing",
+                **{k: v for k, v in prints.items()},
+            )
+            if gpu:
+                row.update(gpu_model=env["gpu_model"], driver_version="550.54.15")
+                row.update(runtime_version="12.4")
+                if not failed:
+                    peak = _peak_allocated(variant, run_index)
+                    row.update(
+                        baseline_allocated_bytes=str(10 * MIB),
+                        baseline_reserved_bytes=str(20 * MIB),
+                        peak_allocated_bytes=str(peak),
+                        peak_reserved_bytes=str(peak + 64 * MIB),
+                    )
+            checks = None
+            if phase != "load":
+                accepted = not failed and QUALITY[variant] >= 0.70
+                row.update(
+                    expected_ids=str(EXPECTED),
+                    observed_ids="0" if failed else str(EXPECTED),
+                    ids_match="false" if failed else "true",
+                    format_valid="false" if failed else "true",
+                    quality_metric="macro_f1",
+                    quality_threshold="0.7",
+                    quality_tolerance="0.01",
+                    quality_value="" if failed else str(QUALITY[variant]),
+                    corpus_accepted="true" if accepted else "false",
+                )
+                if not failed:
+                    checks = {
+                        "reference_value": 0.78,
+                        "meets_threshold": QUALITY[variant] >= 0.70,
+                        "within_tolerance": 0.78 - QUALITY[variant] <= 0.01,
+                        "corpus_accepted": accepted,
+                    }
+            run_dir = bundle / "runs" / variant / f"{phase}-{run_index}"
+            run_dir.mkdir(parents=True)
+            run = {"elapsed_seconds": seconds, "error": OOM if failed else None, "notes": ""}
+            run.update(truncated_texts=3, dropped_tokens=41)
+            (run_dir / "run.json").write_text(json.dumps(run), encoding="utf-8")
+            if checks is not None:
+                (run_dir / "checks.json").write_text(json.dumps(checks), encoding="utf-8")
+            rows.append(row)
+    rows.reverse()  # as drawn (R3.4): the report orders by the declaration, not the file
+    with (bundle / "resultats-bruts.csv").open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
+    (bundle / "environment.json").write_text(json.dumps(env), encoding="utf-8")
+    status = {"b1": True, "b4": True, "b8": False}
+    econ = {
+        "unit_of_work": "one complete, accepted corpus",
+        "note": "Package totals are whole packages x billed lots.",
+        "variants": [
+            {"variant_id": v, "accepted": ok, "reason": None if ok else "quality below 0.7"}
+            for v, ok in status.items()
+        ],
+        "offers": [
+            {
+                "offer_id": offer_id,
+                "gpu_model": "H100",
+                "days": 7,
+                "lots": 1,
+                "package_total_usd_minor": total,
+                "declared": offer_id == "h100-example",
+                "variants": [
+                    {"variant_id": v, "cost_per_accepted_usd_minor": total if ok else None}
+                    for v, ok in status.items()
+                ],
+            }
+            for offer_id, total in (("h100-example", 123456), ("b200-pair", 250005))
+        ],
+        # By hand: b200 needs n with 250005 / n < 123456 / 1, so n = 3 (250005 / 2 > 123456);
+        # h100 already beats b200 at n = 1 (123456 < 250005).
+        "break_even": {
+            "label": "threshold, not a forecast",
+            "reference_accepted_results": 1,
+            "reason": None,
+            "pairs": [
+                {
+                    "challenger": "b200-pair",
+                    "reference": "h100-example",
+                    "accepted_corpora_needed": 3,
+                    "statement": "b200 needs 3",
+                },
+                {
+                    "challenger": "h100-example",
+                    "reference": "b200-pair",
+                    "accepted_corpora_needed": 1,
+                    "statement": "h100 needs 1",
+                },
+            ],
+        },
+    }
+    (bundle / "economics.json").write_text(json.dumps(econ), encoding="utf-8")
+    return bundle
+
+
+@pytest.fixture
+def gpu_bundle(tmp_path: Path) -> Path:
+    return write_bundle(tmp_path, "gpu", gpu=True)
+
+
+@pytest.fixture
+def cpu_bundle(tmp_path: Path) -> Path:
+    return write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
+
+
+def _row(frame, variant: str, phase: str):
+    match = frame[(frame["variant_id"] == variant) & (frame["phase"] == phase)]
+    assert len(match) == 1
+    return match.iloc[0]
+
+
+def test_rows_keep_empty_cells_as_not_recorded(cpu_bundle: Path) -> None:
+    rows = report.load_bundles([cpu_bundle])[0].rows
+    assert len(rows) == 45
+    load = rows[0]
+    assert load["phase"] == "load" and load["expected_ids"] is None  # R4.3: empty, not 0
+    assert load["peak_allocated_bytes"] is None and load["gpu_count"] == 0
+    assert rows[5]["ids_match"] is True and rows[5]["elapsed_seconds"] == pytest.approx(8.0)
+    assert rows[5]["error"] is None and rows[5]["reference_value"] == 0.78  # run files joined
+
+
+def test_unreadable_csv_is_refused_naming_the_cell(cpu_bundle: Path) -> None:
+    path = cpu_bundle / "resultats-bruts.csv"
+    path.write_text(path.read_text(encoding="utf-8").replace(",8.0,", ",8 s,", 1), encoding="utf-8")
+    with pytest.raises(ResultsError, match="elapsed_seconds"):
+        report.load_bundles([cpu_bundle])
+
+
+def test_summarise_worked_medians_and_ranges(gpu_bundle: Path) -> None:
+    rows = report.load_bundles([gpu_bundle])[0].rows
+    table = summarise(rows)
+    assert list(table["phase"][:3]) == ["load", "cold", "warm"]  # R3.2 order
+    assert list(dict.fromkeys(table["variant_id"])) == ["b1", "b4", "b8"]  # declared, not drawn
+    assert len(table) == 9 and "p95" not in " ".join(table.columns)  # R3.5
+    b1_cold = _row(table, "b1", "cold")  # sorted 0.90 1.00 1.05 1.10 2.00
+    assert (b1_cold["n"], b1_cold["n_failed"]) == (5, 0)
+    assert b1_cold["median_seconds"] == pytest.approx(1.05)
+    assert (b1_cold["min_seconds"], b1_cold["max_seconds"]) == (0.90, 2.00)
+    b1_load = _row(table, "b1", "load")  # sorted 0.40 0.41 0.42 0.43 0.45
+    assert b1_load["median_seconds"] == pytest.approx(0.42)
+    assert math.isnan(b1_load["median_texts_per_second"])  # a load processes no texts
+    assert _row(table, "b4", "warm")["median_texts_per_second"] == pytest.approx(1000 / 0.50)
+    b8_warm = _row(table, "b8", "warm")  # the OOM run is counted apart, not a zero (R5.8)
+    assert (b8_warm["n"], b8_warm["n_failed"]) == (4, 1)
+    assert b8_warm["median_seconds"] == pytest.approx((0.30 + 0.31) / 2)  # 0.28 0.30 0.31 0.45
+    assert (b8_warm["min_seconds"], b8_warm["max_seconds"]) == (0.28, 0.45)
+    # Median of the four per-run rates: (1000/0.30 + 1000/0.31) / 2, not 1000 / 0.305.
+    assert b8_warm["median_texts_per_second"] == pytest.approx((1000 / 0.30 + 1000 / 0.31) / 2)
+
+
+def test_anchor_warnings_first_cold_run_and_spread(gpu_bundle: Path) -> None:
+    found = anchor_warnings(report.load_bundles([gpu_bundle])[0].rows)
+    # b1 cold run 1: 2.00 s vs median(1.00, 1.10, 0.90, 1.05) = 1.025 s -> 1.95x > 1.5x.
+    # Spreads: b1 cold (2.00-0.90)/1.05 = 1.05; b8 warm (0.45-0.28)/0.305 = 0.56; others < 0.25.
+    assert len(found) == 3, found
+    assert "b1: cold run 1 took 2 s, 1.95×" in found[0]
+    assert "b1 / cold: (max − min) / median = 1.05" in found[1]
+    assert "b8 / warm: (max − min) / median = 0.56" in found[2]
+
+
+def test_first_cold_run_at_exactly_the_ratio_is_not_warned(gpu_bundle: Path) -> None:
+    rows = [dict(r) for r in report.load_bundles([gpu_bundle])[0].rows]
+    for row in rows:
+        if (row["variant_id"], row["phase"], row["run_index"]) == ("b1", "cold", 1):
+            row["elapsed_seconds"] = COLD_FIRST_RATIO * 1.025  # the bound itself: not above it
+    assert not any("cold run 1" in w for w in anchor_warnings(rows))
+
+
+def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
+    bundles = report.load_bundles([gpu_bundle])
+    rows = report.rows_frame(bundles)
+    listed = failures(rows)
+    assert len(listed) == 1
+    failed = listed.iloc[0]
+    assert (failed["variant_id"], failed["phase"], failed["run_index"]) == ("b8", "warm", 5)
+    assert failed["elapsed_seconds"] == "not recorded" and OOM in failed["error"]
+    assert "out of memory" in failed["notes"]
+    fig = report.elapsed_figure(rows)
+    warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
+    scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
+    points = [tuple(xy) for c in scatters for xy in c.get_offsets()]
+    assert len(points) == 14  # 5 + 5 + 4: the OOM run is not a point
+    assert min(y for _, y in points) == pytest.approx(0.28)  # nothing drawn at zero
+    assert [t.get_text() for t in warm.get_xticklabels()] == ["b1", "b4", "b8\n(1 failed)"]
+    assert [ax.get_title() for ax in fig.axes] == ["load", "cold", "warm"]  # facets, R3.2
+    assert isinstance(report.failures_table(rows), type(rows))
+
+
+def test_acceptance_per_run(gpu_bundle: Path) -> None:
+    table = acceptance(report.load_bundles([gpu_bundle])[0].rows)
+    assert len(table) == 30 and set(table["phase"]) == {"cold", "warm"}
+    b8 = table[(table["variant_id"] == "b8") & (table["run_index"] == 1)].iloc[0]
+    assert b8["meets_threshold"] is False and b8["corpus_accepted"] is False
+    assert b8["drop_vs_reference"] == pytest.approx(0.12)
+    b4 = table[(table["variant_id"] == "b4") & (table["run_index"] == 2)].iloc[0]
+    assert b4["corpus_accepted"] is True and b4["drop_vs_reference"] == pytest.approx(0.0)
+
+
+def test_memory_side_by_side_and_cpu_sentence(gpu_bundle: Path, cpu_bundle: Path) -> None:
+    gpu_rows = report.rows_frame(report.load_bundles([gpu_bundle]))
+    summary = memory_summary(gpu_rows)
+    b4_warm = _row(summary, "b4", "warm")  # peaks 100..140 MiB
+    assert b4_warm["median_peak_allocated_bytes"] == 120 * MIB
+    assert (b4_warm["min_peak_allocated_bytes"], b4_warm["max_peak_allocated_bytes"]) == (
+        100 * MIB,
+        140 * MIB,
+    )
+    b8_warm = _row(summary, "b8", "warm")  # runs 1-4 only: the OOM run is not a reading
+    assert b8_warm["max_peak_allocated_bytes"] == 230 * MIB
+    fig = report.memory_figure(gpu_rows)
+    for ax in fig.axes:  # R3.9: every bar starts at zero, four readings side by side
+        bars = [p for container in ax.containers for p in getattr(container, "patches", [])]
+        assert len(bars) == 4 * 3 and all(bar.get_y() == 0 for bar in bars)
+        assert len({round(bar.get_x(), 6) for bar in bars}) == len(bars)
+    assert "not covered" in report.memory_note(gpu_rows)
+    cpu_rows = report.rows_frame(report.load_bundles([cpu_bundle]))
+    assert report.memory_figure(cpu_rows) is None and report.memory_table(cpu_rows) is None
+    assert "memory was not recorded" in report.memory_note(cpu_rows)
+
+
+def test_refuses_unlike_bundles_naming_the_field(tmp_path: Path, gpu_bundle: Path) -> None:
+    other = write_bundle(tmp_path, "other-model", gpu=True, model_revision="n" * 64)
+    with pytest.raises(BundleError, match=r"R2\.1: .*model_revision differs") as caught:
+        report.load_bundles([gpu_bundle, other])
+    assert "corpus_revision" not in str(caught.value)
+    scope = write_bundle(tmp_path, "end-to-end", gpu=True, scope="end_to_end")
+    with pytest.raises(BundleError, match="timer_scope differs"):
+        report.load_bundles([gpu_bundle, scope])
+    merged = report.load_bundles([gpu_bundle, other], allow_mismatch=True)
+    title = report.title_markdown(merged)
+    assert "allow_mismatch=True" in title and "model_revision" in title
+    assert len({b.label for b in merged}) == 2  # same experiment and GPU: told apart by folder
+
+
+def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) -> None:
+    bundles = report.load_bundles([str(gpu_bundle), str(cpu_bundle)])
+    labels = [b.label for b in bundles]
+    assert labels == ["demo-bow-batch · NVIDIA H100 80GB HBM3", "demo-bow-batch · cpu"]
+    assert "allow_mismatch" not in report.title_markdown(bundles)
+    header = report.header_table(bundles)
+    assert header.loc["timer scope (R3.1)", labels[0]] == "processing"
+    assert header.loc["order seed", labels[1]] == 7
+    assert header.loc["quality rule (R1.3)", labels[1]] == "macro_f1 ≥ 0.7; drop ≤ 0.01 vs b1"
+    assert header.loc["GPUs used", labels[0]] == "1"
+    assert header.loc["GPUs visible (not necessarily used, R2.5)", labels[0]] == 2
+    assert header.loc["driver", labels[1]] == "—"  # not recorded on CPU, never 0
+    assert header.loc["truncation, b8 (R2.3)", labels[0]] == "3 texts cut, 41 tokens dropped"
+    assert header.loc["model revision", labels[0]] == "m" * 16 + "…"  # full in the lock
+    assert len(summarise(report.rows_frame(bundles))) == 18
+
+
+def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
+    bundles = report.load_bundles([gpu_bundle])
+    table = report.economics_table(bundles)
+    offer = table.loc[(bundles[0].label, "b200-pair")]
+    assert offer["package total (USD)"] == "2,500.05"
+    assert offer["b4: USD per accepted corpus"] == "2,500.05"
+    assert offer["b8: USD per accepted corpus"].startswith("none")
+    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
+    # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
+    assert "b8 was faster but not accepted** (quality below 0.7): median 0.305 s" in text
+    assert "0.5 s for b4" in text and "R5.7" in text
+
+
+def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle: Path) -> None:
+    offers = tmp_path / "offers.yaml"
+    offers.write_text(
+        "offers:\n  - id: one\n    provider: test\n    gpu_model: H100\n    gpus_per_lot: 1\n"
+        "    package_price_usd_minor: {3: 100, 7: 4200, 30: 9000}\n",
+        encoding="utf-8",
+    )
+    pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
+    economics.write_bundle_economics(gpu_bundle, pricing)  # replaces the golden economics.json
+    bundles = report.load_bundles([gpu_bundle])
+    row = report.economics_table(bundles).loc[(bundles[0].label, "one")]
+    assert row["package total (USD)"] == "84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
+    assert row["b1: USD per accepted corpus"] == "84.00"  # one accepted corpus, not five (R5.3)
+    assert row["b8: USD per accepted corpus"].startswith("none")
+    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
+    assert "b8 was faster but not accepted" in text and len(text.splitlines()) == 1
+
+
+def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bundle: Path) -> None:
+    offers = tmp_path / "offers.yaml"
+    offers.write_text(
+        "offers:\n"
+        "  - id: one\n    provider: test\n    gpu_model: H100\n    gpus_per_lot: 1\n"
+        "    package_price_usd_minor: {3: 100, 7: 4200, 30: 9000}\n"
+        "  - id: two\n    provider: test\n    gpu_model: B200\n    gpus_per_lot: 2\n"
+        "    package_price_usd_minor: {3: 100, 7: 10000, 30: 9000}\n",
+        encoding="utf-8",
+    )
+    pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
+    economics.write_bundle_economics(gpu_bundle, pricing)
+    table = report.break_even_table(report.load_bundles([gpu_bundle]))
+    label = table.index[0][0]
+    needed = "accepted corpora needed (threshold, not a forecast)"
+    # By hand, totals 8400 and 20000 cents: two needs n with 20000 / n < 8400, so n = 3
+    # (20000 / 2 = 10000 is not below 8400); one beats two's 20000 at n = 1.
+    assert table.loc[(label, "two", "one"), needed] == 3
+    assert table.loc[(label, "one", "two"), needed] == 1
+    assert len(table) == 2
+
+
+def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> None:
+    economics.write_bundle_economics(gpu_bundle, None)  # no pricing section declared
+    text = report.break_even_table(report.load_bundles([gpu_bundle]))
+    assert isinstance(text, str) and "no pricing section declared" in text
+
+
+def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
+    (cpu_bundle / "resultats-bruts.csv").write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
+    bundles = report.load_bundles([cpu_bundle])
+    rows = report.rows_frame(bundles)
+    assert "no row in resultats-bruts.csv yet" in report.title_markdown(bundles)
+    assert report.elapsed_figure(rows) is None and report.memory_figure(rows) is None
+    assert report.summary_table(rows).empty and report.acceptance_table(rows).empty
+    assert report.failures_table(rows).startswith("No failed observation")
+
+
+def test_parse_bundle_dirs_accepts_papermill_text() -> None:
+    assert report.parse_bundle_dirs("outputs/a") == ["outputs/a"]
+    assert report.parse_bundle_dirs('["outputs/a", "outputs/b"]') == ["outputs/a", "outputs/b"]
+    assert report.parse_bundle_dirs(("outputs/a",)) == ["outputs/a"]
+    with pytest.raises(BundleError, match="bundle_dirs"):
+        report.parse_bundle_dirs([])
+
+
+def test_papermill_cli_list_parameter_is_parsed(repo_root: Path, tmp_path: Path) -> None:
+    # The plain papermill CLI passes `-p bundle_dirs '[...]'` as text: the notebook's first
+    # library call must turn it back into a list (prepare-only: no kernel is started).
+    from click.testing import CliRunner
+    from papermill.cli import papermill as papermill_cli
+
+    out = tmp_path / "prepared.ipynb"
+    notebook = str(repo_root / "notebooks" / "90_report.ipynb")
+    argv = [notebook, str(out), "--prepare-only", "-p", "bundle_dirs", '["outputs/a", "outputs/b"]']
+    result = CliRunner().invoke(papermill_cli, argv)
+    assert result.exit_code == 0, result.output
+    injected = [
+        c
+        for c in nbformat.read(out, as_version=4).cells
+        if "injected-parameters" in c.metadata.get("tags", [])
+    ]
+    namespace: dict[str, object] = {}
+    exec(injected[0].source, namespace)  # noqa: S102 - papermill's own generated assignment
+    assert isinstance(namespace["bundle_dirs"], str)
+    assert report.parse_bundle_dirs(namespace["bundle_dirs"]) == ["outputs/a", "outputs/b"]
+
+
+def test_render_refuses_unlike_bundles_before_any_kernel(tmp_path: Path, gpu_bundle: Path) -> None:
+    other = write_bundle(tmp_path, "other", gpu=True, tokenizer_revision="u" * 64)
+    with pytest.raises(BundleError, match=r"R2\.1: .*tokenizer_revision differs"):
+        report.render_report([gpu_bundle, other], tmp_path / "report.html")
+    assert not (tmp_path / "report.html").exists() and not (tmp_path / "notebooks").exists()
+
+
+@pytest.mark.slow
+def test_failed_kernel_keeps_its_notebook_and_names_the_cell(
+    tmp_path: Path, gpu_bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    broken = tmp_path / "broken.ipynb"
+    cells = [
+        nbformat.v4.new_code_cell("bundle_dirs = []", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("raise RuntimeError('golden failure')"),
+    ]
+    kernelspec = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(
+        nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec}), broken
+    )
+    monkeypatch.setattr(report, "NOTEBOOK", broken)
+    with pytest.raises(BundleError, match="RuntimeError: golden failure"):
+        report.render_report([gpu_bundle], gpu_bundle / "report.html")
+    kept = gpu_bundle / "notebooks" / "90_report.ipynb"
+    assert "golden failure" in kept.read_text(encoding="utf-8")  # saved before raising
+    assert not (gpu_bundle / "report.html").exists()
+
+
+@pytest.mark.slow
+def test_report_command_leaves_sealed_bundles_intact(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    from gpubench_nb.cli import main
+    from gpubench_nb.protocol import bundle as layout
+
+    gpu = write_bundle(tmp_path, "gpu", gpu=True)
+    cpu = write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
+    for sealed in (gpu, cpu):
+        layout.write_manifest(sealed)  # as `gpubench-nb run` leaves a finished bundle
+    # R5.6: writing into a finished bundle would break its manifest: refused, nothing written.
+    assert main(["report", str(gpu), str(cpu), "--out", str(cpu / "sub" / "r.html")]) == 2
+    err = capsys.readouterr().err
+    assert "R5.6" in err and f"inside the finished bundle {cpu}" in err
+    assert not (cpu / "sub").exists()
+    # The default path is beside the first bundle, named after both.
+    assert main(["report", str(gpu), str(cpu)]) == 0
+    out = tmp_path / "report-gpu+cpu.html"
+    assert f"report written: {out}" in capsys.readouterr().out and out.is_file()
+    assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
+
+
+def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
+    notebook = nbformat.read(repo_root / "notebooks" / "90_report.ipynb", as_version=4)
+    tagged = [c for c in notebook.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and "bundle_dirs" in tagged[0].source
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    assert not any(re.search(r"^\s*(def|class|for|while) ", c.source, re.M) for c in code)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("report")
+    gpu = write_bundle(root, "gpu", gpu=True)
+    cpu = write_bundle(root, "cpu", gpu=False, scale=4.0)
+    return report.render_report([gpu, cpu], gpu / "report.html")
+
+
+@pytest.mark.slow
+def test_render_report_writes_self_contained_html(rendered: Path) -> None:
+    html = rendered.read_text(encoding="utf-8")
+    assert (rendered.parent / "notebooks" / "90_report.ipynb").is_file()
+    assert not re.search(r"""<(script|img|link)[^>]+(src|href)=["']https?:""", html)
+    assert html.count('src="data:image/png;base64,') == 3  # elapsed, throughput, memory
+    images = re.findall(r"<img[^>]*>", html)
+    alts = [m.group(1) for tag in images if (m := re.search(r'alt="([^"]+)"', tag))]
+    assert len(alts) == 3 and "No description has been provided" not in html  # accessible
+    assert alts[0].startswith("Elapsed seconds per variant")
+    assert "report.load_bundles" not in html  # inputs hidden
+    assert "Traceback" not in html
+    assert 'data-mime-type="application/vnd.jupyter.stderr"' not in html  # no warning printed
+
+
+@pytest.mark.slow
+def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (`.ci/run` installs it)")
+    flags = [
+        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={tmp_path / 'profile'}",
+    ]  # fmt: skip
+    shot = tmp_path / "report.png"
+    browser = subprocess.run(
+        [*flags, "--window-size=1280,6000", "--hide-scrollbars", f"--screenshot={shot}",
+         "--dump-dom", rendered.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    )  # fmt: skip
+    dom = browser.stdout
+    assert shot.stat().st_size > 20_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    kept = Path(str(rendered.parent / "report-screenshot.png"))
+    shutil.copyfile(shot, kept)  # beside the report, for a person to look at
+    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
+    assert "Traceback" not in dom
+    tables = re.findall(r"<table.*?</table>", dom, re.S)
+    # header, summary, memory, acceptance, failures, economics, break-even
+    assert len(tables) == 7
+    bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
+    assert bodies[1] == 18  # 2 bundles x 3 variants x 3 phases
+    assert bodies[3] == 60  # 2 bundles x 30 measured runs
+    assert bodies[4] == 1  # the OOM run, listed with its note
+    assert bodies[6] == 4  # 2 bundles x 2 ordered pairs of offers
+    assert "threshold, not a forecast" in tables[6]
+    assert "out of memory" in tables[4] and "memory was not recorded" in dom
+    assert "b8 was faster but not accepted" in dom

@@ -1,0 +1,119 @@
+"""The package layout and its import rules (docs/ARCHITECTURE.md, "Layout and import rules").
+
+Each rule is checked by walking every import statement of every module, the imports inside
+functions included (a lazy `import torch` in `protocol` breaks the rule as surely as a top-level
+one), and once more in a fresh interpreter through `sys.modules`.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gpubench_nb"
+SHARED = {"cli", "errors", "atomic", "summary"}
+STAGES = ("protocol", "engine", "pipeline", "economics", "report")
+HEAVY = ("torch", "transformers", "pandas", "matplotlib", "sklearn", "papermill")
+
+# stage -> the gpubench_nb parts it must never import (the CLI is forbidden to all, below).
+FORBIDDEN_PARTS = {
+    "protocol": {"engine", "pipeline", "economics", "report"},
+    "engine": {"pipeline", "economics", "report"},
+    "pipeline": set(),
+    "economics": {"engine", "pipeline", "report"},
+    "report": {"engine", "pipeline"},
+    "errors": set(STAGES),
+    "atomic": set(STAGES),
+    "summary": set(STAGES),
+}
+FORBIDDEN_THIRD_PARTY = {"protocol": HEAVY, "economics": ("torch", "transformers")}
+
+
+def imported_names(source: str, module: str) -> set[str]:
+    """Absolute names of every module imported anywhere in ``source`` (relative ones resolved)."""
+    names: set[str] = set()
+    package = module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def modules() -> list[tuple[str, str, Path]]:
+    """(dotted module name, its part: a stage or a shared module, path) for every module."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        dotted = ".".join(relative.parts).removesuffix(".__init__")
+        parts = dotted.split(".")
+        part = parts[1] if len(parts) > 1 else "__init__"
+        found.append((dotted, part, path))
+    return found
+
+
+def violations(dotted: str, part: str, source: str) -> list[str]:
+    """Each import in ``source`` that breaks the layout's rules, as a sentence."""
+    found = []
+    for name in sorted(imported_names(source, dotted)):
+        pieces = name.split(".")
+        if pieces[0] == "gpubench_nb" and len(pieces) > 1:
+            target = pieces[1]
+            if target == "cli" and part != "cli":
+                found.append(f"{dotted} imports {name}: nothing below the CLI imports cli.py")
+            if target in FORBIDDEN_PARTS.get(part, set()) and target != part:
+                found.append(f"{dotted} imports {name}: {part} must not import {target}")
+        elif pieces[0] in FORBIDDEN_THIRD_PARTY.get(part, ()):
+            found.append(f"{dotted} imports {name}: {part} must not import {pieces[0]}")
+    return found
+
+
+def test_only_the_shared_modules_sit_at_the_top_level():
+    top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert top == SHARED
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} == set(STAGES)
+
+
+@pytest.mark.parametrize(("dotted", "part", "path"), modules(), ids=lambda v: str(v))
+def test_module_follows_the_import_rules(dotted, part, path):
+    assert violations(dotted, part, path.read_text(encoding="utf-8")) == []
+
+
+def test_the_rule_check_catches_a_forbidden_import():
+    """The walker must see a lazy import inside a function, and a relative import."""
+    lazy = "def f():\n    import torch\n"
+    assert violations("gpubench_nb.protocol.acceptance", "protocol", lazy) == [
+        "gpubench_nb.protocol.acceptance imports torch: protocol must not import torch"
+    ]
+    relative = "from ..engine import measure\n"
+    assert violations("gpubench_nb.report.stats", "report", relative) == [
+        "gpubench_nb.report.stats imports gpubench_nb.engine: report must not import engine",
+        "gpubench_nb.report.stats imports gpubench_nb.engine.measure: report must not import "
+        "engine",
+    ]
+    assert violations("gpubench_nb.engine.measure", "engine", "import gpubench_nb.cli\n")
+
+
+def test_protocol_loads_without_heavy_libraries_in_a_fresh_interpreter():
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import gpubench_nb.protocol as p\n"
+        "for m in pkgutil.iter_modules(p.__path__):\n"
+        "    importlib.import_module('gpubench_nb.protocol.' + m.name)\n"
+        f"heavy = sorted(n for n in {HEAVY!r} if n in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    )
+    assert out.stdout.strip() == ""
