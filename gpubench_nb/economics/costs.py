@@ -263,8 +263,16 @@ def write_bundle_economics(
     no cost per result and a reason (R5.7). Break-even counts are thresholds, not forecasts.
     """
     bundle_dir = Path(bundle_dir)
-    csv_path = bundle_dir / "resultats-bruts.csv"
-    rows = _read_bundle_rows(csv_path)
+    rows = _read_bundle_rows(bundle_dir / "resultats-bruts.csv")
+    data = economics_data(pricing, rows, offers_path)
+    write_json_atomic(bundle_dir / "economics.json", data)
+    return data
+
+
+def economics_data(
+    pricing: PricingLike | None, rows: list[dict[str, Any]], offers_path: Path | None = None
+) -> dict[str, Any]:
+    """``economics.json``'s data for these rows, computed in full before anything is written."""
     variants = _variant_facts(rows)
     gpu_models = sorted({row.get("gpu_model") or "" for row in rows} - {""})
     data: dict[str, Any] = {
@@ -309,7 +317,6 @@ def write_bundle_economics(
             data["break_even"]["reason"] = (
                 "no variant was accepted: there is no measured cost per result to beat (R5.5, R5.7)"
             )
-    write_json_atomic(bundle_dir / "economics.json", data)
     return data
 
 
@@ -425,9 +432,21 @@ def economics_notebook(
 ) -> dict[str, pandas.DataFrame]:
     """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
     from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.lock import require_frozen
+    from gpubench_nb.protocol.writer import bundle_writer
 
-    pricing = load_experiment(experiment_path).pricing
-    csv_path = Path(bundle_dir) / "resultats-bruts.csv"
-    if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
-        write_rows_atomic(csv_path, fill_package_columns(read_rows(csv_path), pricing))
-    return economics_tables(write_bundle_economics(Path(bundle_dir), pricing))
+    with bundle_writer(bundle_dir, "30_economics"):
+        experiment = load_experiment(experiment_path)
+        # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
+        require_frozen(bundle_dir, experiment, step="30_economics")
+        pricing = experiment.pricing
+        csv_path = Path(bundle_dir) / "resultats-bruts.csv"
+        rows = _read_bundle_rows(csv_path)
+        if pricing is not None:  # validated in full before the first write (transactional)
+            table = load_offers(pricing.offers)
+            rows = fill_package_columns(rows, pricing, table)
+        data = economics_data(pricing, rows)
+        if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
+            write_rows_atomic(csv_path, rows)
+        write_json_atomic(Path(bundle_dir) / "economics.json", data)
+        return economics_tables(data)

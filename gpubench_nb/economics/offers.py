@@ -146,10 +146,14 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
                 "integers)",
                 rule="R5.1",
             )
-        if not _is_int(cents) or cents < 0:
+        if not _is_int(cents) or cents < 1:
+            # 0 is not a price (R5.1): the CSV schema refuses a package_total_usd_minor of 0,
+            # so the table refuses it first, before any bundle is touched.
+            zero = " (0 is not a price, R5.1: give the real price, or remove the offer)"
             raise EconomicsError(
                 f"{where} field 'package_price_usd_minor.{days}': price must be a whole number "
-                f"of US cents >= 0, got {cents!r}; fix: write USD 1,234.56 as 123456",
+                f"of US cents >= 1, got {cents!r}{zero if cents == 0 else ''}; fix: write "
+                "USD 1,234.56 as 123456",
                 rule="R4.2",
             )
     absent = [d for d in DURATIONS_DAYS if d not in prices]

@@ -20,6 +20,8 @@ from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.timing import LOAD_SCOPE, Stopwatch, scope_note, synchronizer
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.lock import require_frozen
+from gpubench_nb.protocol.writer import bundle_writer
 
 PHASES = ("cold", "warm")
 RUN_FILE = "run.json"
@@ -91,8 +93,37 @@ def execute_run(
     a failure (unsupported precision, OOM, any exception) is written to run.json with
     ``error`` set and elapsed empty (R3.6, R5.8), and no predictions.jsonl is left. Only
     declaration errors raise: a bad experiment YAML, variant, phase, run index, GPUBENCH_FAULT
-    (``ProtocolError``), or an unreadable corpus (``CorpusError``).
+    (``ProtocolError``), a declaration or a corpus, model or tokenizer file that differs from the
+    bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
+    (``CorpusError``), or another writer holding the bundle (``BundleError``).
     """
+    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}"):
+        return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
+
+
+def _refuse_unless_frozen(
+    exp: Any, bundle_dir: Path | str, record: dict[str, Any], fingerprints: dict[str, str]
+) -> None:
+    """After the load or the pass: the files read must still be the frozen ones (R1.1, R1.3);
+    otherwise run.json says the run was refused, its predictions are dropped, and it raises."""
+    try:
+        require_frozen(bundle_dir, exp, fingerprints, step="10_measure")
+    except ProtocolError as exc:
+        out = run_dir(bundle_dir, record["variant_id"], record["phase"], record["run_index"])
+        (out / PREDICTIONS_FILE).unlink(missing_ok=True)
+        record.update(status="refused", error=str(exc), notes=str(exc), predictions=None)
+        record.update(elapsed_seconds=None, finished_utc=utc_now())
+        write_json_atomic(out / RUN_FILE, record)
+        raise
+
+
+def _execute_run(
+    experiment_path: Path | str,
+    variant_id: str,
+    phase: str,
+    run_index: int,
+    bundle_dir: Path | str,
+) -> dict[str, Any]:
     from gpubench_nb.protocol.corpus import load_experiment_corpus
     from gpubench_nb.protocol.experiment import load_experiment
 
@@ -102,6 +133,9 @@ def execute_run(
     settings = variant.settings
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     corpus = load_experiment_corpus(exp, "eval")
+    # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
+    # runs; from here on only this checked `exp` is used (a later edit of the YAML is not seen).
+    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="10_measure")
     warmups = exp.timing.warmup_iterations if phase == "warm" else 0
 
     out = run_dir(bundle_dir, variant_id, phase, run_index)
@@ -158,11 +192,24 @@ def execute_run(
         record["error"] = f"load failed: {type(exc).__name__}: {message}"
         events.append(f"R3.6 load failed ({type(exc).__name__}): no pass was run")
 
+    if backend is not None:  # the model and tokenizer files actually loaded (R1.1)
+        _refuse_unless_frozen(
+            exp,
+            bundle_dir,
+            record,
+            {
+                "model_revision": backend.model_revision,
+                "tokenizer_revision": backend.tokenizer_revision,
+            },
+        )
     env = capture_environment(device, used=backend)
+    read_revisions: list[str] = []
     if backend is not None:
 
         def reader() -> Any:
-            return load_experiment_corpus(exp, "eval")
+            current = load_experiment_corpus(exp, "eval")
+            read_revisions.append(current.revision)
+            return current
 
         result = _passes(
             backend, corpus, settings, exp.timing.scope, predictions, plan, warmups, reader
@@ -178,6 +225,8 @@ def execute_run(
         )
         events.extend(result.notes)
         events.extend(result.memory.problems())
+        for revision in sorted(set(read_revisions)):  # end_to_end re-reads the corpus file
+            _refuse_unless_frozen(exp, bundle_dir, record, {"corpus_revision": revision})
     env = finish_environment(env)
 
     notes = [scope_note(exp.timing.scope), LOAD_SCOPE, _phase_note(phase, warmups), *events]

@@ -8,12 +8,12 @@ from typing import Any
 import pandas as pd
 
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
-from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.quality import fill_quality
+from gpubench_nb.protocol.writer import bundle_writer
 
 
 def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
@@ -21,26 +21,24 @@ def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str
     from gpubench_nb.engine.backends import resolve_device
     from gpubench_nb.engine.environment import capture_environment
 
-    exp = load_experiment(experiment)
-    device = resolve_device(exp.fixed.get("device", "auto"))
-    environment = capture_environment(device)
-    write_json_atomic(Path(bundle_dir) / layout.ENVIRONMENT_NAME, environment)
-    return environment
+    with bundle_writer(bundle_dir, "00_environment"):
+        exp = load_experiment(experiment)
+        require_frozen(bundle_dir, exp, step="00_environment")  # R1.3, before anything
+        device = resolve_device(exp.fixed.get("device", "auto"))
+        environment = capture_environment(device)
+        write_json_atomic(Path(bundle_dir) / layout.ENVIRONMENT_NAME, environment)
+        return environment
 
 
 def quality_step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame:
     """20_quality: accept or refuse every run (R1.5, R1.6); one table row per measured run."""
-    exp = load_experiment(experiment)
     bundle_dir = Path(bundle_dir)
-    corpus = load_experiment_corpus(exp, "eval")
-    frozen = read_lock(bundle_dir)["fingerprints"]["corpus_revision"]
-    if corpus.revision != frozen:
-        raise ProtocolError(
-            f"{exp.corpus.path}: corpus revision {corpus.revision[:12]} differs from the frozen "
-            f"{frozen[:12]}; restore the corpus or start a new experiment_id",
-            rule="R1.1",
-        )
-    outcome = fill_quality(bundle_dir, corpus, exp.classes, exp.quality)
+    with bundle_writer(bundle_dir, "20_quality"):
+        exp = load_experiment(experiment)
+        corpus = load_experiment_corpus(exp, "eval")
+        # R1.3, R1.1: the declaration and the corpus read are the frozen ones, or nothing runs.
+        require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="20_quality")
+        outcome = fill_quality(bundle_dir, corpus, exp.classes, exp.quality)
     table = []
     for key, report in outcome.reports.items():
         table.append(

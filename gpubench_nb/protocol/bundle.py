@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from pathlib import Path
 
 from gpubench_nb.atomic import write_text_atomic
@@ -25,6 +27,15 @@ def bundle_dir_for(output_dir: Path, experiment_id: str) -> Path:
 def run_dir(bundle_dir: Path, variant_id: str, phase: str, run_index: int) -> Path:
     """``runs/<variant>/<phase>-<n>``: predictions.jsonl, checks.json and run.json of one run."""
     return Path(bundle_dir) / "runs" / variant_id / f"{phase}-{run_index}"
+
+
+def bundle_holding(path: Path) -> Path | None:
+    """The bundle (finished or not: a lock or a manifest) that is ``path`` or holds it, if any."""
+    resolved = Path(path).resolve()
+    for folder in (resolved, *resolved.parents):
+        if (folder / MANIFEST_NAME).is_file() or (folder / "protocol.lock.json").is_file():
+            return folder
+    return None
 
 
 def sealed_bundle_holding(path: Path) -> Path | None:
@@ -54,19 +65,69 @@ def _file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def manifest_entries(bundle_dir: Path) -> dict[str, str]:
-    """SHA-256 of every file in the bundle except the manifest itself, by relative path."""
+def _walk(root: Path) -> tuple[list[Path], list[Path]]:
+    """Regular files, and entries that are not (symlinks, FIFOs, sockets, devices), under root.
+
+    Symlinked folders are not followed: what the manifest seals must lie inside the bundle.
+    """
+    regular: list[Path] = []
+    other: list[Path] = []
+    for folder, dirs, files in os.walk(root, followlinks=False):
+        here = Path(folder)
+        for name in [*dirs]:
+            if (here / name).is_symlink():
+                other.append(here / name)
+                dirs.remove(name)
+        for name in files:
+            path = here / name
+            if path.is_symlink() or not stat.S_ISREG(path.lstat().st_mode):
+                other.append(path)
+            else:
+                regular.append(path)
+    return sorted(regular), sorted(other)
+
+
+def foreign_entries(bundle_dir: Path) -> list[str]:
+    """Entries of the bundle that are not regular files (symlinks and the like), by name."""
     root = Path(bundle_dir)
-    return {
-        path.relative_to(root).as_posix(): _file_sha256(path)
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and path.name != MANIFEST_NAME and not path.name.startswith(".")
-    }
+    return [path.relative_to(root).as_posix() for path in _walk(root)[1]]
+
+
+def manifest_entries(bundle_dir: Path) -> dict[str, str]:
+    """SHA-256 of every regular file in the bundle except the manifest itself, by relative
+    path; dot-files included, so a file added under a hidden name is noticed too (R5.6)."""
+    root = Path(bundle_dir)
+    entries = {}
+    for path in _walk(root)[0]:
+        name = path.relative_to(root).as_posix()
+        if name != MANIFEST_NAME:
+            entries[name] = _file_sha256(path)
+    return entries
 
 
 def write_manifest(bundle_dir: Path) -> Path:
-    """Write ``MANIFEST.sha256`` (``sha256sum`` format, so `sha256sum -c` can check it too)."""
-    lines = [f"{digest}  {name}\n" for name, digest in manifest_entries(bundle_dir).items()]
+    """Write ``MANIFEST.sha256`` (``sha256sum`` format, so `sha256sum -c` can check it too).
+
+    Refused when the bundle holds entries that are not regular files (a symlink would seal
+    whatever it points to, which can change without the bundle changing) or names that the
+    one-name-per-line format cannot hold (R5.6).
+    """
+    foreign = foreign_entries(bundle_dir)
+    if foreign:
+        raise BundleError(
+            f"{bundle_dir}: not regular files inside the bundle: {', '.join(foreign)}; a bundle "
+            "holds plain files only (replace each link by a copy of the file, or remove it)",
+            rule="R5.6",
+        )
+    entries = manifest_entries(bundle_dir)
+    unsafe = [name for name in entries if "\n" in name or "\r" in name or "\\" in name]
+    if unsafe:
+        raise BundleError(
+            f"{bundle_dir}: file names the manifest cannot hold one per line: {unsafe!r}; "
+            "rename or remove them",
+            rule="R5.6",
+        )
+    lines = [f"{digest}  {name}\n" for name, digest in entries.items()]
     path = Path(bundle_dir) / MANIFEST_NAME
     write_text_atomic(path, "".join(lines))
     return path
@@ -80,7 +141,11 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
             f"{path}: no manifest; finish the run (gpubench-nb run) first", rule="R5.6"
         )
     listed: dict[str, str] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    # split on "\n" only: str.splitlines() would also cut a name at U+2028 and the like
+    lines = path.read_text(encoding="utf-8").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    for number, line in enumerate(lines, start=1):
         digest, sep, name = line.partition("  ")
         if not sep or len(digest) != 64:
             raise BundleError(f"{path}:{number}: malformed manifest line {line!r}", rule="R5.6")
@@ -95,6 +160,18 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
         f"{name}: listed in the manifest but missing" for name in listed if name not in actual
     ]
     problems += [
-        f"{name}: present but not in the manifest" for name in actual if name not in listed
+        f"{name!r}: present but not in the manifest"
+        if _odd(name)
+        else f"{name}: present but not in the manifest"
+        for name in actual
+        if name not in listed
+    ]
+    problems += [
+        f"{name}: not a regular file (symlink or special file); a bundle holds plain files only"
+        for name in foreign_entries(bundle_dir)
     ]
     return problems
+
+
+def _odd(name: str) -> bool:
+    return any(not ch.isprintable() for ch in name)

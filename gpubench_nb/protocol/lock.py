@@ -87,3 +87,41 @@ def freeze(
         "experiment_id (or pass --fresh to discard this bundle)",
         rule="R1.3",
     )
+
+
+def require_frozen(
+    bundle_dir: Path | str,
+    experiment: Experiment,
+    fingerprints: dict[str, str] | None = None,
+    *,
+    step: str,
+) -> dict[str, Any]:
+    """Refuse unless ``experiment`` (and the fingerprints of the files this step actually read)
+    equal the bundle's lock (R1.3, R1.1). Every kernel calls this before it does anything.
+
+    The kernel then works only with the ``experiment`` object it parsed and checked here, so an
+    edit of the YAML after this check cannot reach it. ``pricing`` and ``notes`` are not frozen
+    (re-pricing a finished bundle is allowed), so they are not compared.
+    """
+    lock = read_lock(Path(bundle_dir))
+    path = Path(bundle_dir) / LOCK_NAME
+    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
+    changed = []
+    if canonical_sha256(frozen) != lock.get("sha256"):
+        changed.append("protocol.lock.json: its sha256 does not match its content (edited)")
+    changed += differences(lock.get("declaration"), experiment.normalised(), "declaration")
+    kept = lock.get("fingerprints") or {}
+    for name, value in sorted((fingerprints or {}).items()):
+        if kept.get(name) != value:
+            was = str(kept.get(name))[:12]
+            changed.append(f"fingerprints.{name}: {was} -> {str(value)[:12]} (the file read now)")
+    if changed:
+        listing = "\n  ".join(changed)
+        raise ProtocolError(
+            f"{step} refused: {experiment.source} or the files it names differ from the frozen "
+            f"protocol {path}:\n  {listing}\nFix: restore the declaration and files as frozen "
+            "(the frozen copy is protocol/experiment.yaml in the bundle), or start a new "
+            "experiment_id; nothing was measured with these differences",
+            rule="R1.3",
+        )
+    return lock

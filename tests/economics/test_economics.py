@@ -98,7 +98,9 @@ BAD_TABLES = [
     ("{3: 30000,", "{3: 30000, 14: 1000,", ["h100-test", "package_price_usd_minor.14", "3, 7, 30"]),
     ("7: 65000", "7: 650.5", ["h100-test", "package_price_usd_minor.7", "650.5", "123456"]),
     ("7: 65000", "7: '65000'", ["h100-test", "whole number of US cents", "'65000'"]),
-    ("7: 65000", "7: -1", ["h100-test", "package_price_usd_minor.7", ">= 0", "-1"]),
+    ("7: 65000", "7: -1", ["h100-test", "package_price_usd_minor.7", ">= 1", "-1"]),
+    # R5.1: 0 is not a price, as the CSV schema says of package_total_usd_minor (issue 11.5).
+    ("7: 65000", "7: 0", ["h100-test", "package_price_usd_minor.7", "0 is not a price"]),
     ("7: 65000", "7: true", ["h100-test", "package_price_usd_minor.7", "True"]),
     ("gpus_per_lot: 2", "gpus_per_lot: 0", ["R5.2", "b200-test", "gpus_per_lot", "got 0"]),
     ("gpus_per_lot: 2", "gpus_per_lot: 1.5", ["b200-test", "gpus_per_lot", "1.5"]),

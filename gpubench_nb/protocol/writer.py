@@ -1,0 +1,119 @@
+"""One writer per bundle (R5.6): an exclusive OS lock beside the bundle, and who holds it.
+
+The lock is ``<output_dir>/.<experiment_id>.lock``, *beside* the bundle, never inside it: the
+manifest covers every file of a bundle, and a lock file inside would change what it seals. The
+lock itself is an OS file lock (``filelock``: ``flock`` on POSIX), which the kernel releases when
+its holder dies, so a ``kill -9`` leaves no stale lock. The sidecar
+``.<experiment_id>.lock.holder.json`` only *names* the holder (PID, host, command, start time)
+for the refusal message; it is never what decides, so a stale sidecar cannot block anyone.
+
+Kernels started by the holder inherit ``GPUBENCH_WRITER_TOKEN``; a step whose token equals the
+holder's is part of that run and proceeds, any other step must take the lock itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import BundleError
+
+TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
+
+
+def lock_path(bundle_dir: Path | str) -> Path:
+    """``<output_dir>/.<id>.lock``, beside the bundle: outside what its manifest seals."""
+    bundle_dir = Path(bundle_dir).resolve()
+    return bundle_dir.parent / f".{bundle_dir.name}.lock"
+
+
+def holder_path(bundle_dir: Path | str) -> Path:
+    """The sidecar naming the lock's holder (informative only)."""
+    bundle_dir = Path(bundle_dir).resolve()
+    return bundle_dir.parent / f".{bundle_dir.name}.lock.holder.json"
+
+
+def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
+    """What the sidecar says about the holder; {} when absent or unreadable."""
+    try:
+        data = json.loads(holder_path(bundle_dir).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _refusal(bundle_dir: Path) -> BundleError:
+    holder = read_holder(bundle_dir)
+    if holder.get("pid") is not None:
+        who = (
+            f"PID {holder.get('pid')} on host {holder.get('host')!r} "
+            f"(since {holder.get('started_utc')}: {holder.get('command')})"
+        )
+    else:
+        who = "a process that has not recorded its PID yet"
+    return BundleError(
+        f"{bundle_dir}: another writer holds this bundle: {who}. Only one writer per bundle: "
+        f"wait for it to finish (or stop it), then rerun; its lock is {lock_path(bundle_dir)}, "
+        "released by the system when that process ends, so never delete it by hand",
+        rule="R5.6",
+    )
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@contextmanager
+def bundle_writer(bundle_dir: Path | str, command: str | None = None) -> Iterator[str]:
+    """Hold the bundle's exclusive writer lock for the whole block; yield the holder's token.
+
+    A second writer is refused at once (``BundleError``, exit 2) with the holder's PID and host.
+    Inside a kernel started by the holder (same token in the environment) nothing is taken: the
+    holder's lock already covers it.
+    """
+    bundle_dir = Path(bundle_dir).resolve()
+    inherited = os.environ.get(TOKEN_ENV)
+    if inherited and read_holder(bundle_dir).get("token") == inherited:
+        yield inherited
+        return
+    bundle_dir.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(lock_path(bundle_dir)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise _refusal(bundle_dir) from None
+    token = uuid.uuid4().hex
+    saved = os.environ.get(TOKEN_ENV)
+    try:
+        # A sidecar left by a killed holder is simply overwritten: the OS lock decided.
+        write_json_atomic(
+            holder_path(bundle_dir),
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "command": command or " ".join(sys.argv),
+                "started_utc": _utc_now(),
+                "token": token,
+            },
+        )
+        os.environ[TOKEN_ENV] = token
+        yield token
+    finally:
+        if saved is None:
+            os.environ.pop(TOKEN_ENV, None)
+        else:
+            os.environ[TOKEN_ENV] = saved
+        if read_holder(bundle_dir).get("token") == token:
+            holder_path(bundle_dir).unlink(missing_ok=True)
+        lock.release()
