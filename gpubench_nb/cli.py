@@ -60,15 +60,17 @@ def _run(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.orchestrate import run_experiment
     from gpubench_nb.summary import summary_text
 
-    bar = tqdm(total=0, unit="run", file=sys.stderr, dynamic_ncols=True)
+    bars: list[tqdm] = []  # made at the first scheduled run: a refusal before it shows none
 
     def progress(run, number: int, total: int) -> None:
-        if bar.total != total:
-            bar.reset(total=total)
-        bar.n = number - 1
+        if not bars:
+            bars.append(tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True))
+        bar = bars[0]
+        bar.n = number - 1  # runs finished so far
         bar.set_description(f"{run.variant_id} {run.phase} {run.run_index}")
         bar.refresh()
 
+    finished = False
     try:
         result = run_experiment(
             args.experiment,
@@ -78,9 +80,12 @@ def _run(args: argparse.Namespace) -> int:
             run_timeout_seconds=args.run_timeout,
             on_progress=progress,
         )
+        finished = True
     finally:
-        bar.n = bar.total
-        bar.close()
+        for bar in bars:  # closed at the real count; a refusal is printed after it (issue 16)
+            if finished:
+                bar.n = bar.total
+            bar.close()
     print(summary_text(result.rows, result.bundle_dir, result.report_path))
     return 0
 

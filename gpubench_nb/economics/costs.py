@@ -435,7 +435,7 @@ def economics_notebook(
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer
 
-    with bundle_writer(bundle_dir, "30_economics"):
+    with bundle_writer(bundle_dir, "30_economics", step=True):
         experiment = load_experiment(experiment_path)
         # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
         require_frozen(bundle_dir, experiment, step="30_economics")

@@ -17,6 +17,13 @@ MEMORY_KEYS = (
 )
 
 
+def applied_settings(record: dict[str, Any]) -> dict[str, Any]:
+    """precision, batch, context as the run applied them (its run.json), never as declared: a
+    run that never wrote its record applied nothing that can be stated, so they stay empty
+    (R4.3); the kernel refuses to run with settings other than the frozen ones (R1.3)."""
+    return {key: record.get(key) for key in ("precision", "batch", "context")}
+
+
 def _join(*parts: str | None) -> str:
     return " | ".join(part for part in parts if part)
 
@@ -35,33 +42,31 @@ def rows_for_run(
     pass keeps its row with an empty elapsed time and a note, never a 0 (R3.6, R5.8).
     """
     record = record or {}
-    settings = experiment.variant(run.variant_id).settings
+    applied = applied_settings(record)
     environment = record.get("environment") or {}
     base = empty_row()
     base.update(
         experiment_id=experiment.experiment_id,
         variant_id=run.variant_id,
-        corpus_revision=fingerprints.get("corpus_revision"),
+        corpus_revision=record.get("corpus_revision") or fingerprints.get("corpus_revision"),
         # R1.1: the revisions the run actually loaded; the lock's when the run never got there.
         model_revision=record.get("model_revision") or fingerprints.get("model_revision"),
         tokenizer_revision=record.get("tokenizer_revision")
         or fingerprints.get("tokenizer_revision"),
         seed=experiment.seed,
-        precision=settings.precision,
-        batch=settings.batch,
-        context=settings.context,
+        **applied,
         run_index=run.run_index,
         **{key: environment.get(key) for key in ROW_FIELDS},
     )
     truncation = (
-        f"truncation at context {settings.context}: {record['truncated_texts']} texts, "
+        f"truncation at context {applied['context']}: {record['truncated_texts']} texts, "
         f"{record['dropped_tokens']} tokens dropped (R2.3)"
         if record.get("truncated_texts") is not None
         else None
     )
     context_note = _join(
         f"pid {record['pid']}" if record.get("pid") is not None else None,
-        f"batching: {settings.batching}",
+        f"batching: {record['batching']}" if record.get("batching") else None,
         record.get("notes"),
     )
     error = _join(record.get("error"), failure)
@@ -78,7 +83,7 @@ def rows_for_run(
     measured = dict(
         base,
         phase=run.phase,
-        warmup_iterations=0 if run.phase == "cold" else experiment.timing.warmup_iterations,
+        warmup_iterations=record.get("warmup_iterations"),
         elapsed_seconds=None if error else record.get("elapsed_seconds"),
         **{key: (record.get("memory") or {}).get(key) for key in MEMORY_KEYS},
     )

@@ -18,7 +18,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import GpubenchError
+from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
@@ -76,15 +79,28 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
 
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
-        papermill.execute_notebook(
-            str(NOTEBOOKS_DIR / name),
-            str(output),
-            parameters=parameters,
-            kernel_name=KERNEL_NAME,
-            execution_timeout=timeout,
-            progress_bar=False,
-            cwd=str(NOTEBOOKS_DIR.parent),
-        )
+        try:
+            papermill.execute_notebook(
+                str(NOTEBOOKS_DIR / name),
+                str(output),
+                parameters=parameters,
+                kernel_name=KERNEL_NAME,
+                execution_timeout=timeout,
+                progress_bar=False,
+                cwd=str(NOTEBOOKS_DIR.parent),
+            )
+        except papermill.PapermillExecutionError as exc:
+            raise refusal_from_kernel(exc) or exc from None
+
+
+def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
+    """A kernel that refused (frozen protocol differs, R1.3; another writer, R5.6; bad input)
+    raised one of our errors: the same error here, with its message and exit code 2, instead of
+    a notebook traceback. Any other failure is returned as None (an observation, R3.6)."""
+    refused = getattr(errors, str(getattr(exc, "ename", "")), None)
+    if isinstance(refused, type) and issubclass(refused, GpubenchError):
+        return refused(str(getattr(exc, "evalue", exc)))
+    return None
 
 
 def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, dict[str, str]]:
@@ -193,6 +209,8 @@ def run_one(
             },
             timeout,
         )
+    except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
+        raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
@@ -213,44 +231,54 @@ def run_experiment(
     run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
     on_progress: Callable[[ScheduledRun, int, int], None] | None = None,
 ) -> PipelineResult:
-    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report."""
+    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report.
+
+    ``on_progress(run, number, total)`` is called before each run and again after it with
+    ``number + 1``: ``number - 1`` runs are finished. Refusals (another writer, a changed
+    protocol, a tampered finished bundle, invalid pricing) raise a ``GpubenchError``.
+    """
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
         experiment.variant(variant_id)  # unknown ids fail before anything runs
     bundle_dir = layout.bundle_dir_for(Path(output_dir).resolve(), experiment.experiment_id)
-    if fresh and bundle_dir.exists():
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-        bundle_dir.rename(bundle_dir.with_name(f"{bundle_dir.name}.discarded-{stamp}"))
-    _, fingerprints = prepare_bundle(experiment, bundle_dir)
-    params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
-    notebooks = bundle_dir / "notebooks"
-    if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
-        execute_notebook(
-            "00_environment.ipynb", notebooks / "00_environment.ipynb", params, run_timeout_seconds
-        )
+    # R5.6: one writer, no bundle inside a bundle, no re-seal over changed files, pricing valid
+    with guard.writing(experiment, bundle_dir, fresh=fresh):
+        _, fingerprints = prepare_bundle(experiment, bundle_dir)
+        params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
+        notebooks = bundle_dir / "notebooks"
+        if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
+            execute_notebook(
+                "00_environment.ipynb",
+                notebooks / "00_environment.ipynb",
+                params,
+                run_timeout_seconds,
+            )
 
-    csv_path = bundle_dir / layout.CSV_NAME
-    if csv_path.exists():
-        repair_torn_tail(csv_path)  # a kill -9 mid-append leaves at most one torn line
-    schedule = draw_schedule(experiment)
-    write_schedule(bundle_dir, experiment, schedule)
-    done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
-    todo = [run for run in select_variants(schedule, variants) if run.key not in done]
-    for number, run in enumerate(todo, start=1):
-        if on_progress:
-            on_progress(run, number, len(todo))
-        run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
-        write_schedule(bundle_dir, experiment, schedule)
+        csv_path = bundle_dir / layout.CSV_NAME
+        if csv_path.exists():
+            repair_torn_tail(csv_path)  # a kill -9 mid-append leaves at most one torn line
+        schedule = draw_schedule(experiment)
+        done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+        todo = [run for run in select_variants(schedule, variants) if run.key not in done]
+        with guard.resealing(bundle_dir, adds_runs=bool(todo)):
+            write_schedule(bundle_dir, experiment, schedule)
+            for number, run in enumerate(todo, start=1):
+                if on_progress:
+                    on_progress(run, number, len(todo))
+                run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+                write_schedule(bundle_dir, experiment, schedule)
+                if on_progress:  # `number - 1` runs are finished, the last one included
+                    on_progress(run, number + 1, len(todo))
 
-    execute_notebook(
-        "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
-    )
-    execute_notebook(
-        "30_economics.ipynb", notebooks / "30_economics.ipynb", params, run_timeout_seconds
-    )
-    report_path = _render_report(bundle_dir)
-    layout.write_manifest(bundle_dir)
-    return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
+            execute_notebook(
+                "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
+            )
+            execute_notebook(
+                "30_economics.ipynb", notebooks / "30_economics.ipynb", params, run_timeout_seconds
+            )
+            report_path = _render_report(bundle_dir)
+            layout.write_manifest(bundle_dir)
+        return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
 
 
 def _render_report(bundle_dir: Path) -> Path | None:

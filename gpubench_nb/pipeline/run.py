@@ -97,7 +97,7 @@ def execute_run(
     bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
     (``CorpusError``), or another writer holding the bundle (``BundleError``).
     """
-    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}"):
+    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
 

@@ -21,7 +21,7 @@ def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str
     from gpubench_nb.engine.backends import resolve_device
     from gpubench_nb.engine.environment import capture_environment
 
-    with bundle_writer(bundle_dir, "00_environment"):
+    with bundle_writer(bundle_dir, "00_environment", step=True):
         exp = load_experiment(experiment)
         require_frozen(bundle_dir, exp, step="00_environment")  # R1.3, before anything
         device = resolve_device(exp.fixed.get("device", "auto"))
@@ -33,7 +33,7 @@ def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str
 def quality_step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame:
     """20_quality: accept or refuse every run (R1.5, R1.6); one table row per measured run."""
     bundle_dir = Path(bundle_dir)
-    with bundle_writer(bundle_dir, "20_quality"):
+    with bundle_writer(bundle_dir, "20_quality", step=True):
         exp = load_experiment(experiment)
         corpus = load_experiment_corpus(exp, "eval")
         # R1.3, R1.1: the declaration and the corpus read are the frozen ones, or nothing runs.

@@ -28,6 +28,7 @@ from filelock import FileLock, Timeout
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError
+from gpubench_nb.protocol.bundle import MANIFEST_NAME
 
 TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
 
@@ -75,12 +76,16 @@ def _utc_now() -> str:
 
 
 @contextmanager
-def bundle_writer(bundle_dir: Path | str, command: str | None = None) -> Iterator[str]:
+def bundle_writer(
+    bundle_dir: Path | str, command: str | None = None, *, step: bool = False
+) -> Iterator[str]:
     """Hold the bundle's exclusive writer lock for the whole block; yield the holder's token.
 
     A second writer is refused at once (``BundleError``, exit 2) with the holder's PID and host.
     Inside a kernel started by the holder (same token in the environment) nothing is taken: the
-    holder's lock already covers it.
+    holder's lock already covers it. A notebook step run on its own (``step=True``, e.g. under
+    the plain papermill CLI) takes the lock itself and never writes into a finished bundle:
+    only `gpubench-nb run` rewrites one, after verifying its manifest.
     """
     bundle_dir = Path(bundle_dir).resolve()
     inherited = os.environ.get(TOKEN_ENV)
@@ -93,6 +98,15 @@ def bundle_writer(bundle_dir: Path | str, command: str | None = None) -> Iterato
         lock.acquire(timeout=0)
     except Timeout:
         raise _refusal(bundle_dir) from None
+    if step and (bundle_dir / MANIFEST_NAME).exists():
+        lock.release()
+        raise BundleError(
+            f"{bundle_dir} is a finished bundle (sealed by {MANIFEST_NAME}); {command} would "
+            "change it behind its manifest. Fix: run the step on a copy without the manifest "
+            "(cp -r, then delete MANIFEST.sha256 in the copy), or rerun `gpubench-nb run`, "
+            "which verifies the manifest before it rewrites anything",
+            rule="R5.6",
+        )
     token = uuid.uuid4().hex
     saved = os.environ.get(TOKEN_ENV)
     try:

@@ -13,9 +13,12 @@ import pytest
 
 from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
 from gpubench_nb.engine.memory import MEMORY_FIELDS
-from gpubench_nb.errors import ProtocolError
+from gpubench_nb.errors import BackendError, ProtocolError
 from gpubench_nb.pipeline import run as runmod
 from gpubench_nb.pipeline.run import DIED, execute_run, run_dir
+from gpubench_nb.protocol.corpus import load_experiment_corpus
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import freeze
 
 CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
 CONTRACT_KEYS = {  # ARCHITECTURE.md, run.json
@@ -93,6 +96,25 @@ def write_yaml(root: Path, name: str, *, scope="processing", device="cpu", model
     return path
 
 
+def frozen(yaml_path: Path, bundle: Path, **fingerprints: str) -> Path:
+    """``bundle`` with the protocol lock of ``yaml_path`` (R1.3), as `gpubench-nb run` freezes
+    it; every kernel refuses to run without one. ``fingerprints`` override the real ones."""
+    from gpubench_nb.engine.backends import fingerprints_for
+
+    exp = load_experiment(yaml_path)
+    try:
+        model_revision, tokenizer_revision = fingerprints_for(exp.model, exp.tokenizer)
+    except BackendError:  # a missing model folder: its load failure is what a test observes
+        model_revision = tokenizer_revision = "absent"
+    real = {
+        "corpus_revision": load_experiment_corpus(exp, "eval").revision,
+        "model_revision": model_revision,
+        "tokenizer_revision": tokenizer_revision,
+    }
+    freeze(bundle, exp, {**real, **fingerprints})
+    return bundle
+
+
 def read_run(bundle: Path, variant: str, phase: str, n: int) -> tuple[dict, Path]:
     folder = run_dir(bundle, variant, phase, n)
     return json.loads((folder / "run.json").read_text(encoding="utf-8")), folder
@@ -104,7 +126,13 @@ def _no_fault(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_cold_run_writes_run_json_and_predictions_in_corpus_order(workspace, tmp_path) -> None:
-    record = execute_run(workspace / "experiment.yaml", "b4", "cold", 1, tmp_path)
+    record = execute_run(
+        workspace / "experiment.yaml",
+        "b4",
+        "cold",
+        1,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     on_disk, folder = read_run(tmp_path, "b4", "cold", 1)
     assert on_disk == record
     assert set(record) >= CONTRACT_KEYS | ROW_KEYS
@@ -138,7 +166,7 @@ def test_warm_run_does_the_declared_warmups_then_one_measured_pass(
 
     monkeypatch.setattr(runmod, "measure_pass", spy)
     yaml_path = write_yaml(workspace, "e2e.yaml", scope="end_to_end")
-    record = execute_run(yaml_path, "b1", "warm", 2, tmp_path)
+    record = execute_run(yaml_path, "b1", "warm", 2, frozen(yaml_path, tmp_path))
     assert kinds == ["warmup", "warmup", "measured"]  # R3.4
     assert record["warmup_iterations"] == 2 and record["error"] is None
     assert "scope=end_to_end" in record["notes"]
@@ -148,7 +176,13 @@ def test_warm_run_does_the_declared_warmups_then_one_measured_pass(
 
 def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GPUBENCH_FAULT", "oom@batch:2@variant:b4")
-    failed = execute_run(workspace / "experiment.yaml", "b4", "cold", 3, tmp_path)
+    failed = execute_run(
+        workspace / "experiment.yaml",
+        "b4",
+        "cold",
+        3,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     assert failed["elapsed_seconds"] is None and failed["status"] == "failed"
     assert failed["error"].startswith("OutOfMemoryError")
     assert "R5.8" in failed["notes"] and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed["notes"]
@@ -160,7 +194,8 @@ def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypat
 
 def test_failed_warmup_means_no_measured_pass(workspace, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GPUBENCH_FAULT", "error@batch:1@pass:warmup@run:1")
-    record = execute_run(workspace / "experiment.yaml", "b1", "warm", 1, tmp_path)
+    bundle = frozen(workspace / "experiment.yaml", tmp_path)
+    record = execute_run(workspace / "experiment.yaml", "b1", "warm", 1, bundle)
     assert record["error"].startswith("warm-up pass 1 of 2 failed: InjectedFault")
     assert record["elapsed_seconds"] is None
     assert not (run_dir(tmp_path, "b1", "warm", 1) / "predictions.jsonl").exists()
@@ -168,7 +203,8 @@ def test_failed_warmup_means_no_measured_pass(workspace, tmp_path, monkeypatch) 
 
 def test_load_failure_is_recorded_r3_6(workspace, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GPUBENCH_FAULT", "error@load@phase:cold")
-    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 1, tmp_path)
+    bundle = frozen(workspace / "experiment.yaml", tmp_path)
+    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 1, bundle)
     assert record["error"].startswith("load failed: InjectedFault")
     assert record["load_seconds"] is None and record["elapsed_seconds"] is None
     assert record["model_revision"] is None
@@ -178,7 +214,7 @@ def test_load_failure_is_recorded_r3_6(workspace, tmp_path, monkeypatch) -> None
 
 def test_missing_model_folder_is_a_recorded_load_failure(workspace, tmp_path) -> None:
     yaml_path = write_yaml(workspace, "nomodel.yaml", model="no-such-model")
-    record = execute_run(yaml_path, "b1", "cold", 1, tmp_path)
+    record = execute_run(yaml_path, "b1", "cold", 1, frozen(yaml_path, tmp_path))
     assert record["error"].startswith("load failed: BackendError")
     assert json.loads((run_dir(tmp_path, "b1", "cold", 1) / "run.json").read_text()) == record
 
@@ -189,6 +225,7 @@ def test_declaration_errors_raise(workspace, tmp_path, monkeypatch) -> None:
     with pytest.raises(ProtocolError):
         execute_run(bad, "b1", "cold", 1, tmp_path)
     good = workspace / "experiment.yaml"
+    frozen(good, tmp_path)
     with pytest.raises(ProtocolError, match="no variant 'b9'"):
         execute_run(good, "b9", "cold", 1, tmp_path)
     with pytest.raises(ProtocolError, match="R3.2"):
@@ -208,7 +245,13 @@ def test_dead_process_leaves_a_failed_run_json_r3_6(workspace, tmp_path) -> None
     )
     env = dict(os.environ, GPUBENCH_FAULT="crash@load")
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(workspace / "experiment.yaml"), str(tmp_path)],
+        [
+            sys.executable,
+            "-c",
+            code,
+            str(workspace / "experiment.yaml"),
+            str(frozen(workspace / "experiment.yaml", tmp_path)),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -218,3 +261,51 @@ def test_dead_process_leaves_a_failed_run_json_r3_6(workspace, tmp_path) -> None
     record, _ = read_run(tmp_path, "b1", "cold", 4)
     assert record["status"] == "running" and record["error"] == DIED
     assert record["elapsed_seconds"] is None and record["pid"] != os.getpid()
+
+
+def test_kernel_refuses_a_declaration_edited_after_freezing_r1_3(workspace, tmp_path) -> None:
+    # issue 11.1: `context: 32` -> `8` in the YAML between freezing and a kernel is refused
+    # with the difference listed, before anything runs or is written.
+    yaml_path = write_yaml(workspace, "edited.yaml")
+    bundle = frozen(yaml_path, tmp_path)
+    text = yaml_path.read_text(encoding="utf-8")
+    yaml_path.write_text(text.replace("context: 32", "context: 8"), encoding="utf-8")
+    with pytest.raises(ProtocolError, match=r"10_measure refused(.|\n)*fixed\.context: 32 -> 8"):
+        execute_run(yaml_path, "b1", "cold", 1, bundle)
+    assert not (bundle / "runs").exists()
+    yaml_path.write_text(text, encoding="utf-8")  # back as frozen: the kernel runs
+    assert execute_run(yaml_path, "b1", "cold", 1, bundle)["context"] == 32
+
+
+def test_kernel_refuses_a_corpus_changed_after_freezing_r1_1(workspace, tmp_path) -> None:
+    root = tmp_path / "exp"
+    root.mkdir()
+    for name in ("eval.jsonl", "train.jsonl", "tune.jsonl"):
+        (root / name).write_bytes((workspace / name).read_bytes())
+    yaml_path = write_yaml(root, "experiment.yaml", model=str(workspace / "bow"))
+    bundle = frozen(yaml_path, tmp_path / "bundle")
+    lines = (root / "eval.jsonl").read_text(encoding="utf-8").splitlines()
+    (root / "eval.jsonl").write_text("\n".join(lines[:-1]) + "\n", encoding="utf-8")
+    with pytest.raises(ProtocolError, match=r"fingerprints\.corpus_revision"):
+        execute_run(yaml_path, "b1", "cold", 1, bundle)
+    assert not (bundle / "runs").exists()
+
+
+def test_kernel_refuses_model_files_other_than_the_frozen_ones_r1_1(workspace, tmp_path) -> None:
+    # The model actually loaded is fingerprinted at load; it must be the frozen one.
+    bundle = frozen(workspace / "experiment.yaml", tmp_path, model_revision="0" * 64)
+    with pytest.raises(ProtocolError, match=r"fingerprints\.model_revision: 000000000000 ->"):
+        execute_run(workspace / "experiment.yaml", "b1", "cold", 1, bundle)
+    record, folder = read_run(bundle, "b1", "cold", 1)
+    assert record["status"] == "refused" and "R1.3" in record["error"]
+    assert record["elapsed_seconds"] is None
+    assert not (folder / "predictions.jsonl").exists()  # no pass ran with it
+
+
+def test_an_edited_lock_is_refused_too(workspace, tmp_path) -> None:
+    bundle = frozen(workspace / "experiment.yaml", tmp_path)
+    lock = json.loads((bundle / "protocol.lock.json").read_text(encoding="utf-8"))
+    lock["declaration"]["fixed"]["context"] = 8
+    (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(ProtocolError, match="sha256 does not match its content"):
+        execute_run(workspace / "experiment.yaml", "b1", "cold", 1, bundle)

@@ -1,0 +1,143 @@
+"""What `gpubench-nb run` checks before and around writing a bundle (R5.6, R1.3, R5.1).
+
+- One writer: the bundle's exclusive lock is held for the whole run (``protocol.writer``).
+- No bundle inside a bundle: an output folder that is, or lies inside, a bundle is refused.
+- Never re-seal what was tampered with: a finished bundle's manifest is verified first; any
+  changed, missing or added file is refused (exit 2) unless ``--fresh`` discards the bundle.
+- Validate before touching: the pricing section and its offers table are checked in full
+  before the first write.
+- All or nothing on a finished bundle: a rerun that redoes no run (re-pricing) works on the
+  bundle after copying it aside; the copy is swapped back if anything fails, and dropped only
+  when the new manifest is written. A rerun that adds runs first unseals the bundle (it is then
+  an unfinished, resumable bundle, as after an interrupted first run).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+from gpubench_nb.economics.offers import load_offers, package_quote, resolve_offer
+from gpubench_nb.errors import BundleError, GpubenchError
+from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.writer import bundle_writer
+
+
+def _stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def backup_path(bundle_dir: Path) -> Path:
+    """Where the sealed bundle is kept while a rerun rewrites it: beside it, never inside."""
+    return bundle_dir.parent / f".{bundle_dir.name}.sealed-backup"
+
+
+def refuse_nested(output_dir: Path) -> None:
+    """A bundle is never written inside another bundle (its manifest would not cover it)."""
+    holder = layout.bundle_holding(output_dir)
+    if holder is not None:
+        raise BundleError(
+            f"--output-dir {output_dir} is inside the bundle {holder}; a bundle is never written "
+            f"into another one. Fix: give a folder outside any bundle, e.g. {holder.parent}",
+            rule="R5.6",
+        )
+
+
+def refuse_tampered(bundle_dir: Path) -> None:
+    """A finished bundle whose files no longer match its manifest is never sealed again."""
+    problems = layout.verify_manifest(bundle_dir)
+    if problems:
+        listing = "\n  ".join(problems)
+        raise BundleError(
+            f"{bundle_dir} is a finished bundle whose files no longer match its manifest "
+            f"{layout.MANIFEST_NAME}:\n  {listing}\nIt will not be sealed again over these "
+            "changes. Fix: restore the files from a copy of the bundle, or discard it with "
+            "`gpubench-nb run --fresh` (it is set aside, renamed, not deleted) to measure anew",
+            rule="R5.6",
+        )
+
+
+def validate_pricing(experiment: Experiment) -> None:
+    """The whole pricing (offers table, offer, package) is valid, before any bundle is touched."""
+    pricing = experiment.pricing
+    if pricing is None:
+        return
+    table = load_offers(pricing.offers)
+    resolve_offer(table, pricing.offer)
+    for offer in table.values():  # 30_economics prices every offer of the table
+        package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
+
+
+def _trash(bundle_dir: Path) -> Path:
+    """A name for what is being deleted (a partial copy, a failed attempt): never restored."""
+    return bundle_dir.parent / f".{bundle_dir.name}.discarding"
+
+
+def _drop(path: Path, bundle_dir: Path) -> None:
+    """Rename ``path`` to the trash name first, so a kill mid-delete leaves nothing ambiguous."""
+    trash = _trash(bundle_dir)
+    shutil.rmtree(trash, ignore_errors=True)
+    path.rename(trash)
+    shutil.rmtree(trash)
+
+
+def _restore_interrupted(bundle_dir: Path) -> None:
+    """A backup left beside the bundle means a rerun of a finished bundle did not complete: the
+    half-rewritten bundle is dropped and the sealed one restored (that rerun redid no run, so
+    no measurement is lost)."""
+    shutil.rmtree(_trash(bundle_dir), ignore_errors=True)
+    backup = backup_path(bundle_dir)
+    if not backup.is_dir():
+        return
+    if bundle_dir.exists():
+        _drop(bundle_dir, bundle_dir)
+    backup.rename(bundle_dir)
+
+
+@contextmanager
+def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterator[None]:
+    """Hold the bundle for a whole run, after every check that must come before a write."""
+    refuse_nested(bundle_dir.parent)
+    with bundle_writer(bundle_dir, " ".join(["gpubench-nb", *sys.argv[1:]])):
+        _restore_interrupted(bundle_dir)
+        if fresh and bundle_dir.exists():
+            bundle_dir.rename(bundle_dir.with_name(f"{bundle_dir.name}.discarded-{_stamp()}"))
+        if (bundle_dir / layout.MANIFEST_NAME).exists():
+            refuse_tampered(bundle_dir)
+        validate_pricing(experiment)
+        yield
+
+
+@contextmanager
+def resealing(bundle_dir: Path, *, adds_runs: bool) -> Iterator[None]:
+    """Around everything that rewrites a bundle after its checks (see the module docstring)."""
+    manifest = bundle_dir / layout.MANIFEST_NAME
+    if not manifest.exists():
+        yield
+        return
+    if adds_runs:  # new measurements: the bundle becomes an unfinished, resumable one
+        manifest.unlink()
+        yield
+        return
+    backup = backup_path(bundle_dir)
+    trash = _trash(bundle_dir)
+    shutil.rmtree(trash, ignore_errors=True)
+    shutil.copytree(bundle_dir, trash, symlinks=True)
+    trash.rename(backup)  # only a complete copy is ever named as the backup
+    try:
+        yield
+    except BaseException as exc:
+        _drop(bundle_dir, bundle_dir)
+        backup.rename(bundle_dir)
+        if isinstance(exc, GpubenchError):
+            raise type(exc)(
+                f"{exc}\nThe finished bundle {bundle_dir} was left as it was (its manifest "
+                "still verifies); fix the cause and rerun"
+            ) from None
+        raise
+    _drop(backup, bundle_dir)
