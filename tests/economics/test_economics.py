@@ -538,14 +538,29 @@ def test_bundle_with_a_malformed_cell_is_refused_and_nothing_written(tmp_path: P
 
 def _fake_experiment_module(pricing: Pricing) -> types.ModuleType:
     module = types.ModuleType("gpubench_nb.protocol.experiment")
-    module.load_experiment = lambda path: types.SimpleNamespace(source=Path(path), pricing=pricing)
+    module.load_experiment = lambda path: types.SimpleNamespace(
+        source=Path(path), pricing=pricing, normalised=lambda: FAKE_DECLARATION
+    )
     return module
+
+
+FAKE_DECLARATION = {"experiment_id": "econ-test", "fixed": {"context": 128}}
+
+
+def _freeze_fake(bundle: Path) -> None:
+    """The protocol lock of FAKE_DECLARATION: 30_economics refuses a bundle without one (R1.3)."""
+    from gpubench_nb.protocol.lock import canonical_sha256
+
+    frozen = {"declaration": FAKE_DECLARATION, "fingerprints": {}}
+    lock = {**frozen, "sha256": canonical_sha256(frozen)}
+    (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
 
 
 def test_economics_notebook_returns_one_table_per_offer(
     tmp_path: Path, offers_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _write_bundle(tmp_path)
+    _freeze_fake(tmp_path)
     pricing = Pricing(offers_file, "h100-test", 7, lots=1)
     monkeypatch.setitem(
         sys.modules, "gpubench_nb.protocol.experiment", _fake_experiment_module(pricing)
@@ -576,6 +591,7 @@ def test_notebook_is_thin_clean_and_runs_its_one_call(
 
     # Run the cells in-process with papermill-style injected parameters (no kernel: fast).
     _write_bundle(tmp_path)
+    _freeze_fake(tmp_path)
     pricing = Pricing(offers_file, "h100-test", 7, lots=1)
     monkeypatch.setitem(
         sys.modules, "gpubench_nb.protocol.experiment", _fake_experiment_module(pricing)
