@@ -74,3 +74,29 @@ def test_csv_check_template_and_bad_header(
     bad.write_text(bad.read_text().replace("elapsed_seconds", "elapsed_ms"), encoding="utf-8")
     assert main(["csv-check", str(bad)]) == 2
     assert "elapsed_ms" in capsys.readouterr().err
+
+
+def test_run_refused_part_way_closes_progress_at_the_real_count(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # issue 16.4: 1 of 3 runs finished, then a refusal: the bar ends at 1/3, not 100 %, and
+    # the refusal is printed after it.
+    from types import SimpleNamespace
+
+    from gpubench_nb.errors import ProtocolError
+    from gpubench_nb.pipeline import orchestrate
+
+    def refused_part_way(*args, on_progress, **kwargs):
+        run = SimpleNamespace(variant_id="b1", phase="cold", run_index=1)
+        on_progress(run, 1, 3)
+        on_progress(run, 2, 3)  # the first run is finished
+        on_progress(SimpleNamespace(variant_id="b4", phase="cold", run_index=1), 2, 3)
+        raise ProtocolError("10_measure refused: fixed.context: 128 -> 8", rule="R1.3")
+
+    monkeypatch.setattr(orchestrate, "run_experiment", refused_part_way)
+    assert main(["run", "parameters/demo.yaml"]) == 2
+    err = capsys.readouterr().err
+    bar, _, message = err.rpartition("gpubench-nb run: R1.3: 10_measure refused")
+    assert bar and message.startswith(": fixed.context: 128 -> 8")
+    last = bar.replace("\r", "\n").strip().splitlines()[-1]
+    assert " 1/3 " in last and "100%" not in last and "3/3" not in last

@@ -193,3 +193,21 @@ def test_runs_as_a_module_with_the_shipped_table() -> None:
         timeout=60,
     )
     assert done.returncode == 2 and "argument --lots" in done.stderr
+
+
+def test_a_zero_price_is_refused_as_the_csv_schema_refuses_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 11.5: calcul-forfaits and the CSV schema agree that 0 cents is not a price (R5.1).
+    from gpubench_nb.protocol.results_schema import check_row, empty_row
+
+    zero = tmp_path / "zero.yaml"
+    zero.write_text(OFFERS_YAML.replace("7: 65000", "7: 0"), encoding="utf-8")
+    code, out, err = run(
+        capsys, "--offers", str(zero), "--offer", "h100-test", "--days", "7", "--lots", "1"
+    )
+    assert (code, out) == (2, "")
+    assert "package_price_usd_minor.7" in err and "0 is not a price" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    row = dict(empty_row(), package_total_usd_minor=0)
+    assert [column for column, _ in check_row(row)] == ["package_total_usd_minor"]

@@ -309,6 +309,7 @@ def test_every_notebook_runs_under_the_plain_papermill_cli(
     experiment, bundle = finished
     copy = tmp_path / "bundle"
     shutil.copytree(bundle, copy)
+    (copy / "MANIFEST.sha256").unlink()  # a step alone never writes into a finished bundle
     common = ["-p", "experiment", str(experiment), "-p", "bundle_dir", str(copy)]
     (copy / "environment.json").unlink()
     done = _papermill("00_environment.ipynb", tmp_path / "00.ipynb", *common)
@@ -340,3 +341,36 @@ def test_every_notebook_runs_under_the_plain_papermill_cli(
     done = _papermill("90_report.ipynb", tmp_path / "90.ipynb", "-p", "bundle_dirs", str(copy))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Elapsed time" in (tmp_path / "90.ipynb").read_text()
+
+
+def test_a_kernel_under_plain_papermill_refuses_an_edited_declaration_r1_3(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    # issue 11.1: the check lives in the kernel itself, whoever starts it.
+    experiment, bundle = finished
+    copy = tmp_path / "bundle"
+    shutil.copytree(bundle, copy)
+    (copy / "MANIFEST.sha256").unlink()
+    edited = experiment.with_name("context8.yaml")
+    edited.write_text(experiment.read_text().replace("context: 64", "context: 8"), "utf-8")
+    done = _papermill(
+        "10_measure.ipynb",
+        tmp_path / "10.ipynb",
+        *["-p", "experiment", str(edited), "-p", "bundle_dir", str(copy)],
+        *["-p", "variant_id", "b1", "-p", "phase", "warm", "-p", "run_index", "3"],
+    )
+    assert done.returncode != 0
+    assert "ProtocolError" in done.stderr and "fixed.context: 64 -> 8" in done.stderr
+    assert not (copy / "runs" / "b1" / "warm-3").exists()
+
+
+def test_refusal_inside_a_kernel_is_our_error_not_a_traceback() -> None:
+    from papermill.exceptions import PapermillExecutionError
+
+    from gpubench_nb.pipeline.orchestrate import refusal_from_kernel
+
+    exc = PapermillExecutionError(3, 1, "", "ProtocolError", "R1.3: 10_measure refused: x", [])
+    refused = refusal_from_kernel(exc)
+    assert isinstance(refused, ProtocolError) and str(refused) == "R1.3: 10_measure refused: x"
+    other = PapermillExecutionError(3, 1, "", "RuntimeError", "boom", [])
+    assert refusal_from_kernel(other) is None  # an observation (R3.6), kept as a row
