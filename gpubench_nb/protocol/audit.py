@@ -79,7 +79,36 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         key = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
         report = outcome.reports.get(key)
         problems += _compare_run(root, key, row, report, outcome.reference_value)
+    problems += [p for row in rows for p in compare_with_record(root, row)]
     return problems
+
+
+def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
+    """A row must say what its run recorded in run.json: the settings applied and the times
+    measured (R1.3, R3.6), so a hand-edited CSV cell is caught even under a rewritten manifest."""
+    phase = "cold" if row["phase"] == "load" else row["phase"]
+    run = f"{row['variant_id']}/{phase}-{row['run_index']}"
+    where = f"{layout.CSV_NAME}: {row['phase']} row of {run}"
+    try:
+        record = json.loads((root / "runs" / run / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict):
+        if row["elapsed_seconds"] is not None:
+            return [f"{where}: a time without a readable run.json to support it (R3.6)"]
+        return []
+    found = [
+        f"{where}: {name}={row[name]!r} but the run applied {record.get(name)!r} (R1.3)"
+        for name in ("precision", "batch", "context")
+        if row[name] is not None and row[name] != record.get(name)
+    ]
+    measured = record.get("load_seconds" if row["phase"] == "load" else "elapsed_seconds")
+    elapsed = row["elapsed_seconds"]
+    if elapsed is not None and (measured is None or not _same(float(elapsed), float(measured))):
+        found.append(
+            f"{where}: elapsed_seconds={elapsed!r} but run.json recorded {measured!r} (R3.6)"
+        )
+    return found
 
 
 def _compare_run(

@@ -98,6 +98,12 @@ def bundle_writer(
         lock.acquire(timeout=0)
     except Timeout:
         raise _refusal(bundle_dir) from None
+    except OSError as exc:  # e.g. the lock path is a folder, or the folder is read-only
+        raise BundleError(
+            f"{lock_path(bundle_dir)}: cannot take the bundle's writer lock ({exc.strerror}); "
+            "fix: make the output folder writable and remove anything else at that path",
+            rule="R5.6",
+        ) from None
     if step and (bundle_dir / MANIFEST_NAME).exists():
         lock.release()
         raise BundleError(

@@ -394,3 +394,21 @@ def test_every_stage_kernel_refuses_an_edited_declaration(
     assert manifest_entries(bundle) == before  # refused before anything was written
     repriced = with_yaml(experiment, "days30.yaml", lambda d: d["pricing"].update(days=30))
     call(repriced, bundle)  # pricing is not frozen (README: re-pricing a finished bundle)
+
+
+def test_check_bundle_catches_a_forged_row_even_under_a_rewritten_manifest(
+    sealed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    from gpubench_nb.protocol.results import write_rows_atomic
+
+    _, bundle = copy_of(sealed, tmp_path)
+    csv_path = bundle / "resultats-bruts.csv"
+    rows = read_rows(csv_path)
+    warm = next(i for i, r in enumerate(rows) if r["phase"] == "warm")
+    rows[warm]["elapsed_seconds"] = 0.001
+    rows[0]["context"] = 8
+    write_rows_atomic(csv_path, rows)
+    write_manifest(bundle)  # as a forger re-sealing by hand would
+    problems = check_bundle(bundle)
+    assert any("elapsed_seconds=0.001 but run.json recorded" in p for p in problems), problems
+    assert any("context=8 but the run applied 64" in p for p in problems), problems
