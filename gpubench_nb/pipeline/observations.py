@@ -28,6 +28,16 @@ def _join(*parts: str | None) -> str:
     return " | ".join(part for part in parts if part)
 
 
+def _figures(record: dict[str, Any]) -> str:
+    """The untimed-by-load figures run.json records beside the load (R3.2)."""
+    parts = [
+        f"{key}={record[key]:.6f}"
+        for key in ("fingerprint_seconds", "cuda_context_seconds")
+        if isinstance(record.get(key), (int, float))
+    ]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def rows_for_run(
     experiment: Experiment,
     fingerprints: dict[str, str],
@@ -73,9 +83,16 @@ def rows_for_run(
     event = f"FAILED: {error}" if error else None
     rows = []
     if run.phase == "cold":
-        load = dict(base, phase="load", elapsed_seconds=record.get("load_seconds"))
+        load = dict(
+            base,
+            phase="load",
+            elapsed_seconds=record.get("load_seconds"),
+            # The load's own R3.8 readings, as run.json holds them (empty = not recorded).
+            **{key: (record.get("load_memory") or {}).get(key) for key in MEMORY_KEYS},
+        )
         load["notes"] = _join(
-            "load: weights + tokenizer onto the device, its own phase (R3.2)",
+            "load: weights + tokenizer onto the device, its own phase (R3.2); fingerprinting "
+            "and CUDA context creation excluded" + _figures(record),
             event if record.get("load_seconds") is None else None,
             context_note,
         )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,13 @@ from gpubench_nb.engine.environment import (
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
-from gpubench_nb.engine.timing import LOAD_SCOPE, Stopwatch, scope_note, synchronizer
+from gpubench_nb.engine.timing import (
+    LOAD_SCOPE,
+    Stopwatch,
+    cuda_context_seconds,
+    scope_note,
+    synchronizer,
+)
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.bundle import run_dir
 from gpubench_nb.protocol.lock import require_frozen
@@ -50,33 +58,86 @@ def _check_run(exp: Any, variant_id: str, phase: str, run_index: int) -> Any:
     return exp.variant(variant_id)
 
 
-def _load(
-    exp: Any, settings: Any, device: Any, plan: FaultPlan
-) -> tuple[Any, float, MemoryReading]:
-    """Load model + tokenizer onto the device, timed and synchronised (R3.2), with its memory.
+@dataclass
+class LoadOutcome:
+    """What the load phase observed; a failed load keeps its readings (R3.6, R5.8)."""
 
-    Returns ``(backend, load_seconds, memory)``; exceptions propagate to the caller. The
-    synchronise before the timer also initialises the CUDA context, so context creation is not
-    part of the load time.
+    backend: Any = None
+    load_seconds: float | None = None
+    memory: MemoryReading = NOT_RECORDED
+    fingerprint_seconds: float | None = None
+    cuda_context_seconds: float | None = None
+    error: str | None = None
+    event: str | None = None
+
+
+def _load(exp: Any, settings: Any, device: Any, plan: FaultPlan) -> LoadOutcome:
+    """Create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
+
+    Three figures, in this order and never inside each other: ``cuda_context_seconds``
+    (context creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
+    ``load_seconds`` (reading each file once and placing it on the device, synchronised, with
+    its R3.8 memory readings). No forward pass runs here. A failure is returned, not raised:
+    out of memory is R5.8 and keeps the readings taken so far, anything else is R3.6.
     """
-    from gpubench_nb.engine.backends import load_backend
+    import torch
 
-    probe = probe_for(device)
-    watch = Stopwatch(sync=synchronizer(device))
-    probe.begin()
-    watch.start()
-    fault = plan.load_fault()
-    if fault is not None:
-        trigger(fault, "load")
-    backend = load_backend(
-        exp.model,
-        exp.tokenizer,
-        classes=exp.classes,
-        device=settings.device,
-        precision=settings.precision,
-    )
-    load_seconds = watch.stop()
-    return backend, load_seconds, probe.end()
+    from gpubench_nb.engine.backends import fingerprints_for, load_backend
+
+    out = LoadOutcome()
+    stage = "CUDA context creation"
+    probe = None
+    try:
+        out.cuda_context_seconds = cuda_context_seconds(device)
+        stage = "fingerprinting"
+        started = time.perf_counter_ns()
+        revisions = fingerprints_for(exp.model, exp.tokenizer)
+        out.fingerprint_seconds = (time.perf_counter_ns() - started) / 1e9
+        stage = "load"
+        probe = probe_for(device)
+        watch = Stopwatch(sync=synchronizer(device))
+        probe.begin()
+        watch.start()
+        fault = plan.load_fault()
+        if fault is not None:
+            trigger(fault, "load")
+        out.backend = load_backend(
+            exp.model,
+            exp.tokenizer,
+            classes=exp.classes,
+            device=settings.device,
+            precision=settings.precision,
+            revisions=revisions,
+        )
+        out.load_seconds = watch.stop()
+        out.memory = probe.end()
+    except Exception as exc:  # a failed load is an observation too (R3.6, R5.8)
+        out.backend = None
+        out.load_seconds = None
+        out.memory = _readings_so_far(probe)
+        message = " ".join(str(exc).split())[:500]
+        out.error = f"load failed: {type(exc).__name__}: {message}"
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            out.event = (
+                f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
+                "(never 0); memory readings taken so far kept; no pass was run"
+            )
+        else:
+            out.event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
+    return out
+
+
+def _readings_so_far(probe: Any) -> MemoryReading:
+    """The load's memory readings up to the failure (R5.8), or none if it never began."""
+    if probe is None:
+        return NOT_RECORDED
+    try:
+        return probe.end()
+    except Exception:  # begin() never ran, or the device is unusable after the fault
+        try:
+            return probe.partial()
+        except Exception:
+            return NOT_RECORDED
 
 
 def execute_run(
@@ -165,6 +226,8 @@ def _execute_run(
         "load_seconds": None,
         "memory": NOT_RECORDED.to_dict(),
         "load_memory": NOT_RECORDED.to_dict(),
+        "fingerprint_seconds": None,  # SHA-256 of model + tokenizer files, outside the load
+        "cuda_context_seconds": None,  # CUDA context creation, outside every timer; CPU: None
         "truncated_texts": None,
         "dropped_tokens": None,
         "item_count": None,
@@ -180,17 +243,28 @@ def _execute_run(
         from gpubench_nb.engine.backends import resolve_device
 
         device = resolve_device(settings.device)
-        backend, load_seconds, load_memory = _load(exp, settings, device, plan)
-        record["load_seconds"] = load_seconds
-        record["load_memory"] = load_memory.to_dict()
-        record["model_revision"] = backend.model_revision
-        record["tokenizer_revision"] = backend.tokenizer_revision
-        if hasattr(backend, "describe"):
-            record["backend"] = backend.describe()
-    except Exception as exc:  # a failed load is an observation too (R3.6)
+    except Exception as exc:  # a device that cannot be used is an observation too (R3.6)
         message = " ".join(str(exc).split())[:500]
         record["error"] = f"load failed: {type(exc).__name__}: {message}"
         events.append(f"R3.6 load failed ({type(exc).__name__}): no pass was run")
+    if device is not None:
+        loaded = _load(exp, settings, device, plan)
+        backend = loaded.backend
+        record.update(
+            load_seconds=loaded.load_seconds,
+            load_memory=loaded.memory.to_dict(),
+            fingerprint_seconds=loaded.fingerprint_seconds,
+            cuda_context_seconds=loaded.cuda_context_seconds,
+        )
+        if loaded.error is not None:
+            record["error"] = loaded.error
+            events.append(loaded.event or "")
+            events.extend(loaded.memory.problems())
+        else:
+            record["model_revision"] = backend.model_revision
+            record["tokenizer_revision"] = backend.tokenizer_revision
+            if hasattr(backend, "describe"):
+                record["backend"] = backend.describe()
 
     if backend is not None:  # the model and tokenizer files actually loaded (R1.1)
         _refuse_unless_frozen(

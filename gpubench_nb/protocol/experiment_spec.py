@@ -17,8 +17,10 @@ PRECISIONS = ("fp32", "fp16", "bf16")
 SCOPES: Mapping[str, str] = {
     "processing": (
         "timer covers forward passes + argmax over pre-tokenised batches in corpus order, "
-        "device synchronised before start and after end; reading, tokenisation and writing "
-        "predictions excluded"
+        "device synchronised before start and after end; reading, tokenisation, batch "
+        "building with the host-to-device copy of the whole corpus's batches, and writing "
+        "predictions excluded; attention in transformers may synchronise the device once per "
+        "forward, which the timer includes"
     ),
     "end_to_end": (
         "timer covers reading the corpus file, tokenisation, batch building, forward passes "

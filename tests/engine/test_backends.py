@@ -18,12 +18,13 @@ from gpubench_nb.engine.backends import (
     build_bow,
     build_minilm,
     build_model,
+    device_errors,
     fingerprints_for,
     load_backend,
     minilm_source_dir,
     resolve_device,
 )
-from gpubench_nb.engine.backends.base import batch_order, check_precision_runs
+from gpubench_nb.engine.backends.base import batch_order, check_precision, native_bf16
 from gpubench_nb.engine.backends.presets import macro_f1, select_subset
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
@@ -250,15 +251,141 @@ def test_bow_runs_reduced_precision_on_cpu(bow_build, splits, eval_predictions, 
     assert agree >= 980
 
 
-def test_unknown_precision_and_failing_probe_are_clear_errors(bow_build) -> None:
+def test_unknown_precision_is_a_clear_error(bow_build) -> None:
     with pytest.raises(BackendError, match="precision 'fp8' is not supported"):
         _load("bow", bow_build.path, "fp8")
 
-    def probe() -> None:
-        raise RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'")
 
-    with pytest.raises(BackendError, match="cannot run precision fp16 on device cpu.*R2.2"):
-        check_precision_runs("bow", torch.device("cpu"), "fp16", probe)
+class FakeCuda:
+    """torch.cuda as far as the bf16 check goes: a current device and a capability."""
+
+    def __init__(self, native: dict[int, bool], *, old_torch: bool = False) -> None:
+        self.native, self.old_torch, self.current, self.asked = native, old_torch, 0, []
+
+    def device(self, device):
+        fake = self
+
+        class Select:
+            def __enter__(self):
+                fake.previous, fake.current = fake.current, torch.device(device).index
+
+            def __exit__(self, *exc):
+                fake.current = fake.previous
+
+        return Select()
+
+    def is_bf16_supported(self, **kwargs):
+        if self.old_torch and kwargs:
+            raise TypeError("is_bf16_supported() got an unexpected keyword argument")
+        self.asked.append((self.current, kwargs))
+        return self.native[self.current] or kwargs.get("including_emulation", True)
+
+    def get_device_name(self, device=None):
+        return "Fake T4"
+
+
+def test_bf16_is_checked_natively_on_the_selected_device() -> None:
+    """The selected device is asked, without emulation (R2.2); torch < 2.4 has no argument."""
+    cuda = FakeCuda({0: True, 1: False})
+    assert native_bf16(torch.device("cuda", 0), cuda) is True
+    assert native_bf16(torch.device("cuda", 1), cuda) is False
+    assert cuda.asked == [(0, {"including_emulation": False}), (1, {"including_emulation": False})]
+    assert cuda.current == 0  # the current device is restored
+    with pytest.raises(BackendError, match=r"R2\.2: backend bow: precision bf16 .*Fake T4"):
+        check_precision("bow", torch.device("cuda", 1), "bf16", cuda)
+    check_precision("bow", torch.device("cuda", 1), "fp16", cuda)  # only bf16 is asked about
+    old = FakeCuda({0: False}, old_torch=True)
+    assert native_bf16(torch.device("cuda", 0), old) is True  # old torch: its own answer
+    assert old.asked == [(0, {})]
+
+
+def test_load_runs_no_forward_pass(bow_build, monkeypatch) -> None:
+    """The first forward of a fresh process must be the timed cold pass (R3.2)."""
+    from gpubench_nb.engine.backends.bow import BowBackend
+
+    def forbidden(self, tensors):
+        raise AssertionError("a forward pass ran during load")
+
+    monkeypatch.setattr(BowBackend, "forward", forbidden)
+    backend = _load("bow", bow_build.path, "fp16")
+    assert backend.module.head.weight.dtype == torch.float16
+
+
+def test_load_with_revisions_hashes_nothing_and_parses_the_tokenizer_once(
+    bow_build, monkeypatch
+) -> None:
+    """Fingerprints taken before the timed load are passed in, so the load reads each file
+    once and hashes none (R3.2); the fast tokenizer is not re-parsed from its own JSON."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from gpubench_nb.protocol import fingerprint
+
+    revisions = fingerprints_for(*_specs("bow", bow_build.path))
+    parses: list[int] = []
+    real_from_str = Tokenizer.from_str
+
+    def no_hash(path):
+        raise AssertionError(f"hashed {path} inside the load")
+
+    def counting(text):
+        parses.append(1)
+        return real_from_str(text)
+
+    monkeypatch.setattr(Tokenizer, "from_str", staticmethod(counting))
+    AutoTokenizer.from_pretrained(str(bow_build.path), local_files_only=True)
+    by_transformers = len(parses)
+    monkeypatch.setattr(fingerprint, "sha256_file", no_hash)
+    model, tokenizer = _specs("bow", bow_build.path)
+    backend = load_backend(
+        model, tokenizer, classes=CLASSES, device="cpu", precision="fp32", revisions=revisions
+    )
+    assert len(parses) == 2 * by_transformers  # transformers' own parse(s), no copy of ours
+    assert (backend.model_revision, backend.tokenizer_revision) == revisions
+    # The shared Rust tokenizer: padding/truncation left by a transformers call are cleared.
+    backend.tokenizer.hf(["a b c", "a"], padding=True, truncation=True, max_length=3)
+    cut = backend.tokenize(["word " * 50], 16)
+    assert len(cut.input_ids[0]) == 16 and cut.truncated_texts == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "rule"),
+    [
+        (
+            RuntimeError("CUDA error: no kernel image is available for execution on the device"),
+            "architecture",
+            "R2.4",
+        ),
+        (RuntimeError("\"addmm_impl_cpu_\" not implemented for 'Half'"), "precision", "R2.2"),
+        (RuntimeError("CUDA error: an illegal memory access was encountered"), "device", "R3.6"),
+        (ValueError("weights have an unexpected shape"), "other", "R3.6"),
+    ],
+)
+def test_load_errors_say_what_failed(bow_build, monkeypatch, error, kind, rule) -> None:
+    """Not every RuntimeError at load is a precision problem; a ValueError is clear too."""
+    from gpubench_nb.engine.backends.bow import BowBackend
+
+    def fail(self, *args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(BowBackend, "__init__", fail)
+    assert device_errors.failure_kind(error) == kind
+    with pytest.raises(BackendError) as caught:
+        _load("bow", bow_build.path)
+    assert caught.value.rule == rule
+    assert "backend bow load on cpu at fp32" in str(caught.value)
+    assert str(error) in str(caught.value)
+
+
+def test_out_of_memory_at_load_propagates_for_r5_8(bow_build, monkeypatch) -> None:
+    from gpubench_nb.engine.backends.bow import BowBackend
+
+    def fail(self, *args, **kwargs):
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(BowBackend, "__init__", fail)
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        _load("bow", bow_build.path)
 
 
 def test_resolve_device(monkeypatch) -> None:

@@ -72,6 +72,7 @@ def test_gpu_fields_count_used_devices_only(monkeypatch: pytest.MonkeyPatch) -> 
 def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
     me = envmod.os.getpid()
     fake = SimpleNamespace(
+        nvmlDeviceGetHandleByUUID=lambda uuid: object(),
         nvmlDeviceGetComputeRunningProcesses=lambda h: [
             SimpleNamespace(pid=me, usedGpuMemory=10),
             SimpleNamespace(pid=4242, usedGpuMemory=2048),
@@ -81,7 +82,9 @@ def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -
         ],
     )
     monkeypatch.setattr(envmod, "_nvml", lambda: fake)
-    monkeypatch.setattr(envmod, "_nvml_handle", lambda nvml, index: object())
+    monkeypatch.setattr(
+        torch.cuda, "get_device_properties", lambda i: SimpleNamespace(uuid="1234-abcd")
+    )
     procs = envmod.gpu_processes([torch.device("cuda", 0)])
     assert procs == [
         {"device": "cuda:0", "pid": 4242, "used_bytes": 2048},
@@ -95,6 +98,35 @@ def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -
     notes = environment_notes(env)
     assert "pid 4242 on cuda:0 (2048 B)" in notes and "code=git:abc" in notes
     assert envmod.gpu_processes([torch.device("cpu")]) is None
+
+
+def test_environment_records_numerics_activity_and_sku_not_observable(monkeypatch) -> None:
+    """R2.4/R2.5: what changes a number is in environment.json and in the notes; without
+    NVML every GPU detail is "not observable", never "none"."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake H200")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(envmod, "_nvml", lambda: None)
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
+    env = finish_environment(capture_environment(used=[torch.device("cuda", 0)]))
+    numerics = env["numerics"]
+    assert numerics["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    assert numerics["environment"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    assert set(numerics["sdpa_backends_enabled"]) == {"flash", "mem_efficient", "math", "cudnn"}
+    assert env["cuda_driver_runtime"] == "not observable"
+    assert env["cuda_runtime_torch"] == torch.version.cuda
+    assert env["gpu_details"] == [{"device": "cuda:0", "nvml": "not observable"}]
+    assert env["gpu_processes_start"] is None and env["gpu_processes_end"] is None
+    assert env["cpu_activity_start"]["load_average_1min"] is not None
+    notes = environment_notes(env)
+    assert "other_gpu_processes_start=not observable" in notes
+    assert "other_gpu_processes_end=not observable" in notes
+    assert "other_gpu_processes_start=none" not in notes
+    assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in notes
+    assert "NVIDIA_TF32_OVERRIDE=unset" in notes
+    assert "cuda:0: SKU details not observable" in notes
+    assert "machine_start: load1=" in notes and "machine_end: load1=" in notes
 
 
 def test_finish_adds_end_activity() -> None:
@@ -133,8 +165,21 @@ def test_code_revision_has_commit_and_dirty_flag_r2_5(tmp_path) -> None:
 
 @pytest.mark.gpu
 def test_cuda_environment_is_filled() -> None:
+    """On any CUDA or ROCm machine: NVML is optional (absent on ROCm), so NVML-backed fields
+    are either observed or say "not observable", never "none"."""
     env = capture_environment(used=torch.nn.Linear(2, 2, device="cuda"))
     assert env["gpu_count"] == 1 and env["gpu_model"]
     assert env["runtime_version"].startswith(("cuda ", "hip "))
-    assert env["driver_version"]
-    assert isinstance(env["gpu_processes_start"], list)
+    assert env["driver_version"]  # NVML on NVIDIA, the amdgpu module version on ROCm
+    survey = env["gpu_process_survey_start"]
+    if survey["observable"]:
+        assert survey["foreign"] is None or isinstance(survey["foreign"], list)
+        if survey["pids_comparable"]:
+            assert all(p["pid"] != envmod.os.getpid() for p in survey["foreign"])
+    else:
+        assert env["gpu_processes_start"] is None and survey["reason"]
+    details = env["gpu_details"][0]
+    assert details.get("nvml") == "not observable" or details["board_name"]
+    if getattr(torch.version, "hip", None):
+        assert env["cuda_driver_runtime"] == "not observable"
+    assert env["numerics"]["cudnn_version"] is not None

@@ -11,6 +11,7 @@ from gpubench_nb.engine.backends.base import (
     Backend,
     Batch,
     Tokenized,
+    check_precision,
     resolve_device,
     torch_dtype,
 )
@@ -24,28 +25,51 @@ from gpubench_nb.protocol.fingerprint import sha256_files
 
 
 def load_backend(
-    model: Any, tokenizer: Any, *, classes: Sequence[str], device: str, precision: str
+    model: Any,
+    tokenizer: Any,
+    *,
+    classes: Sequence[str],
+    device: str,
+    precision: str,
+    revisions: tuple[str, str] | None = None,
 ) -> Backend:
     """Load ``model`` (a ModelSpec: backend, path, build) with ``tokenizer`` (a TokenizerSpec:
-    path) on ``device`` at ``precision``. Fingerprints the files loaded (R1.1), maps the
-    model's labels to ``classes`` by name (R1.3), and runs a tiny forward so that a precision
-    the device cannot run fails here, before anything is measured."""
+    path) on ``device`` at ``precision``, reading each file once, and map the model's labels
+    to ``classes`` by name (R1.3). ``revisions`` = ``fingerprints_for(model, tokenizer)``,
+    taken before a timed load so that hashing is not load time (R3.2); without it the files
+    are hashed here (R1.1). No forward pass runs here: the first forward of a fresh process is
+    the timed cold pass (R3.2). A precision the device cannot run natively (bf16 without
+    hardware support) is refused before anything is read; any other failure becomes a
+    BackendError that says what failed, except out-of-memory, which propagates (R5.8)."""
+    import torch
+
+    from gpubench_nb.engine.backends.device_errors import as_backend_error
+
     torch_dtype(precision)  # an unknown precision fails before any file is read
     resolved = resolve_device(device)
-    kwargs = {"classes": tuple(classes), "device": resolved, "precision": precision}
+    check_precision(model.backend, resolved, precision)
+    kwargs = {
+        "classes": tuple(classes),
+        "device": resolved,
+        "precision": precision,
+        "revisions": revisions,
+    }
     if model.backend == "bow":
-        from gpubench_nb.engine.backends.bow import BowBackend
-
-        return BowBackend(model.path, tokenizer.path, **kwargs)
-    if model.backend == "minilm":
-        from gpubench_nb.engine.backends.minilm import MinilmBackend
-
-        return MinilmBackend(model.path, tokenizer.path, **kwargs)
-    if model.backend == "hf":
-        from gpubench_nb.engine.backends.hf import HfBackend
-
-        return HfBackend(model.path, tokenizer.path, **kwargs)
-    raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
+        from gpubench_nb.engine.backends.bow import BowBackend as backend_class
+    elif model.backend == "minilm":
+        from gpubench_nb.engine.backends.minilm import MinilmBackend as backend_class
+    elif model.backend == "hf":
+        from gpubench_nb.engine.backends.hf import HfBackend as backend_class
+    else:
+        raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
+    try:
+        return backend_class(model.path, tokenizer.path, **kwargs)
+    except (BackendError, torch.cuda.OutOfMemoryError):
+        raise
+    except (RuntimeError, ValueError, NotImplementedError, TypeError) as exc:
+        raise as_backend_error(
+            exc, backend=model.backend, device=resolved, precision=precision
+        ) from exc
 
 
 def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:

@@ -83,28 +83,39 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def check_precision_runs(
-    backend: str, device: torch.device, precision: str, probe: Callable[[], Any]
-) -> None:
-    """Run ``probe`` (a tiny forward on ``device`` at ``precision``) before anything is
-    measured, so a precision the device cannot run fails now with a clear message."""
-    import torch
+def native_bf16(device: torch.device, cuda: Any = None) -> bool:
+    """Whether ``device`` runs bf16 natively: emulation does not count, and the selected
+    device is asked, not the current one. (``torch.cuda.is_bf16_supported()`` counts emulation
+    by default, which on an older GPU means slow emulated kernels, and it allocates a probe
+    tensor on the current device to find out.)"""
+    if cuda is None:
+        import torch
 
-    if precision == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        cuda = torch.cuda
+    with cuda.device(device):
+        try:
+            return bool(cuda.is_bf16_supported(including_emulation=False))
+        except TypeError:  # torch < 2.4: no such argument, and emulation was not counted
+            return bool(cuda.is_bf16_supported())
+
+
+def check_precision(backend: str, device: torch.device, precision: str, cuda: Any = None) -> None:
+    """Refuse, before loading, a precision the device cannot run natively. Runs no model: the
+    first forward of a cold process must be the timed cold pass (R3.2), so a precision whose
+    kernels are missing shows up as that pass's recorded failure (R3.6), named by
+    ``engine.backends.device_errors``."""
+    torch_dtype(precision)
+    if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
+        if cuda is None:
+            import torch
+
+            cuda = torch.cuda
         raise BackendError(
-            f"precision bf16 is not supported by {torch.cuda.get_device_name(device)}; "
-            "declare fp16 or fp32 (a precision change is its own experiment, R2.2)",
+            f"backend {backend}: precision bf16 is not supported natively by "
+            f"{cuda.get_device_name(device)} ({device}); declare fp16 or fp32 (a precision "
+            "change is its own experiment, R2.2)",
             rule="R2.2",
         )
-    try:
-        probe()
-    except (RuntimeError, NotImplementedError, TypeError) as exc:
-        raise BackendError(
-            f"backend {backend} cannot run precision {precision} on device {device}: "
-            f"{type(exc).__name__}: {exc}. Declare another precision (e.g. fp32) or device; "
-            "a precision change is its own experiment (R2.2)",
-            rule="R2.2",
-        ) from exc
 
 
 def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[int]]:
@@ -228,11 +239,14 @@ class Backend:
         device: torch.device,
         precision: str,
         model_files: Callable[[Path], list[Path]],
+        revisions: tuple[str, str] | None = None,
     ) -> dict[str, Any]:
         """Open a folder written by ``build_model`` for this preset; return its metadata.
 
         Checks it was built for this backend and with this tokenizer (R1.1: another
-        tokenizer's IDs would mean other words), maps labels by name and fingerprints both.
+        tokenizer's IDs would mean other words) and maps labels by name. ``revisions``
+        (model, tokenizer) are the fingerprints taken before the timed load (R3.2); without
+        them both folders are hashed here.
         """
         from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
         from gpubench_nb.protocol.fingerprint import sha256_files
@@ -248,7 +262,8 @@ class Backend:
         self.device = device
         self.precision = precision
         self._map_labels(meta["classes"])
-        self.tokenizer = TextTokenizer(tokenizer_path)
+        model_revision, tokenizer_revision = revisions or (None, None)
+        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
         if self.tokenizer.revision != meta["tokenizer_revision"]:
             raise BackendError(
                 f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
@@ -258,7 +273,9 @@ class Backend:
                 rule="R1.1",
             )
         self.tokenizer_revision = self.tokenizer.revision
-        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
+        self.model_revision = model_revision or sha256_files(
+            model_files(self.model_path), self.model_path
+        )
         return meta
 
     def _map_labels(self, model_labels: Sequence[str]) -> None:

@@ -14,7 +14,6 @@ from gpubench_nb.engine.backends.base import (
     Batch,
     Tokenized,
     batch_order,
-    check_precision_runs,
     require_mapping,
     require_positive,
     torch_dtype,
@@ -244,6 +243,7 @@ class BowBackend(Backend):
         classes: Sequence[str],
         device: torch.device,
         precision: str,
+        revisions: tuple[str, str] | None = None,
     ) -> None:
         from safetensors.torch import load_file
 
@@ -254,6 +254,7 @@ class BowBackend(Backend):
             device=device,
             precision=precision,
             model_files=model_files,
+            revisions=revisions,
         )
         weights = self.model_path / WEIGHTS_FILE
         arch = meta["architecture"]
@@ -262,13 +263,6 @@ class BowBackend(Backend):
         module.load_state_dict(load_file(str(weights)))
         # The EmbeddingBag too is kept in the declared dtype.
         self.module = module.to(device=device, dtype=dtype).eval()
-        probe = Tokenized(input_ids=[[1, 2, 3], [4]], truncated_texts=0, dropped_tokens=0)
-        check_precision_runs(
-            "bow",
-            device,
-            precision,
-            lambda: self.predict(self.batches(probe, 2, "corpus_order")[0]),
-        )
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
         """Bags (flat IDs + offsets) on the device: no padding, so batch size adds no work."""

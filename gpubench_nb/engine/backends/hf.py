@@ -10,7 +10,6 @@ from gpubench_nb.engine.backends.base import (
     Backend,
     Batch,
     Tokenized,
-    check_precision_runs,
     padded_batches,
     torch_dtype,
 )
@@ -67,12 +66,6 @@ def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
     return min(usable) if usable else None
 
 
-def probe_batch(backend: Backend) -> Batch:
-    """One tiny real batch (two texts) for the precision probe at load time."""
-    tokenized = backend.tokenize(["precision probe", "a"], min(8, backend.max_context() or 8))
-    return backend.batches(tokenized, 2, "corpus_order")[0]
-
-
 class EncoderBackend(Backend):
     """A transformer encoder's shared parts: its context limit and padded batches."""
 
@@ -99,12 +92,16 @@ class HfBackend(EncoderBackend):
         classes: Sequence[str],
         device: torch.device,
         precision: str,
+        revisions: tuple[str, str] | None = None,
     ) -> None:
         from transformers import AutoModelForSequenceClassification
 
+        model_revision, tokenizer_revision = revisions or (None, None)
         self.model_path = require_folder(model_path, "model.path")
-        self.model_revision = sha256_files(model_files(self.model_path), self.model_path)
-        self.tokenizer = TextTokenizer(tokenizer_path)
+        self.model_revision = model_revision or sha256_files(
+            model_files(self.model_path), self.model_path
+        )
+        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
         self.tokenizer_revision = self.tokenizer.revision
         self.classes = tuple(classes)
         self.device = device
@@ -117,7 +114,6 @@ class HfBackend(EncoderBackend):
         self._map_labels(labels)
         self.module = model.to(device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
-        check_precision_runs("hf", device, precision, lambda: self.predict(probe_batch(self)))
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors).logits

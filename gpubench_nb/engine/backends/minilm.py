@@ -11,14 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.base import (
     METADATA_FILE,
-    check_precision_runs,
     padded_batches,
     require_mapping,
     require_positive,
     resolve_device,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context, probe_batch
+from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.presets import (
     BuildReport,
     copy_tokenizer,
@@ -259,6 +258,7 @@ class MinilmBackend(EncoderBackend):
         classes: Sequence[str],
         device: torch.device,
         precision: str,
+        revisions: tuple[str, str] | None = None,
     ) -> None:
         import torch
         from safetensors.torch import load_file
@@ -271,6 +271,7 @@ class MinilmBackend(EncoderBackend):
             device=device,
             precision=precision,
             model_files=model_files,
+            revisions=revisions,
         )
         dtype = torch_dtype(precision)
         encoder = from_pretrained(AutoModel, self.model_path, dtype)
@@ -279,7 +280,6 @@ class MinilmBackend(EncoderBackend):
         head.load_state_dict(state)
         self.module = minilm_module(encoder, head).to(device=device, dtype=dtype).eval()
         self._max_context = max_context(encoder.config, self.tokenizer)
-        check_precision_runs("minilm", device, precision, lambda: self.predict(probe_batch(self)))
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors)

@@ -60,12 +60,14 @@ def tokenizer_files(folder: Path) -> list[Path]:
 class TextTokenizer:
     """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, revision: str | None = None) -> None:
+        """Load the tokenizer once. ``revision``: its fingerprint, taken before a timed load
+        (R3.2); without it the files are hashed here."""
         offline()
         from transformers import AutoTokenizer
 
         self.path = require_folder(path, "tokenizer.path")
-        self.revision = sha256_files(tokenizer_files(self.path), self.path)
+        self.revision = revision or sha256_files(tokenizer_files(self.path), self.path)
         try:
             self.hf = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
         except (OSError, ValueError) as exc:
@@ -74,14 +76,10 @@ class TextTokenizer:
             ) from exc
         self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else 0
         self.special_count = self.hf.num_special_tokens_to_add(pair=False)
-        self._fast: Any = None
-        if getattr(self.hf, "is_fast", False):
-            from tokenizers import Tokenizer
-
-            # A private copy: the shared backend may carry padding/truncation state.
-            self._fast = Tokenizer.from_str(self.hf.backend_tokenizer.to_str())
-            self._fast.no_padding()
-            self._fast.no_truncation()
+        # The fast tokenizer's own Rust object, not a re-parsed copy (the tokenizer is loaded
+        # once, R3.2). transformers sets its padding/truncation per call, so tokenize() only
+        # has to clear any state left by such a call before encoding.
+        self._fast: Any = self.hf.backend_tokenizer if getattr(self.hf, "is_fast", False) else None
 
     @property
     def vocab_size(self) -> int:
@@ -108,6 +106,10 @@ class TextTokenizer:
         self.check_context(context, max_context)
         texts = list(texts)
         if self._fast is not None:
+            if self._fast.padding is not None:
+                self._fast.no_padding()
+            if self._fast.truncation is not None:
+                self._fast.no_truncation()
             encodings = self._fast.encode_batch(texts, add_special_tokens=True)
             full = [e.ids for e in encodings]
             cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]

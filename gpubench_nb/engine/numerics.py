@@ -1,0 +1,111 @@
+"""Settings that change a measured number without changing the declaration (R2.4, R2.5).
+
+TF32 and float32 matmul precision, reduced-precision reductions, enabled attention (SDPA)
+backends, the allocator and module-loading environment, and the cuDNN version: two runs that
+differ in any of these are not measuring the same computation. Read inside a call, never at
+import; a value that cannot be read is recorded as ``"not observable"``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+NOT_OBSERVABLE = "not observable"
+# Environment variables that change what is computed or what a memory reading means.
+ENV_VARS = (
+    "NVIDIA_TF32_OVERRIDE",  # 0 disables TF32 in cuBLAS/cuDNN whatever torch says
+    "PYTORCH_CUDA_ALLOC_CONF",  # changes what "reserved" means (R3.9)
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_HIP_ALLOC_CONF",
+    "CUDA_MODULE_LOADING",  # LAZY loads kernels at first use: part of a cold pass
+    "CUBLAS_WORKSPACE_CONFIG",
+    "CUDA_LAUNCH_BLOCKING",  # 1 makes every kernel launch synchronous
+    "TORCH_CUDNN_V8_API_DISABLED",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
+SDPA_BACKENDS = ("flash", "mem_efficient", "math", "cudnn")
+
+
+def _read(getter: Callable[[], Any]) -> Any:
+    """``getter()``, or ``"not observable"`` when this torch build cannot answer."""
+    try:
+        with warnings.catch_warnings():  # some of these flags are deprecated aliases
+            warnings.simplefilter("ignore")
+            value = getter()
+    except Exception:
+        return NOT_OBSERVABLE
+    return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
+
+
+def numeric_settings(torch_module: Any = None, environ: Mapping[str, str] | None = None) -> dict:
+    """What changes a number in this process, as JSON-able values (R2.4)."""
+    if torch_module is None:
+        import torch as torch_module
+    torch = torch_module
+    env = os.environ if environ is None else environ
+    cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
+    sdpa = {
+        name: _read(lambda n=name: getattr(cuda, f"{n}_sdp_enabled")()) for name in SDPA_BACKENDS
+    }
+    return {
+        "float32_matmul_precision": _read(torch.get_float32_matmul_precision),
+        "cuda_matmul_allow_tf32": _read(lambda: cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": _read(lambda: cudnn.allow_tf32),
+        "cuda_matmul_fp16_reduced_precision_reduction": _read(
+            lambda: cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "cuda_matmul_bf16_reduced_precision_reduction": _read(
+            lambda: cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
+        "sdpa_backends_enabled": sdpa,
+        "cudnn_version": _read(lambda: cudnn.version()),
+        "cudnn_benchmark": _read(lambda: cudnn.benchmark),
+        "deterministic_algorithms": _read(torch.are_deterministic_algorithms_enabled),
+        "cpu_threads": _read(torch.get_num_threads),
+        "environment": {name: env.get(name) for name in ENV_VARS},  # None = unset
+    }
+
+
+def _flag(value: Any) -> str:
+    if value is True:
+        return "on"
+    if value is False:
+        return "off"
+    return str(value)
+
+
+def numerics_note(settings: Mapping[str, Any]) -> str:
+    """One compact `notes` item: every setting that changes a number, unset ones included, so
+    that two rows whose values differ say so side by side (R2.5)."""
+    sdpa = settings.get("sdpa_backends_enabled") or {}
+    enabled = [name for name, on in sdpa.items() if on is True]
+    unknown = [name for name, on in sdpa.items() if on not in (True, False)]
+    sdpa_text = "+".join(enabled) or "none"
+    if unknown:
+        sdpa_text += f" ({'/'.join(unknown)} {NOT_OBSERVABLE})"
+    env = settings.get("environment") or {}
+    env_text = " ".join(
+        f"{name}={'unset' if env.get(name) is None else env.get(name)}"
+        for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
+    )
+    others = [
+        f"{name}={value}"
+        for name, value in env.items()
+        if value is not None
+        and name not in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
+    ]
+    return (
+        f"numerics: fp32_matmul={settings.get('float32_matmul_precision')} "
+        f"tf32 matmul/cudnn={_flag(settings.get('cuda_matmul_allow_tf32'))}/"
+        f"{_flag(settings.get('cudnn_allow_tf32'))} "
+        "reduced-precision reductions fp16/bf16="
+        f"{_flag(settings.get('cuda_matmul_fp16_reduced_precision_reduction'))}/"
+        f"{_flag(settings.get('cuda_matmul_bf16_reduced_precision_reduction'))} "
+        f"sdpa={sdpa_text} cudnn={settings.get('cudnn_version')} {env_text}"
+        + (f" {' '.join(others)}" if others else "")
+        + " (R2.4)"
+    )

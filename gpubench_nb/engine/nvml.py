@@ -1,0 +1,266 @@
+"""What NVML says about the GPUs a run used: SKU details that change speed (R2.4) and the
+other processes on them (R2.5). Where NVML cannot be asked: ``"not observable"``, never none.
+
+Three traps handled here: CUDA_VISIBLE_DEVICES renumbers torch's devices but not NVML's
+(devices are matched by UUID, never silently by index); a MIG slice has a ``MIG-`` UUID and its
+parent GPU holds the clocks and limits; in a container NVML reports host PIDs, so this process
+may not recognise itself (then the PIDs are declared not comparable instead of guessed).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+NOT_OBSERVABLE = "not observable"
+_PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
+
+
+def load_nvml() -> Any | None:
+    """The initialised ``pynvml`` module, or None (no NVIDIA driver, ROCm, CPU machine)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:
+        return None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ask(getter: Any, *args: Any) -> Any:
+    try:
+        return getter(*args)
+    except Exception:
+        return NOT_OBSERVABLE
+
+
+def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = None) -> Any | None:
+    """The NVML handle of torch's CUDA device ``index``, matched by UUID (``GPU-`` or, for a MIG
+    slice, ``MIG-``). By index only when torch reports no UUID and no MIG device is visible; on
+    MIG an unmatched UUID is ``None`` (not observable), never GPU 0."""
+    if torch_cuda is None:
+        import torch
+
+        torch_cuda = torch.cuda
+    env = os.environ if environ is None else environ
+    try:
+        uuid = str(torch_cuda.get_device_properties(index).uuid or "")
+    except Exception:
+        uuid = ""
+    if uuid:
+        bare = uuid.removeprefix("GPU-").removeprefix("MIG-")
+        for candidate in dict.fromkeys((uuid, f"GPU-{bare}", f"MIG-{bare}")):
+            try:
+                return nvml.nvmlDeviceGetHandleByUUID(candidate)
+            except Exception:
+                continue
+        return None  # torch knows the device's UUID and NVML does not: do not guess
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if any(v.startswith("MIG-") for v in visible) or _mig_enabled_anywhere(nvml):
+        return None
+    try:
+        physical = int(visible[index]) if visible and visible[index].isdigit() else index
+        return nvml.nvmlDeviceGetHandleByIndex(physical)
+    except Exception:
+        return None
+
+
+def _mig_enabled_anywhere(nvml: Any) -> bool:
+    try:
+        for i in range(nvml.nvmlDeviceGetCount()):
+            current = nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(i))[0]
+            if current:
+                return True
+    except Exception:
+        return False
+    return False
+
+
+def _parent(nvml: Any, handle: Any) -> Any:
+    """The physical GPU of a MIG slice (clocks, power and ECC live there); else ``handle``."""
+    try:
+        if nvml.nvmlDeviceIsMigDeviceHandle(handle):
+            return nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+    except Exception:
+        pass
+    return handle
+
+
+def form_factor(board_name: str) -> str:
+    """SXM / PCIe / NVL where the board name says so (NVML has no form-factor query)."""
+    upper = board_name.upper()
+    for token, label in (("SXM", "SXM"), ("PCIE", "PCIe"), ("NVL", "NVL")):
+        if token in upper:
+            return label
+    if "HBM3" in upper and "H100" in upper:  # e.g. "NVIDIA H100 80GB HBM3" is the SXM5 board
+        return "SXM (H100 HBM3 board)"
+    return "not stated by NVML"
+
+
+def cuda_driver_runtime(nvml: Any | None) -> str:
+    """The CUDA version the driver supports (``nvmlSystemGetCudaDriverVersion``), e.g.
+    ``cuda 12.8``; torch's own ``torch.version.cuda`` is recorded beside it."""
+    if nvml is None:
+        return NOT_OBSERVABLE
+    value = _ask(nvml.nvmlSystemGetCudaDriverVersion)
+    if not isinstance(value, int):
+        return NOT_OBSERVABLE
+    return f"cuda {value // 1000}.{(value % 1000) // 10}"
+
+
+def sku_details(nvml: Any | None, devices: Iterable[Any], torch_cuda: Any = None) -> list[dict]:
+    """Per used GPU: board name, form factor, power limit, current/max SM and memory clocks,
+    persistence, MIG and ECC modes (R2.4). Each field is a value or ``"not observable"``."""
+    out = []
+    for dev in devices:
+        index = getattr(dev, "index", dev)
+        row: dict[str, Any] = {"device": str(dev)}
+        handle = None if nvml is None else handle_for(nvml, index, torch_cuda)
+        if handle is None:
+            row["nvml"] = NOT_OBSERVABLE
+            out.append(row)
+            continue
+        gpu = _parent(nvml, handle)
+        name = _ask(nvml.nvmlDeviceGetName, gpu)
+        name = _text(name) if name != NOT_OBSERVABLE else name
+        row.update(
+            board_name=name,
+            form_factor=form_factor(name) if name != NOT_OBSERVABLE else NOT_OBSERVABLE,
+            board_part_number=_str_or(_ask(nvml.nvmlDeviceGetBoardPartNumber, gpu)),
+            is_mig_slice=gpu is not handle,
+            power_limit_watts=_milli(_ask(nvml.nvmlDeviceGetPowerManagementLimit, gpu)),
+            enforced_power_limit_watts=_milli(_ask(nvml.nvmlDeviceGetEnforcedPowerLimit, gpu)),
+            sm_clock_mhz=_ask(nvml.nvmlDeviceGetClockInfo, gpu, _const(nvml, "NVML_CLOCK_SM", 1)),
+            memory_clock_mhz=_ask(
+                nvml.nvmlDeviceGetClockInfo, gpu, _const(nvml, "NVML_CLOCK_MEM", 2)
+            ),
+            max_sm_clock_mhz=_ask(
+                nvml.nvmlDeviceGetMaxClockInfo, gpu, _const(nvml, "NVML_CLOCK_SM", 1)
+            ),
+            persistence_mode=_mode(_ask(nvml.nvmlDeviceGetPersistenceMode, gpu)),
+            mig_mode=_mode(_ask(nvml.nvmlDeviceGetMigMode, gpu)),
+            ecc_mode=_mode(_ask(nvml.nvmlDeviceGetEccMode, gpu)),
+        )
+        out.append(row)
+    return out
+
+
+def _const(nvml: Any, name: str, default: int) -> int:
+    return getattr(nvml, name, default)
+
+
+def _str_or(value: Any) -> str:
+    return value if value == NOT_OBSERVABLE else _text(value)
+
+
+def _milli(value: Any) -> Any:
+    return round(value / 1000, 1) if isinstance(value, int) else NOT_OBSERVABLE
+
+
+def _mode(value: Any) -> Any:
+    """NVML modes: an int, or a (current, pending) pair; recorded as on/off (+ pending)."""
+    if isinstance(value, (list, tuple)) and value:
+        current = "on" if value[0] else "off"
+        pending = "on" if len(value) > 1 and value[1] else "off"
+        return current if len(value) < 2 or pending == current else f"{current} (pending {pending})"
+    if isinstance(value, int):
+        return "on" if value else "off"
+    return NOT_OBSERVABLE
+
+
+def process_survey(
+    nvml: Any | None,
+    devices: Iterable[Any],
+    *,
+    own_pid: int | None = None,
+    holds_context: bool = False,
+    torch_cuda: Any = None,
+) -> dict[str, Any]:
+    """The processes NVML sees on the used GPUs, and which of them are foreign (R2.5).
+
+    ``{"observable", "pids_comparable", "seen", "foreign", "reason"}``. Not observable when
+    NVML is absent, a device has no handle, or both process queries fail (never "none").
+    ``holds_context``: this process already has a CUDA context there, so NVML must list it; if
+    its PID is absent while others are listed, NVML reports PIDs of another (the host's) PID
+    namespace and the foreign ones cannot be told from this one: ``foreign`` is then None.
+    """
+    me = os.getpid() if own_pid is None else own_pid
+    devices = list(devices)
+    if nvml is None:
+        return _unobservable("NVML is not available (no NVIDIA driver, ROCm or CPU)")
+    seen: list[dict[str, Any]] = []
+    for dev in devices:
+        handle = handle_for(nvml, getattr(dev, "index", dev), torch_cuda)
+        if handle is None:
+            return _unobservable(f"no NVML handle matches {dev} (UUID unmatched, e.g. MIG)")
+        answered = 0
+        for getter in _PROCESS_GETTERS:
+            try:
+                procs = getattr(nvml, getter)(handle)
+            except Exception:
+                continue
+            answered += 1
+            for proc in procs:
+                used = getattr(proc, "usedGpuMemory", None)
+                entry = {
+                    "device": str(dev),
+                    "pid": int(proc.pid),
+                    "used_bytes": int(used) if isinstance(used, int) else None,
+                }
+                if entry not in seen:
+                    seen.append(entry)
+        if answered == 0:
+            return _unobservable(f"both NVML process queries failed on {dev}")
+    pids = {p["pid"] for p in seen}
+    if me in pids:
+        foreign = [p for p in seen if p["pid"] != me]
+        return _survey(True, True, seen, foreign, None)
+    if holds_context:
+        if not seen:
+            return _unobservable("NVML lists no process, not even this one (it holds a context)")
+        return _survey(
+            True,
+            False,
+            seen,
+            None,
+            f"this process (pid {me}) is not among NVML's PIDs: they belong to another PID "
+            "namespace (container), so this run cannot be told from the others",
+        )
+    return _survey(True, True, seen, list(seen), None)
+
+
+def _survey(observable: bool, comparable: Any, seen: Any, foreign: Any, reason: Any) -> dict:
+    return {
+        "observable": observable,
+        "pids_comparable": comparable,
+        "seen": seen,
+        "foreign": foreign,
+        "reason": reason,
+    }
+
+
+def _unobservable(reason: str) -> dict[str, Any]:
+    return _survey(False, None, None, None, reason)
+
+
+def survey_text(survey: dict[str, Any] | None) -> str:
+    """The `notes` form of a process survey."""
+    if not survey or not survey.get("observable"):
+        return NOT_OBSERVABLE
+    if survey.get("foreign") is None:
+        return (
+            f"not comparable ({len(survey.get('seen') or [])} GPU process(es) seen in another "
+            "PID namespace, this run among them)"
+        )
+    if not survey["foreign"]:
+        return "none"
+    parts = []
+    for p in survey["foreign"]:
+        used = "?" if p.get("used_bytes") is None else f"{p['used_bytes']} B"
+        parts.append(f"pid {p['pid']} on {p['device']} ({used})")
+    return " ".join(parts)

@@ -1,0 +1,105 @@
+"""Concurrency on the machine (R2.5): busy foreign processes from a fake /proc, load average,
+and what the notes say; numerics (R2.4) in notes so that differing rows say so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.numerics import numeric_settings, numerics_note
+
+
+def _stat(proc: Path, pid: int, name: str, utime: int, stime: int) -> None:
+    folder = proc / str(pid)
+    folder.mkdir(exist_ok=True)
+    fields = ["S", "1"] + ["0"] * 9 + [str(utime), str(stime)] + ["0"] * 30
+    (folder / "stat").write_text(f"{pid} ({name}) {' '.join(fields)}\n", encoding="utf-8")
+
+
+def test_busy_foreign_processes_are_found_and_self_is_excluded(tmp_path) -> None:
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "self").mkdir()  # non-numeric entries are ignored
+    for pid, name in ((10, "me"), (20, "bench (x) y"), (30, "idle"), (40, "half")):
+        _stat(proc, pid, name, 100, 100)
+    now = iter([0.0, 2.0])
+
+    def sleep(seconds: float) -> None:  # two seconds pass; 100 ticks per second
+        _stat(proc, 10, "me", 300, 100)  # ourselves, busy: never listed
+        _stat(proc, 20, "bench (x) y", 250, 250)  # 300 ticks = 1.5 cores
+        _stat(proc, 30, "idle", 101, 100)  # 0.005 core: below 10 %
+        _stat(proc, 40, "half", 150, 150)  # 0.5 core
+        _stat(proc, 50, "new", 999, 0)  # started during the window: no before reading
+
+    record = cpu_activity(
+        proc=proc,
+        sleep=sleep,
+        clock=lambda: next(now),
+        own_pid=10,
+        ticks_per_second=100,
+        load_average=lambda: 3.5,
+    )
+    assert record["load_average_1min"] == 3.5
+    assert record["busy_processes"] == [
+        {"pid": 20, "name": "bench (x) y", "cpu_share": 1.5},
+        {"pid": 40, "name": "half", "cpu_share": 0.5},
+    ]
+    text = activity_text(record)
+    assert text == "load1=3.50 busy_cpu=pid 20 bench (x) y (1.50 core), pid 40 half (0.50 core)"
+
+
+def test_unreadable_proc_is_not_observable_and_quiet_is_none(tmp_path) -> None:
+    record = cpu_activity(proc=tmp_path / "absent", sleep=lambda s: None, load_average=lambda: 0.1)
+    assert record["busy_processes"] == "not observable"
+    assert activity_text(record) == "load1=0.10 busy_cpu=not observable"
+    quiet = tmp_path / "proc"
+    quiet.mkdir()
+    record = cpu_activity(proc=quiet, sleep=lambda s: None, load_average=lambda: 0.1)
+    assert activity_text(record) == "load1=0.10 busy_cpu=none"
+
+
+def test_real_proc_sample_runs_here() -> None:
+    record = cpu_activity(window_seconds=0.05)
+    assert isinstance(record["busy_processes"], list)
+    assert all(p["pid"] != __import__("os").getpid() for p in record["busy_processes"])
+
+
+def test_numerics_are_read_and_a_changed_setting_changes_the_note(monkeypatch) -> None:
+    base = numeric_settings()
+    assert base["float32_matmul_precision"] == torch.get_float32_matmul_precision()
+    assert base["cuda_matmul_allow_tf32"] == torch.backends.cuda.matmul.allow_tf32
+    assert base["cudnn_allow_tf32"] == torch.backends.cudnn.allow_tf32
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("high")
+        monkeypatch.setenv("NVIDIA_TF32_OVERRIDE", "0")
+        changed = numeric_settings()
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert changed["float32_matmul_precision"] == "high"
+    assert changed["environment"]["NVIDIA_TF32_OVERRIDE"] == "0"
+    note, other = numerics_note(base), numerics_note(changed)
+    assert note != other and "fp32_matmul=high" in other and "NVIDIA_TF32_OVERRIDE=0" in other
+
+
+def test_numerics_unreadable_flags_are_not_observable() -> None:
+    class Broken:
+        def __getattr__(self, name):
+            raise RuntimeError("no such flag in this build")
+
+    fake = type(
+        "FakeTorch",
+        (),
+        {
+            "backends": type("B", (), {"cuda": Broken(), "cudnn": Broken()})(),
+            "get_float32_matmul_precision": staticmethod(lambda: "highest"),
+            "are_deterministic_algorithms_enabled": staticmethod(lambda: False),
+            "get_num_threads": staticmethod(lambda: 2),
+        },
+    )
+    settings = numeric_settings(fake, environ={})
+    assert settings["cuda_matmul_allow_tf32"] == "not observable"
+    assert settings["sdpa_backends_enabled"]["flash"] == "not observable"
+    assert "sdpa=none (flash/mem_efficient/math/cudnn not observable)" in numerics_note(settings)

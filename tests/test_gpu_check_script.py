@@ -1,0 +1,72 @@
+"""scripts/gpu_check.py's verdict logic: a timer that skipped the synchronise, a forward during
+load or a peak below the weights must FAIL (the GPU runs themselves need a GPU)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check.py"
+
+
+@pytest.fixture(scope="module")
+def gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check_script", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_timer_bounds_catch_a_missing_synchronise(gpu_check) -> None:
+    events = 0.050  # 50 ms of GPU work between the two events
+    assert gpu_check.within(0.0505, events)  # sync + perf_counter: a little more
+    assert not gpu_check.within(0.00004, events)  # no sync: only the launch was timed
+    assert not gpu_check.within(0.049, events)  # shorter than the GPU work: impossible
+    assert not gpu_check.within(0.060, events)  # 20 % more: something else was timed
+
+
+def _row(**changes):
+    memory = {
+        "baseline_allocated_bytes": 100,
+        "baseline_reserved_bytes": 200,
+        "peak_allocated_bytes": 1000,
+        "peak_reserved_bytes": 2000,
+    }
+    row = {
+        "error": None,
+        "forwards_during_load": 0,
+        "cuda_context_seconds": 0.4,
+        "fingerprint_seconds": 0.01,
+        "load_seconds": 0.2,
+        "weight_bytes": 900,
+        "cold_seconds": 0.0502,
+        "cold_event_seconds": 0.0500,
+        "warm_seconds": 0.0301,
+        "warm_event_seconds": 0.0300,
+        "cold_memory": memory,
+        "warm_memory": memory,
+    }
+    row.update(changes)
+    return row
+
+
+def test_cold_row_verdicts(gpu_check, capsys) -> None:
+    gpu_check.VERDICTS.clear()
+    gpu_check.judge_cold("good", _row())
+    gpu_check.judge_cold("probe", _row(forwards_during_load=1))
+    gpu_check.judge_cold("nosync", _row(warm_seconds=0.0001))
+    gpu_check.judge_cold("weights", _row(weight_bytes=5000))
+    gpu_check.judge_cold("failed", _row(error="load failed: OutOfMemoryError: ..."))
+    gpu_check.judge_cold("cpu", _row(cuda_context_seconds=None, cold_event_seconds=None), False)
+    status = {name: result for name, result, _ in gpu_check.VERDICTS}
+    assert status == {
+        "good": "PASS",
+        "probe": "FAIL",
+        "nosync": "FAIL",
+        "weights": "FAIL",
+        "failed": "FAIL",
+        "cpu": "PASS",
+    }
+    assert "VERDICT probe: FAIL (1 forward(s) ran during load)" in capsys.readouterr().out
