@@ -47,6 +47,11 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             else:
                 found.extend(differences(old[key], new[key], path))
         return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = []  # item by item, so a changed variant setting reads `variants[0].context`
+        for index, (before, after) in enumerate(zip(old, new, strict=True)):
+            found.extend(differences(before, after, f"{where}[{index}]"))
+        return found
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
