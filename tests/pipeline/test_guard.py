@@ -221,6 +221,21 @@ def test_second_writer_is_refused_with_the_holders_pid_and_host(
     assert lock_path(result.bundle_dir).parent == outputs  # beside the bundle, not inside
 
 
+def test_fresh_never_sets_aside_a_bundle_another_writer_holds(
+    sealed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    experiment, bundle = copy_of(sealed, tmp_path)
+    before = snapshot(bundle)
+    holder = _holder(bundle)
+    try:
+        with pytest.raises(BundleError, match=f"PID {holder.pid}"):
+            orch.run_experiment(experiment, output_dir=bundle.parent, fresh=True)
+    finally:
+        _kill(holder)
+    assert snapshot(bundle) == before
+    assert [p.name for p in bundle.parent.iterdir() if "discarded" in p.name] == []
+
+
 def test_a_kernel_step_alone_is_refused_while_a_run_holds_the_bundle(
     sealed: tuple[Path, Path], tmp_path: Path
 ) -> None:
