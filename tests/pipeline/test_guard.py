@@ -427,3 +427,20 @@ def test_check_bundle_catches_a_forged_row_even_under_a_rewritten_manifest(
     problems = check_bundle(bundle)
     assert any("elapsed_seconds=0.001 but run.json recorded" in p for p in problems), problems
     assert any("context=8 but the run applied 64" in p for p in problems), problems
+
+
+def test_a_rerun_that_adds_runs_verifies_then_unseals_then_seals_again(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    experiment = make_experiment(tmp_path / "exp", data_dir, "grow", repeats=1)
+    outputs = tmp_path / "outputs"
+    first = orch.run_experiment(experiment, output_dir=outputs, variants=["b1"])
+    assert {r["variant_id"] for r in first.rows} == {"b1"} and check_bundle(first.bundle_dir) == []
+    (first.bundle_dir / "environment.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(BundleError, match="environment.json: changed"):
+        orch.run_experiment(experiment, output_dir=outputs)  # adding runs verifies first, too
+    shutil.rmtree(first.bundle_dir)
+    orch.run_experiment(experiment, output_dir=outputs, variants=["b1"])
+    result = orch.run_experiment(experiment, output_dir=outputs)
+    assert {r["variant_id"] for r in result.rows} == {"b1", "b4"}
+    assert check_bundle(result.bundle_dir) == []
