@@ -110,6 +110,12 @@ def require_frozen(
     """
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
+    if not isinstance(lock, dict):
+        raise ProtocolError(
+            f"{step} refused: {path} is not a JSON object; restore the bundle's lock or "
+            "discard the bundle with --fresh",
+            rule="R1.3",
+        )
     frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
     changed = []
     if canonical_sha256(frozen) != lock.get("sha256"):
