@@ -47,6 +47,11 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
             else:
                 found.extend(differences(old[key], new[key], path))
         return found
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        found = []  # item by item, so a changed variant setting reads `variants[0].context`
+        for index, (before, after) in enumerate(zip(old, new, strict=True)):
+            found.extend(differences(before, after, f"{where}[{index}]"))
+        return found
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
@@ -105,6 +110,12 @@ def require_frozen(
     """
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
+    if not isinstance(lock, dict):
+        raise ProtocolError(
+            f"{step} refused: {path} is not a JSON object; restore the bundle's lock or "
+            "discard the bundle with --fresh",
+            rule="R1.3",
+        )
     frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
     changed = []
     if canonical_sha256(frozen) != lock.get("sha256"):

@@ -221,6 +221,21 @@ def test_second_writer_is_refused_with_the_holders_pid_and_host(
     assert lock_path(result.bundle_dir).parent == outputs  # beside the bundle, not inside
 
 
+def test_fresh_never_sets_aside_a_bundle_another_writer_holds(
+    sealed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    experiment, bundle = copy_of(sealed, tmp_path)
+    before = snapshot(bundle)
+    holder = _holder(bundle)
+    try:
+        with pytest.raises(BundleError, match=f"PID {holder.pid}"):
+            orch.run_experiment(experiment, output_dir=bundle.parent, fresh=True)
+    finally:
+        _kill(holder)
+    assert snapshot(bundle) == before
+    assert [p.name for p in bundle.parent.iterdir() if "discarded" in p.name] == []
+
+
 def test_a_kernel_step_alone_is_refused_while_a_run_holds_the_bundle(
     sealed: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -412,3 +427,20 @@ def test_check_bundle_catches_a_forged_row_even_under_a_rewritten_manifest(
     problems = check_bundle(bundle)
     assert any("elapsed_seconds=0.001 but run.json recorded" in p for p in problems), problems
     assert any("context=8 but the run applied 64" in p for p in problems), problems
+
+
+def test_a_rerun_that_adds_runs_verifies_then_unseals_then_seals_again(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    experiment = make_experiment(tmp_path / "exp", data_dir, "grow", repeats=1)
+    outputs = tmp_path / "outputs"
+    first = orch.run_experiment(experiment, output_dir=outputs, variants=["b1"])
+    assert {r["variant_id"] for r in first.rows} == {"b1"} and check_bundle(first.bundle_dir) == []
+    (first.bundle_dir / "environment.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(BundleError, match="environment.json: changed"):
+        orch.run_experiment(experiment, output_dir=outputs)  # adding runs verifies first, too
+    shutil.rmtree(first.bundle_dir)
+    orch.run_experiment(experiment, output_dir=outputs, variants=["b1"])
+    result = orch.run_experiment(experiment, output_dir=outputs)
+    assert {r["variant_id"] for r in result.rows} == {"b1", "b4"}
+    assert check_bundle(result.bundle_dir) == []
