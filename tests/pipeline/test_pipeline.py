@@ -69,6 +69,7 @@ def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: ob
             "scope": "processing",
             "warmup_iterations": 1,
             "repeats": 2,
+            "repeats_reason": "a test of the pipeline, not a measurement (CI time)",
             "order": "alternating",
             **timing,
         },
