@@ -61,7 +61,10 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     )
     if corpus.revision != lock["fingerprints"]["corpus_revision"]:
         problems.append("protocol/corpus: revision differs from the frozen corpus_revision (R1.1)")
-    expected = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8").splitlines()
+    # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
+    # str.splitlines would also split on \x1c, \x85, U+2028 ...
+    text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
+    expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
     rows = read_rows(csv_path)
