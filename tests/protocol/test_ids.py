@@ -81,7 +81,7 @@ def test_two_ids_equal_after_nfc_are_one_id_twice(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["id", "label", "text"])
 def test_a_corpus_record_giving_a_key_twice_is_refused(tmp_path: Path, key: str) -> None:
-    record = '{"id": "x", "text": "t", "label": "a", "%s": "b"}' % key
+    record = '{"id": "x", "text": "t", "label": "a", "' + key + '": "b"}'
     message = _refusal(_jsonl(tmp_path / "c.jsonl", [json.dumps(_items(["ok"])[0]), record]))
     assert f"line 2: key '{key}' is given twice in one object" in message
 
@@ -113,7 +113,8 @@ def test_a_prediction_giving_a_key_twice_is_malformed(tmp_path: Path, key: str) 
     corpus = load_corpus(_jsonl(tmp_path / "c.jsonl", _items(["x", "y"])), classes=CLASSES)
     second = {"id": '"y", "label": "b", "id": "x"', "label": '"y", "label": "b", "label": "a"'}
     path = tmp_path / "p.jsonl"
-    path.write_text('{"id": "x", "label": "a"}\n{"id": %s}\n' % second[key], encoding="utf-8")
+    text = '{"id": "x", "label": "a"}\n{"id": ' + second[key] + "}\n"
+    path.write_text(text, encoding="utf-8")
     report = check_predictions(corpus, path, CLASSES, QUALITY)
     assert not report.format_valid and not report.corpus_accepted
     assert report.malformed_lines[0]["line"] == 2
