@@ -152,7 +152,7 @@ def read_yaml(
     try:
         if path.is_dir():
             raise error(
-                f"{path}: is a folder, not a {what} file. Fix: give the YAML file inside it",
+                f"{path}: is a folder, not the {what} file. Fix: give the YAML file inside it",
                 rule=rule,
             )
         size = path.stat().st_size

@@ -13,24 +13,15 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpubench_nb.errors import CorpusError
-from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.acceptance import check_predictions
-from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.corpus import (
     check_disjoint,
     load_corpus,
-    load_experiment_corpus,
-    write_expected_ids,
 )
-from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import QualitySpec
 from gpubench_nb.protocol.ids import id_problem
-from gpubench_nb.protocol.lock import freeze
-from gpubench_nb.protocol.quality import fill_quality
-from gpubench_nb.protocol.results import empty_row, write_rows_atomic
 
 CLASSES = ("a", "b")
 QUALITY = QualitySpec(metric="accuracy", threshold=0.5, tolerance=0.1, reference_variant="b1")
@@ -154,76 +145,3 @@ def test_an_id_shared_across_splits_in_two_spellings_is_leakage(tmp_path: Path) 
     tr = _jsonl(tmp_path / "train.jsonl", [{"id": CAFE_NFD, "text": "two", "label": "a"}])
     with pytest.raises(CorpusError, match="1 ID\\(s\\) in both eval"):
         check_disjoint(load_corpus(ev), {"train": load_corpus(tr)})
-
-
-# --- a bundle with unusual IDs round-trips through check-bundle -----------------------------
-
-
-def _row(variant: str, phase: str, index: int, corpus_revision: str) -> dict:
-    row = empty_row()
-    row.update(
-        experiment_id="ids",
-        variant_id=variant,
-        corpus_revision=corpus_revision,
-        model_revision="ab" * 32,
-        tokenizer_revision="cd" * 32,
-        seed=7,
-        gpu_count=0,
-        device="cpu",
-        python_version="3.11.7",
-        torch_version="2.13.0",
-        precision="fp32",
-        batch=1,
-        context=64,
-        phase=phase,
-        run_index=index,
-        warmup_iterations=1,
-        elapsed_seconds=0.5,
-        notes="scope processing",
-    )
-    return row
-
-
-def test_check_bundle_round_trips_unusual_but_valid_ids(tmp_path: Path) -> None:
-    corpus_path = _jsonl(tmp_path / "eval.jsonl", _items(UNUSUAL_IDS))
-    declaration = {
-        "experiment_id": "ids",
-        "seed": 7,
-        "corpus": {"path": "eval.jsonl"},
-        "classes": list(CLASSES),
-        "quality": {"metric": "accuracy", "threshold": 0.5, "tolerance": 0.1},
-        "model": {"backend": "bow", "path": "model"},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64},
-        "knob": "batch",
-        "variants": [{"id": "b1", "batch": 1}],
-        "timing": {"scope": "processing", "warmup_iterations": 1},
-    }
-    declaration["quality"]["reference_variant"] = "b1"
-    source = tmp_path / "exp.yaml"
-    source.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    exp = load_experiment(source)
-    corpus = load_experiment_corpus(exp)
-    bundle = tmp_path / "outputs" / "ids"
-    bundle.mkdir(parents=True)
-    fingerprints = {
-        "corpus_revision": corpus.revision,
-        "model_revision": "ab" * 32,
-        "tokenizer_revision": "cd" * 32,
-    }
-    freeze(bundle, exp, fingerprints)
-    (bundle / "protocol").mkdir()
-    (bundle / "protocol" / "corpus.jsonl").write_bytes(corpus_path.read_bytes())
-    write_expected_ids(corpus, bundle / layout.EXPECTED_IDS_NAME)
-    run = layout.run_dir(bundle, "b1", "warm", 1)
-    run.mkdir(parents=True)
-    gold = [(item.id, item.label) for item in corpus.items]
-    _predictions(run / "predictions.jsonl", gold[::-1])  # any order: sets are compared
-    write_rows_atomic(bundle / layout.CSV_NAME, [_row("b1", "warm", 1, corpus.revision)])
-    fill_quality(bundle, corpus, exp.classes, exp.quality)
-    layout.write_manifest(bundle)
-    assert check_bundle(bundle) == []
-    kept = (bundle / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
-    assert kept.split("\n")[:-1] == UNUSUAL_IDS
-    checks = json.loads((run / "checks.json").read_text(encoding="utf-8"))
-    assert checks["ids_match"] is True and checks["corpus_accepted"] is True
