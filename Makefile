@@ -18,11 +18,13 @@ export TRANSFORMERS_OFFLINE := 1
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# The last step installs the venv's python3 kernelspec, launched without ipykernel's TCP notice
+# (gpubench_nb/kernel.py), so the plain papermill CLI prints no such warning either.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH)"
 	$(BIN)/python -m pip install -q -e ".[dev]"
-	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	$(BIN)/python -m gpubench_nb.kernel install >/dev/null
 	touch $@
 
 demo: $(STAMP)

@@ -24,6 +24,7 @@ import pandas as pd
 import gpubench_nb
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
+from gpubench_nb.kernel import papermill_options
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
     Bundle,
@@ -327,6 +328,7 @@ def render_report(
             cwd=str(NOTEBOOK.parent.parent),
             progress_bar=False,
             log_output=False,
+            **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
         )
         os.replace(partial, executed)
     except papermill.PapermillExecutionError as exc:
