@@ -162,3 +162,19 @@ def test_a_closed_stdout_gives_one_line_and_no_traceback(demo: str) -> None:
     assert process.wait() == 141
     assert "output stopped: standard output was closed" in err
     assert "Traceback" not in err and "Exception ignored" not in err
+
+
+def test_calcul_forfaits_with_a_closed_stdout_gives_one_line() -> None:
+    argv = ["--offers", "parameters/offers.yaml", "--offer", "h100-example", "--days", "7"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gpubench_nb.economics.calcul_forfaits", *argv, "--lots", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+    )
+    process.stdout.close()
+    with process.stderr:
+        err = process.stderr.read().decode()
+    assert process.wait() == 141
+    assert "output stopped" in err and "Traceback" not in err
