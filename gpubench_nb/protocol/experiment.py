@@ -338,10 +338,12 @@ def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> 
         if all(k in fixed for k in SETTING_KEYS if k != knob):
             settings = Settings(**{**fixed, knob: knob_value})
             variants.append(Variant(id=variant_id, settings=settings, knob_value=knob_value))
-    ids = [v.id for v in variants]
+    ids = [v.id.casefold() for v in variants]  # runs/<id>/ folders: b1 and B1 are one on macOS
     for variant_id in sorted({v for v in ids if ids.count(v) > 1}):
         check.fail(
-            "variants", f"variant id {variant_id!r} is used twice", "give each variant its own id"
+            "variants",
+            f"variant id {variant_id!r} is used twice (ids differing only in case count as one)",
+            "give each variant its own id",
         )
     values = [repr(v.knob_value) for v in variants]
     for knob_value in sorted({v for v in values if values.count(v) > 1}):

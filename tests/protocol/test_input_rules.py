@@ -206,3 +206,9 @@ def test_lock_json_of_the_demo_is_unchanged_by_the_new_rules(repo_root: Path) ->
     timing = exp.normalised()["timing"]
     assert set(timing) == {"scope", "warmup_iterations", "repeats", "order", "order_seed"}
     json.dumps(exp.normalised())
+
+
+def test_variant_ids_differing_only_in_case_are_one_folder(tmp_path: Path) -> None:
+    data = _declaration()
+    data["variants"][1]["id"] = "B1"
+    assert "variant id 'b1' is used twice" in _error(tmp_path, data)
