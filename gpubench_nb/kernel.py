@@ -74,7 +74,12 @@ def install(prefix: Path, name: str = "python3") -> Path:
     folder = Path(ipykernel_install(kernel_name=name, prefix=str(prefix)))
     spec_path = folder / "kernel.json"
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    spec["argv"] = [sys.executable, "-m", "gpubench_nb.kernel", "-f", "{connection_file}"]
+    # ipykernel's own command with its launcher swapped for ours (its flags, e.g.
+    # -Xfrozen_modules=off for the debugger, are kept).
+    argv = [a if a != "ipykernel_launcher" else "gpubench_nb.kernel" for a in spec["argv"]]
+    if "gpubench_nb.kernel" not in argv:
+        argv = [sys.executable, "-m", "gpubench_nb.kernel", "-f", "{connection_file}"]
+    spec["argv"] = argv
     spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
     return folder
 
