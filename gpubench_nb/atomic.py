@@ -4,17 +4,50 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
 
+def _current_umask() -> int:
+    """The process umask: read from /proc where it is shown (no window where it is changed)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o077)  # elsewhere it can only be read by setting it; set it back at once
+    os.umask(mask)
+    return mask
+
+
+def _final_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would leave: the existing file's, else 0666 & ~umask.
+
+    ``mkstemp`` creates its file 0600 whatever the umask; renamed into place as is, every
+    bundle file would be unreadable by the colleagues it is meant for (issue 16).
+    """
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_current_umask()
+
+
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix."""
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix.
+
+    The file ends with the permissions a plain ``open()`` would give it: an existing file keeps
+    its mode, a new one gets 0666 minus the umask.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = _final_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)
             handle.flush()
@@ -35,7 +68,7 @@ def append_text_durable(path: Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     data = text.encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
     try:
         written = os.write(fd, data)
         if written != len(data):  # pragma: no cover - only on a full disk

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gpubench_nb.errors import BundleError, GpubenchError
 
 EXIT_NOT_ACCEPTED = 1
 EXIT_INTERRUPTED = 130
+EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -58,7 +62,10 @@ def _run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from gpubench_nb.pipeline.orchestrate import run_experiment
+    from gpubench_nb.protocol.outputs import check_output_folder
     from gpubench_nb.summary import summary_text
+
+    check_output_folder(Path(args.output_dir), option="--output-dir")
 
     bars: list[tqdm] = []  # made at the first scheduled run: a refusal before it shows none
 
@@ -96,6 +103,7 @@ def _accept(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.experiment import load_experiment
 
     exp = load_experiment(args.experiment)
+    checks = _accept_output(args, exp)  # refused before anything is read or written
     corpus = load_experiment_corpus(exp, "eval")
     report = check_predictions(
         corpus,
@@ -104,11 +112,28 @@ def _accept(args: argparse.Namespace) -> int:
         exp.quality,
         reference_value=args.reference_value,
     )
-    checks = Path(args.checks) if args.checks else Path(args.predictions).with_name("checks.json")
     write_checks(report, checks)
     print(summarise(report))
     print(f"checks archived in {checks} (R1.6)")
     return 0 if report.corpus_accepted else EXIT_NOT_ACCEPTED
+
+
+def _accept_output(args: argparse.Namespace, exp: Any) -> Path:
+    """Where `accept` writes checks.json: never over an input, never into a sealed bundle."""
+    from gpubench_nb.protocol.outputs import check_output_file
+
+    predictions = Path(args.predictions)
+    checks = Path(args.checks) if args.checks else predictions.with_name("checks.json")
+    splits = (exp.corpus.path, exp.corpus.train, exp.corpus.tune)
+    inputs = [exp.source, predictions, *(p for p in splits if p is not None)]
+    suggestion = Path.cwd() / f"{predictions.stem}.checks.json"
+    return check_output_file(
+        checks,
+        option="--checks" if args.checks else "the default checks path",
+        inputs=inputs,
+        instead=f"pass --checks with a new file outside any finished bundle, e.g. --checks "
+        f"{suggestion}",
+    )
 
 
 def _csv_check(args: argparse.Namespace) -> int:
@@ -149,9 +174,43 @@ def _report(args: argparse.Namespace) -> int:
             "`gpubench-nb run`",
             rule="R5.6",
         )
+    from gpubench_nb.protocol.outputs import check_output_file
+
+    inside = next((b for b in bundles if out.resolve().is_relative_to(b.resolve())), None)
+    if inside is not None:
+        raise BundleError(
+            f"--out {out} is inside the bundle {inside} that the report reads; write the report "
+            f"elsewhere (the default is {default})",
+            rule="R5.6",
+        )
+    check_output_file(out, option="--out", inputs=[], instead=f"use the default {default}")
     path = render_report(bundles, out, allow_mismatch=args.allow_mismatch)
     print(f"report written: {path}")
     return 0
+
+
+def _metric_value(text: str) -> float:
+    """A value of the declared metric: finite and within [0, 1] (every metric in METRICS is)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number; e.g. 0.81") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside the metric's range [0, 1] (R1.3); give the reference value, "
+            "e.g. 0.81"
+        )
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -175,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--run-timeout",
-        type=int,
+        type=_positive_int,
         default=1800,
         metavar="SECONDS",
         help="a run silent this long is a dead run (row kept, R3.6)",
@@ -184,7 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("accept", help="acceptance checks of one predictions file (R1.5, R1.6)")
     p.add_argument("experiment")
     p.add_argument("predictions")
-    p.add_argument("--reference-value", type=float, default=None)
+    p.add_argument(
+        "--reference-value",
+        type=_metric_value,
+        default=None,
+        help="the reference variant's value of the metric, in [0, 1] (tolerance base, R1.3)",
+    )
     p.add_argument("--checks", help="where to write checks.json (default: beside predictions)")
     p.set_defaults(func=_accept)
     p = sub.add_parser("csv-check", help="validate a resultats-bruts.csv (R4)")
@@ -212,7 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
+        return code
     except GpubenchError as exc:
         print(f"gpubench-nb {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -221,6 +287,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             "interrupted: rerun the same command to resume; finished runs are kept", file=sys.stderr
         )
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_closed(args.command)
+    except IsADirectoryError as exc:
+        print(
+            f"gpubench-nb {args.command}: {exc.filename} is a folder where a file is expected; "
+            "give the file's path",
+            file=sys.stderr,
+        )
+        return 2
+    except NotADirectoryError as exc:
+        print(
+            f"gpubench-nb {args.command}: {exc.filename}: a part of this path is a file where a "
+            "folder is expected; give a folder path",
+            file=sys.stderr,
+        )
+        return 2
+
+
+def _stdout_closed(command: str) -> int:
+    """The reader of our output went away (`gpubench-nb ... | head`): say so, no traceback."""
+    # Python would report the same broken pipe again when it flushes stdout at exit.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    print(
+        f"gpubench-nb {command}: output stopped: standard output was closed by the reader "
+        "(e.g. `| head`); whatever the command writes to files is complete",
+        file=sys.stderr,
+    )
+    return EXIT_STDOUT_CLOSED
 
 
 if __name__ == "__main__":

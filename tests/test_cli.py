@@ -58,8 +58,17 @@ def test_accept_exit_codes(
     checks = json.loads((tmp_path / "checks.json").read_text())
     assert checks["missing_ids"] == [gold[-1]["id"]]
     assert checks["duplicated_ids"] == {gold[0]["id"]: [1, 1000]}
-    # Far below the reference value: outside the tolerance (R1.3).
-    assert main(["accept", demo, str(perfect), "--reference-value", "1.5"]) == 1
+    # Far below the reference value: outside the tolerance (R1.3). (A reference above 1 is no
+    # value of the metric: refused, exit 2, tests/test_cli_inputs.py.)
+    labels = sorted({g["label"] for g in gold})
+    worse = [
+        {**g, "label": labels[(labels.index(g["label"]) + 1) % len(labels)]} if i < 50 else g
+        for i, g in enumerate(gold)
+    ]
+    worse_path = _write_predictions(tmp_path / "worse.jsonl", worse)
+    assert main(["accept", demo, str(worse_path), "--reference-value", "1.0"]) == 1
+    checks = json.loads((tmp_path / "checks.json").read_text())
+    assert checks["meets_threshold"] is True and checks["within_tolerance"] is False
     capsys.readouterr()
     assert main(["accept", demo, str(tmp_path / "absent.jsonl")]) == 2
 

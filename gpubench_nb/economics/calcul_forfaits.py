@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -143,7 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except GpubenchError as exc:
         return _fail("--days/--lots/--gpus/--accepted-results", exc)
-    sys.stdout.write(format_quote(quote, args.format))
+    try:
+        sys.stdout.write(format_quote(quote, args.format))
+        sys.stdout.flush()
+    except BrokenPipeError:  # the reader went away (`calcul-forfaits ... | head -0`)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # else Python reports it again at exit
+        os.close(devnull)
+        print(f"{PROG}: output stopped: standard output was closed by the reader", file=sys.stderr)
+        return 141  # 128 + SIGPIPE, as a shell reports it
     return 0
 
 

@@ -7,9 +7,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpubench_nb.errors import EconomicsError
+from gpubench_nb.protocol.yamlio import read_yaml
 
 # R5.1: only whole packages of these lengths are priced; nothing is prorated between them.
 DURATIONS_DAYS: tuple[int, ...] = (3, 7, 30)
@@ -54,20 +53,8 @@ def _is_int(value: Any) -> bool:
 def load_offers(path: str | Path) -> dict[str, Offer]:
     """Read and validate an offers table; raise EconomicsError naming file, offer, field, fix."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EconomicsError(
-            f"{path}: cannot read the offers table ({exc.strerror}); "
-            "fix: pass an existing file such as parameters/offers.yaml",
-            rule="R5.1",
-        ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise EconomicsError(
-            f"{path}: not valid YAML: {' '.join(str(exc).split())}", rule="R5.1"
-        ) from None
+    # The one YAML reader: a price given twice, an alias bomb or a huge file are refused.
+    data = read_yaml(path, what="offers table", error=EconomicsError, rule="R5.1")
 
     if not isinstance(data, dict) or set(data) != {"offers"}:
         keys = sorted(data) if isinstance(data, dict) else type(data).__name__

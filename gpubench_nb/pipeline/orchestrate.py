@@ -77,6 +77,8 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
     import papermill
 
+    from gpubench_nb.kernel import papermill_options
+
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
         try:
@@ -88,6 +90,7 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
                 execution_timeout=timeout,
                 progress_bar=False,
                 cwd=str(NOTEBOOKS_DIR.parent),
+                **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
             )
         except papermill.PapermillExecutionError as exc:
             raise refusal_from_kernel(exc) or exc from None

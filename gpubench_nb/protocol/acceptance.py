@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -16,6 +15,7 @@ from gpubench_nb.errors import CorpusError, PredictionsError, ProtocolError
 from gpubench_nb.protocol.experiment_spec import (
     METRICS,  # the metrics a declaration may name (R1.3)
 )
+from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_loads
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
@@ -85,7 +85,9 @@ def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, s
     if _has_surrogate(raw):
         return None, -1, "bytes that are not UTF-8; write the predictions as UTF-8"
     try:
-        obj = json.loads(raw)
+        obj = strict_json_loads(raw)
+    except DuplicateKeyError as exc:
+        return None, -1, f"{exc}; write 'id' and 'label' once each"
     except ValueError as exc:
         return None, -1, f"not valid JSON ({exc})"
     if not isinstance(obj, dict):
@@ -135,7 +137,8 @@ def _read(path: Path, class_index: dict[str, int]) -> tuple[list, list, list, li
     labels: list[int] = []
     skipped: list[int] = []
     malformed: list[dict[str, Any]] = []
-    add_id, add_label, class_of, loads = ids.append, labels.append, class_index.get, json.loads
+    add_id, add_label, class_of = ids.append, labels.append, class_index.get
+    loads = strict_json_loads  # a key given twice is refused, not "last one wins"
     with handle:
         try:
             for raw in handle:
@@ -254,9 +257,11 @@ def check_predictions(
         distinct = len(ids)
         predicted: Sequence[int | None] = labels
     else:
+        # IDs compare as canonical text: equal after NFC is the same ID (protocol/ids.py).
+        ids = list(map(id_key, ids))
         observed = dict(zip(ids, labels, strict=True))  # duplicates are reported below
         distinct = len(observed)
-        predicted = list(map(observed.get, expected_ids))  # None where missing
+        predicted = list(map(observed.get, map(id_key, expected_ids)))  # None where missing
         if None in predicted:
             missing = [i for i, p in zip(expected_ids, predicted, strict=True) if p is None]
     # Distinct observed IDs that are not found expected ones are extra.
@@ -271,7 +276,7 @@ def check_predictions(
                 duplicated.setdefault(item_id, []).append(line)
     extra: list[str] = []
     if n_extra:
-        expected_set = set(expected_ids)
+        expected_set = set(map(id_key, expected_ids))
         extra = [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
         # Explain the extras that are a format fault, not a foreign item (line of first use).
         record_lines = record_lines or _record_lines(len(ids), skipped)
@@ -281,8 +286,8 @@ def check_predictions(
         for item_id in extra:
             if _has_surrogate(item_id):
                 error = "'id' holds bytes that are not UTF-8"
-            elif item_id != item_id.strip() or not item_id:
-                error = f"'id' {item_id!r} is empty or whitespace-padded; write the ID exactly"
+            elif (why := id_problem(item_id)) is not None:
+                error = f"'id' {item_id!r} {why}; write the ID exactly as in the corpus"
             else:
                 continue
             malformed.append({"line": first_line[item_id], "error": error})

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.errors import BundleError
+from gpubench_nb.errors import BundleError, CorpusError, ProtocolError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.lock import canonical_sha256, read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, read_lock
 from gpubench_nb.protocol.quality import CHECKS_NAME, accepted, assess_runs
 from gpubench_nb.protocol.results import read_rows, validate_csv
 
@@ -37,8 +38,10 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
-    problems = [f"manifest: {p}" for p in layout.verify_manifest(root)]
-    lock = read_lock(root)
+    problems = _manifest_problems(root)
+    lock, lock_problem = _lock_object(root)
+    if lock_problem is not None:
+        return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
     frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
     if canonical_sha256(frozen) != lock.get("sha256"):
         problems.append("protocol.lock.json: its sha256 does not match its content (R1.3)")
@@ -51,17 +54,23 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     kept = next((root / "protocol").glob("corpus.*"), None)
     if kept is None:
         return ["protocol/: the kept copy of the corpus is missing (R5.6)"]
-    corpus = load_corpus(
-        kept,
-        fmt=corpus_decl["format"],
-        id_field=corpus_decl["id_field"],
-        text_field=corpus_decl["text_field"],
-        label_field=corpus_decl["label_field"],
-        classes=declaration["classes"],
-    )
+    try:
+        corpus = load_corpus(
+            kept,
+            fmt=corpus_decl["format"],
+            id_field=corpus_decl["id_field"],
+            text_field=corpus_decl["text_field"],
+            label_field=corpus_decl["label_field"],
+            classes=declaration["classes"],
+        )
+    except CorpusError as exc:
+        return [f"protocol/{kept.name}: the kept corpus cannot be read: {exc}"]
     if corpus.revision != lock["fingerprints"]["corpus_revision"]:
         problems.append("protocol/corpus: revision differs from the frozen corpus_revision (R1.1)")
-    expected = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8").splitlines()
+    # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
+    # str.splitlines would also split on \x1c, \x85, U+2028 ...
+    text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
+    expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
     rows = read_rows(csv_path)
@@ -109,6 +118,48 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
             f"{where}: elapsed_seconds={elapsed!r} but run.json recorded {measured!r} (R3.6)"
         )
     return found
+def _manifest_problems(root: Path) -> list[str]:
+    """The manifest's findings; a line that does not parse is one of them (exit 1), not a crash.
+
+    A missing manifest is still an error (exit 2): the folder is not a finished bundle.
+    """
+    if not (root / layout.MANIFEST_NAME).is_file():
+        return [f"manifest: {p}" for p in layout.verify_manifest(root)]  # raises, names the fix
+    try:
+        return [f"manifest: {p}" for p in layout.verify_manifest(root)]
+    except (BundleError, UnicodeDecodeError) as exc:
+        return [f"manifest: {exc}"]
+
+
+_LOCK_SHAPE = {
+    "declaration": ("corpus", "classes", "quality"),
+    "fingerprints": ("corpus_revision",),
+}
+
+
+def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
+    """The lock as a JSON object with the parts the audit reads, or the reason it is not one."""
+    where = f"{LOCK_NAME}:"
+    try:
+        lock = read_lock(root)
+    except ProtocolError as exc:
+        return {}, f"{where} {exc}"
+    except (OSError, UnicodeDecodeError) as exc:
+        return {}, f"{where} unreadable ({exc}) (R1.3)"
+    if not isinstance(lock, dict):
+        return {}, f"{where} a JSON {type(lock).__name__}, not an object (R1.3)"
+    for part, keys in _LOCK_SHAPE.items():
+        value = lock.get(part)
+        if not isinstance(value, dict) or any(k not in value for k in keys):
+            return {}, f"{where} '{part}' is missing or lacks {list(keys)} (R1.3)"
+    corpus, quality = lock["declaration"]["corpus"], lock["declaration"]["quality"]
+    corpus_keys = ("format", "id_field", "text_field", "label_field")
+    if not isinstance(corpus, dict) or any(k not in corpus for k in corpus_keys):
+        return {}, f"{where} declaration.corpus is not an object with {list(corpus_keys)} (R1.3)"
+    quality_keys = {f.name for f in fields(QualitySpec)}
+    if not isinstance(quality, dict) or set(quality) != quality_keys:
+        return {}, f"{where} declaration.quality is not an object with {sorted(quality_keys)}"
+    return lock, None
 
 
 def _compare_run(
@@ -124,6 +175,8 @@ def _compare_run(
         kept = json.loads(checks_path.read_text(encoding="utf-8"))
     except (FileNotFoundError, json.JSONDecodeError) as exc:
         return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
+    if not isinstance(kept, dict):
+        return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]
     derived = report.to_dict()
     for name in COMPARED_CHECKS:
         if not _same(kept.get(name), derived.get(name)):

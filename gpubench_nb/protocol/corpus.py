@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import json
+import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
+from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_loads
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
 _BOM = b"\xef\xbb\xbf"
@@ -38,9 +40,10 @@ class Corpus:
     revision: str
 
     def __post_init__(self) -> None:
-        # Acceptance relies on this: a ledger lists each expected ID once (R1.2, R1.5).
-        if len(set(self.ids)) != len(self.items):
-            twice = [k for k, n in Counter(self.ids).items() if n > 1]
+        # Acceptance relies on this: a ledger lists each expected ID once (R1.2, R1.5), two IDs
+        # equal after NFC normalisation being the same ID (protocol/ids.py).
+        if len(set(map(id_key, self.ids))) != len(self.items):
+            twice = [k for k, n in Counter(map(id_key, self.ids)).items() if n > 1]
             raise CorpusError(
                 f"corpus {self.path} lists {len(twice)} ID(s) more than once (first: "
                 f"{twice[0]!r}); every ID must be unique",
@@ -123,7 +126,13 @@ def _records_jsonl(
             problems.append(f"line {number}: blank line; remove it (one JSON object per line)")
             continue
         try:
-            obj = json.loads(line)
+            obj = strict_json_loads(line)
+        except DuplicateKeyError as exc:
+            problems.append(
+                f"line {number}: {exc}; a record gives each field once (JSON would keep the last "
+                "silently)"
+            )
+            continue
         except ValueError as exc:
             problems.append(f"line {number}: not valid JSON ({exc}); fix or remove the line")
             continue
@@ -229,7 +238,7 @@ def load_corpus(
         records = reader(text, fields, problems)
 
     allowed = None if classes is None else frozenset(classes)
-    first_line: dict[str, int] = {}
+    first_line: dict[str, tuple[int, str]] = {}  # NFC key -> (line, ID as written)
     items: list[CorpusItem] = []
     for number, record in records:
         item_id = record.get(id_field)
@@ -243,23 +252,25 @@ def load_corpus(
                 "a unique string ID"
             )
             bad = True
-        elif item_id == "" or item_id != item_id.strip() or "\n" in item_id or "\r" in item_id:
+        elif (why := id_problem(item_id)) is not None:
             problems.append(
-                f"line {number} [R1.2]: ID {item_id!r} is empty, whitespace-padded or holds a "
-                "line break; IDs must be non-empty with no surrounding whitespace"
+                f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
+                "non-empty, no surrounding whitespace, no control or line-separator character"
             )
             bad = True
         elif not _encodable(item_id):
             problems.append(f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode")
             bad = True
-        elif item_id in first_line:
+        elif (key := id_key(item_id)) in first_line:
+            first, first_id = first_line[key]
+            same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
             problems.append(
-                f"line {number} [R1.2]: duplicate ID {item_id!r} (first on line "
-                f"{first_line[item_id]}); every ID must be unique"
+                f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
+                f"{first}); every ID must be unique"
             )
             bad = True
         else:
-            first_line[item_id] = number
+            first_line[key] = (number, item_id)
         if not isinstance(body, str) or not body.strip():
             what = "missing" if body is None else repr(body)[:40]
             problems.append(
@@ -333,13 +344,18 @@ def write_expected_ids(corpus: Corpus, path: Path) -> None:
 
 
 def normalise_text(text: str) -> str:
-    """Casefold and collapse whitespace: the form in which two texts count as identical."""
-    return " ".join(text.casefold().split())
+    """NFKC, casefold and collapse whitespace: the form in which two texts count as identical.
+
+    Unicode normalisation first, so that "é" typed as one code point or as "e" + a combining
+    accent, or a full-width "Ａ", do not let the same text pass as two (R1.4, issue 11 §6).
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(unicodedata.normalize("NFKC", folded).split())
 
 
 def _overlap(a: Corpus, b: Corpus) -> tuple[list[str], list[tuple[str, str]]]:
-    b_ids = set(b.ids)
-    shared_ids = [item_id for item_id in a.ids if item_id in b_ids]
+    b_ids = set(map(id_key, b.ids))
+    shared_ids = [item_id for item_id in a.ids if id_key(item_id) in b_ids]
     b_texts: dict[str, str] = {}
     for item in b.items:
         b_texts.setdefault(normalise_text(item.text), item.id)
@@ -371,8 +387,8 @@ def check_disjoint(eval: Corpus, others: Mapping[str, Corpus]) -> None:
         if shared_texts:
             examples = [f"{a_name}:{x} = {b_name}:{y}" for x, y in shared_texts[:5]]
             problems.append(
-                f"{len(shared_texts)} text(s) identical after casefolding and whitespace "
-                f"collapsing in both {a_name} and {b_name}, e.g. {examples}"
+                f"{len(shared_texts)} text(s) identical after Unicode normalisation, casefolding "
+                f"and whitespace collapsing in both {a_name} and {b_name}, e.g. {examples}"
             )
     if problems:
         raise CorpusError(

@@ -13,9 +13,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.experiment_rules import (
+    MIN_REPEATS,
+)
+from gpubench_nb.protocol.experiment_rules import (
+    identifier as _identifier,
+)
+from gpubench_nb.protocol.experiment_rules import (
+    one_format as _one_format,
+)
+from gpubench_nb.protocol.experiment_rules import (
+    repeats_reason as _repeats_reason,
+)
+from gpubench_nb.protocol.experiment_rules import (
+    seed as _seed,
+)
 from gpubench_nb.protocol.experiment_spec import (
     BACKENDS,
     BATCHINGS,
@@ -38,6 +51,7 @@ from gpubench_nb.protocol.experiment_spec import (
     Variant,
     plain_data,
 )
+from gpubench_nb.protocol.yamlio import read_yaml
 
 TOP_KEYS = (
     "experiment_id",
@@ -63,10 +77,9 @@ SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "model": ("backend", "path", "build"),
     "tokenizer": ("path",),
     "fixed": SETTING_KEYS,
-    "timing": ("scope", "warmup_iterations", "repeats", "order", "order_seed"),
+    "timing": ("scope", "warmup_iterations", "repeats", "repeats_reason", "order", "order_seed"),
     "pricing": ("offers", "offer", "days", "lots", "gpus"),
 }
-_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 class _Checker:
@@ -127,14 +140,8 @@ class _Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProtocolError(f"{source}: experiment file not found. Fix: check the path") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ProtocolError(
-            f"{source}: not valid UTF-8 YAML: {exc}. Fix: correct the syntax"
-        ) from None
+    # Bounded, duplicate keys refused (issue 11 §6): the one YAML reader.
+    raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = _Checker(source)
     top = check.keys("", raw, TOP_KEYS)
     for key in REQUIRED_TOP:
@@ -149,13 +156,7 @@ def load_experiment(path: str | Path) -> Experiment:
 
 
 def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
-    experiment_id = check.text("experiment_id", top["experiment_id"])
-    if experiment_id and not _ID_PATTERN.match(experiment_id):
-        check.fail(
-            "experiment_id",
-            f"{experiment_id!r} has characters unsafe in a folder name",
-            "use letters, digits, '_', '.', '-'",
-        )
+    experiment_id = _identifier(check, "experiment_id", top["experiment_id"])
     classes = _classes(check, top["classes"])
     knob = check.choice("knob", top["knob"], SETTING_KEYS)
     fixed = _fixed(check, top["fixed"], knob)
@@ -169,7 +170,7 @@ def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
         source=check.source,
         experiment_id=experiment_id,
         notes=notes.strip(),
-        seed=check.integer("seed", top["seed"], 0),
+        seed=_seed(check, "seed", top["seed"]),
         corpus=_corpus(check, top["corpus"]),
         classes=classes,
         output_format=check.choice(
@@ -214,11 +215,11 @@ def _corpus(check: _Checker, value: Any) -> CorpusSpec:
         split: check.path(f"corpus.{split}", corpus[split]) if corpus.get(split) else None
         for split in ("train", "tune")
     }
+    fmt = check.choice("corpus.format", corpus.get("format", default_format), ("jsonl", "csv"))
+    _one_format(check, fmt, optional)
     return CorpusSpec(
         path=path,
-        format=check.choice(
-            "corpus.format", corpus.get("format", default_format), ("jsonl", "csv")
-        ),
+        format=fmt,
         id_field=check.text("corpus.id_field", corpus.get("id_field", "id")),
         text_field=check.text("corpus.text_field", corpus.get("text_field", "text")),
         label_field=check.text("corpus.label_field", corpus.get("label_field", "label")),
@@ -324,11 +325,7 @@ def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> 
                     hint,
                     rule="R2.1",
                 )
-        variant_id = check.text(f"{where}.id", entry.get("id"))
-        if variant_id and not _ID_PATTERN.match(variant_id):
-            check.fail(
-                f"{where}.id", f"{variant_id!r} is unsafe in a folder name", "use [A-Za-z0-9_.-]"
-            )
+        variant_id = _identifier(check, f"{where}.id", entry.get("id"))
         if knob not in entry:
             check.fail(
                 f"{where}.{knob}",
@@ -341,10 +338,12 @@ def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> 
         if all(k in fixed for k in SETTING_KEYS if k != knob):
             settings = Settings(**{**fixed, knob: knob_value})
             variants.append(Variant(id=variant_id, settings=settings, knob_value=knob_value))
-    ids = [v.id for v in variants]
+    ids = [v.id.casefold() for v in variants]  # runs/<id>/ folders: b1 and B1 are one on macOS
     for variant_id in sorted({v for v in ids if ids.count(v) > 1}):
         check.fail(
-            "variants", f"variant id {variant_id!r} is used twice", "give each variant its own id"
+            "variants",
+            f"variant id {variant_id!r} is used twice (ids differing only in case count as one)",
+            "give each variant its own id",
         )
     values = [repr(v.knob_value) for v in variants]
     for knob_value in sorted({v for v in values if values.count(v) > 1}):
@@ -372,15 +371,18 @@ def _timing(check: _Checker, value: Any, seed: Any) -> TimingSpec:
     if order == "drawn" and order_seed is None:
         order_seed = seed  # drawn in advance from the published seed (R3.4)
     if order_seed is not None:
-        order_seed = check.integer("timing.order_seed", order_seed, 0)
+        order_seed = _seed(check, "timing.order_seed", order_seed)
+    repeats = check.integer("timing.repeats", timing.get("repeats", MIN_REPEATS), 1)
+    reason = _repeats_reason(check, repeats, timing.get("repeats_reason"))
     return TimingSpec(
         scope=check.choice("timing.scope", timing.get("scope"), tuple(SCOPES)),
         warmup_iterations=check.integer(
             "timing.warmup_iterations", timing.get("warmup_iterations"), 1
         ),
-        repeats=check.integer("timing.repeats", timing.get("repeats", 5), 1),
+        repeats=repeats,
         order=order,
         order_seed=order_seed,
+        repeats_reason=reason,
     )
 
 

@@ -90,6 +90,7 @@ class TimingSpec:
     repeats: int
     order: str
     order_seed: int | None
+    repeats_reason: str | None = None  # why fewer than five repeats (R3.4); reported
 
 
 @dataclass(frozen=True)
@@ -163,6 +164,8 @@ class Experiment:
             "order": self.timing.order,
             "order_seed": self.timing.order_seed,
         }
+        if self.timing.repeats_reason is not None:  # absent key: locks made before it match
+            declared["timing"]["repeats_reason"] = self.timing.repeats_reason
         declared["variants"] = [{"id": v.id, **_settings_dict(v.settings)} for v in self.variants]
         return plain_data(declared)
 

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import results
 from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.yamlio import parse_yaml
 from gpubench_nb.report.stats import PHASES, rows_to_frame
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
@@ -58,13 +58,7 @@ class Bundle:
 def parse_bundle_dirs(value: str | os.PathLike[str] | Sequence[Any]) -> list[str]:
     """Bundle folders from a list, one path, or a list written as text (papermill ``-p``)."""
     if isinstance(value, str) and value.strip().startswith("["):
-        try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise BundleError(
-                f"bundle_dirs: cannot parse {value!r} as a list ({exc}); fix: "
-                '-p bundle_dirs \'["outputs/a", "outputs/b"]\''
-            ) from None
+        value = parse_yaml(value, where=f"bundle_dirs {value!r}", error=BundleError)
     if isinstance(value, str | os.PathLike):
         value = [value]
     if not isinstance(value, Sequence) or not value:

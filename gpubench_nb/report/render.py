@@ -17,12 +17,14 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 import gpubench_nb
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
+from gpubench_nb.kernel import papermill_options
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
     Bundle,
@@ -176,7 +178,7 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "timer scope (R3.1)": b.compared("timer_scope"),
             "warm-up iterations": b.declared("timing", "warmup_iterations")
             or _distinct(b, "warmup_iterations"),
-            "repeats": b.declared("timing", "repeats"),
+            "repeats": _repeats(b),
             "order (R3.4)": b.declared("timing", "order"),
             "order seed": b.declared("timing", "order_seed"),
             **_truncation(b),
@@ -184,6 +186,12 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     frame = pd.DataFrame(columns)
     frame.index.name = "field (revisions: first 16 hex digits, full in protocol.lock.json)"
     return shown(frame)
+
+
+def _repeats(b: Bundle) -> Any:
+    """The declared repeats, with the declared reason when fewer than R3.4's five."""
+    repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
+    return f"{repeats}: fewer than the 5 of R3.4, because: {reason}" if reason else repeats
 
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
@@ -320,6 +328,7 @@ def render_report(
             cwd=str(NOTEBOOK.parent.parent),
             progress_bar=False,
             log_output=False,
+            **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
         )
         os.replace(partial, executed)
     except papermill.PapermillExecutionError as exc:

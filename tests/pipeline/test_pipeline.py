@@ -69,6 +69,7 @@ def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: ob
             "scope": "processing",
             "warmup_iterations": 1,
             "repeats": 2,
+            "repeats_reason": "a test of the pipeline, not a measurement (CI time)",
             "order": "alternating",
             **timing,
         },
@@ -191,6 +192,13 @@ def test_check_bundle_passes_then_detects_a_tampered_prediction(
     write_manifest(copy)
     problems = check_bundle(copy)
     assert any("b1/warm-1" in p and "re-derived" in p for p in problems), problems
+
+
+def test_kernels_the_pipeline_starts_print_no_tcp_warning(finished: tuple[Path, Path]) -> None:
+    # Issue 16 §3: every kernel (00, 10 x runs, 20, 30, the report's) wrote its stderr here.
+    _, bundle = finished
+    log = (bundle / "logs" / "kernels.stderr.log").read_text(encoding="utf-8")
+    assert "Kernel is running over TCP without encryption" not in log
 
 
 def test_cli_check_bundle_exit_codes(finished: tuple[Path, Path]) -> None:

@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -160,14 +161,17 @@ def test_revision_changes_with_order_text_or_label(tmp_path):
 
 
 ids = st.text(
-    st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")), min_size=1, max_size=12
+    # Canonical IDs (protocol/ids.py): no control, separator or invisible format character.
+    st.characters(blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc", "Cf")),
+    min_size=1,
+    max_size=12,
 )
 texts = st.text(min_size=1, max_size=40).filter(lambda t: t.strip())
 item_lists = st.lists(
     st.tuples(ids, texts, st.sampled_from(CLASSES)),
     min_size=1,
     max_size=8,
-    unique_by=lambda t: t[0],
+    unique_by=lambda t: unicodedata.normalize("NFC", t[0]),  # NFC-equal IDs are one ID
 )
 
 
@@ -205,7 +209,8 @@ def test_duplicate_id_names_both_lines(tmp_path):
 def test_empty_or_padded_id_is_refused(tmp_path, bad_id):
     recs = [*records(), {"id": bad_id, "text": "t", "label": "web"}]
     message = refusal(write_jsonl(tmp_path / "c.jsonl", recs))
-    assert f"line 4 [R1.2]: ID {bad_id!r} is empty, whitespace-padded or holds a line" in message
+    assert f"line 4 [R1.2]: ID {bad_id!r} " in message
+    assert "IDs are canonical text: non-empty, no surrounding whitespace" in message
 
 
 def test_non_string_id_missing_text_and_bad_label_are_all_listed(tmp_path):

@@ -1,0 +1,102 @@
+"""The Jupyter kernels the tool starts: over IPC, so ipykernel has no TCP warning to print.
+
+ipykernel >= 7 logs "Kernel is running over TCP without encryption ..." whenever its client
+chose TCP without CurveZMQ keys. For the kernels ``gpubench-nb`` starts (``run``, ``report``)
+the kernel manager chooses the IPC transport (Unix sockets in Jupyter's runtime folder, readable
+by the user only), which both removes the reason for the warning and the warning itself.
+
+A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
+client picks. For those, ``python -m gpubench_nb.kernel install`` writes a ``python3``
+kernelspec whose launcher drops exactly that one log line and nothing else: such kernels listen
+on 127.0.0.1 only, and the line is advice to the client's author that the user cannot act on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+TCP_WARNING = "Kernel is running over TCP without encryption"
+
+
+@functools.cache
+def kernel_manager_class() -> type:
+    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX)."""
+    import zmq
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    if not zmq.has("ipc"):  # Windows: TCP stays, and so does ipykernel's warning
+        return AsyncKernelManager
+
+    class IpcKernelManager(AsyncKernelManager):
+        """AsyncKernelManager whose default transport is IPC instead of TCP."""
+
+        @default("transport")
+        def _default_transport(self) -> str:
+            return "ipc"
+
+    return IpcKernelManager
+
+
+def papermill_options() -> dict[str, Any]:
+    """Keyword arguments for ``papermill.execute_notebook`` that start the kernel over IPC."""
+    return {"kernel_manager_class": kernel_manager_class()}
+
+
+class _DropTcpWarning(logging.Filter):
+    """Drops ipykernel's TCP-encryption notice, and only it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(TCP_WARNING)
+
+
+def launch() -> None:
+    """Start an ipykernel (what ``ipykernel_launcher`` does) without the TCP notice."""
+    if sys.path and sys.path[0] in ("", str(Path.cwd())):
+        del sys.path[0]  # as ipykernel_launcher does; the kernel puts the cwd back itself
+    logging.getLogger("IPKernelApp").addFilter(_DropTcpWarning())
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance()
+
+
+def install(prefix: Path, name: str = "python3") -> Path:
+    """Write the kernelspec ``name`` under ``prefix`` (e.g. a venv), launched by :func:`launch`."""
+    from ipykernel.kernelspec import install as ipykernel_install
+
+    folder = Path(ipykernel_install(kernel_name=name, prefix=str(prefix)))
+    spec_path = folder / "kernel.json"
+    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    # ipykernel's own command with its launcher swapped for ours (its flags, e.g.
+    # -Xfrozen_modules=off for the debugger, are kept).
+    argv = [a if a != "ipykernel_launcher" else "gpubench_nb.kernel" for a in spec["argv"]]
+    if "gpubench_nb.kernel" not in argv:
+        argv = [sys.executable, "-m", "gpubench_nb.kernel", "-f", "{connection_file}"]
+    spec["argv"] = argv
+    spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    return folder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m gpubench_nb.kernel install [--prefix P]``; any other arguments start a kernel."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] != ["install"]:
+        launch()
+        return 0
+    parser = argparse.ArgumentParser(prog="python -m gpubench_nb.kernel install")
+    parser.add_argument("--prefix", default=sys.prefix, help="where to install (default: venv)")
+    parser.add_argument("--name", default="python3")
+    options = parser.parse_args(args[1:])
+    print(f"kernelspec {options.name} installed in {install(Path(options.prefix), options.name)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""Input rules of the experiment's fields (issue 11 §6): identifiers, seeds, repeats, formats."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+# Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
+# newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
+_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_ID_LENGTH = 100
+# The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
+# scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).
+MAX_SEED = 2**32 - 1
+MIN_REPEATS = 5  # R3.4: each variant measured five times
+_SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+
+
+class Checker(Protocol):
+    """What these rules use of ``experiment._Checker``: collect a problem, read a value."""
+
+    def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None: ...
+    def text(self, where: str, value: Any) -> str: ...
+    def integer(self, where: str, value: Any, minimum: int) -> int: ...
+
+
+def identifier(check: Checker, where: str, value: Any) -> str:
+    """An experiment or variant ID: a safe file name, matched whole, of bounded length."""
+    text = check.text(where, value)
+    if text and not _ID_PATTERN.fullmatch(text):
+        check.fail(
+            where,
+            f"{text!r} has characters unsafe in a folder name (or surrounding whitespace, or a "
+            "line break)",
+            "use letters, digits, '_', '.', '-', starting with a letter or digit",
+        )
+    elif len(text) > MAX_ID_LENGTH:
+        check.fail(
+            where,
+            f"{len(text)} characters, longer than {MAX_ID_LENGTH} (it names folders and files)",
+            f"shorten it to at most {MAX_ID_LENGTH} characters",
+        )
+    return text
+
+
+def seed(check: Checker, where: str, value: Any) -> int:
+    """R1.1: the published seed, in the range every generator it feeds accepts."""
+    seed = check.integer(where, value, 0)
+    if seed > MAX_SEED:
+        check.fail(
+            where,
+            f"{seed} is too large for the generators it seeds (numpy and scikit-learn take "
+            f"0 <= seed < 2**32)",
+            f"use a whole number from 0 to {MAX_SEED}",
+            rule="R1.1",
+        )
+    return seed
+
+
+def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:
+    """R3.4 asks for five repeats: fewer are allowed only with a stated reason (then reported)."""
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        check.fail("timing.repeats_reason", f"must be free text, got {value!r}", "write a reason")
+        return None
+    reason = value.strip() if isinstance(value, str) else None
+    if repeats < MIN_REPEATS and reason is None:
+        check.fail(
+            "timing.repeats",
+            f"{repeats} repeats, fewer than the {MIN_REPEATS} the protocol asks for",
+            f"use repeats: {MIN_REPEATS}, or say why in timing.repeats_reason (it is frozen in "
+            "the lock and printed in the report)",
+            rule="R3.4",
+        )
+    return reason
+
+
+def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> None:
+    """One ``corpus.format`` reads every split: a train/tune file in another format is refused."""
+    for split, path in splits.items():
+        if path is None:
+            continue
+        looks = _SUFFIX_FORMATS.get(path.suffix.lower())
+        if looks is not None and looks != fmt:
+            check.fail(
+                f"corpus.{split}",
+                f"{path.name} looks like {looks.upper()} but corpus.format is {fmt!r}, and one "
+                "format reads every split (eval, train, tune)",
+                f"save the {split} split as {fmt.upper()} with the same field names "
+                f"(id_field, text_field, label_field), or convert the eval file to {looks}",
+                rule="R1.1",
+            )

@@ -1,0 +1,58 @@
+"""Item IDs as canonical text (R1.2, R1.5), and JSON objects whose keys are each given once.
+
+An ID is stored one per line (``expected_ids.txt``) and compared across files, so it must
+round-trip through a line-based file and compare the same however its text was composed:
+no control or line-separator character, no surrounding whitespace, and two IDs that are equal
+after Unicode NFC normalisation are the same ID (issue 11 §6).
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+# Unicode categories that break a line-based file or hide in a terminal: controls (Cc: \n, \r,
+# \t, \x0b, \x0c, \x1c-\x1e, \x85 ...), the line and paragraph separators U+2028 / U+2029
+# (str.splitlines splits on all of these), and invisible format characters (Cf: U+200B, U+FEFF,
+# bidi overrides) that make two different IDs look the same.
+_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cf"})
+
+
+def id_key(item_id: str) -> str:
+    """The form in which two IDs are compared: NFC (ASCII IDs, the usual case, are their own)."""
+    return item_id if item_id.isascii() else unicodedata.normalize("NFC", item_id)
+
+
+def id_problem(item_id: str) -> str | None:
+    """Why ``item_id`` is not a canonical ID, or None when it is one."""
+    if not item_id:
+        return "is empty"
+    if not (item_id.isascii() and item_id.isprintable()):  # the usual case skips the loop
+        for position, char in enumerate(item_id, start=1):
+            if unicodedata.category(char) in _FORBIDDEN_CATEGORIES:
+                return (
+                    f"holds the control, line-separator or invisible character "
+                    f"U+{ord(char):04X} at position {position}"
+                )
+    if item_id != item_id.strip():
+        return "is whitespace-padded (surrounding whitespace)"
+    return None
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object names the same key twice (``json`` keeps the last one silently)."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        twice = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise DuplicateKeyError(f"key {twice!r} is given twice in one object")
+    return obj
+
+
+# One decoder, built once: json.loads(..., object_pairs_hook=...) would build one per call and
+# cost about twice as much on a million lines; this one costs about what plain json.loads does.
+strict_json_loads = json.JSONDecoder(object_pairs_hook=_no_duplicate_keys).decode

@@ -1,0 +1,91 @@
+"""Kernels the tool starts print no "running over TCP without encryption" line (issue 16 §3).
+
+Each test starts real kernels (a few seconds each): papermill as `run` and `report` call it,
+the same call without our kernel manager (the control: ipykernel does print the line here, so
+the first test can fail), and the plain `papermill` CLI with the kernelspec `make` installs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from gpubench_nb.kernel import TCP_WARNING, _DropTcpWarning, install
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def notebook(tmp_path: Path) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import logging, sys\nprint(6 * 7)")]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = tmp_path / "tiny.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
+
+
+def _execute(notebook: Path, out: Path, ours: bool) -> subprocess.CompletedProcess:
+    options = "**papermill_options()" if ours else ""
+    code = (
+        "import papermill\nfrom gpubench_nb.kernel import papermill_options\n"
+        f"papermill.execute_notebook({str(notebook)!r}, {str(out)!r}, kernel_name='python3', "
+        f"progress_bar=False, {options})\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=False
+    )
+
+
+def test_a_kernel_we_start_prints_no_tcp_warning(notebook: Path, tmp_path: Path) -> None:
+    done = _execute(notebook, tmp_path / "ours.ipynb", ours=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert TCP_WARNING not in done.stderr
+    assert "42" in (tmp_path / "ours.ipynb").read_text(encoding="utf-8")
+    control = _execute(notebook, tmp_path / "plain.ipynb", ours=False)
+    assert control.returncode == 0, control.stderr[-2000:]
+    assert TCP_WARNING in control.stderr  # what users saw, and what the test would catch
+
+
+def test_plain_papermill_with_the_installed_kernelspec_prints_no_tcp_warning(
+    notebook: Path, tmp_path: Path
+) -> None:
+    folder = install(tmp_path / "prefix")
+    assert (folder / "kernel.json").read_text().count("gpubench_nb.kernel") == 1
+    papermill = Path(sys.executable).with_name("papermill")
+    done = subprocess.run(
+        [str(papermill), str(notebook), str(tmp_path / "out.ipynb")],
+        capture_output=True,
+        text=True,
+        env=_env(JUPYTER_PATH=str(tmp_path / "prefix" / "share" / "jupyter")),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert TCP_WARNING not in done.stderr
+    assert "42" in (tmp_path / "out.ipynb").read_text(encoding="utf-8")
+
+
+def test_the_filter_drops_that_one_message_only() -> None:
+    keep = _DropTcpWarning()
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, (), None)
+
+    assert not keep.filter(record(TCP_WARNING + ". All communication ..."))
+    assert keep.filter(record("Kernel is running out of memory"))
+    assert keep.filter(record("WARNING: something else"))
