@@ -118,6 +118,8 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
             f"{where}: elapsed_seconds={elapsed!r} but run.json recorded {measured!r} (R3.6)"
         )
     return found
+
+
 def _manifest_problems(root: Path) -> list[str]:
     """The manifest's findings; a line that does not parse is one of them (exit 1), not a crash.
 
