@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gpubench_nb"
-SHARED = {"cli", "errors", "atomic", "summary"}
+SHARED = {"cli", "errors", "atomic", "summary", "formats"}
 STAGES = ("protocol", "engine", "pipeline", "economics", "report")
 HEAVY = ("torch", "transformers", "pandas", "matplotlib", "sklearn", "papermill")
 
@@ -29,6 +29,7 @@ FORBIDDEN_PARTS = {
     "errors": set(STAGES),
     "atomic": set(STAGES),
     "summary": set(STAGES),
+    "formats": set(STAGES),
 }
 FORBIDDEN_THIRD_PARTY = {"protocol": HEAVY, "economics": ("torch", "transformers")}
 
