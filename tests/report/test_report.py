@@ -177,7 +177,8 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
         "offers": [
             {
                 "offer_id": offer_id,
-                "gpu_model": "H100",
+                "gpu_model": offer_gpu,
+                "gpus_per_lot": per_lot,
                 "days": 7,
                 "lots": 1,
                 "package_total_usd_minor": total,
@@ -187,7 +188,10 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
                     for v, ok in status.items()
                 ],
             }
-            for offer_id, total in (("h100-example", 123456), ("b200-pair", 250005))
+            for offer_id, offer_gpu, per_lot, total in (
+                ("h100-example", "NVIDIA H100 80GB", 1, 123456),
+                ("b200-pair", "NVIDIA B200", 2, 250005),
+            )
         ],
         # By hand: b200 needs n with 250005 / n < 123456 / 1, so n = 3 (250005 / 2 > 123456);
         # h100 already beats b200 at n = 1 (123456 < 250005).
@@ -374,14 +378,18 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
 def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     bundles = report.load_bundles([gpu_bundle])
     table = report.economics_table(bundles)
+    # The corpus was accepted on an H100: the B200 package shows its total, no cost (R5.7).
     offer = table.loc[(bundles[0].label, "b200-pair")]
     assert offer["package total (USD)"] == "2,500.05"
-    assert offer["b4: USD per accepted corpus"] == "2,500.05"
-    assert offer["b8: USD per accepted corpus"].startswith("none")
+    assert offer["b4: USD per accepted corpus"] == "not measured on this hardware"
+    assert offer["measured on this hardware?"].startswith("not measured on this hardware")
+    h100 = table.loc[(bundles[0].label, "h100-example")]
+    assert h100["b4: USD per accepted corpus"] == "1,234.56"
+    assert h100["b8: USD per accepted corpus"].startswith("none")
     text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
     # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
-    assert "b8 was faster but not accepted** (quality below 0.7): median 0.305 s" in text
-    assert "0.5 s for b4" in text and "R5.7" in text
+    assert "b8 was faster but not accepted** (quality below 0.7): median 305 ms" in text
+    assert "500 ms for b4" in text and "R5.7" in text
 
 
 def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -414,20 +422,28 @@ def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bu
     )
     pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
     economics.write_bundle_economics(gpu_bundle, pricing)
-    table = report.break_even_table(report.load_bundles([gpu_bundle]))
-    label = table.index[0][0]
-    needed = "accepted corpora needed (threshold, not a forecast)"
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
     # By hand, totals 8400 and 20000 cents: two needs n with 20000 / n < 8400, so n = 3
-    # (20000 / 2 = 10000 is not below 8400); one beats two's 20000 at n = 1.
-    assert table.loc[(label, "two", "one"), needed] == 3
-    assert table.loc[(label, "one", "two"), needed] == 1
-    assert len(table) == 2
+    # (20000 / 2 = 10000 is not below 8400). The corpus was accepted on an H100: only "one"
+    # measured a corpus, so "two" has no cost per result for "one" to beat (R5.7).
+    assert (
+        "- two's package (USD 200.00) costs less per accepted corpus than one's single measured "
+        "corpus (USD 84.00) once two delivers **3** accepted corpora."
+    ) in text
+    assert text.count("costs less per accepted corpus") == 1
+
+
+def test_break_even_ignores_a_reference_that_measured_nothing(gpu_bundle: Path) -> None:
+    # The golden economics.json lists both directions; b200-pair's GPU never ran this corpus.
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    assert "once b200-pair delivers **3** accepted corpora" in text
+    assert "once h100-example delivers" not in text
 
 
 def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> None:
     economics.write_bundle_economics(gpu_bundle, None)  # no pricing section declared
-    text = report.break_even_table(report.load_bundles([gpu_bundle]))
-    assert isinstance(text, str) and "no pricing section declared" in text
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    assert "no pricing section declared" in text
 
 
 def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
