@@ -141,7 +141,8 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
             lines.append(
                 f"- {challenger}'s package ({formats.usd(ch_total)}) costs less per accepted "
                 f"corpus than {reference}'s single measured corpus ({formats.usd(ref_total)}) "
-                f"once {challenger} delivers **{formats.count(needed)}** {corpora}."
+                f"once {challenger} delivers **{formats.count(needed)}** {corpora} (a "
+                "threshold, not a forecast)."
             )
         lines.append("")
     return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."

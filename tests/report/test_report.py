@@ -428,7 +428,8 @@ def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bu
     # measured a corpus, so "two" has no cost per result for "one" to beat (R5.7).
     assert (
         "- two's package (USD 200.00) costs less per accepted corpus than one's single measured "
-        "corpus (USD 84.00) once two delivers **3** accepted corpora."
+        "corpus (USD 84.00) once two delivers **3** accepted corpora (a threshold, not a "
+        "forecast)."
     ) in text
     assert text.count("costs less per accepted corpus") == 1
 
@@ -591,13 +592,84 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
     assert "Traceback" not in dom
     tables = re.findall(r"<table.*?</table>", dom, re.S)
-    # header, summary, memory, acceptance, failures, economics, break-even
-    assert len(tables) == 7
+    # decision (first), header, summary, memory, acceptance, failures, economics
+    assert len(tables) == 7 and 'id="decision-table"' in tables[0]
     bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
-    assert bodies[1] == 18  # 2 bundles x 3 variants x 3 phases
-    assert bodies[3] == 60  # 2 bundles x 30 measured runs
-    assert bodies[4] == 1  # the OOM run, listed with its note
-    assert bodies[6] == 4  # 2 bundles x 2 ordered pairs of offers
-    assert "threshold, not a forecast" in tables[6]
-    assert "out of memory" in tables[4] and "memory was not recorded" in dom
+    assert bodies[0] == 6  # 2 bundles x 3 variants
+    assert bodies[2] == 18  # 2 bundles x 3 variants x 3 phases
+    assert bodies[4] == 60  # 2 bundles x 30 measured runs
+    assert bodies[5] == 1  # the OOM run, listed with its note
+    assert bodies[6] == 4  # 2 bundles x 2 offers
+    assert "Cheapest accepted option" in dom and "Fastest accepted option" in dom
+    assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
+    assert "out of memory" in tables[5] and "memory was not recorded" in dom
     assert "b8 was faster but not accepted" in dom
+    assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
+
+
+FIRST_SCREEN_PROBE = """<script>(function () {
+  var t = document.getElementById("decision-table"), r = t && t.getBoundingClientRect();
+  document.body.setAttribute("data-decision-probe", JSON.stringify(r ? {
+    top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+    viewport_width: window.innerWidth, viewport_height: window.innerHeight,
+    scroll_y: window.scrollY} : null));
+})();</script>"""
+
+
+def first_screen_probe(html_path: Path, profile: Path) -> dict | None:
+    """The decision table's box in a 1400x900 headless window, measured by the browser itself."""
+    html = html_path.read_text(encoding="utf-8")
+    end = html.rindex("</body>")
+    probe = html_path.with_name(f"{html_path.stem}-probe.html")
+    probe.write_text(html[:end] + FIRST_SCREEN_PROBE + html[end:], encoding="utf-8")
+    browser = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--window-size=1400,900", "--hide-scrollbars",
+         "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    )  # fmt: skip
+    found = re.search(r'data-decision-probe="([^"]*)"', browser.stdout)
+    assert found, "the probe script did not run"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+@pytest.mark.slow
+def test_decision_table_is_visible_without_scrolling(rendered: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (`.ci/run` installs it)")
+    shot = rendered.parent / "report-first-screen.png"  # kept for a person to look at
+    subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'shot'}", "--window-size=1400,900", "--hide-scrollbars",
+         f"--screenshot={shot}", rendered.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    box = first_screen_probe(rendered, tmp_path / "probe")
+    assert box is not None, "no element with id decision-table"
+    assert box["viewport_width"] == 1400 and box["scroll_y"] == 0
+    # The whole table inside the first screen: below the top edge, above the fold, no
+    # horizontal overflow. The viewport height is the browser's own (the window minus chrome).
+    assert box["top"] >= 0 and box["left"] >= 0
+    assert box["bottom"] <= min(box["viewport_height"], 900), box
+    assert box["right"] <= box["viewport_width"], box
+
+
+@pytest.mark.slow
+def test_first_screen_probe_fails_when_the_table_is_below_the_fold(
+    rendered: Path, tmp_path: Path
+) -> None:
+    """The check above can fail: push the same table down by one screen and it must see it."""
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (`.ci/run` installs it)")
+    pushed = tmp_path / "pushed.html"
+    html = rendered.read_text(encoding="utf-8")
+    pushed.write_text(
+        html.replace('<table border="1" class="dataframe" id="decision-table">',
+                     '<div style="height:1000px"></div>'
+                     '<table border="1" class="dataframe" id="decision-table">', 1),
+        encoding="utf-8",
+    )  # fmt: skip
+    box = first_screen_probe(pushed, tmp_path / "probe")
+    assert box is not None and box["bottom"] > box["viewport_height"]
