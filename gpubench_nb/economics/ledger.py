@@ -165,6 +165,7 @@ def build_ledger(
             raise EconomicsError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
     if len({p.resolve() for p in paths}) != len(paths):
         raise EconomicsError("a bundle folder is passed twice; fix: name each bundle once")
+    package_quote(offer, days, lots=lots)  # days and lots checked before any bundle is read
     end = start + timedelta(days=days)
     now = now or datetime.now(timezone.utc)
     if machine is None:
