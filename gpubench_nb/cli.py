@@ -149,6 +149,19 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _classify(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.classify import classify, summary
+
+    result = classify(
+        args.experiment,
+        args.variant,
+        output_dir=args.output_dir,
+        reference_bundle=args.reference_bundle,
+    )
+    print(summary(result))
+    return 0 if result.accepted else EXIT_NOT_ACCEPTED
+
+
 def _ledger(args: argparse.Namespace) -> int:
     from gpubench_nb.atomic import write_json_atomic
     from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
@@ -246,6 +259,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--out", help="also write the ledger as JSON (for `report --ledger`)")
     p.set_defaults(func=_ledger)
+    p = sub.add_parser(
+        "classify",
+        help="one accepted-or-not pass of a declared variant (no repeats, no timing), sealed as "
+        "a small bundle the ledger counts (R5.3)",
+    )
+    p.add_argument("experiment")
+    p.add_argument("--variant", required=True, metavar="ID", help="a declared variant")
+    p.add_argument("--output-dir", default="outputs")
+    p.add_argument(
+        "--reference-bundle",
+        metavar="DIR",
+        help="the finished benchmark of this experiment, whose reference variant's quality the "
+        "tolerance is measured against (needed unless --variant is the reference, R1.3)",
+    )
+    p.set_defaults(func=_classify)
     return parser
 
 
