@@ -16,7 +16,7 @@ import pytest
 from matplotlib.collections import PathCollection
 
 from gpubench_nb.economics import costs as economics
-from gpubench_nb.errors import BundleError, ResultsError
+from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import (
@@ -547,12 +547,55 @@ def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
     assert not any(re.search(r"^\s*(def|class|for|while) ", c.source, re.M) for c in code)
 
 
+# A ledger as `gpubench-nb ledger --out` writes it (economics.ledger.build_ledger).
+LEDGER = {
+    "offer_id": "h100-example",
+    "gpu_model": "NVIDIA H100 80GB",
+    "gpus_per_lot": 1,
+    "days": 7,
+    "lots": 1,
+    "window": {
+        "start_utc": "2026-12-01T00:00:00Z",
+        "end_utc": "2026-12-08T00:00:00Z",
+        "status": "so far",
+        "as_of_utc": "2026-12-03T12:00:00Z",
+    },
+    "machine": {"hostname": "rented-node", "gpu_uuids": ["GPU-1"], "source": "--machine"},
+    "package_total_usd_minor": 123456,
+    "accepted_corpora": 2,
+    "cost_per_accepted_usd_minor": 61728,
+    "accepted_corpus_revisions": [
+        {"corpus_revision": "c" * 64, "bundles": ["outputs/a", "outputs/b"]},
+        {"corpus_revision": "d" * 64, "bundles": ["outputs/d"]},
+    ],
+    "counted": [],
+    "left_out": [{"bundle": "outputs/x", "reason": "another machine: host 'other'"}],
+    "statement": "h100-example, 7 days × 1 lot(s): USD 1,234.56; 2 distinct accepted corpora "
+    "so far (the package window is still running), so USD 617.28 per accepted corpus.",
+}
+
+
+def test_ledger_markdown_shows_the_count_and_what_was_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.json"
+    path.write_text(json.dumps(LEDGER), encoding="utf-8")
+    text = report.ledger_markdown(str(path))
+    assert "2 distinct accepted corpora so far" in text
+    assert "Distinct accepted corpus revisions: 2" in text
+    assert "`outputs/x`: another machine" in text
+    assert report.ledger_markdown("") == ""
+    path.write_text("{}", encoding="utf-8")
+    with pytest.raises(EconomicsError, match=r"R5\.3: .*not a ledger"):
+        report.ledger_markdown(str(path))
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report")
     gpu = write_bundle(root, "gpu", gpu=True)
     cpu = write_bundle(root, "cpu", gpu=False, scale=4.0)
-    return report.render_report([gpu, cpu], gpu / "report.html")
+    ledger = root / "ledger.json"
+    ledger.write_text(json.dumps(LEDGER), encoding="utf-8")
+    return report.render_report([gpu, cpu], gpu / "report.html", ledger=ledger)
 
 
 @pytest.mark.slow
@@ -604,6 +647,7 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
     assert "out of memory" in tables[5] and "memory was not recorded" in dom
     assert "b8 was faster but not accepted" in dom
+    assert "The rental ledger" in dom and "USD 617.28 per accepted corpus" in dom
     assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
 
 
