@@ -61,6 +61,7 @@ from gpubench_nb.economics.attribution import (
     attribute,
     recorded_hardware,
 )
+from gpubench_nb.economics.break_even import break_even
 from gpubench_nb.economics.offers import (
     DURATIONS_DAYS,
     ROUNDING_RULE,
@@ -337,7 +338,7 @@ def write_bundle_economics(
                 f"{hardware.describe()}): there is no measured cost per result to beat (R5.7)"
             )
         else:
-            data["break_even"] = _break_even(table, pricing, measured)
+            data["break_even"] = break_even(table, pricing, measured)
     write_json_atomic(bundle_dir / "economics.json", data)
     return data
 
@@ -407,58 +408,6 @@ def _offer_entry(
         "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
         "attribution": owner.to_dict(),
         "variants": per_variant,
-    }
-
-
-def break_even_statement(
-    challenger_id: str, reference_id: str, needed: int | None, reference_total_usd_minor: int
-) -> str:
-    """The threshold as one sentence (R5.5: a threshold, not a forecast)."""
-    if needed is None:
-        return f"{reference_id}'s package costs 0 cents: no count of accepted corpora beats it"
-    corpora = "accepted corpus" if needed == 1 else "accepted corpora"
-    return (
-        f"{challenger_id}'s package costs less per accepted corpus than {reference_id}'s single "
-        f"measured corpus ({reference_total_usd_minor} cents) once {challenger_id} delivers "
-        f"{needed} {corpora}; a threshold, not a forecast"
-    )
-
-
-def _break_even(
-    table: Mapping[str, Offer], pricing: PricingLike, measured: Sequence[str]
-) -> dict[str, Any]:
-    """Thresholds of every other offer against each offer that measured its 1 accepted corpus.
-
-    Only an offer whose hardware accepted the corpus is a reference (R2.4, R5.7): an offer that
-    measured nothing has no cost per result to beat.
-    """
-    pairs = []
-    for ref_id in measured:
-        ref_offer = table[ref_id]
-        reference = package_quote(
-            ref_offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus, accepted_results=1
-        )
-        for ch_id, ch_offer in table.items():
-            if ch_id == ref_id:
-                continue
-            challenger = _quote_for(ch_offer, pricing)
-            needed = break_even_accepted(challenger, reference)
-            statement = break_even_statement(
-                ch_id, ref_id, needed, reference.package_total_usd_minor
-            )
-            pairs.append(
-                {
-                    "challenger": ch_id,
-                    "reference": ref_id,
-                    "accepted_corpora_needed": needed,
-                    "statement": statement,
-                }
-            )
-    return {
-        "label": "threshold, not a forecast",
-        "reference_accepted_results": 1,
-        "reason": None,
-        "pairs": pairs,
     }
 
 
