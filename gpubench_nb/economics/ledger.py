@@ -210,7 +210,7 @@ def build_ledger(
         "accepted_corpus_revisions": [
             {"corpus_revision": rev, "bundles": where} for rev, where in revisions.items()
         ],
-        "counted": kept,
+        "kept": kept,
         "left_out": left_out,
         "statement": _statement(
             quote.package_total_usd_minor,
@@ -321,9 +321,9 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
             else "(empty: no accepted corpus, R5.5)"
         ),
         "",
-        "counted bundles:" if ledger["counted"] else "counted bundles: none",
+        "kept (on this machine and hardware, in the window):" if ledger["kept"] else "kept: none",
     ]
-    for entry in ledger["counted"]:
+    for entry in ledger["kept"]:
         state = "accepted" if entry["accepted"] else "not accepted"
         lines.append(
             f"  {entry['bundle']}  corpus {entry['corpus_revision'][:12]}  {state}"
@@ -337,7 +337,7 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
 def _csv(ledger: Mapping[str, Any]) -> str:
     names = [
         "offer_id", "days", "lots", "window_status", "package_total_usd_minor",
-        "accepted_corpora", "cost_per_accepted_usd_minor", "bundle", "counted",
+        "accepted_corpora", "cost_per_accepted_usd_minor", "bundle", "kept",
         "corpus_revision", "accepted", "reason",
     ]  # fmt: skip
     buffer = io.StringIO()
@@ -352,12 +352,12 @@ def _csv(ledger: Mapping[str, Any]) -> str:
         "accepted_corpora": ledger["accepted_corpora"],
         "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
     }
-    for entry in ledger["counted"]:
+    for entry in ledger["kept"]:
         writer.writerow(
             {
                 **common,
                 "bundle": entry["bundle"],
-                "counted": "true",
+                "kept": "true",
                 "corpus_revision": entry["corpus_revision"],
                 "accepted": str(entry["accepted"]).lower(),
                 "reason": entry["note"],
@@ -365,7 +365,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
         )
     for entry in ledger["left_out"]:
         writer.writerow(
-            {**common, "bundle": entry["bundle"], "counted": "false", "reason": entry["reason"]}
+            {**common, "bundle": entry["bundle"], "kept": "false", "reason": entry["reason"]}
         )
     return buffer.getvalue()
 

@@ -114,8 +114,8 @@ def test_ledger_counts_distinct_accepted_corpora_on_the_rented_machine(rental) -
     assert ledger["package_total_usd_minor"] == 65_000
     assert ledger["cost_per_accepted_usd_minor"] == 32_500  # 65000 / 2 distinct corpora
     assert ledger["window"]["status"] == "closed"
-    counted = {Path(e["bundle"]).name: e["accepted"] for e in ledger["counted"]}
-    assert counted == {"a-batch": True, "a-again": True, "b-rejected": False, "d-classify": True}
+    kept = {Path(e["bundle"]).name: e["accepted"] for e in ledger["kept"]}
+    assert kept == {"a-batch": True, "a-again": True, "b-rejected": False, "d-classify": True}
     left = {Path(e["bundle"]).name: e["reason"] for e in ledger["left_out"]}
     assert set(left) == {"c-foreign", "e", "f-cpu"}
     assert left["c-foreign"].startswith(f"another machine: GPU(s) {FOREIGN}")
@@ -155,12 +155,12 @@ def test_nothing_accepted_gives_only_the_package_total(tmp_path: Path) -> None:
 
 def test_machine_named_by_host_or_uuid(rental) -> None:
     by_uuid = build_ledger(H100, 7, 1, START, rental, machine=machine_from([FOREIGN]), now=AFTER)
-    assert [Path(e["bundle"]).name for e in by_uuid["counted"]] == ["c-foreign"]
+    assert [Path(e["bundle"]).name for e in by_uuid["kept"]] == ["c-foreign"]
     by_host = build_ledger(
         H100, 7, 1, START, rental, machine=machine_from(["other-node"]), now=AFTER
     )
     # No UUID named: the host name decides, and only c-foreign ran on other-node.
-    assert [Path(e["bundle"]).name for e in by_host["counted"]] == ["c-foreign"]
+    assert [Path(e["bundle"]).name for e in by_host["kept"]] == ["c-foreign"]
     assert all("host 'rented-node'" in e["reason"] for e in by_host["left_out"][:2])
 
 
@@ -170,7 +170,7 @@ def test_formats_table_csv_json(rental) -> None:
     assert "cost        32500 cents (USD 325.00) per accepted corpus" in table
     assert "left out:" in table and "c-foreign" in table
     rows = list(csv.DictReader(io.StringIO(format_ledger(ledger, "csv"))))
-    assert len(rows) == 7 and {r["counted"] for r in rows} == {"true", "false"}
+    assert len(rows) == 7 and {r["kept"] for r in rows} == {"true", "false"}
     assert json.loads(format_ledger(ledger, "json")) == ledger
 
 

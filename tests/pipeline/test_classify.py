@@ -90,7 +90,7 @@ def test_classify_writes_a_sealed_bundle_the_ledger_counts(
     second = classify(workspace / "experiment.yaml", "b1", output_dir=tmp_path)
     ledger = build_ledger(H100, 3, 1, start, [bundle, second.bundle_dir, on_cpu.bundle_dir])
     assert ledger["accepted_corpora"] == 1 and ledger["cost_per_accepted_usd_minor"] == 300
-    assert len(ledger["counted"]) == 2 and len(ledger["left_out"]) == 1
+    assert len(ledger["kept"]) == 2 and len(ledger["left_out"]) == 1
     assert ledger["machine"]["gpu_uuids"] == [UUID]
     assert ledger["window"]["status"] == "so far"  # the 3-day window is still running
 

@@ -568,7 +568,7 @@ LEDGER = {
         {"corpus_revision": "c" * 64, "bundles": ["outputs/a", "outputs/b"]},
         {"corpus_revision": "d" * 64, "bundles": ["outputs/d"]},
     ],
-    "counted": [],
+    "kept": [],
     "left_out": [{"bundle": "outputs/x", "reason": "another machine: host 'other'"}],
     "statement": "h100-example, 7 days × 1 lot(s): USD 1,234.56; 2 distinct accepted corpora "
     "so far (the package window is still running), so USD 617.28 per accepted corpus.",
