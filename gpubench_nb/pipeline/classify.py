@@ -22,23 +22,15 @@ from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.pipeline.steps import environment_step
 from gpubench_nb.protocol import bundle as layout
-from gpubench_nb.protocol.acceptance import check_predictions, write_checks
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
-from gpubench_nb.protocol.quality import (
-    CHECKS_NAME,
-    PREDICTIONS_NAME,
-    QualityOutcome,
-    apply_outcome,
-    fill_quality,
-)
-from gpubench_nb.protocol.results import append_rows, read_rows, write_rows_atomic
+from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
+from gpubench_nb.protocol.results import append_rows, read_rows
 
 CLASSIFY_NOTE = (
     "classify: one accepted-or-not pass of a declared variant, not a timing study (no warm-up, "
     "no repeats); it counts in the rental ledger as one corpus (R5.3)"
 )
-REFERENCE_NAME = "reference.json"
 
 
 @dataclass(frozen=True)
@@ -132,32 +124,10 @@ def classify(
     row["notes"] = f"{CLASSIFY_NOTE} | {row['notes']}" if row.get("notes") else CLASSIFY_NOTE
     csv_path = bundle_dir / layout.CSV_NAME
     append_rows(csv_path, [row])
-    if is_reference:
-        fill_quality(bundle_dir, corpus, exp.classes, exp.quality)
-    else:
-        _fill_with_reference(bundle_dir, corpus, exp, variant_id, reference_value)
+    fill_quality(bundle_dir, corpus, exp.classes, exp.quality)  # reads reference.json
     layout.write_manifest(bundle_dir)
     final = read_rows(csv_path)[0]
     return ClassifyResult(bundle_dir, final, bool(final.get("corpus_accepted")))
-
-
-def _fill_with_reference(
-    bundle_dir: Path, corpus: Any, exp: Any, variant_id: str, reference_value: float | None
-) -> None:
-    """Acceptance against a reference value measured elsewhere (kept in reference.json)."""
-    folder = layout.run_dir(bundle_dir, variant_id, "cold", 1)
-    predictions = folder / PREDICTIONS_NAME
-    report = None
-    if predictions.exists():
-        report = check_predictions(
-            corpus, predictions, exp.classes, exp.quality, reference_value=reference_value
-        )
-        write_checks(report, folder / CHECKS_NAME)
-    outcome = QualityOutcome(
-        exp.quality.reference_variant, reference_value, {f"{variant_id}/cold-1": report}
-    )
-    csv_path = bundle_dir / layout.CSV_NAME
-    write_rows_atomic(csv_path, apply_outcome(read_rows(csv_path), outcome, exp.quality))
 
 
 def summary(result: ClassifyResult) -> str:

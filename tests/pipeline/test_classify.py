@@ -115,6 +115,7 @@ def test_a_non_reference_variant_needs_the_reference_measured_first(
     )
     assert checks["reference_value"] == kept["reference_value"]
     assert result.accepted is checks["corpus_accepted"]
+    assert check_bundle(result.bundle_dir) == []  # audit re-derives with the kept reference
 
 
 def test_cli_classify_exit_codes(workspace: Path, tmp_path: Path, capsys) -> None:
