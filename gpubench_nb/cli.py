@@ -184,7 +184,7 @@ def _report(args: argparse.Namespace) -> int:
             rule="R5.6",
         )
     check_output_file(out, option="--out", inputs=[], instead=f"use the default {default}")
-    path = render_report(bundles, out, allow_mismatch=args.allow_mismatch)
+    path = render_report(bundles, out, allow_mismatch=args.allow_mismatch, ledger=args.ledger)
     print(f"report written: {path}")
     return 0
 
@@ -211,6 +211,41 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
     return value
+
+
+def _classify(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.classify import classify, summary
+
+    result = classify(
+        args.experiment,
+        args.variant,
+        output_dir=args.output_dir,
+        reference_bundle=args.reference_bundle,
+    )
+    print(summary(result))
+    return 0 if result.accepted else EXIT_NOT_ACCEPTED
+
+
+def _ledger(args: argparse.Namespace) -> int:
+    from gpubench_nb.atomic import write_json_atomic
+    from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
+    from gpubench_nb.economics.offers import load_offers, resolve_offer
+
+    offer = resolve_offer(load_offers(args.offers), args.offer)
+    ledger = build_ledger(
+        offer,
+        args.days,
+        args.lots,
+        parse_utc(args.start),
+        args.bundles,
+        machine=machine_from(args.machine) if args.machine else None,
+    )
+    if args.out:
+        write_json_atomic(Path(args.out), ledger)
+    sys.stdout.write(format_ledger(ledger, args.format))
+    if args.out:
+        print(f"ledger written: {args.out}", file=sys.stderr)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -269,7 +304,45 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="merge unlike bundles anyway; the report says so (R2.1)",
     )
+    p.add_argument("--ledger", help="a ledger.json from `gpubench-nb ledger --out`, shown (R5.3)")
     p.set_defaults(func=_report)
+    p = sub.add_parser(
+        "ledger",
+        help="count the distinct corpora accepted on one rented machine within its package "
+        "(R5.3); the count behind calcul-forfaits --accepted-results",
+    )
+    p.add_argument("bundles", nargs="+", metavar="BUNDLE")
+    p.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. h100)")
+    p.add_argument("--offers", default="parameters/offers.yaml", help="offers table")
+    p.add_argument("--days", required=True, type=int, help="package length: 3, 7 or 30 (R5.1)")
+    p.add_argument("--lots", required=True, type=int, help="billed lots (R5.1, R5.2)")
+    p.add_argument(
+        "--start", required=True, help="package start, UTC: 2026-12-01 or 2026-12-01T09:00:00Z"
+    )
+    p.add_argument(
+        "--machine",
+        action="append",
+        metavar="HOST|GPU-UUID",
+        help="the rented machine (repeatable); default: the machine of the first bundle",
+    )
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument("--out", help="also write the ledger as JSON (for `report --ledger`)")
+    p.set_defaults(func=_ledger)
+    p = sub.add_parser(
+        "classify",
+        help="one accepted-or-not pass of a declared variant (no repeats, no timing), sealed as "
+        "a small bundle the ledger counts (R5.3)",
+    )
+    p.add_argument("experiment")
+    p.add_argument("--variant", required=True, metavar="ID", help="a declared variant")
+    p.add_argument("--output-dir", default="outputs")
+    p.add_argument(
+        "--reference-bundle",
+        metavar="DIR",
+        help="the finished benchmark of this experiment, whose reference variant's quality the "
+        "tolerance is measured against (needed unless --variant is the reference, R1.3)",
+    )
+    p.set_defaults(func=_classify)
     return parser
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gpubench_nb"
-SHARED = {"cli", "errors", "atomic", "summary", "kernel"}
+SHARED = {"cli", "errors", "atomic", "summary", "kernel", "formats"}
 STAGES = ("protocol", "engine", "pipeline", "economics", "report")
 HEAVY = ("torch", "transformers", "pandas", "matplotlib", "sklearn", "papermill")
 
@@ -30,6 +30,7 @@ FORBIDDEN_PARTS = {
     "atomic": set(STAGES),
     "summary": set(STAGES),
     "kernel": set(STAGES),
+    "formats": set(STAGES),
 }
 FORBIDDEN_THIRD_PARTY = {"protocol": HEAVY, "economics": ("torch", "transformers")}
 

@@ -13,7 +13,9 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
       "note": str,                  # what is and is not computed (R5.3, R5.5)
       "pricing": null | {"offers_file": str, "offer": str, "days": int,
                          "lots": int | null, "gpus": int | null},
-      "measured_on": {"gpu_model": [str, ...]},   # GPUs recorded in resultats-bruts.csv
+      "measured_on": {"gpu_model": [str, ...],    # GPUs recorded in resultats-bruts.csv
+                      "gpu_count": int | null, "hardware": str},
+      "attribution_rule": str,      # when an offer may carry a cost per corpus (R2.4, R5.7)
       "variants": [{
           "variant_id": str,
           "status": "accepted" | "not accepted" | "acceptance not recorded",
@@ -29,25 +31,37 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
           "package_total_usd_minor": int,       # one spend for the whole experiment
           "declared": bool,                     # the experiment's pricing.offer
           "note": str,
+          "attribution": {"attributable": bool, "basis": str, "reason": str,
+                          "gpus_used": int | null, "gpus_billed": int,
+                          "lot_note": str | null},  # attribution.Attribution
           "variants": [{"variant_id": str, "accepted_results": 1 | null,
                         "cost_per_accepted_usd_minor": int | null, "reason": str | null}]}],
       "break_even": {
           "label": "threshold, not a forecast",
           "reference_accepted_results": 1 | null,
           "reason": str | null,                 # why no threshold was computed
-          "pairs": [{"challenger": str, "reference": str,
+          "pairs": [{"challenger": str, "reference": str,   # reference: measured here
                      "accepted_corpora_needed": int | null, "statement": str}]}
     }
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.economics.attribution import (
+    ATTRIBUTION_RULE,
+    Attribution,
+    Hardware,
+    attribute,
+    recorded_hardware,
+)
+from gpubench_nb.economics.break_even import break_even
 from gpubench_nb.economics.offers import (
     DURATIONS_DAYS,
     ROUNDING_RULE,
@@ -264,17 +278,21 @@ def write_bundle_economics(
     """
     bundle_dir = Path(bundle_dir)
     rows = _read_bundle_rows(bundle_dir / "resultats-bruts.csv")
-    data = economics_data(pricing, rows, offers_path)
+    data = economics_data(pricing, rows, offers_path, _read_environment(bundle_dir))
     write_json_atomic(bundle_dir / "economics.json", data)
     return data
 
 
 def economics_data(
-    pricing: PricingLike | None, rows: list[dict[str, Any]], offers_path: Path | None = None
+    pricing: PricingLike | None,
+    rows: list[dict[str, Any]],
+    offers_path: Path | None = None,
+    environment: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``economics.json``'s data for these rows, computed in full before anything is written."""
     variants = _variant_facts(rows)
     gpu_models = sorted({row.get("gpu_model") or "" for row in rows} - {""})
+    hardware = recorded_hardware(rows, dict(environment or {}))
     data: dict[str, Any] = {
         "unit_of_work": UNIT_OF_WORK,
         "rounding_rule": ROUNDING_RULE,
@@ -283,11 +301,16 @@ def economics_data(
             "experiment (R5.1, R5.3). A cost per accepted corpus is given only for a variant "
             "whose measured runs were all accepted, counting its one distinct corpus (five "
             "repeats are not five results, R5.3); no rate is extrapolated to 3, 7 or 30 days "
-            f"(R5.5). The corpus was accepted on the GPU recorded in resultats-bruts.csv "
-            f"({', '.join(gpu_models) or 'none recorded'}), not necessarily on an offer's GPU."
+            f"(R5.5). The corpus was accepted on {hardware.describe()}; only an offer of that "
+            "hardware carries a cost per accepted corpus (R2.4, R5.7)."
         ),
         "pricing": None,
-        "measured_on": {"gpu_model": gpu_models},
+        "measured_on": {
+            "gpu_model": gpu_models,
+            "gpu_count": hardware.gpu_count,
+            "hardware": hardware.describe(),
+        },
+        "attribution_rule": ATTRIBUTION_RULE,
         "variants": variants,
         "offers": [],
         "break_even": {
@@ -309,31 +332,78 @@ def economics_data(
             "gpus": pricing.gpus,
         }
         quotes = {offer_id: _quote_for(offer, pricing) for offer_id, offer in table.items()}
+        owners = {}
         for offer_id, quote in quotes.items():
-            data["offers"].append(_offer_entry(table[offer_id], quote, declared.id, variants))
-        if any(fact["accepted"] for fact in variants):
-            data["break_even"] = _break_even(table, pricing)
-        else:
+            owners[offer_id] = offer_attribution(table[offer_id], quote.lots, hardware, declared.id)
+            data["offers"].append(
+                _offer_entry(table[offer_id], quote, declared.id, variants, owners[offer_id])
+            )
+        measured = [offer_id for offer_id, owner in owners.items() if owner.attributable]
+        if not any(fact["accepted"] for fact in variants):
             data["break_even"]["reason"] = (
                 "no variant was accepted: there is no measured cost per result to beat (R5.5, R5.7)"
             )
+        elif not measured:
+            data["break_even"]["reason"] = (
+                f"no offer's hardware accepted the corpus (it was accepted on "
+                f"{hardware.describe()}): there is no measured cost per result to beat (R5.7)"
+            )
+        else:
+            data["break_even"] = break_even(table, pricing, measured)
     return data
 
 
+def _read_environment(bundle_dir: Path) -> dict[str, Any]:
+    """environment.json (R2.4), or {} when the bundle has none (older or hand-made bundles)."""
+    try:
+        data = json.loads((bundle_dir / "environment.json").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, json.JSONDecodeError) as exc:
+        raise EconomicsError(
+            f"{bundle_dir / 'environment.json'}: unreadable ({exc}); fix: restore it from the "
+            "bundle",
+            rule="R2.4",
+        ) from None
+    return data if isinstance(data, dict) else {}
+
+
+def offer_attribution(
+    offer: Offer, lots: int, hardware: Hardware, declared_id: str | None
+) -> Attribution:
+    """attribution.attribute() for one offer of the table (R2.4, R5.7)."""
+    return attribute(
+        offer_id=offer.id,
+        offer_gpu_model=offer.gpu_model,
+        gpus_per_lot=offer.gpus_per_lot,
+        lots=lots,
+        hardware=hardware,
+        declared_offer_id=declared_id,
+    )
+
+
 def _offer_entry(
-    offer: Offer, quote: PackageQuote, declared_id: str, variants: list[dict[str, Any]]
+    offer: Offer,
+    quote: PackageQuote,
+    declared_id: str,
+    variants: list[dict[str, Any]],
+    owner: Attribution,
 ) -> dict[str, Any]:
     per_variant = []
     for fact in variants:
-        # R5.7: only an accepted variant has a measured accepted count (1 distinct corpus).
-        accepted_results = 1 if fact["accepted"] else None
+        # R5.7: only an accepted variant has a measured accepted count (1 distinct corpus),
+        # and only on the offer whose hardware accepted it (R2.4).
+        accepted_results = 1 if fact["accepted"] and owner.attributable else None
         cost = cost_per_accepted_usd_minor(quote.package_total_usd_minor, accepted_results)
+        reason = fact["reason"]
+        if fact["accepted"] and not owner.attributable:
+            reason = owner.reason
         per_variant.append(
             {
                 "variant_id": fact["variant_id"],
                 "accepted_results": accepted_results,
                 "cost_per_accepted_usd_minor": cost,
-                "reason": fact["reason"],
+                "reason": reason,
             }
         )
     return {
@@ -346,43 +416,8 @@ def _offer_entry(
         "package_total_usd_minor": quote.package_total_usd_minor,
         "declared": offer.id == declared_id,
         "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
+        "attribution": owner.to_dict(),
         "variants": per_variant,
-    }
-
-
-def _break_even(table: Mapping[str, Offer], pricing: PricingLike) -> dict[str, Any]:
-    """Pairwise thresholds against each offer at the 1 measured accepted corpus (R5.3)."""
-    pairs = []
-    for ref_id, ref_offer in table.items():
-        reference = package_quote(
-            ref_offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus, accepted_results=1
-        )
-        for ch_id, ch_offer in table.items():
-            if ch_id == ref_id:
-                continue
-            challenger = _quote_for(ch_offer, pricing)
-            needed = break_even_accepted(challenger, reference)
-            statement = (
-                f"{ch_id}'s package ({challenger.package_total_usd_minor} cents) would need at "
-                f"least {needed} accepted corpora to cost less per accepted corpus than {ref_id} "
-                f"at its 1 measured accepted corpus ({reference.package_total_usd_minor} cents); "
-                "a threshold, not a forecast"
-                if needed is not None
-                else f"{ref_id}'s package costs 0 cents: no count of accepted corpora beats it"
-            )
-            pairs.append(
-                {
-                    "challenger": ch_id,
-                    "reference": ref_id,
-                    "accepted_corpora_needed": needed,
-                    "statement": statement,
-                }
-            )
-    return {
-        "label": "threshold, not a forecast",
-        "reference_accepted_results": 1,
-        "reason": None,
-        "pairs": pairs,
     }
 
 
@@ -413,6 +448,7 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
                     "days": offer["days"],
                     "lots": offer["lots"],
                     "package_total_usd_minor": offer["package_total_usd_minor"],
+                    "on this hardware": (offer.get("attribution") or {}).get("reason"),
                     "accepted_results": cell["accepted_results"],
                     "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],
                     f"break_even_vs_{declared} (threshold, not a forecast)": thresholds.get(
@@ -445,7 +481,7 @@ def economics_notebook(
         if pricing is not None:  # validated in full before the first write (transactional)
             table = load_offers(pricing.offers)
             rows = fill_package_columns(rows, pricing, table)
-        data = economics_data(pricing, rows)
+        data = economics_data(pricing, rows, environment=_read_environment(Path(bundle_dir)))
         if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
             write_rows_atomic(csv_path, rows)
         write_json_atomic(Path(bundle_dir) / "economics.json", data)

@@ -131,6 +131,23 @@ def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
     return process_survey(_nvml(), gpus, holds_context=_holds_context())
 
 
+def gpu_uuid(index: int) -> str | None:
+    """The UUID of torch's CUDA device ``index`` (``GPU-…``, as nvidia-smi prints it), or None.
+
+    It names the physical GPU whatever CUDA_VISIBLE_DEVICES does to the numbering, so the rental
+    ledger can tell one rented machine's bundles from another's (R2.4, R5.3).
+    """
+    import torch
+
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except Exception:  # no such device, or a build without UUIDs
+        return None
+    if not uuid or uuid == "None":
+        return None
+    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+
+
 def gpu_processes(devices: Iterable[Any]) -> list[dict[str, Any]] | None:
     """Other processes on the used GPUs (R2.5): ``[{"device", "pid", "used_bytes"}]``.
 
@@ -215,6 +232,8 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "gpu_model": " + ".join(sorted(set(names))) if names else None,
         "gpu_count": len(gpus),  # truly zero on CPU (R4.3): see the module docstring
         "gpu_devices": [str(d) for d in gpus],
+        "gpu_uuids": [u for u in (gpu_uuid(d.index) for d in gpus) if u],  # used (R2.4)
+        "visible_gpu_uuids": [u for u in map(gpu_uuid, range(visible)) if u],
         "device": str(used_devices[0])
         if len(used_devices) == 1
         else (",".join(str(d) for d in used_devices) or None),

@@ -14,7 +14,12 @@ from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
 from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, read_lock
-from gpubench_nb.protocol.quality import CHECKS_NAME, accepted, assess_runs
+from gpubench_nb.protocol.quality import (
+    CHECKS_NAME,
+    accepted,
+    assess_runs,
+    kept_reference_value,
+)
 from gpubench_nb.protocol.results import read_rows, validate_csv
 
 COMPARED_CHECKS = (
@@ -81,7 +86,8 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         if n > 1
     ]
     quality = QualitySpec(**declaration["quality"])
-    outcome = assess_runs(root, rows, corpus, declaration["classes"], quality)
+    reference = kept_reference_value(root)  # a classify bundle of a non-reference variant
+    outcome = assess_runs(root, rows, corpus, declaration["classes"], quality, reference)
     for row in rows:
         if row["phase"] not in ("cold", "warm"):
             continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -17,6 +18,9 @@ from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 MEASURED_PHASES = ("cold", "warm")
 PREDICTIONS_NAME = "predictions.jsonl"
 CHECKS_NAME = "checks.json"
+# A bundle that holds no run of the reference variant (a `classify` bundle of another variant)
+# keeps the reference value it was judged against here, with where it was measured (R1.3).
+REFERENCE_NAME = "reference.json"
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,14 @@ def assess_runs(
     corpus: Corpus,
     classes: Sequence[str],
     quality: QualitySpec,
+    reference_value: float | None = None,
 ) -> QualityOutcome:
     """Check each measured run's predictions against the expected IDs and the declared quality.
 
     The reference value is the median quality of the reference variant's runs whose IDs and
-    format are valid; every run's drop is measured against it (R1.3 tolerance).
+    format are valid; every run's drop is measured against it (R1.3 tolerance). A bundle with
+    no run of the reference variant may be given the value measured elsewhere
+    (``reference_value``, kept in reference.json).
     """
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
 
@@ -56,7 +63,8 @@ def assess_runs(
             report = check_predictions(corpus, predictions(row), classes, quality)
             if report.quality_value is not None:
                 reference_values.append(report.quality_value)
-    reference_value = statistics.median(reference_values) if reference_values else None
+    if reference_values:
+        reference_value = statistics.median(reference_values)
     reports: dict[str, AcceptanceReport | None] = {}
     for row in measured:
         path = predictions(row)
@@ -66,6 +74,15 @@ def assess_runs(
             else None
         )
     return QualityOutcome(quality.reference_variant, reference_value, reports)
+
+
+def kept_reference_value(bundle_dir: Path) -> float | None:
+    """The reference value a bundle kept in reference.json, or None when it has none."""
+    path = Path(bundle_dir) / REFERENCE_NAME
+    if not path.exists():
+        return None
+    value = json.loads(path.read_text(encoding="utf-8")).get("reference_value")
+    return float(value) if isinstance(value, int | float) else None
 
 
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:
@@ -128,7 +145,8 @@ def fill_quality(
     """Assess every run, archive each ``checks.json`` (R1.6), rewrite the CSV atomically."""
     csv_path = Path(bundle_dir) / CSV_NAME
     rows = read_rows(csv_path)
-    outcome = assess_runs(bundle_dir, rows, corpus, classes, quality)
+    reference = kept_reference_value(bundle_dir)
+    outcome = assess_runs(bundle_dir, rows, corpus, classes, quality, reference)
     for key, report in outcome.reports.items():
         if report is not None:
             variant_id, _, phase_run = key.partition("/")

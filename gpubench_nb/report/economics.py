@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from gpubench_nb import formats
 from gpubench_nb.economics import costs as economics
+from gpubench_nb.economics.attribution import (
+    ATTRIBUTION_RULE,
+    NOT_MEASURED,
+    Attribution,
+    attribute,
+    recorded_hardware,
+)
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.stats import NOT_RECORDED, shown, summarise
 
@@ -20,11 +28,36 @@ def _usd(cents: Any) -> str:
     return f"{whole:,}.{part:02d}"
 
 
+def offer_owner(bundle: Bundle, offer: Mapping[str, Any]) -> Attribution:
+    """Whether ``offer`` (an economics.json entry) accepted this bundle's corpus (R2.4, R5.7).
+
+    Re-derived from the bundle's recorded hardware with the same rule economics.json applies,
+    so an economics.json written before the rule existed is read correctly too.
+    """
+    declared = next(
+        (
+            o.get("offer_id")
+            for o in (bundle.economics or {}).get("offers") or []
+            if o.get("declared")
+        ),
+        None,
+    )
+    return attribute(
+        offer_id=str(offer.get("offer_id")),
+        offer_gpu_model=str(offer.get("gpu_model")),
+        gpus_per_lot=int(offer.get("gpus_per_lot") or 1),
+        lots=int(offer.get("lots") or 1),
+        hardware=recorded_hardware(bundle.rows, bundle.environment),
+        declared_offer_id=declared,
+    )
+
+
 def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
     """Per bundle and offer: the package total and the cost per accepted corpus per variant."""
     records = []
     for b in bundles:
         for offer in (b.economics or {}).get("offers") or []:
+            owner = offer_owner(b, offer)
             record = {
                 "bundle": b.label,
                 "offer": offer.get("offer_id"),
@@ -33,12 +66,18 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 "days": offer.get("days"),
                 "lots": offer.get("lots"),
                 "package total (USD)": _usd(offer.get("package_total_usd_minor")),
+                "measured on this hardware?": owner.reason
+                + (f"; {owner.lot_note}" if owner.lot_note else ""),
             }
             for cell in offer.get("variants") or []:
                 cost = cell.get("cost_per_accepted_usd_minor")
-                record[f"{cell.get('variant_id')}: USD per accepted corpus"] = (
-                    _usd(cost) if cost is not None else "none (not accepted or not measured)"
-                )
+                if not owner.attributable:
+                    text = NOT_MEASURED
+                elif cost is not None:
+                    text = _usd(cost)
+                else:
+                    text = "none (not accepted)"
+                record[f"{cell.get('variant_id')}: USD per accepted corpus"] = text
             records.append(record)
     if not records:
         return None
@@ -47,7 +86,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
 
 def economics_markdown(bundles: Sequence[Bundle]) -> str:
     """The unit of work and what is and is not computed, per bundle (R5.3, R5.4, R5.5)."""
-    lines = []
+    lines = [f"**How costs are attributed.** {ATTRIBUTION_RULE}"]
     for b in bundles:
         data = b.economics
         if not data:
@@ -61,35 +100,52 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
     return "\n\n".join(lines)
 
 
-def break_even_table(bundles: Sequence[Bundle]) -> pd.DataFrame | str:
-    """Per bundle, how many accepted corpora each offer needs to beat another's cost per result.
+def break_even_markdown(bundles: Sequence[Bundle]) -> str:
+    """Per bundle, each threshold as a sentence: A's package costs less per accepted corpus than
+    B's single measured corpus once A delivers N accepted corpora (R5.3).
 
-    Read from ``economics.json``: thresholds against a reference offer at its one measured
-    accepted corpus (R5.3), never a forecast of what a package will deliver (R5.5). A string says
-    why there is no table.
+    Read from ``economics.json``; only an offer whose hardware accepted the corpus is a
+    reference (R5.7). A threshold, never a forecast of what a package will deliver (R5.5).
     """
-    records, reasons = [], []
+    lines, reasons = [], []
     for b in bundles:
-        block = (b.economics or {}).get("break_even") or {}
-        pairs = block.get("pairs") or []
+        data = b.economics or {}
+        block = data.get("break_even") or {}
+        offers = {o.get("offer_id"): o for o in data.get("offers") or []}
+        pairs = [
+            p
+            for p in block.get("pairs") or []
+            if p.get("reference") in offers and offer_owner(b, offers[p["reference"]]).attributable
+        ]
         if not pairs:
-            why = block.get("reason") or "economics.json records no break-even threshold"
-            reasons.append(f"{b.label}: {why}.")
-        for pair in pairs:
-            needed = pair.get("accepted_corpora_needed")
-            records.append(
-                {
-                    "bundle": b.label,
-                    "offer": pair.get("challenger"),
-                    "against": pair.get("reference"),
-                    "accepted corpora needed (threshold, not a forecast)": (
-                        NOT_RECORDED if needed is None else needed
-                    ),
-                }
+            why = block.get("reason") or (
+                "no offer's hardware accepted the corpus: no measured cost per result to beat"
+                if block.get("pairs")
+                else "economics.json records no break-even threshold"
             )
-    if not records:
-        return " ".join(reasons) or "No bundle was priced: no break-even threshold."
-    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "offer", "against"]))
+            reasons.append(f"- {b.label}: {why}.")
+            continue
+        lines.append(f"**{b.label}**")
+        for pair in pairs:
+            challenger, reference = pair.get("challenger"), pair.get("reference")
+            needed = pair.get("accepted_corpora_needed")
+            ch_total = (offers.get(challenger) or {}).get("package_total_usd_minor")
+            ref_total = offers[reference].get("package_total_usd_minor")
+            if needed is None:
+                lines.append(
+                    f"- {reference}'s package costs {formats.usd(ref_total)}: no count of "
+                    f"accepted corpora makes {challenger} cheaper."
+                )
+                continue
+            corpora = "accepted corpus" if needed == 1 else "accepted corpora"
+            lines.append(
+                f"- {challenger}'s package ({formats.usd(ch_total)}) costs less per accepted "
+                f"corpus than {reference}'s single measured corpus ({formats.usd(ref_total)}) "
+                f"once {challenger} delivers **{formats.count(needed)}** {corpora} (a "
+                "threshold, not a forecast)."
+            )
+        lines.append("")
+    return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."
 
 
 def _variant_status(bundle: Bundle) -> dict[str, tuple[bool | None, str | None]]:
@@ -143,7 +199,8 @@ def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
             if best is not None and variant in speed and speed[variant] < accepted[best]:
                 lines.append(
                     f"- **{b.label} / {variant} was faster but {state}**{why}: median "
-                    f"{speed[variant]:.4g} s against {accepted[best]:.4g} s for {best}, the "
+                    f"{formats.seconds(speed[variant])} against {formats.seconds(accepted[best])}"
+                    f" for {best}, the "
                     "fastest accepted variant. It does not reach the same goal and has no cost "
                     "per accepted corpus (R5.7)."
                 )
@@ -154,3 +211,36 @@ def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
                 f"- {b.label}: no variant was accepted, so no cost per result exists (R5.5)."
             )
     return "\n".join(lines) or "Every variant was accepted."
+
+
+def ledger_markdown(ledger_path: str | None) -> str:
+    """The rental ledger, when the report was given one: the measured count and what was left
+    out, never an estimate (R5.3, R5.5). An empty string when none was given."""
+    if not ledger_path:
+        return ""
+    from gpubench_nb.economics.ledger import read_ledger
+
+    data = read_ledger(ledger_path)
+    window = data["window"]
+    lines = [
+        "## The rental ledger: accepted corpora counted on the rented machine",
+        "",
+        f"**{data['statement']}**",
+        "",
+        f"- Package window: {window['start_utc']} to {window['end_utc']} "
+        f"({window['status']}, as of {window['as_of_utc']}).",
+        f"- Machine: host {data['machine'].get('hostname') or '—'}, GPUs "
+        f"{', '.join(data['machine'].get('gpu_uuids') or []) or '—'} "
+        f"(from {data['machine'].get('source')}).",
+        f"- Distinct accepted corpus revisions: {formats.count(data['accepted_corpora'])} "
+        "(a corpus repeated, or benchmarked in several experiments, counts once; R5.3).",
+    ]
+    for entry in data.get("accepted_corpus_revisions") or []:
+        lines.append(
+            f"  - `{entry['corpus_revision'][:16]}…` accepted in {len(entry['bundles'])} "
+            f"bundle(s): {', '.join(f'`{b}`' for b in entry['bundles'])}"
+        )
+    left = data.get("left_out") or []
+    lines.append(f"- Left out: {len(left)} bundle(s)" + (":" if left else "."))
+    lines += [f"  - `{entry['bundle']}`: {entry['reason']}" for entry in left]
+    return "\n".join(lines)

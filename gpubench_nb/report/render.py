@@ -33,10 +33,18 @@ from gpubench_nb.report.bundles import (
     parse_bundle_dirs,
     rows_frame,
 )
+from gpubench_nb.report.decision import (
+    DecisionView,
+    decision_frame,
+    decision_html,
+    decision_view,
+    decision_view_of,
+)
 from gpubench_nb.report.economics import (
-    break_even_table,
+    break_even_markdown,
     economics_markdown,
     economics_table,
+    ledger_markdown,
     not_accepted_markdown,
 )
 from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
@@ -60,7 +68,12 @@ __all__ = [
     "SPREAD_RATIO",
     "Bundle",
     "acceptance_table",
-    "break_even_table",
+    "DecisionView",
+    "break_even_markdown",
+    "decision_frame",
+    "decision_html",
+    "decision_view",
+    "decision_view_of",
     "comparability_problems",
     "display_setup",
     "economics_markdown",
@@ -68,6 +81,7 @@ __all__ = [
     "elapsed_figure",
     "failures_table",
     "header_table",
+    "ledger_markdown",
     "load_bundles",
     "memory_figure",
     "memory_note",
@@ -299,6 +313,7 @@ def render_report(
     out_html: str | os.PathLike[str],
     *,
     allow_mismatch: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
 ) -> Path:
     """Execute 90_report.ipynb over ``bundle_dirs`` and write a self-contained HTML file.
 
@@ -312,6 +327,9 @@ def render_report(
 
     dirs = [str(Path(d).resolve()) for d in parse_bundle_dirs(bundle_dirs)]
     load_bundles(dirs, allow_mismatch=allow_mismatch)
+    ledger_path = str(Path(ledger).resolve()) if ledger is not None else ""
+    if ledger_path:
+        ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
     name = (
         "90_report.ipynb" if out_html.name == "report.html" else f"90_report-{out_html.stem}.ipynb"
@@ -323,7 +341,11 @@ def render_report(
         papermill.execute_notebook(
             str(NOTEBOOK),
             str(partial),
-            parameters={"bundle_dirs": dirs, "allow_mismatch": bool(allow_mismatch)},
+            parameters={
+                "bundle_dirs": dirs,
+                "allow_mismatch": bool(allow_mismatch),
+                "ledger": ledger_path,
+            },
             kernel_name="python3",
             cwd=str(NOTEBOOK.parent.parent),
             progress_bar=False,

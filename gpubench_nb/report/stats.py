@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench_nb.formats import number
 from gpubench_nb.protocol.results_schema import COLUMNS
 
 PHASES: tuple[str, ...] = ("load", "cold", "warm")  # R3.2: never mixed on one axis
@@ -264,7 +265,7 @@ def memory_summary(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataF
 
 
 def shown(frame: pd.DataFrame) -> pd.DataFrame:
-    """For display: not recorded shows as a dash, never as 0 or NaN (R4.3); 4 significant digits."""
+    """For display: not recorded is a dash, never 0 or NaN (R4.3); floats in human form."""
 
     def cell(value: Any) -> Any:
         if value is None or (isinstance(value, float) and math.isnan(value)):
@@ -272,7 +273,7 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, float):
-            return f"{value:.4g}"
+            return number(value, 4)  # separators, never e-notation (3.042e+04 -> 30,421)
         return value
 
     return frame.astype(object).map(cell)

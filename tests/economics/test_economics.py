@@ -386,10 +386,16 @@ def test_a_variant_with_no_measured_run_has_no_accepted_corpus(offers_file: Path
 WARM_B1 = [0.50, 0.40, 0.45, 0.90, 0.42]  # sorted 0.40 0.42 0.45 0.50 0.90: median 0.45
 
 
-def _write_bundle(bundle: Path, repeats: int = 5) -> None:
+H100_RECORDED = "NVIDIA H100 80GB HBM3"  # as torch.cuda.get_device_name names it
+
+
+def _write_bundle(
+    bundle: Path, repeats: int = 5, gpu_model: str | None = H100_RECORDED, gpu_count: int = 1
+) -> None:
     rows = _rows({"b1": [True], "b8": [True, False], "b4": [None]}, repeats)
     for row in rows:
-        row["gpu_model"] = "cpu"
+        row["gpu_model"] = gpu_model
+        row["gpu_count"] = gpu_count
         if row["corpus_accepted"] is not None:  # a real check ran: the CSV rules hold (R1.5)
             row.update(
                 expected_ids=1000,
@@ -432,7 +438,8 @@ def test_write_bundle_economics_worked_example(tmp_path: Path, offers_file: Path
     assert json.loads((bundle / "economics.json").read_text(encoding="utf-8")) == data
     # R5.4: one unit of work, declared once for every variant and offer.
     assert data["unit_of_work"] == UNIT_OF_WORK and data["rounding_rule"] == ROUNDING_RULE
-    assert data["pricing"]["offer"] == "h100-test" and data["measured_on"]["gpu_model"] == ["cpu"]
+    assert data["pricing"]["offer"] == "h100-test"
+    assert data["measured_on"]["gpu_model"] == [H100_RECORDED]
 
     facts = {fact["variant_id"]: fact for fact in data["variants"]}
     assert list(facts) == ["b1", "b8", "b4"]
@@ -455,12 +462,14 @@ def test_write_bundle_economics_worked_example(tmp_path: Path, offers_file: Path
         for offer_id, offer in offers.items()
         for cell in offer["variants"]
     }
-    # Only b1 has an accepted corpus: one distinct corpus, so the cost is the whole package.
+    # Only b1 has an accepted corpus: one distinct corpus, so the cost is the whole package;
+    # and only on the H100 offer, whose GPU accepted it (R2.4, R5.7): the B200 package shows
+    # its total and "not measured on this hardware".
     assert costs == {
         ("h100-test", "b1"): 65_000,
         ("h100-test", "b8"): None,
         ("h100-test", "b4"): None,
-        ("b200-test", "b1"): 198_765,
+        ("b200-test", "b1"): None,
         ("b200-test", "b8"): None,
         ("b200-test", "b4"): None,
     }
@@ -471,9 +480,44 @@ def test_write_bundle_economics_worked_example(tmp_path: Path, offers_file: Path
     needed = {
         (p["challenger"], p["reference"]): p["accepted_corpora_needed"] for p in even["pairs"]
     }
-    # 198765 / 65000 = 3.06 -> 4 corpora (49691 < 65000); 65000 / 198765 = 0.33 -> 1 corpus.
-    assert needed == {("b200-test", "h100-test"): 4, ("h100-test", "b200-test"): 1}
-    assert all("not a forecast" in p["statement"] for p in even["pairs"])
+    assert offers["b200-test"]["variants"][0]["reason"].startswith("not measured on this")
+    assert offers["h100-test"]["attribution"]["basis"] == "gpu model"
+    # 198765 / 65000 = 3.06 -> 4 corpora (49691 < 65000). H100 is the only measured reference:
+    # nothing was measured on the B200, so there is no B200 cost per result to beat.
+    assert needed == {("b200-test", "h100-test"): 4}
+    assert even["pairs"][0]["statement"] == (
+        "b200-test's package costs less per accepted corpus than h100-test's single measured "
+        "corpus (65000 cents) once b200-test delivers 4 accepted corpora; a threshold, not a "
+        "forecast"
+    )
+
+
+def test_a_cpu_bundle_has_no_cost_per_corpus_on_gpu_offers(
+    tmp_path: Path, offers_file: Path
+) -> None:
+    _write_bundle(tmp_path, gpu_model=None, gpu_count=0)  # accepted on the CPU (R2.4)
+    data = write_bundle_economics(tmp_path, Pricing(offers_file, "h100-test", 7, lots=1))
+    for offer in data["offers"]:
+        assert offer["package_total_usd_minor"] > 0  # the package total is still shown
+        assert not offer["attribution"]["attributable"]
+        assert all(c["cost_per_accepted_usd_minor"] is None for c in offer["variants"])
+        b1 = offer["variants"][0]
+        assert b1["reason"].startswith("not measured on this hardware: accepted on the CPU")
+    assert data["break_even"]["pairs"] == []
+    assert "no offer's hardware accepted the corpus" in data["break_even"]["reason"]
+
+
+def test_a_b200_lot_of_two_with_one_gpu_used_is_attributed_and_stated(
+    tmp_path: Path, offers_file: Path
+) -> None:
+    _write_bundle(tmp_path, gpu_model="NVIDIA B200", gpu_count=1)
+    data = write_bundle_economics(tmp_path, Pricing(offers_file, "b200", 7, lots=1))
+    offers = {offer["offer_id"]: offer for offer in data["offers"]}
+    b200, h100 = offers["b200-test"], offers["h100-test"]
+    assert b200["variants"][0]["cost_per_accepted_usd_minor"] == 198_765
+    assert b200["attribution"]["gpus_used"] == 1 and b200["attribution"]["gpus_billed"] == 2
+    assert "2 GPUs billed (1 lot(s) of 2), 1 used" in b200["attribution"]["lot_note"]  # R2.5
+    assert h100["variants"][0]["cost_per_accepted_usd_minor"] is None
 
 
 @pytest.mark.parametrize("repeats", [1, 3])
@@ -568,7 +612,10 @@ def test_economics_notebook_returns_one_table_per_offer(
     tables = economics_notebook("exp.yaml", str(tmp_path))
     assert list(tables) == ["h100-test", "b200-test"]
     b200 = tables["b200-test"].set_index("variant_id")
-    assert b200.loc["b1", "cost_per_accepted_usd_minor"] == 198_765
+    assert b200.loc["b1", "cost_per_accepted_usd_minor"] is None  # accepted on an H100 (R2.4)
+    assert b200.loc["b1", "on this hardware"].startswith("not measured on this hardware")
+    h100 = tables["h100-test"].set_index("variant_id")
+    assert h100.loc["b1", "cost_per_accepted_usd_minor"] == 65_000
     assert b200.loc["b8", "cost_per_accepted_usd_minor"] is None
     assert b200.loc["b1", "break_even_vs_h100-test (threshold, not a forecast)"] == 4
     assert (tmp_path / "economics.json").is_file()

@@ -69,6 +69,27 @@ def test_gpu_fields_count_used_devices_only(monkeypatch: pytest.MonkeyPatch) -> 
     assert two["gpu_count"] == 2 and two["device"] == "cuda:0,cuda:1"
 
 
+def test_gpu_uuids_used_and_visible_name_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake H100")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(
+        torch.cuda,
+        "get_device_properties",
+        lambda i: SimpleNamespace(uuid=f"0000000{i}-aaaa-bbbb-cccc-dddddddddddd"),
+    )
+    monkeypatch.setattr(envmod, "driver_version", lambda: None)
+    monkeypatch.setattr(envmod, "gpu_processes", lambda devices: [])
+    env = capture_environment(used=[torch.device("cuda", 1)])
+    assert env["gpu_uuids"] == ["GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"]  # the one used
+    assert env["visible_gpu_uuids"] == [
+        "GPU-00000000-aaaa-bbbb-cccc-dddddddddddd",
+        "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd",
+    ]
+    cpu = capture_environment(torch.device("cpu"))
+    assert cpu["gpu_uuids"] == [] and "hostname" in cpu
+
+
 def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
     me = envmod.os.getpid()
     fake = SimpleNamespace(

@@ -16,7 +16,7 @@ import pytest
 from matplotlib.collections import PathCollection
 
 from gpubench_nb.economics import costs as economics
-from gpubench_nb.errors import BundleError, ResultsError
+from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import (
@@ -177,7 +177,8 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
         "offers": [
             {
                 "offer_id": offer_id,
-                "gpu_model": "H100",
+                "gpu_model": offer_gpu,
+                "gpus_per_lot": per_lot,
                 "days": 7,
                 "lots": 1,
                 "package_total_usd_minor": total,
@@ -187,7 +188,10 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
                     for v, ok in status.items()
                 ],
             }
-            for offer_id, total in (("h100-example", 123456), ("b200-pair", 250005))
+            for offer_id, offer_gpu, per_lot, total in (
+                ("h100-example", "NVIDIA H100 80GB", 1, 123456),
+                ("b200-pair", "NVIDIA B200", 2, 250005),
+            )
         ],
         # By hand: b200 needs n with 250005 / n < 123456 / 1, so n = 3 (250005 / 2 > 123456);
         # h100 already beats b200 at n = 1 (123456 < 250005).
@@ -374,14 +378,18 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
 def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     bundles = report.load_bundles([gpu_bundle])
     table = report.economics_table(bundles)
+    # The corpus was accepted on an H100: the B200 package shows its total, no cost (R5.7).
     offer = table.loc[(bundles[0].label, "b200-pair")]
     assert offer["package total (USD)"] == "2,500.05"
-    assert offer["b4: USD per accepted corpus"] == "2,500.05"
-    assert offer["b8: USD per accepted corpus"].startswith("none")
+    assert offer["b4: USD per accepted corpus"] == "not measured on this hardware"
+    assert offer["measured on this hardware?"].startswith("not measured on this hardware")
+    h100 = table.loc[(bundles[0].label, "h100-example")]
+    assert h100["b4: USD per accepted corpus"] == "1,234.56"
+    assert h100["b8: USD per accepted corpus"].startswith("none")
     text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
     # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
-    assert "b8 was faster but not accepted** (quality below 0.7): median 0.305 s" in text
-    assert "0.5 s for b4" in text and "R5.7" in text
+    assert "b8 was faster but not accepted** (quality below 0.7): median 305 ms" in text
+    assert "500 ms for b4" in text and "R5.7" in text
 
 
 def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -414,20 +422,29 @@ def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bu
     )
     pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
     economics.write_bundle_economics(gpu_bundle, pricing)
-    table = report.break_even_table(report.load_bundles([gpu_bundle]))
-    label = table.index[0][0]
-    needed = "accepted corpora needed (threshold, not a forecast)"
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
     # By hand, totals 8400 and 20000 cents: two needs n with 20000 / n < 8400, so n = 3
-    # (20000 / 2 = 10000 is not below 8400); one beats two's 20000 at n = 1.
-    assert table.loc[(label, "two", "one"), needed] == 3
-    assert table.loc[(label, "one", "two"), needed] == 1
-    assert len(table) == 2
+    # (20000 / 2 = 10000 is not below 8400). The corpus was accepted on an H100: only "one"
+    # measured a corpus, so "two" has no cost per result for "one" to beat (R5.7).
+    assert (
+        "- two's package (USD 200.00) costs less per accepted corpus than one's single measured "
+        "corpus (USD 84.00) once two delivers **3** accepted corpora (a threshold, not a "
+        "forecast)."
+    ) in text
+    assert text.count("costs less per accepted corpus") == 1
+
+
+def test_break_even_ignores_a_reference_that_measured_nothing(gpu_bundle: Path) -> None:
+    # The golden economics.json lists both directions; b200-pair's GPU never ran this corpus.
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    assert "once b200-pair delivers **3** accepted corpora" in text
+    assert "once h100-example delivers" not in text
 
 
 def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> None:
     economics.write_bundle_economics(gpu_bundle, None)  # no pricing section declared
-    text = report.break_even_table(report.load_bundles([gpu_bundle]))
-    assert isinstance(text, str) and "no pricing section declared" in text
+    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    assert "no pricing section declared" in text
 
 
 def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
@@ -530,12 +547,55 @@ def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
     assert not any(re.search(r"^\s*(def|class|for|while) ", c.source, re.M) for c in code)
 
 
+# A ledger as `gpubench-nb ledger --out` writes it (economics.ledger.build_ledger).
+LEDGER = {
+    "offer_id": "h100-example",
+    "gpu_model": "NVIDIA H100 80GB",
+    "gpus_per_lot": 1,
+    "days": 7,
+    "lots": 1,
+    "window": {
+        "start_utc": "2026-12-01T00:00:00Z",
+        "end_utc": "2026-12-08T00:00:00Z",
+        "status": "so far",
+        "as_of_utc": "2026-12-03T12:00:00Z",
+    },
+    "machine": {"hostname": "rented-node", "gpu_uuids": ["GPU-1"], "source": "--machine"},
+    "package_total_usd_minor": 123456,
+    "accepted_corpora": 2,
+    "cost_per_accepted_usd_minor": 61728,
+    "accepted_corpus_revisions": [
+        {"corpus_revision": "c" * 64, "bundles": ["outputs/a", "outputs/b"]},
+        {"corpus_revision": "d" * 64, "bundles": ["outputs/d"]},
+    ],
+    "kept": [],
+    "left_out": [{"bundle": "outputs/x", "reason": "another machine: host 'other'"}],
+    "statement": "h100-example, 7 days × 1 lot(s): USD 1,234.56; 2 distinct accepted corpora "
+    "so far (the package window is still running), so USD 617.28 per accepted corpus.",
+}
+
+
+def test_ledger_markdown_shows_the_count_and_what_was_left_out(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.json"
+    path.write_text(json.dumps(LEDGER), encoding="utf-8")
+    text = report.ledger_markdown(str(path))
+    assert "2 distinct accepted corpora so far" in text
+    assert "Distinct accepted corpus revisions: 2" in text
+    assert "`outputs/x`: another machine" in text
+    assert report.ledger_markdown("") == ""
+    path.write_text("{}", encoding="utf-8")
+    with pytest.raises(EconomicsError, match=r"R5\.3: .*not a ledger"):
+        report.ledger_markdown(str(path))
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("report")
     gpu = write_bundle(root, "gpu", gpu=True)
     cpu = write_bundle(root, "cpu", gpu=False, scale=4.0)
-    return report.render_report([gpu, cpu], gpu / "report.html")
+    ledger = root / "ledger.json"
+    ledger.write_text(json.dumps(LEDGER), encoding="utf-8")
+    return report.render_report([gpu, cpu], gpu / "report.html", ledger=ledger)
 
 
 @pytest.mark.slow
@@ -575,13 +635,85 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
     assert "Traceback" not in dom
     tables = re.findall(r"<table.*?</table>", dom, re.S)
-    # header, summary, memory, acceptance, failures, economics, break-even
-    assert len(tables) == 7
+    # decision (first), header, summary, memory, acceptance, failures, economics
+    assert len(tables) == 7 and 'id="decision-table"' in tables[0]
     bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
-    assert bodies[1] == 18  # 2 bundles x 3 variants x 3 phases
-    assert bodies[3] == 60  # 2 bundles x 30 measured runs
-    assert bodies[4] == 1  # the OOM run, listed with its note
-    assert bodies[6] == 4  # 2 bundles x 2 ordered pairs of offers
-    assert "threshold, not a forecast" in tables[6]
-    assert "out of memory" in tables[4] and "memory was not recorded" in dom
+    assert bodies[0] == 6  # 2 bundles x 3 variants
+    assert bodies[2] == 18  # 2 bundles x 3 variants x 3 phases
+    assert bodies[4] == 60  # 2 bundles x 30 measured runs
+    assert bodies[5] == 1  # the OOM run, listed with its note
+    assert bodies[6] == 4  # 2 bundles x 2 offers
+    assert "Cheapest accepted option" in dom and "Fastest accepted option" in dom
+    assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
+    assert "out of memory" in tables[5] and "memory was not recorded" in dom
     assert "b8 was faster but not accepted" in dom
+    assert "The rental ledger" in dom and "USD 617.28 per accepted corpus" in dom
+    assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
+
+
+FIRST_SCREEN_PROBE = """<script>(function () {
+  var t = document.getElementById("decision-table"), r = t && t.getBoundingClientRect();
+  document.body.setAttribute("data-decision-probe", JSON.stringify(r ? {
+    top: r.top, bottom: r.bottom, left: r.left, right: r.right,
+    viewport_width: window.innerWidth, viewport_height: window.innerHeight,
+    scroll_y: window.scrollY} : null));
+})();</script>"""
+
+
+def first_screen_probe(html_path: Path, profile: Path) -> dict | None:
+    """The decision table's box in a 1400x900 headless window, measured by the browser itself."""
+    html = html_path.read_text(encoding="utf-8")
+    end = html.rindex("</body>")
+    probe = html_path.with_name(f"{html_path.stem}-probe.html")
+    probe.write_text(html[:end] + FIRST_SCREEN_PROBE + html[end:], encoding="utf-8")
+    browser = subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         f"--user-data-dir={profile}", "--window-size=1400,900", "--hide-scrollbars",
+         "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    )  # fmt: skip
+    found = re.search(r'data-decision-probe="([^"]*)"', browser.stdout)
+    assert found, "the probe script did not run"
+    return json.loads(found.group(1).replace("&quot;", '"'))
+
+
+@pytest.mark.slow
+def test_decision_table_is_visible_without_scrolling(rendered: Path, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (`.ci/run` installs it)")
+    shot = rendered.parent / "report-first-screen.png"  # kept for a person to look at
+    subprocess.run(
+        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         f"--user-data-dir={tmp_path / 'shot'}", "--window-size=1400,900", "--hide-scrollbars",
+         f"--screenshot={shot}", rendered.as_uri()],
+        capture_output=True, text=True, timeout=90, check=True,
+    )  # fmt: skip
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    box = first_screen_probe(rendered, tmp_path / "probe")
+    assert box is not None, "no element with id decision-table"
+    assert box["viewport_width"] == 1400 and box["scroll_y"] == 0
+    # The whole table inside the first screen: below the top edge, above the fold, no
+    # horizontal overflow. The viewport height is the browser's own (the window minus chrome).
+    assert box["top"] >= 0 and box["left"] >= 0
+    assert box["bottom"] <= min(box["viewport_height"], 900), box
+    assert box["right"] <= box["viewport_width"], box
+
+
+@pytest.mark.slow
+def test_first_screen_probe_fails_when_the_table_is_below_the_fold(
+    rendered: Path, tmp_path: Path
+) -> None:
+    """The check above can fail: push the same table down by one screen and it must see it."""
+    if not CHROMIUM.exists():
+        pytest.skip("needs Debian's chromium at /usr/bin/chromium (`.ci/run` installs it)")
+    pushed = tmp_path / "pushed.html"
+    html = rendered.read_text(encoding="utf-8")
+    pushed.write_text(
+        html.replace('<table border="1" class="dataframe" id="decision-table">',
+                     '<div style="height:1000px"></div>'
+                     '<table border="1" class="dataframe" id="decision-table">', 1),
+        encoding="utf-8",
+    )  # fmt: skip
+    box = first_screen_probe(pushed, tmp_path / "probe")
+    assert box is not None and box["bottom"] > box["viewport_height"]

@@ -1,0 +1,152 @@
+"""`gpubench-nb classify`: one accepted-or-not pass of a declared variant, as a small sealed bundle.
+
+Production work counts in the rental ledger too (R5.3): this runs the frozen protocol's model on
+the corpus once (no warm-up, no repeats: not a timing study), checks the predictions (R1.5,
+R1.6) and seals predictions, checks, one CSV row and the environment under a manifest (R5.6).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.pipeline.observations import rows_for_run
+from gpubench_nb.pipeline.orchestrate import prepare_bundle
+from gpubench_nb.pipeline.run import execute_run
+from gpubench_nb.pipeline.schedule import ScheduledRun
+from gpubench_nb.pipeline.steps import environment_step
+from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
+from gpubench_nb.protocol.results import append_rows, read_rows
+
+CLASSIFY_NOTE = (
+    "classify: one accepted-or-not pass of a declared variant, not a timing study (no warm-up, "
+    "no repeats); it counts in the rental ledger as one corpus (R5.3)"
+)
+
+
+@dataclass(frozen=True)
+class ClassifyResult:
+    bundle_dir: Path
+    row: dict[str, Any]
+    accepted: bool
+
+
+def reference_from(benchmark: Path, lock: dict[str, Any]) -> float:
+    """The reference variant's median quality measured by a benchmark bundle of the same
+    frozen protocol (R1.3: the tolerance is a drop below the reference's value)."""
+    theirs = read_lock(benchmark)
+    if theirs.get("sha256") != lock.get("sha256"):
+        raise ProtocolError(
+            f"--reference-bundle {benchmark}: its frozen protocol (sha256 "
+            f"{str(theirs.get('sha256'))[:12]}) is not this experiment's ({lock['sha256'][:12]}); "
+            "fix: pass the benchmark bundle of this very experiment",
+            rule="R1.3",
+        )
+    reference = lock["declaration"]["quality"]["reference_variant"]
+    values = [
+        r["quality_value"]
+        for r in read_rows(benchmark / layout.CSV_NAME)
+        if r["variant_id"] == reference
+        and r["phase"] in ("cold", "warm")
+        and r.get("ids_match") is True
+        and r.get("format_valid") is True
+        and r.get("quality_value") is not None
+    ]
+    if not values:
+        raise ProtocolError(
+            f"--reference-bundle {benchmark}: no valid run of the reference variant "
+            f"{reference!r}; fix: finish that benchmark first (gpubench-nb run)",
+            rule="R1.3",
+        )
+    return statistics.median(values)
+
+
+def _bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{stamp}"
+    path, number = base, 1
+    while path.exists():
+        number += 1
+        path = base.with_name(f"{base.name}-{number}")
+    return path
+
+
+def classify(
+    experiment_path: str | Path,
+    variant_id: str,
+    *,
+    output_dir: str | Path = "outputs",
+    reference_bundle: str | Path | None = None,
+) -> ClassifyResult:
+    """Run ``variant_id`` once over the corpus and seal the outcome in a new bundle.
+
+    The reference variant checks its own tolerance; another variant needs the reference value
+    a benchmark of the same frozen protocol measured (``reference_bundle``), else it is refused
+    before anything runs (R1.3).
+    """
+    exp = load_experiment(experiment_path)
+    exp.variant(variant_id)  # an unknown variant fails before anything is written
+    is_reference = variant_id == exp.quality.reference_variant
+    if not is_reference and reference_bundle is None:
+        raise ProtocolError(
+            f"variant {variant_id!r} is accepted only within the tolerance below the reference "
+            f"variant {exp.quality.reference_variant!r}'s quality; fix: pass --reference-bundle "
+            f"with the finished benchmark of {exp.experiment_id}, or classify "
+            f"--variant {exp.quality.reference_variant}",
+            rule="R1.3",
+        )
+    bundle_dir = _bundle_dir(Path(output_dir), exp.experiment_id, variant_id)
+    corpus, fingerprints = prepare_bundle(exp, bundle_dir)
+    reference_value = None
+    if not is_reference:
+        reference_value = reference_from(Path(reference_bundle), read_lock(bundle_dir))
+        write_json_atomic(
+            bundle_dir / REFERENCE_NAME,
+            {
+                "reference_variant": exp.quality.reference_variant,
+                "reference_value": reference_value,
+                "from_bundle": str(Path(reference_bundle).resolve()),
+            },
+        )
+    environment_step(exp.source, bundle_dir)
+    record = execute_run(exp.source, variant_id, "cold", 1, bundle_dir)
+    run = ScheduledRun(position=1, variant_id=variant_id, phase="cold", run_index=1)
+    row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row
+    row["notes"] = f"{CLASSIFY_NOTE} | {row['notes']}" if row.get("notes") else CLASSIFY_NOTE
+    csv_path = bundle_dir / layout.CSV_NAME
+    append_rows(csv_path, [row])
+    fill_quality(bundle_dir, corpus, exp.classes, exp.quality)  # reads reference.json
+    layout.write_manifest(bundle_dir)
+    final = read_rows(csv_path)[0]
+    return ClassifyResult(bundle_dir, final, bool(final.get("corpus_accepted")))
+
+
+def summary(result: ClassifyResult) -> str:
+    """What the command prints: the verdict, the quality and where the bundle is."""
+    row = result.row
+    checks_path = layout.run_dir(result.bundle_dir, row["variant_id"], "cold", 1) / CHECKS_NAME
+    checks = json.loads(checks_path.read_text(encoding="utf-8")) if checks_path.exists() else {}
+    verdict = "ACCEPTED" if result.accepted else "NOT accepted"
+    quality = row.get("quality_value")
+    lines = [
+        f"{row['variant_id']}: corpus {verdict} (R1.5): ids_match={row.get('ids_match')}, "
+        f"format_valid={row.get('format_valid')}, {row.get('quality_metric')}="
+        f"{'—' if quality is None else f'{quality:.4f}'} (threshold "
+        f"{row.get('quality_threshold')})",
+        f"bundle sealed: {result.bundle_dir} (count it with gpubench-nb ledger)",
+    ]
+    if checks.get("missing_ids"):
+        lines.insert(1, f"missing IDs: {len(checks['missing_ids'])}")
+    return "\n".join(lines)
+
+
+__all__ = ["ClassifyResult", "classify", "reference_from", "summary"]

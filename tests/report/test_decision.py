@@ -1,0 +1,134 @@
+"""The decision view: one row per (bundle, variant) and the sentences that read it (issue 13)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from test_report import write_bundle
+
+from gpubench_nb.report.decision import (
+    Option,
+    decision_frame,
+    decision_html,
+    decision_sentences,
+    decision_view,
+)
+
+
+def _option(bundle: str, variant: str, warm: tuple[float, ...], **changes) -> Option:
+    base = Option(
+        bundle=bundle,
+        variant_id=variant,
+        knob=None,
+        accepted=True,
+        why_not=None,
+        warm_seconds=warm,
+        cold_median_seconds=None,
+        load_median_seconds=None,
+        peak_allocated_bytes=None,
+        peak_reserved_bytes=None,
+        offer_id="h100",
+        package="7 days × 1 lot(s)",
+        package_total_usd_minor=42_000,
+        cost_per_accepted_usd_minor=42_000,
+        cost_note=None,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+FIVE_FAST = (0.50, 0.52, 0.48, 0.51, 0.49)  # median 0.50, range 0.48-0.52
+FIVE_SLOW = (0.80, 0.82, 0.81, 0.79, 0.83)  # median 0.81, range 0.79-0.83
+
+
+def test_cheapest_names_the_package_and_its_accepted_variants() -> None:
+    options = [
+        _option("H100 box", "b1", FIVE_SLOW),
+        _option("H100 box", "b4", FIVE_FAST),
+        _option("H200 box", "b4", FIVE_FAST, offer_id="h200", package_total_usd_minor=60_000,
+                cost_per_accepted_usd_minor=60_000),
+    ]  # fmt: skip
+    cheapest = decision_sentences(options)[0]
+    assert cheapest.startswith(
+        "Cheapest accepted option: H100 box (h100, 7 days × 1 lot(s); variants b1, b4) at "
+        "USD 420.00 per accepted corpus"
+    )
+
+
+def test_no_cost_when_no_accepted_option_was_measured_on_its_package_hardware() -> None:
+    note = "not measured on this hardware: accepted on the CPU (no GPU used), not on a H100"
+    options = [_option("cpu", "b1", FIVE_SLOW, cost_per_accepted_usd_minor=None, cost_note=note)]
+    first = decision_sentences(options)[0]
+    assert first.startswith("No accepted option has a cost per accepted corpus") and note in first
+
+
+def test_fastest_distinct_when_ranges_do_not_overlap() -> None:
+    sentences = decision_sentences(
+        [_option("box", "b1", FIVE_SLOW), _option("box", "b4", FIVE_FAST)]
+    )
+    assert sentences[1] == (
+        "Fastest accepted option: box / b4, median warm time per corpus 500 ms "
+        "(480 ms – 520 ms over 5 runs)."
+    )
+
+
+def test_overlapping_ranges_are_not_distinguishable() -> None:
+    close = (0.505, 0.53, 0.515, 0.51, 0.52)  # median 0.515, range 0.505-0.53: overlaps b4's
+    sentences = decision_sentences([_option("box", "b4", FIVE_FAST), _option("box", "b8", close)])
+    assert "Fastest accepted option: box / b4" in sentences[1]
+    assert (
+        "Not distinguishable on these 5 runs from box / b8 (515 ms (505 ms – 530 ms))"
+        in (sentences[1])
+    )
+
+
+def test_faster_but_rejected_and_fewer_than_five_runs_are_said() -> None:
+    rejected = _option(
+        "box", "b8", (0.30, 0.31, 0.29), accepted=False, why_not="macro_f1 0.66 below 0.7"
+    )
+    short = _option("box", "b4", (0.50, 0.52, 0.48, 0.51))
+    sentences = decision_sentences([short, rejected])
+    assert (
+        "box / b8 was faster (median 300 ms) but not accepted (macro_f1 0.66 below 0.7): it "
+        "does not reach the same goal (R5.7)."
+    ) in sentences
+    assert any(s.startswith("Fewer than 5 timed warm runs for box / b4 (4)") for s in sentences)
+
+
+def test_nothing_accepted_names_no_option() -> None:
+    sentences = decision_sentences([_option("box", "b1", FIVE_FAST, accepted=False)])
+    assert sentences == [
+        "No option was accepted: none reaches the goal, so there is no cheapest or fastest "
+        "option to name (R1.5, R5.7)."
+    ]
+
+
+def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
+    gpu = write_bundle(tmp_path, "gpu", gpu=True)
+    cpu = write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
+    view = decision_view([gpu, cpu])  # folders, as a campaign passes them
+    assert [(o.variant_id, o.accepted) for o in view.options] == [
+        ("b1", True), ("b4", True), ("b8", False), ("b1", True), ("b4", True), ("b8", False),
+    ]  # fmt: skip
+    frame = decision_frame(view)
+    h100 = "demo-bow-batch · NVIDIA H100 80GB HBM3"
+    b4 = frame.loc[(h100, "b4 (batch=4)")]
+    assert b4["accepted"] == "yes"
+    assert b4["warm per corpus: median (min – max)"] == "500 ms (480 ms – 520 ms), 5 runs"
+    assert b4["cold (median)"] == "600 ms" and b4["load (median)"] == "420 ms"
+    assert b4["peak memory (warm, median)"] == "120 MiB allocated, 184 MiB reserved"
+    assert b4["declared package"] == "USD 1,234.56 (h100-example, 7 days × 1 lot(s))"
+    assert b4["per accepted corpus"] == "USD 1,234.56"
+    b8 = frame.loc[(h100, "b8 (batch=8)")]
+    assert b8["accepted"] == (
+        "no: macro_f1 0.660 below the threshold 0.700 (9 of 10 runs); run failed: out of "
+        "memory (1 of 10 runs)"
+    )
+    cpu_b4 = frame.loc[("demo-bow-batch · cpu", "b4 (batch=4)")]
+    assert cpu_b4["per accepted corpus"] == "not measured on this hardware"  # R5.7
+    assert cpu_b4["peak memory (warm, median)"] == "—"  # not measured on CPU (R4.3)
+    assert "e+" not in frame.to_string()  # never scientific notation
+    assert view.sentences[0].startswith(f"Cheapest accepted option: {h100} (h100-example")
+    assert f"{h100} / b8 was faster (median 305 ms) but not accepted" in " ".join(view.sentences)
+    html = decision_html(view)
+    assert html.startswith('<table border="1" class="dataframe" id="decision-table">')
