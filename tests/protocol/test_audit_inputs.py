@@ -106,6 +106,8 @@ def build_bundle(tmp_path: Path, ids: list[str]) -> Path:
     (run / "predictions.jsonl").write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in gold), encoding="utf-8"
     )
+    record = {"precision": "fp32", "batch": 1, "context": 64, "elapsed_seconds": 0.5}
+    (run / "run.json").write_text(json.dumps(record), encoding="utf-8")  # what the run applied
     write_rows_atomic(bundle / layout.CSV_NAME, [_row(corpus.revision)])
     fill_quality(bundle, corpus, exp.classes, exp.quality)
     layout.write_manifest(bundle)
