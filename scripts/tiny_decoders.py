@@ -16,7 +16,7 @@ _WORD_TEXT = (
     "game play sound audio mail email web browser http math number plot graph image picture "
     "text editor file system admin user disk network net science data model answer section "
     "classify label which one yes no : ? . , ! * # | - + = ( ) [ ] { } > < "
-    "admin games graphics math net science sound web misc other"
+    "admin games graphics math net science sound web misc other assistant"
 )
 WORDS = tuple(_WORD_TEXT.split())
 CHAT_TEMPLATE = (

@@ -45,6 +45,10 @@ def load_backend(
         from gpubench_nb.engine.backends.hf import HfBackend
 
         return HfBackend(model.path, tokenizer.path, **kwargs)
+    if model.backend == "causal_lm":
+        from gpubench_nb.engine.backends.causal_lm import CausalLmBackend
+
+        return CausalLmBackend(model.path, tokenizer.path, prompt=model.prompt, **kwargs)
     raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
 
 
@@ -55,6 +59,7 @@ def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
     from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 
     listers = {"bow": bow.model_files, "minilm": minilm.model_files, "hf": hf.model_files}
+    listers["causal_lm"] = hf.model_files  # the same config.json + weights (R1.1)
     if model.backend not in listers:
         raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
     model_dir = require_folder(model.path, "model.path")

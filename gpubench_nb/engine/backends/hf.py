@@ -132,6 +132,10 @@ class HfBackend(EncoderBackend):
             return last_real_token_logits(self.module, tensors)
         return self.module(**tensors).logits
 
+    def tokens_processed(self, tokenized: Tokenized) -> int:
+        """Tokens of the pass, special tokens included, padding excluded (for tokens/s)."""
+        return sum(len(ids) for ids in tokenized.input_ids)
+
     def describe(self) -> dict[str, Any]:
         described = super().describe()
         if self._decoder is not None:
