@@ -61,13 +61,13 @@ def word_tokenizer(
     return tokenizer
 
 
-def _config(family: str, vocab_size: int, **extra: Any) -> Any:
+def _config(family: str, vocab_size: int, positions: int = 256, **extra: Any) -> Any:
     from transformers import GPT2Config, LlamaConfig
 
     if family == "gpt2":
         return GPT2Config(
             vocab_size=vocab_size,
-            n_positions=256,
+            n_positions=positions,
             n_embd=32,
             n_layer=2,
             n_head=2,
@@ -84,7 +84,7 @@ def _config(family: str, vocab_size: int, **extra: Any) -> Any:
             num_hidden_layers=2,
             num_attention_heads=4,
             num_key_value_heads=2,
-            max_position_embeddings=256,
+            max_position_embeddings=positions,
             initializer_range=0.2,
             bos_token_id=2,
             eos_token_id=3,
@@ -122,14 +122,14 @@ def tiny_classifier(
 
 
 def tiny_causal_lm(
-    folder: Path, family: str, *, seed: int = 0, chat_template: bool = False
+    folder: Path, family: str, *, seed: int = 0, chat_template: bool = False, positions: int = 256
 ) -> Path:
     """A ``*ForCausalLM`` with the word-level tokenizer (pad set, BOS added)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     tokenizer = word_tokenizer(folder, chat_template=chat_template)
-    config = _config(family, len(tokenizer), pad_token_id=0)
+    config = _config(family, len(tokenizer), positions, pad_token_id=0)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config).eval()
     model.save_pretrained(str(folder))
