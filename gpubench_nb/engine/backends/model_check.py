@@ -1,4 +1,4 @@
-"""What `validate` checks of a user-supplied model folder (hf, causal_lm) without loading weights."""
+"""What `validate` checks of a model folder the user brings (hf, causal_lm), weights unloaded."""
 
 from __future__ import annotations
 
