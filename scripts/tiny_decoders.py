@@ -61,14 +61,16 @@ def word_tokenizer(
     return tokenizer
 
 
-def _config(family: str, vocab_size: int, positions: int = 256, **extra: Any) -> Any:
+def _config(
+    family: str, vocab_size: int, positions: int = 256, width: int = 32, **extra: Any
+) -> Any:
     from transformers import GPT2Config, LlamaConfig
 
     if family == "gpt2":
         return GPT2Config(
             vocab_size=vocab_size,
             n_positions=positions,
-            n_embd=32,
+            n_embd=width,
             n_layer=2,
             n_head=2,
             initializer_range=0.2,
@@ -79,8 +81,8 @@ def _config(family: str, vocab_size: int, positions: int = 256, **extra: Any) ->
     if family == "llama":
         return LlamaConfig(
             vocab_size=vocab_size,
-            hidden_size=32,
-            intermediate_size=64,
+            hidden_size=width,
+            intermediate_size=2 * width,
             num_hidden_layers=2,
             num_attention_heads=4,
             num_key_value_heads=2,
@@ -122,14 +124,21 @@ def tiny_classifier(
 
 
 def tiny_causal_lm(
-    folder: Path, family: str, *, seed: int = 0, chat_template: bool = False, positions: int = 256
+    folder: Path,
+    family: str,
+    *,
+    seed: int = 0,
+    chat_template: bool = False,
+    positions: int = 256,
+    width: int = 32,
+    words: Sequence[str] = WORDS,
 ) -> Path:
     """A ``*ForCausalLM`` with the word-level tokenizer (pad set, BOS added)."""
     import torch
     from transformers import AutoModelForCausalLM
 
-    tokenizer = word_tokenizer(folder, chat_template=chat_template)
-    config = _config(family, len(tokenizer), positions, pad_token_id=0)
+    tokenizer = word_tokenizer(folder, chat_template=chat_template, words=words)
+    config = _config(family, len(tokenizer), positions, width, pad_token_id=0)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config).eval()
     model.save_pretrained(str(folder))
