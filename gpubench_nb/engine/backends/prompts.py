@@ -24,14 +24,19 @@ class PromptTokenizer:
     def __init__(self, tokenizer: Any, prompt: Any) -> None:
         self.tokenizer = tokenizer
         self.prompt = prompt
-        if tokenizer._fast is None:
+        if not getattr(tokenizer.hf, "is_fast", False):
             raise BackendError(
                 f"tokenizer.path {tokenizer.path}: backend causal_lm needs a fast tokenizer "
                 "(tokenizer.json) to keep the prompt whole when a text is cut (R2.3); save the "
                 "tokenizer with transformers' fast class",
                 rule="R2.3",
             )
-        self.fast = tokenizer._fast
+        from tokenizers import Tokenizer
+
+        # A private copy: the shared Rust tokenizer may carry padding/truncation state.
+        self.fast = Tokenizer.from_str(tokenizer.hf.backend_tokenizer.to_str())
+        self.fast.no_padding()
+        self.fast.no_truncation()
         self.prefix, self.suffix = self._split(prompt)
         # A chat template writes its special tokens itself; a plain prompt gets the tokenizer's.
         self.add_special_tokens = not prompt.chat_template
