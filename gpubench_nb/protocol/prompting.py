@@ -147,7 +147,9 @@ def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...])
         steps = _strings(check, "model.prompt.normalise", prompt.get("normalise", ["strip"]))
         for step in steps:
             check.choice("model.prompt.normalise[]", step, NORMALISE_STEPS)
-    verbalisations = _verbalisations(check, prompt.get("verbalisations"), classes, steps)
+    verbalisations = _verbalisations(
+        check, prompt.get("verbalisations"), classes, steps, decision == "generate"
+    )
     return PromptSpec(
         template=template,
         chat_template=chat,
@@ -168,7 +170,7 @@ def _strings(check: Any, where: str, value: Any) -> tuple[str, ...]:
 
 
 def _verbalisations(
-    check: Any, value: Any, classes: tuple[str, ...], steps: tuple[str, ...]
+    check: Any, value: Any, classes: tuple[str, ...], steps: tuple[str, ...], generate: bool
 ) -> tuple[str, ...]:
     where = "model.prompt.verbalisations"
     if not isinstance(value, Mapping):
@@ -193,6 +195,17 @@ def _verbalisations(
         check.fail(where, "each verbalisation must be a non-empty string", 'e.g. " admin"')
         return ()
     compared = [normalise_answer(t, steps) for t in texts]
+    renamed = [c for c, t in zip(classes, compared, strict=True) if normalise_answer(c, steps) != t]
+    if generate and renamed:
+        # An off-label answer is written as-is: were it a class name that is not that class's
+        # verbalisation, acceptance would count it as that class, a mapping nobody declared.
+        check.fail(
+            where,
+            f"with decision generate, each verbalisation must be its class name after "
+            f"normalisation {list(steps)}; not so for {renamed}",
+            "use the class names as verbalisations (or rename the classes)",
+            rule="R1.5",
+        )
     same = sorted({t for t in compared if compared.count(t) > 1})
     if same:
         check.fail(

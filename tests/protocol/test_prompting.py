@@ -100,6 +100,18 @@ def test_verbalisations_equal_after_normalisation_are_refused(tmp_path) -> None:
         load_experiment(_write(tmp_path, declaration))
 
 
+def test_generate_verbalisations_must_be_the_class_names(tmp_path) -> None:
+    """Else an off-label answer equal to a class name would be accepted as that class."""
+    declaration = _example()
+    prompt = declaration["model"]["prompt"]
+    del prompt["length_normalisation"]
+    prompt.update(decision="generate", max_new_tokens=2, normalise=["strip"])
+    load_experiment(_write(tmp_path, declaration))  # " admin" strips to "admin": fine
+    prompt["verbalisations"]["net"] = " network"
+    with pytest.raises(ProtocolError, match=r"R1\.5.*not so for \['net'\]"):
+        load_experiment(_write(tmp_path, declaration))
+
+
 def test_prompt_only_with_causal_lm_and_required_there(tmp_path) -> None:
     declaration = _example()
     declaration["model"]["backend"] = "hf"
