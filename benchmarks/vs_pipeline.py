@@ -11,7 +11,15 @@ Model: a BertForSequenceClassification folder with random weights built from Min
 default on CPU, where MiniLM is compute-bound and the Python overhead would not show).
 Targets: >= 1.0 on CPU with ``tiny``; >= 1.5 on a GPU with ``minilm``.
 
+``--case causal``: the ``causal_lm`` backend's ``loglik`` path (parameters/llm-prompted.yaml's
+prompt and verbalisations) against the plain transformers loop a user would write: left-padded
+``tokenizer(prompts)``, ``position_ids`` from the mask, ``model(...).logits[:, -1]`` restricted
+to the verbalisations' token ids. Same model object, same batches in corpus order, same
+end-to-end chain; predictions must be identical. The model is a random GPT-2 or Llama
+(``--family``, ``--width``) with a word-level tokenizer over the corpus's words, built here.
+
     python benchmarks/vs_pipeline.py [--device cpu|cuda] [--batches 1,8,32] [--repeats 5]
+    python benchmarks/vs_pipeline.py --case causal [--family gpt2|llama] [--width 256]
 """
 
 from __future__ import annotations
@@ -50,7 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shape", choices=("tiny", "minilm"), default=None)
     parser.add_argument("--limit", type=int, default=None, help="first N eval items only")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--case", choices=("encoder", "causal"), default="encoder")
+    parser.add_argument("--family", choices=("gpt2", "llama"), default="llama")
+    parser.add_argument("--width", type=int, default=128, help="causal: hidden size")
     args = parser.parse_args(argv)
+    if args.case == "causal":
+        return causal(args)
     import torch
     from transformers import pipeline
     from transformers.utils import logging as hf_logging
@@ -136,6 +149,112 @@ def main(argv: list[str] | None = None) -> int:
             )
             raw = {k: " ".join(f"{x:.3f}" for x in v) for k, v in times.items()}
             print(f"    raw s: ours [{raw['ours']}]  pipeline [{raw['pipeline']}]")
+    return 0
+
+
+def _interleaved(ours, theirs, repeats: int) -> dict[str, list[float]]:
+    """One unrecorded warm-up each, then ABAB / BABA ... (R3.4)."""
+    ours(), theirs()
+    times: dict[str, list[float]] = {"ours": [], "theirs": []}
+    for i in range(repeats):
+        order = (("ours", ours), ("theirs", theirs))
+        for name, fn in order if i % 2 == 0 else order[::-1]:
+            times[name].append(fn())
+    return times
+
+
+def causal(args: argparse.Namespace) -> int:
+    """Our loglik path against the plain transformers loop, same model and batches."""
+    import torch
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from scripts.tiny_decoders import tiny_causal_lm
+
+    hf_logging.set_verbosity_error()
+    if args.threads or args.device == "cpu":
+        torch.set_num_threads(args.threads or 1)
+    exp = load_experiment(ROOT / "parameters" / "llm-prompted.yaml")
+    prompt = exp.model.prompt
+    corpus = load_experiment_corpus(exp, "eval")
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        if args.limit:
+            lines = corpus.path.read_text(encoding="utf-8").splitlines()[: args.limit]
+            small = tmp / "eval.jsonl"
+            small.write_text("\n".join(lines) + "\n", encoding="utf-8")
+            exp = dataclasses.replace(exp, corpus=dataclasses.replace(exp.corpus, path=small))
+            corpus = load_experiment_corpus(exp, "eval")
+        seen = " ".join([*corpus.texts, prompt.template, *prompt.verbalisations]).lower()
+        words = sorted(set(seen.split()))
+        folder = tiny_causal_lm(
+            tmp / "lm", args.family, positions=4096, width=args.width, words=words
+        )
+        spec = dataclasses.replace(exp.model, path=folder)
+        backend = load_backend(
+            spec, TokenizerSpec(path=folder), classes=exp.classes, device=args.device,
+            precision="fp32",
+        )  # fmt: skip
+        model, device, sync = backend.module, backend.device, synchronizer(backend.device)
+        tok = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        tok.padding_side = "left"
+        label_ids = [tok(v, add_special_tokens=False).input_ids[-1] for v in prompt.verbalisations]
+        context = args.context if args.context != 128 else 4000
+
+        def reader():
+            return load_experiment_corpus(exp, "eval")
+
+        print(
+            f"case=causal family={args.family} width={args.width} device={device} "
+            f"items={len(corpus)} vocab={len(tok)} loglik fast path={backend.fast_path} "
+            f"torch={torch.__version__} threads={torch.get_num_threads()} repeats={args.repeats}"
+        )
+        for batch in [int(b) for b in args.batches.split(",")]:
+            settings = dataclasses.replace(
+                exp.variants[0].settings, batch=batch, context=context, device=args.device,
+                precision="fp32",
+            )  # fmt: skip
+            ours_path, theirs_path = tmp / "ours.jsonl", tmp / "theirs.jsonl"
+
+            def ours(settings=settings, path=ours_path) -> float:
+                result = measure_pass(backend, corpus, settings, "end_to_end", path, reader=reader)
+                if not result.ok or result.truncated_texts:
+                    raise SystemExit(f"measure_pass: {result.error or 'texts were truncated'}")
+                return result.elapsed_seconds
+
+            def theirs(batch=batch, path=theirs_path) -> float:
+                sync()
+                start = time.perf_counter_ns()
+                current = reader()
+                labels = []
+                for i in range(0, len(current.texts), batch):
+                    prompts = [
+                        prompt.template.replace("{text}", t) for t in current.texts[i : i + batch]
+                    ]
+                    enc = tok(prompts, return_tensors="pt", padding=True).to(device)
+                    positions = (enc["attention_mask"].cumsum(-1) - 1).clamp(min=0)
+                    with torch.inference_mode():
+                        logits = model(**enc, position_ids=positions).logits[:, -1, :]
+                    picked = logits[:, label_ids].argmax(-1).tolist()
+                    labels += [exp.classes[j] for j in picked]
+                write_text_atomic(path, prediction_lines(current.ids, labels))
+                sync()
+                return (time.perf_counter_ns() - start) / 1e9
+
+            times = _interleaved(ours, theirs, args.repeats)
+            med = {k: statistics.median(v) for k, v in times.items()}
+            a = ours_path.read_text(encoding="utf-8").splitlines()
+            b = theirs_path.read_text(encoding="utf-8").splitlines()
+            same = sum(x == y for x, y in zip(a, b, strict=True))
+            print(
+                f"batch={batch:>3} median ours={med['ours']:.3f} s  plain loop="
+                f"{med['theirs']:.3f} s  speed ratio plain/ours={med['theirs'] / med['ours']:.2f}"
+                f"  identical predictions={same}/{len(a)}"
+            )
+            raw = {k: " ".join(f"{x:.3f}" for x in v) for k, v in times.items()}
+            print(f"    raw s: ours [{raw['ours']}]  plain loop [{raw['theirs']}]")
+            if same != len(a):
+                raise SystemExit("predictions differ between our loglik path and the plain loop")
     return 0
 
 

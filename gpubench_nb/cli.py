@@ -36,6 +36,10 @@ def _validate(args: argparse.Namespace) -> int:
     for split, other in others.items():
         print(f"{split:<11} {len(other)} items, disjoint from eval (R1.4)")
     print(f"model       {exp.model.backend} at {exp.model.path}")
+    from gpubench_nb.engine.backends.model_check import check_declared_model
+
+    for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
+        print(line)
     print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}")
     print(f"variants    {', '.join(f'{v.id} ({exp.knob}={v.knob_value})' for v in exp.variants)}")
     print(

@@ -31,6 +31,8 @@ class PassResult:
     notes: tuple[str, ...] = field(default_factory=tuple)  # events (failures), with rules
     predictions_path: Path | None = None  # the file written, or None (failed / not asked)
     item_count: int | None = None
+    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
+    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
 
     @property
     def ok(self) -> bool:
@@ -69,8 +71,15 @@ def _labels(backend: Any, batches: Sequence[Any], outputs: Sequence[Any], total:
     classes = backend.classes
     labels: list[str] = [""] * total
     for pos, index in zip(positions, flat, strict=True):
-        labels[pos] = classes[index]
+        # A negative index is an answer outside the classes, written as-is (R1.5).
+        labels[pos] = classes[index] if index >= 0 else backend.off_label_answer(pos)
     return labels
+
+
+def _tokens_processed(backend: Any, tokenized: Any) -> int | None:
+    """The backend's count of tokens processed in the pass, or None where it counts none."""
+    counter = getattr(backend, "tokens_processed", None)
+    return None if counter is None else counter(tokenized)
 
 
 def _settle() -> None:
@@ -191,6 +200,10 @@ def measure_pass(
         error=None,
         predictions_path=path,
         item_count=len(ids),
+        tokens_processed=_tokens_processed(backend, tokenized),
+        off_label_answers=sum(1 for label in labels if label not in backend.classes)
+        if hasattr(backend, "off_label_answer")
+        else None,
     )
 
 

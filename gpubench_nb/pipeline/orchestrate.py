@@ -117,7 +117,7 @@ def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, di
         if getattr(experiment.corpus, split) is not None
     }
     check_disjoint(corpus, others)
-    if experiment.model.backend != "hf":
+    if experiment.model.backend not in ("hf", "causal_lm"):  # presets only; others are brought
         build_model(experiment)
     model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
     fingerprints = {

@@ -294,16 +294,26 @@ def _execute_run(
             truncated_texts=result.truncated_texts,
             dropped_tokens=result.dropped_tokens,
             item_count=result.item_count,
+            tokens_processed=result.tokens_processed,
+            off_label_answers=result.off_label_answers,
             predictions=PREDICTIONS_FILE if result.predictions_path is not None else None,
             error=result.error,
         )
         events.extend(result.notes)
+        if result.off_label_answers:
+            events.append(
+                f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are "
+                "outside the declared classes, written as-is (format_valid fails)"
+            )
         events.extend(result.memory.problems())
         for revision in sorted(set(read_revisions)):  # end_to_end re-reads the corpus file
             _refuse_unless_frozen(exp, bundle_dir, record, {"corpus_revision": revision})
     env = finish_environment(env)
 
     notes = [scope_note(exp.timing.scope), LOAD_SCOPE, _phase_note(phase, warmups), *events]
+    if exp.model.prompt is not None:  # a prompted causal LM's generation options (R2.5)
+        record["generation"] = exp.model.prompt.options()
+        notes.insert(1, exp.model.prompt.note())
     if plan.describe():
         notes.append(plan.describe())
     notes.append(environment_notes(env))

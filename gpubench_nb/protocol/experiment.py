@@ -51,6 +51,7 @@ from gpubench_nb.protocol.experiment_spec import (
     Variant,
     plain_data,
 )
+from gpubench_nb.protocol.prompting import parse_prompt
 from gpubench_nb.protocol.yamlio import read_yaml
 
 TOP_KEYS = (
@@ -74,7 +75,7 @@ REQUIRED_TOP += ("fixed", "knob", "variants", "timing")
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
     "corpus": ("path", "format", "id_field", "text_field", "label_field", "train", "tune"),
     "quality": ("metric", "threshold", "tolerance", "reference_variant"),
-    "model": ("backend", "path", "build"),
+    "model": ("backend", "path", "build", "prompt"),
     "tokenizer": ("path",),
     "fixed": SETTING_KEYS,
     "timing": ("scope", "warmup_iterations", "repeats", "repeats_reason", "order", "order_seed"),
@@ -177,7 +178,7 @@ def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
             "output_format", top.get("output_format", "predictions_jsonl"), OUTPUT_FORMATS
         ),
         quality=quality,
-        model=_model(check, top["model"]),
+        model=_model(check, top["model"], classes),
         tokenizer=TokenizerSpec(
             path=check.path("tokenizer.path", _section(check, top, "tokenizer").get("path"))
         ),
@@ -249,16 +250,18 @@ def _quality(check: _Checker, value: Any, variant_ids: list[str]) -> QualitySpec
     )
 
 
-def _model(check: _Checker, value: Any) -> ModelSpec:
+def _model(check: _Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
     model = check.keys("model", value, SECTION_KEYS["model"])
     build = model.get("build") or {}
     if not isinstance(build, Mapping):
         check.fail("model.build", "must be a mapping of build options", "write key: value pairs")
         build = {}
+    backend = check.choice("model.backend", model.get("backend"), BACKENDS)
     return ModelSpec(
-        backend=check.choice("model.backend", model.get("backend"), BACKENDS),
+        backend=backend,
         path=check.path("model.path", model.get("path")),
         build=MappingProxyType(dict(build)),
+        prompt=parse_prompt(check, model.get("prompt"), backend, classes),
     )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from gpubench_nb.errors import ProtocolError
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.metric_value computes each
-BACKENDS = ("bow", "minilm", "hf")
+BACKENDS = ("bow", "minilm", "hf", "causal_lm")
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
@@ -60,6 +60,7 @@ class ModelSpec:
     backend: str
     path: Path
     build: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    prompt: Any = None  # causal_lm: a prompting.PromptSpec (template, verbalisations, decision)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class Experiment:
         }
         if self.timing.repeats_reason is not None:  # absent key: locks made before it match
             declared["timing"]["repeats_reason"] = self.timing.repeats_reason
+        if self.model.prompt is not None:  # defaults filled in, template hash (R1.3, R2.5)
+            declared["model"] = {**declared["model"], "prompt": self.model.prompt.normalised()}
         declared["variants"] = [{"id": v.id, **_settings_dict(v.settings)} for v in self.variants]
         return plain_data(declared)
 

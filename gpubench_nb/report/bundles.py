@@ -97,6 +97,8 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "error": run.get("error"),
         "truncated_texts": run.get("truncated_texts"),
         "dropped_tokens": run.get("dropped_tokens"),
+        "tokens_processed": run.get("tokens_processed"),  # where the backend counts them
+        "off_label_answers": run.get("off_label_answers"),
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),

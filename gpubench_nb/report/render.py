@@ -61,6 +61,7 @@ from gpubench_nb.report.stats import (
     shown,
     summarise,
 )
+from gpubench_nb.report.tokens import token_table
 
 __all__ = [
     "COLD_FIRST_RATIO",
@@ -94,6 +95,7 @@ __all__ = [
     "summary_table",
     "throughput_figure",
     "title_markdown",
+    "token_table",
     "warnings_markdown",
 ]
 

@@ -60,6 +60,10 @@ def load_backend(
         from gpubench_nb.engine.backends.minilm import MinilmBackend as backend_class
     elif model.backend == "hf":
         from gpubench_nb.engine.backends.hf import HfBackend as backend_class
+    elif model.backend == "causal_lm":
+        from gpubench_nb.engine.backends.causal_lm import CausalLmBackend as backend_class
+
+        kwargs["prompt"] = model.prompt  # the declared prompt, frozen in the lock (R1.3, R2.5)
     else:
         raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
     try:
@@ -79,6 +83,7 @@ def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
     from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 
     listers = {"bow": bow.model_files, "minilm": minilm.model_files, "hf": hf.model_files}
+    listers["causal_lm"] = hf.model_files  # the same config.json + weights (R1.1)
     if model.backend not in listers:
         raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
     model_dir = require_folder(model.path, "model.path")

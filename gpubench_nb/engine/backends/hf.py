@@ -13,6 +13,7 @@ from gpubench_nb.engine.backends.base import (
     padded_batches,
     torch_dtype,
 )
+from gpubench_nb.engine.backends.decoder import decoder_padding, last_real_token_logits
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline, require_folder
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
@@ -80,7 +81,8 @@ class EncoderBackend(Backend):
 
 
 class HfBackend(EncoderBackend):
-    """AutoTokenizer + AutoModelForSequenceClassification, labels matched by name (R1.3)."""
+    """AutoTokenizer + AutoModelForSequenceClassification, labels matched by name (R1.3).
+    Decoder-only classifiers are padded so that any batch answers as batch 1 (decoder.py)."""
 
     name = "hf"
 
@@ -112,8 +114,26 @@ class HfBackend(EncoderBackend):
         id2label = model.config.id2label
         labels = [id2label[i] for i in range(model.config.num_labels)]
         self._map_labels(labels)
+        self._decoder = decoder_padding(model, self.tokenizer.pad_id, self.model_path)
         self.module = model.to(device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
 
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        """Padded on the right; a decoder classifier's pad id is the one it skips (R2.1)."""
+        pad_id = self.tokenizer.pad_id if self._decoder is None else self._decoder.pad_id
+        return padded_batches(tokenized, batch, batching, pad_id, self.device)
+
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        if self._decoder is not None and self._decoder.read_last_real_token:
+            return last_real_token_logits(self.module, tensors)
         return self.module(**tensors).logits
+
+    def tokens_processed(self, tokenized: Tokenized) -> int:
+        """Tokens of the pass, special tokens included, padding excluded (for tokens/s)."""
+        return sum(len(ids) for ids in tokenized.input_ids)
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        if self._decoder is not None:
+            described["padding"] = self._decoder.describe()
+        return described

@@ -1,0 +1,291 @@
+"""The ``causal_lm`` backend: a local causal LM prompted per text, classes decided by declared rule.
+
+``loglik`` (default): the class whose verbalisation is the most likely continuation of the
+prompt, log-probabilities summed over its tokens (lm-evaluation-harness, multiple choice),
+optionally divided by its length in tokens or characters. When every verbalisation is one
+distinct token, one forward per text reads the last position (fast path); otherwise every
+(text, class) pair is scored (general path). ``generate``: greedy decoding; the answer maps to a
+class only by exact match after the declared normalisation, anything else is an off-label
+answer written as-is, so acceptance fails ``format_valid`` (R1.5).
+
+Batches are padded on the left, with ``position_ids`` derived from the attention mask: a row
+keeps the positions it has alone (GPT-2's absolute positions included), so a batch answers as
+batch 1 does (R2.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gpubench_nb.engine.backends.base import Backend, Batch, Tokenized, batch_order, torch_dtype
+from gpubench_nb.engine.backends.hf import from_pretrained, max_context, model_files
+from gpubench_nb.engine.backends.prompts import PromptTokenizer
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.fingerprint import sha256_files
+from gpubench_nb.protocol.prompting import normalise_answer
+
+if TYPE_CHECKING:
+    import torch
+
+OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
+
+
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
+    """``input_ids``, ``attention_mask`` and ``position_ids`` (0.. per row, from the mask)."""
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        if row:
+            ids[r, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[r, width - len(row) :] = 1
+    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask)}
+
+
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token among its row's real tokens; pads get 0 (they are masked)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+class CausalLmBackend(Backend):
+    """AutoModelForCausalLM + a declared prompt (``model.prompt``, R1.3)."""
+
+    name = "causal_lm"
+
+    def __init__(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        *,
+        prompt: Any,
+        classes: Sequence[str],
+        device: torch.device,
+        precision: str,
+        revisions: tuple[str, str] | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if prompt is None or len(prompt.verbalisations) != len(classes):
+            raise BackendError(
+                "backend causal_lm needs model.prompt with one verbalisation per class",
+                rule="R1.3",
+            )
+        self.model_path = require_folder(model_path, "model.path")
+        # Fingerprints taken before the timed load are passed in, so hashing is not load time
+        # (R3.2); without them the files are hashed here (R1.1).
+        model_revision, tokenizer_revision = revisions or (None, None)
+        self.model_revision = model_revision or sha256_files(
+            model_files(self.model_path), self.model_path
+        )
+        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
+        self.tokenizer_revision = self.tokenizer.revision
+        self.prompt = prompt
+        self.prompts = PromptTokenizer(self.tokenizer, prompt)
+        self.classes = tuple(classes)
+        self.device = device
+        self.precision = precision
+        model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(precision))
+        self.module = model.to(device).eval()
+        self._max_context = max_context(model.config, self.tokenizer)
+        conts = self.prompts.continuations
+        self.fast_path = prompt.decision == "loglik" and (
+            all(len(c) == 1 for c in conts) and len({c[0] for c in conts}) == len(conts)
+        )
+        self._first_tokens = (
+            torch.tensor([c[0] for c in conts], device=device) if self.fast_path else None
+        )
+        self._answers: dict[int, str] = {}
+        self._input_tokens = 0
+        self._generated_tokens = 0
+
+    # --- the Backend interface --------------------------------------------------------------
+
+    def max_context(self) -> int | None:
+        return self._max_context
+
+    def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
+        """Prompt + text tokens, the prompt kept whole and the text cut (R2.3)."""
+        after = (
+            max(len(c) for c in self.prompts.continuations)
+            if self.prompt.decision == "loglik"
+            else self.prompt.max_new_tokens
+        )
+        self.prompts.check_context(context, self._max_context, after)
+        tokenized = self.prompts.tokenize(texts, context)
+        self._input_tokens = sum(len(ids) for ids in tokenized.input_ids)
+        self._generated_tokens = 0  # one tokenisation per pass: the pass's count starts here
+        return tokenized
+
+    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
+        """Left-padded prompts with their position ids, on the device."""
+        out = []
+        for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
+            tensors = left_padded([tokenized.input_ids[i] for i in indices], self.tokenizer.pad_id)
+            out.append(Batch(indices, {k: v.to(self.device) for k, v in tensors.items()}))
+        return out
+
+    def predict(self, batch: Batch) -> torch.Tensor:
+        """Class indices in declared order; OFF_LABEL (-1) for an off-label generated answer,
+        whose text ``off_label_answer(position)`` returns."""
+        import torch
+
+        with torch.inference_mode():
+            if self.prompt.decision == "generate":
+                return self._generate(batch)
+            return self.scores(batch).argmax(-1)
+
+    def off_label_answer(self, position: int) -> str:
+        """The answer, as generated, of the text at corpus ``position`` predicted OFF_LABEL."""
+        return self._answers[position]
+
+    def tokens_processed(self, tokenized: Tokenized) -> int:
+        """Prompt + text tokens of the pass (padding excluded), plus the tokens generated."""
+        return self._input_tokens + self._generated_tokens
+
+    def describe(self) -> dict[str, Any]:
+        described = super().describe()
+        described.update(
+            generation=self.prompt.options(),
+            prompt_tokens=self.prompts.prompt_tokens,
+            verbalisation_tokens=[len(c) for c in self.prompts.continuations],
+            loglik_path=None
+            if self.prompt.decision != "loglik"
+            else ("fast: one distinct token per class" if self.fast_path else "general"),
+            padding="left, position_ids from the attention mask",
+        )
+        return described
+
+    # --- loglik -------------------------------------------------------------------------------
+
+    def scores(self, batch: Batch, *, general: bool = False) -> torch.Tensor:
+        """``[rows, classes]`` log-likelihood of each verbalisation after each prompt, with the
+        declared length normalisation. ``general=True`` forces the general path."""
+        import torch
+
+        if self.fast_path and not general:
+            logits = self.module(**batch.tensors, logits_to_keep=1).logits[:, -1, :]
+            summed = torch.log_softmax(logits.float(), -1).index_select(1, self._first_tokens)
+        else:
+            summed = self._general_scores(batch.tensors)
+        return summed / self._lengths(summed)
+
+    def _general_scores(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+        """Every (row, class) sequence: [left pads][prompt][verbalisation][right pads], one
+        forward; token j of a verbalisation is read at column width - 1 + j."""
+        import torch
+
+        ids, mask = tensors["input_ids"], tensors["attention_mask"]
+        rows, width = ids.shape
+        conts = self.prompts.continuations
+        longest = max(len(c) for c in conts)
+        cont_ids = torch.full((len(conts), longest), self.tokenizer.pad_id, dtype=torch.long)
+        cont_mask = torch.zeros((len(conts), longest), dtype=torch.long)
+        for c, tokens in enumerate(conts):
+            cont_ids[c, : len(tokens)] = torch.tensor(tokens)
+            cont_mask[c, : len(tokens)] = 1
+        cont_ids, cont_mask = cont_ids.to(ids.device), cont_mask.to(ids.device)
+        classes = len(conts)
+        full_ids = torch.cat(
+            [ids.repeat_interleave(classes, 0), cont_ids.repeat(rows, 1)], dim=1
+        )  # row r*classes + c = prompt r + verbalisation c
+        full_mask = torch.cat([mask.repeat_interleave(classes, 0), cont_mask.repeat(rows, 1)], 1)
+        logits = self.module(
+            input_ids=full_ids,
+            attention_mask=full_mask,
+            position_ids=positions(full_mask),
+            logits_to_keep=longest + 1,
+        ).logits[:, :longest, :]  # columns width - 1 .. width + longest - 2
+        logprobs = torch.log_softmax(logits.float(), -1)
+        targets = cont_ids.repeat(rows, 1)
+        picked = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        summed = (picked * cont_mask.repeat(rows, 1)).sum(-1)
+        return summed.view(rows, classes)
+
+    def _lengths(self, like: torch.Tensor) -> torch.Tensor:
+        import torch
+
+        rule = self.prompt.length_normalisation
+        if rule == "tokens":
+            values = [len(c) for c in self.prompts.continuations]
+        elif rule == "chars":
+            values = [len(v) for v in self.prompt.verbalisations]
+        else:
+            values = [1] * len(self.classes)
+        return torch.tensor(values, dtype=like.dtype, device=like.device)
+
+    # --- generate -----------------------------------------------------------------------------
+
+    def _generate(self, batch: Batch) -> torch.Tensor:
+        """Greedy answers mapped by exact match after normalisation; the rest OFF_LABEL."""
+        import torch
+
+        texts = self.generated_texts(batch)
+        steps = self.prompt.normalise
+        lookup = {normalise_answer(v, steps): i for i, v in enumerate(self.prompt.verbalisations)}
+        out = []
+        for position, text in zip(batch.indices, texts, strict=True):
+            index = lookup.get(normalise_answer(text, steps), OFF_LABEL)
+            if index == OFF_LABEL:
+                self._answers[position] = text
+            out.append(index)
+        return torch.tensor(out, dtype=torch.long, device=self.device)
+
+    def generated_texts(self, batch: Batch) -> list[str]:
+        """Each row's greedy continuation, decoded and cut before the first stop string."""
+        from transformers import GenerationConfig
+
+        hf = self.tokenizer.hf
+        eos = self.module.generation_config.eos_token_id
+        if eos is None:
+            eos = self.module.config.eos_token_id or hf.eos_token_id
+        config = GenerationConfig(  # greedy, nothing else: the model folder's sampling
+            do_sample=False,  # settings are not applied (R2.5: the declared options only)
+            num_beams=1,
+            max_new_tokens=self.prompt.max_new_tokens,
+            repetition_penalty=1.0,
+            pad_token_id=self.tokenizer.pad_id,
+            eos_token_id=eos,
+        )
+        width = batch.tensors["input_ids"].shape[1]
+        tensors = {k: v for k, v in batch.tensors.items() if k != "position_ids"}
+        stops = [StopInAnswer(hf, width, self.prompt.stop)] if self.prompt.stop else None
+        output = self.module.generate(**tensors, generation_config=config, stopping_criteria=stops)
+        ends = set(eos if isinstance(eos, list) else [eos])
+        texts = []
+        for row in output[:, width:].tolist():
+            kept = []
+            for token in row:
+                if token in ends:
+                    break
+                kept.append(token)
+            while kept and kept[-1] == self.tokenizer.pad_id:  # a finished row's filling
+                kept.pop()
+            self._generated_tokens += len(kept)
+            text = hf.decode(kept, skip_special_tokens=True)
+            for stop in self.prompt.stop:
+                text = text.split(stop, 1)[0]
+            texts.append(text)
+        return texts
+
+
+class StopInAnswer:
+    """Stops a row once a declared stop string appears in its generated text (the prompt is
+    not searched, unlike transformers' stop_strings, which matches the sequence's tail)."""
+
+    def __init__(self, tokenizer: Any, width: int, stop: Sequence[str]) -> None:
+        self.tokenizer, self.width, self.stop = tokenizer, width, tuple(stop)
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        import torch
+
+        done = [
+            any(s in self.tokenizer.decode(row, skip_special_tokens=True) for s in self.stop)
+            for row in input_ids[:, self.width :].tolist()
+        ]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)

@@ -1,0 +1,153 @@
+"""A declared prompt around each text, tokenised whole; truncation cuts the text only (R2.3).
+
+The prompt (template, optionally wrapped by the tokenizer's chat template) is split once into
+the part before ``{text}`` and the part after it. Each text is tokenised inside its prompt, as a
+user's own code would tokenise the full string; when that is longer than the declared context,
+the text is cut at a token boundary and the prompt kept whole, and the dropped tokens counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gpubench_nb.engine.backends.base import Tokenized
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.prompting import PLACEHOLDER
+
+_SENTINEL = "\u2063GPUBENCH_TEXT\u2063"  # invisible separator: no chat template rewrites it
+
+
+class PromptTokenizer:
+    """Renders and tokenises prompts for one tokenizer (a TextTokenizer) and PromptSpec."""
+
+    def __init__(self, tokenizer: Any, prompt: Any) -> None:
+        self.tokenizer = tokenizer
+        self.prompt = prompt
+        if not getattr(tokenizer.hf, "is_fast", False):
+            raise BackendError(
+                f"tokenizer.path {tokenizer.path}: backend causal_lm needs a fast tokenizer "
+                "(tokenizer.json) to keep the prompt whole when a text is cut (R2.3); save the "
+                "tokenizer with transformers' fast class",
+                rule="R2.3",
+            )
+        from tokenizers import Tokenizer
+
+        # A private copy: the shared Rust tokenizer may carry padding/truncation state.
+        self.fast = Tokenizer.from_str(tokenizer.hf.backend_tokenizer.to_str())
+        self.fast.no_padding()
+        self.fast.no_truncation()
+        self.prefix, self.suffix = self._split(prompt)
+        # A chat template writes its special tokens itself; a plain prompt gets the tokenizer's.
+        self.add_special_tokens = not prompt.chat_template
+        self.prompt_tokens = len(self._encode([self.prefix + self.suffix])[0].ids)
+        self.continuations = (  # generated answers are compared as text, not as tokens
+            [self._continuation(v) for v in prompt.verbalisations]
+            if prompt.decision == "loglik"
+            else []
+        )
+
+    def _split(self, prompt: Any) -> tuple[str, str]:
+        if not prompt.chat_template:
+            prefix, suffix = prompt.template.split(PLACEHOLDER)
+            return prefix, suffix
+        hf = self.tokenizer.hf
+        if not getattr(hf, "chat_template", None):
+            raise BackendError(
+                f"model.prompt.chat_template is true but the tokenizer at {self.tokenizer.path} "
+                "has no chat template; declare chat_template: false or use the model's "
+                "instruction-tuned tokenizer",
+                rule="R1.3",
+            )
+        message = prompt.template.replace(PLACEHOLDER, _SENTINEL)
+        rendered = hf.apply_chat_template(
+            [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+        )
+        if rendered.count(_SENTINEL) != 1:
+            raise BackendError(
+                f"the chat template of {self.tokenizer.path} does not keep the user message "
+                "verbatim, so the text cannot be placed; declare chat_template: false and write "
+                "the chat markup into model.prompt.template",
+                rule="R1.3",
+            )
+        prefix, suffix = rendered.split(_SENTINEL)
+        return prefix, suffix
+
+    def _encode(self, strings: Sequence[str]) -> list[Any]:
+        return self.fast.encode_batch(list(strings), add_special_tokens=self.add_special_tokens)
+
+    def _continuation(self, verbalisation: str) -> list[int]:
+        """The verbalisation's tokens after the prompt: tokens of (end of prompt +
+        verbalisation) past those of the end of the prompt, as lm-evaluation-harness splits a
+        context from its continuation."""
+        before = self.fast.encode(self.suffix, add_special_tokens=False).ids
+        whole = self.fast.encode(self.suffix + verbalisation, add_special_tokens=False).ids
+        if whole[: len(before)] != before or len(whole) == len(before):
+            raise BackendError(
+                f"model.prompt.verbalisations: {verbalisation!r} merges with the end of the "
+                f"prompt {self.suffix[-20:]!r} when tokenised, so its tokens are not defined; "
+                "end the template with a separator (e.g. ':' or a newline) or start the "
+                "verbalisation with a space",
+                rule="R1.3",
+            )
+        return whole[len(before) :]
+
+    def render(self, text: str) -> str:
+        """The full prompt for one text."""
+        return self.prefix + text + self.suffix
+
+    def check_context(self, context: int, max_context: int | None, extra_tokens: int) -> None:
+        """The context must hold the prompt and one text token; the context plus what is
+        scored or generated after it must fit the model's positions (R2.3)."""
+        if isinstance(context, bool) or not isinstance(context, int):
+            raise BackendError(f"context must be an integer, got {context!r}", rule="R2.3")
+        if context < self.prompt_tokens + 1:
+            raise BackendError(
+                f"context {context} cannot hold the prompt ({self.prompt_tokens} tokens, special "
+                f"tokens included) and one text token; declare context >= "
+                f"{self.prompt_tokens + 1} or shorten model.prompt.template",
+                rule="R2.3",
+            )
+        if max_context is not None and context + extra_tokens > max_context:
+            raise BackendError(
+                f"context {context} + {extra_tokens} tokens scored or generated after it exceed "
+                f"the model's {max_context} positions; declare context <= "
+                f"{max_context - extra_tokens}",
+                rule="R2.3",
+            )
+
+    def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
+        """Prompt + text token IDs per text, at most ``context``; a cut text counts once in
+        ``truncated_texts`` and its lost tokens in ``dropped_tokens`` (R2.3)."""
+        encodings = self._encode([self.render(t) for t in texts])
+        ids: list[list[int]] = []
+        truncated = dropped = 0
+        for text, encoding in zip(texts, encodings, strict=True):
+            if len(encoding.ids) <= context:
+                ids.append(list(encoding.ids))
+                continue
+            kept = self._cut(text, encoding, context)
+            truncated += 1
+            dropped += len(encoding.ids) - len(kept)
+            ids.append(kept)
+        return Tokenized(input_ids=ids, truncated_texts=truncated, dropped_tokens=dropped)
+
+    def _cut(self, text: str, encoding: Any, context: int) -> list[int]:
+        """The prompt whole around the longest token-aligned start of ``text`` that fits."""
+        start, end = len(self.prefix), len(self.prefix) + len(text)
+        starts = [
+            a - start
+            for (a, b), special in zip(encoding.offsets, encoding.special_tokens_mask, strict=True)
+            if not special and a >= start and b <= end
+        ]
+        keep = max(1, len(starts) - (len(encoding.ids) - context))
+        while keep >= 1:
+            cut = starts[keep] if keep < len(starts) else len(text)
+            ids = self._encode([self.render(text[:cut])])[0].ids
+            if len(ids) <= context:
+                return list(ids)
+            keep -= 1
+        raise BackendError(  # check_context makes this unreachable for well-formed prompts
+            f"a text cannot be cut to fit context {context} with the prompt kept whole",
+            rule="R2.3",
+        )

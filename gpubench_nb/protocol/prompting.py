@@ -1,0 +1,217 @@
+"""A prompted causal LM's declaration (``model.prompt``): template, verbalisations, decision rule.
+
+Declared in the experiment YAML and so frozen in the lock (R1.3); its generation options go to
+run.json and every row's notes (R2.5). Pure data and checks: no torch, no tokenizer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PLACEHOLDER = "{text}"
+DECISIONS = ("loglik", "generate")
+LENGTH_NORMALISATIONS = ("none", "tokens", "chars")
+NORMALISE_STEPS = ("strip", "casefold")
+PROMPT_KEYS = (
+    "template",
+    "chat_template",
+    "verbalisations",
+    "decision",
+    "length_normalisation",
+    "max_new_tokens",
+    "stop",
+    "normalise",
+)
+GENERATE_ONLY = ("max_new_tokens", "stop", "normalise")
+LOGLIK_ONLY = ("length_normalisation",)
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """``model.prompt`` of a ``causal_lm`` model, validated; verbalisations in class order."""
+
+    template: str
+    chat_template: bool
+    verbalisations: tuple[str, ...]  # one per declared class, same order
+    decision: str  # "loglik" | "generate"
+    length_normalisation: str  # loglik: "none" | "tokens" | "chars"
+    max_new_tokens: int | None  # generate only
+    stop: tuple[str, ...]  # generate only
+    normalise: tuple[str, ...]  # generate only: steps applied to answers and verbalisations
+
+    @property
+    def template_sha256(self) -> str:
+        return hashlib.sha256(self.template.encode("utf-8")).hexdigest()
+
+    def options(self) -> dict[str, Any]:
+        """The generation options (R2.5), JSON-able: for the lock, run.json and the notes."""
+        options: dict[str, Any] = {
+            "decision": self.decision,
+            "template_sha256": self.template_sha256,
+            "chat_template": self.chat_template,
+        }
+        if self.decision == "loglik":
+            options["length_normalisation"] = self.length_normalisation
+        else:
+            options.update(
+                max_new_tokens=self.max_new_tokens,
+                stop=list(self.stop),
+                normalise=list(self.normalise),
+                greedy=True,
+            )
+        return options
+
+    def normalised(self) -> dict[str, Any]:
+        """The full declaration with defaults filled in, as frozen in the lock (R1.3)."""
+        return {
+            "template": self.template,
+            "verbalisations": list(self.verbalisations),
+            **self.options(),
+        }
+
+    def note(self) -> str:
+        """One line for run.json and the rows' notes (R2.5)."""
+        parts = [f"{k}={v}" for k, v in self.options().items()]
+        return "R2.5 generation options: " + ", ".join(parts)
+
+
+def normalise_answer(text: str, steps: tuple[str, ...]) -> str:
+    """An answer (or a verbalisation) after the declared normalisation steps, in order."""
+    for step in steps:
+        text = text.strip() if step == "strip" else text.casefold()
+    return text
+
+
+def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...]) -> Any:
+    """``model.prompt`` validated with ``check`` (experiment's _Checker): a PromptSpec for
+    ``causal_lm``, None for other backends (which must not declare one)."""
+    if backend != "causal_lm":
+        if value is not None:
+            check.fail(
+                "model.prompt",
+                f"only backend causal_lm takes a prompt, not {backend}",
+                "remove model.prompt or declare backend: causal_lm",
+                rule="R1.3",
+            )
+        return None
+    if value is None:
+        check.fail(
+            "model.prompt",
+            "missing: a causal_lm classifies through a declared prompt",
+            "declare template (with {text}), verbalisations (one per class) and decision",
+            rule="R1.3",
+        )
+        return None
+    prompt = check.keys("model.prompt", value, PROMPT_KEYS)
+    template = check.text("model.prompt.template", prompt.get("template"))
+    if template and template.count(PLACEHOLDER) != 1:
+        check.fail(
+            "model.prompt.template",
+            f"must hold {PLACEHOLDER} exactly once, found {template.count(PLACEHOLDER)} times",
+            "write the text's place as {text}; other braces are kept as written",
+            rule="R1.3",
+        )
+    chat = prompt.get("chat_template", False)
+    if not isinstance(chat, bool):
+        check.fail("model.prompt.chat_template", f"must be true or false, got {chat!r}", "")
+        chat = False
+    decision = check.choice("model.prompt.decision", prompt.get("decision", "loglik"), DECISIONS)
+    misplaced = GENERATE_ONLY if decision == "loglik" else LOGLIK_ONLY
+    for key in misplaced:
+        if key in prompt:
+            check.fail(
+                f"model.prompt.{key}",
+                f"does not apply to decision {decision}",
+                "remove it, or change the decision rule",
+            )
+    norm = check.choice(
+        "model.prompt.length_normalisation",
+        prompt.get("length_normalisation", "none"),
+        LENGTH_NORMALISATIONS,
+    )
+    max_new, stop, steps = None, (), ()
+    if decision == "generate":
+        if "max_new_tokens" not in prompt:
+            check.fail(
+                "model.prompt.max_new_tokens",
+                "missing for decision generate",
+                "declare how many tokens an answer may take, e.g. 8",
+                rule="R1.3",
+            )
+        else:
+            max_new = check.integer("model.prompt.max_new_tokens", prompt["max_new_tokens"], 1)
+        stop = _strings(check, "model.prompt.stop", prompt.get("stop", []))
+        steps = _strings(check, "model.prompt.normalise", prompt.get("normalise", ["strip"]))
+        for step in steps:
+            check.choice("model.prompt.normalise[]", step, NORMALISE_STEPS)
+    verbalisations = _verbalisations(
+        check, prompt.get("verbalisations"), classes, steps, decision == "generate"
+    )
+    return PromptSpec(
+        template=template,
+        chat_template=chat,
+        verbalisations=verbalisations,
+        decision=decision,
+        length_normalisation=norm,
+        max_new_tokens=max_new,
+        stop=stop,
+        normalise=steps,
+    )
+
+
+def _strings(check: Any, where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        check.fail(where, f"must be a list of non-empty strings, got {value!r}", 'e.g. ["\\n"]')
+        return ()
+    return tuple(value)
+
+
+def _verbalisations(
+    check: Any, value: Any, classes: tuple[str, ...], steps: tuple[str, ...], generate: bool
+) -> tuple[str, ...]:
+    where = "model.prompt.verbalisations"
+    if not isinstance(value, Mapping):
+        check.fail(
+            where,
+            f"must map each class to its text, got {value!r}",
+            'e.g. {admin: " admin", games: " games"}',
+            rule="R1.3",
+        )
+        return ()
+    missing = [c for c in classes if c not in value]
+    extra = [str(k) for k in value if k not in classes]
+    if missing or extra:
+        check.fail(
+            where,
+            f"must name exactly the declared classes: missing {missing}, not declared {extra}",
+            "give one verbalisation per class",
+            rule="R1.3",
+        )
+    texts = [value.get(c) for c in classes]
+    if not all(isinstance(t, str) and t.strip() for t in texts):
+        check.fail(where, "each verbalisation must be a non-empty string", 'e.g. " admin"')
+        return ()
+    compared = [normalise_answer(t, steps) for t in texts]
+    renamed = [c for c, t in zip(classes, compared, strict=True) if normalise_answer(c, steps) != t]
+    if generate and renamed:
+        # An off-label answer is written as-is: were it a class name that is not that class's
+        # verbalisation, acceptance would count it as that class, a mapping nobody declared.
+        check.fail(
+            where,
+            f"with decision generate, each verbalisation must be its class name after "
+            f"normalisation {list(steps)}; not so for {renamed}",
+            "use the class names as verbalisations (or rename the classes)",
+            rule="R1.5",
+        )
+    same = sorted({t for t in compared if compared.count(t) > 1})
+    if same:
+        check.fail(
+            where,
+            f"two classes share the verbalisation(s) {same} (after normalisation {list(steps)})",
+            "give each class its own text",
+            rule="R1.3",
+        )
+    return tuple(texts)
