@@ -421,12 +421,27 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
 
 
 def economics_notebook(
-    experiment_path: str | Path, bundle_dir: str | Path
+    experiment_path: str | Path,
+    bundle_dir: str | Path,
+    pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
-    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
+    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
+
+    ``pricing_override`` (a campaign target's offer: ``offers``, ``offer``, ``days``, ``lots``)
+    replaces the experiment's pricing section, which is not part of the frozen protocol.
+    """
     from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.experiment_spec import PricingSpec
 
     pricing = load_experiment(experiment_path).pricing
+    if pricing_override is not None:
+        pricing = PricingSpec(
+            offers=Path(pricing_override["offers"]),
+            offer=str(pricing_override["offer"]),
+            days=int(pricing_override["days"]),
+            lots=pricing_override.get("lots"),
+            gpus=pricing_override.get("gpus"),
+        )
     csv_path = Path(bundle_dir) / "resultats-bruts.csv"
     if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
         write_rows_atomic(csv_path, fill_package_columns(read_rows(csv_path), pricing))
