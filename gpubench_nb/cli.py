@@ -157,6 +157,7 @@ def _campaign_run(args: argparse.Namespace) -> int:
         args.campaign,
         output_dir=args.output_dir,
         targets=args.targets,
+        resubmit=args.resubmit,
         local_executor=args.local_executor,
         wait=not args.no_wait,
         run_timeout_seconds=args.run_timeout,
@@ -196,6 +197,13 @@ def _add_campaign(sub: argparse._SubParsersAction) -> None:
     p = actions.add_parser("run", help="freeze once, submit one job per target, resume the rest")
     p.add_argument("campaign", help="parameters/campaign-*.yaml")
     p.add_argument("--targets", nargs="+", metavar="ID", help="only these targets")
+    p.add_argument(
+        "--resubmit",
+        nargs="+",
+        metavar="ID",
+        help="submit these targets again even if their recorded job may still be alive "
+        "(a cluster whose sacct cannot tell)",
+    )
     p.add_argument("--output-dir", default="outputs")
     p.add_argument(
         "--local-executor",

@@ -89,15 +89,21 @@ def run_campaign(
     *,
     output_dir: str | Path = "outputs",
     targets: list[str] | None = None,
+    resubmit: list[str] | None = None,
     local_executor: str = "local",
     wait: bool = True,
     run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
     poll_seconds: float = 2.0,
     echo: Callable[[str], None] = print,
 ) -> CampaignResult:
-    """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome."""
+    """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome.
+
+    ``resubmit``: targets whose recorded job is to be treated as gone even if the job engine
+    cannot say so (e.g. a cluster without Slurm accounting, where sacct answers nothing).
+    """
     campaign = load_campaign(path)
     chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
+    forced = {campaign.target(t).id for t in resubmit or []}
     jobs = _jobs_module()
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
     campaign_dir.mkdir(parents=True, exist_ok=True)
@@ -111,7 +117,7 @@ def run_campaign(
             lock=str(campaign_dir / LOCK_NAME),
             lock_sha256=lock["sha256"],
         )
-        todo = [t for t in chosen if runner.needs_job(t)]
+        todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
         runner.save()
         for target in (t for t in todo if t.reach == "slurm"):
             runner.submit(target, run_timeout_seconds)
@@ -167,7 +173,7 @@ class _Runner:
     def folder(self, target: Target) -> Path:
         return self.dir / JOBS_DIR / target.id
 
-    def needs_job(self, target: Target) -> bool:
+    def needs_job(self, target: Target, force: bool = False) -> bool:
         """Reconcile the recorded state with the bundle and the job engine; True: submit."""
         entry = self.entry(target)
         progress = bundle_progress(self.dir / target.id)
@@ -182,7 +188,7 @@ class _Runner:
             entry["state"] = "manual"
             self.echo(_manual_instructions(self.campaign, target, self.dir))
             return False
-        if entry["state"] in ("submitted", "running") and entry.get("job_id"):
+        if entry["state"] in ("submitted", "running") and entry.get("job_id") and not force:
             return not self._still_live(target, entry)
         return True
 

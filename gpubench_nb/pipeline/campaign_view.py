@@ -20,7 +20,7 @@ from gpubench_nb.pipeline.campaign_state import (
     read_state,
     verification,
 )
-from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 
 REPORT_NAME = "report.html"
 
@@ -31,7 +31,8 @@ def campaign_status(
     """One row per target: reach, offer, job id, state, runs done/total, bundle verified."""
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    lock_sha256 = read_lock(campaign_dir)["sha256"] if campaign_dir.is_dir() else ""
+    frozen = (campaign_dir / LOCK_NAME).is_file()
+    lock_sha256 = read_lock(campaign_dir)["sha256"] if frozen else ""
     state = read_state(campaign_dir) if campaign_dir.is_dir() else {"targets": {}}
     rows = []
     for target in campaign.targets:
@@ -99,6 +100,12 @@ def campaign_report(
 
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    if not (campaign_dir / LOCK_NAME).is_file():
+        raise BundleError(
+            f"{campaign_dir}: campaign {campaign.campaign_id} has no frozen protocol yet; fix: "
+            "`gpubench-nb campaign run` first (check --output-dir)",
+            rule="R1.3",
+        )
     lock_sha256 = read_lock(campaign_dir)["sha256"]
     ready, missing = [], []
     for target in campaign.targets:

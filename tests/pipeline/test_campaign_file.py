@@ -192,3 +192,15 @@ def test_the_error_of_a_job_trace_keeps_a_multi_line_message() -> None:
         "gpubench_nb.errors.ProtocolError: R1.3: the protocol changed:\n"
         "  declaration.timing.repeats: 1 -> 2"
     )
+
+
+def test_the_shipped_example_campaign_validates() -> None:
+    campaign = load_campaign(REPO / "parameters" / "campaign-offers.yaml")
+    assert [(t.id, t.reach) for t in campaign.targets] == [
+        ("here-cpu", "local"),
+        ("h200-partition", "slurm"),
+        ("b200-rented", "manual"),
+    ]
+    assert campaign.experiment_path == EXPERIMENT
+    node = campaign.targets[1]
+    assert (node.gres, node.exclusive, node.sbatch) == ("gpu:1", True, {"qos": "normal"})
