@@ -1,6 +1,6 @@
 """`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
 
-The protocol is frozen once in ``outputs/<campaign>/protocol.lock.json``; every job runs the
+The protocol is frozen once in ``outputs/<campaign>/frozen/protocol.lock.json``; every job runs the
 existing pipeline with that lock (``run_experiment(protocol=...)``), so no target re-derives
 the declaration. Slurm targets are submitted together (whole GPUs, exclusive node); local
 targets run one after the other, since submitit's local executor would start them all at once
@@ -25,6 +25,7 @@ from gpubench_nb.pipeline.campaign_state import (
     JOBS_DIR,
     bundle_progress,
     campaign_dir_for,
+    frozen_dir_for,
     read_state,
     record_attempt,
     utc_now,
@@ -74,14 +75,15 @@ def _one_runner(campaign_dir: Path) -> Iterator[None]:
 
 def freeze_campaign(campaign: Campaign, campaign_dir: Path) -> dict[str, Any]:
     """Freeze the protocol once for every target, or check the frozen one (R1.1, R1.3)."""
+    frozen = frozen_dir_for(campaign_dir)
     try:
-        prepare_bundle(campaign.experiment, campaign_dir)
+        prepare_bundle(campaign.experiment, frozen)
     except ProtocolError as exc:
         raise ProtocolError(
-            f"{exc}\nThis campaign froze its protocol in {campaign_dir / LOCK_NAME}; every "
+            f"{exc}\nThis campaign froze its protocol in {frozen / LOCK_NAME}; every "
             "target must run it. Restore the experiment, or declare a new campaign_id"
         ) from None
-    return read_lock(campaign_dir)
+    return read_lock(frozen)
 
 
 def run_campaign(
@@ -114,7 +116,7 @@ def run_campaign(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
             experiment=str(campaign.experiment_path),
-            lock=str(campaign_dir / LOCK_NAME),
+            lock=str(frozen_dir_for(campaign_dir) / LOCK_NAME),
             lock_sha256=lock["sha256"],
         )
         todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
@@ -213,7 +215,7 @@ class _Runner:
         executor_kind = "slurm" if target.reach == "slurm" else self.local_executor
         job = self.jobs.TargetJob(
             str(self.campaign.experiment_path),
-            str(self.dir / LOCK_NAME),
+            str(frozen_dir_for(self.dir) / LOCK_NAME),
             str(self.dir / target.id),
             target.offer.pricing(),
             run_timeout_seconds,
@@ -318,7 +320,7 @@ def _manual_instructions(campaign: Campaign, target: Target, campaign_dir: Path)
     host = target.host or "the rented machine"
     return (
         f"{target.id}: manual target; on {host}, with the same experiment files and "
-        f"{campaign_dir / LOCK_NAME} copied there, run\n"
+        f"{frozen_dir_for(campaign_dir) / LOCK_NAME} copied there, run\n"
         f"    gpubench-nb run {campaign.experiment_path.name} --protocol protocol.lock.json\n"
         f"  then copy the bundle back: rsync -a <box>:outputs/"
         f"{campaign.experiment.experiment_id}/ {campaign_dir / target.id}/"

@@ -21,6 +21,9 @@ from gpubench_nb.protocol.lock import LOCK_NAME
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
+# The protocol is frozen in frozen/, not in the campaign folder itself: a folder holding a
+# protocol.lock.json is a bundle, and the targets' bundles must not lie inside one (R5.6).
+FROZEN_DIR = "frozen"
 STATES = ("pending", "submitted", "running", "completed", "failed", "manual")
 
 
@@ -31,6 +34,11 @@ def utc_now() -> str:
 def campaign_dir_for(output_dir: Path, campaign_id: str) -> Path:
     """``<output_dir>/<campaign_id>``: the lock, campaign.json, jobs/ and one bundle per target."""
     return Path(output_dir).resolve() / campaign_id
+
+
+def frozen_dir_for(campaign_dir: Path) -> Path:
+    """``<campaign>/frozen``: the campaign's protocol.lock.json, kept experiment and corpus."""
+    return Path(campaign_dir) / FROZEN_DIR
 
 
 def read_state(campaign_dir: Path) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from gpubench_nb.pipeline.campaign_state import (
     JOBS_DIR,
     bundle_progress,
     campaign_dir_for,
+    frozen_dir_for,
     read_state,
     verification,
 )
@@ -31,8 +32,8 @@ def campaign_status(
     """One row per target: reach, offer, job id, state, runs done/total, bundle verified."""
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    frozen = (campaign_dir / LOCK_NAME).is_file()
-    lock_sha256 = read_lock(campaign_dir)["sha256"] if frozen else ""
+    frozen = frozen_dir_for(campaign_dir)
+    lock_sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
     state = read_state(campaign_dir) if campaign_dir.is_dir() else {"targets": {}}
     rows = []
     for target in campaign.targets:
@@ -100,13 +101,14 @@ def campaign_report(
 
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    if not (campaign_dir / LOCK_NAME).is_file():
+    frozen = frozen_dir_for(campaign_dir)
+    if not (frozen / LOCK_NAME).is_file():
         raise BundleError(
             f"{campaign_dir}: campaign {campaign.campaign_id} has no frozen protocol yet; fix: "
             "`gpubench-nb campaign run` first (check --output-dir)",
             rule="R1.3",
         )
-    lock_sha256 = read_lock(campaign_dir)["sha256"]
+    lock_sha256 = read_lock(frozen)["sha256"]
     ready, missing = [], []
     for target in campaign.targets:
         bundle = campaign_dir / target.id

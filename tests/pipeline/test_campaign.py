@@ -177,7 +177,8 @@ def manual_bundle(study: dict[str, Path], round_one: dict[str, Any]) -> Path:
     """t3 "on another box": copied experiment files + copied lock, `run --protocol`, rsync."""
     box = study["root"] / "box"
     shutil.copytree(study["folder"], box, ignore=shutil.ignore_patterns("campaign-*.yaml"))
-    shutil.copy2(study["out"] / "twobox" / "protocol.lock.json", box / "protocol.lock.json")
+    frozen = study["out"] / "twobox" / "frozen" / "protocol.lock.json"
+    shutil.copy2(frozen, box / "protocol.lock.json")
     args = ["run", str(box / "experiment.yaml"), "--protocol", str(box / "protocol.lock.json")]
     assert main([*args, "--output-dir", str(box / "outputs")]) == 0
     bundle = study["out"] / "twobox" / "t3"
@@ -238,7 +239,8 @@ def test_every_bundle_keeps_the_one_frozen_lock_and_its_target_offer(
     round_two: dict[str, Any], study: dict[str, Path]
 ) -> None:
     campaign_dir = study["out"] / "twobox"
-    lock = (campaign_dir / "protocol.lock.json").read_bytes()
+    lock = (campaign_dir / "frozen" / "protocol.lock.json").read_bytes()
+    assert not (campaign_dir / "protocol.lock.json").exists()  # the campaign is no bundle
     for target in ("t1", "t2", "t3"):
         assert (campaign_dir / target / "protocol.lock.json").read_bytes() == lock, target
     priced = {
@@ -301,7 +303,7 @@ def test_run_protocol_refuses_a_box_with_another_declaration(
     shutil.copytree(study["folder"], box, ignore=shutil.ignore_patterns("campaign-*.yaml"))
     text = (box / "experiment.yaml").read_text(encoding="utf-8")
     (box / "experiment.yaml").write_text(text.replace("repeats: 1", "repeats: 2"), "utf-8")
-    lock = study["out"] / "twobox" / "protocol.lock.json"
+    lock = study["out"] / "twobox" / "frozen" / "protocol.lock.json"
     args = ["run", str(box / "experiment.yaml"), "--protocol", str(lock)]
     assert main([*args, "--output-dir", str(box / "outputs")]) == 2
     err = capsys.readouterr().err
