@@ -37,6 +37,7 @@ from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 # Slurm states in which a job may still produce its result: never submit a second one then.
 SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
 SLURM_LIVE += ("RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
+SLURM_LIVE += ("PREEMPTED",)  # as submitit reads it: a pre-empted job is requeued, same id
 GUARD_NAME = ".campaign-run.lock"
 
 
@@ -263,7 +264,11 @@ class _Runner:
         """Wait for this target's job of this run, then record how it ended."""
         entry = self.entry(target)
         job = self.live.get(target.id)
-        if job is None or entry["state"] not in ("submitted", "running"):
+        if entry["state"] not in ("submitted", "running"):
+            return
+        if job is None and entry.get("executor") == "slurm":  # submitted by an earlier run
+            job = self.jobs.slurm_job(self.folder(target), entry["job_id"])
+        if job is None:
             return
         if entry["executor"] == "debug":
             self._finish(target, self._run_debug(job))

@@ -187,9 +187,15 @@ def process_alive(pid: int) -> bool:
     return True
 
 
+def slurm_job(folder: Path, job_id: str) -> Any:
+    """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
+    return submitit.SlurmJob(folder=folder, job_id=job_id)
+
+
 def slurm_state(folder: Path, job_id: str) -> str:
     """Slurm's state of a job (sacct through submitit), or UNKNOWN with the reason."""
     try:
-        return str(submitit.SlurmJob(folder=folder, job_id=job_id).state)
+        job = slurm_job(folder, job_id)
+        return str(job.watcher.get_state(job.job_id, mode="force"))  # not a cached answer
     except Exception as exc:  # no sacct here, or the accounting database is down
         return f"UNKNOWN ({type(exc).__name__}: {exc})"

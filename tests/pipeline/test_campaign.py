@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -366,8 +367,26 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
     # the user knows the job is gone: --resubmit submits again and keeps the first attempt
     run_campaign(campaign, output_dir=study["out"], wait=False, resubmit=["h100-node"], echo=print)
     entry = json.loads((first.campaign_dir / "campaign.json").read_text())["targets"]["h100-node"]
-    assert (entry["job_id"], entry["attempts"], entry["history"][0]["job_id"]) == (
-        "4243",
-        2,
-        "4242",
+    assert (entry["job_id"], entry["attempts"]) == ("4243", 2)
+    assert entry["history"][0]["job_id"] == "4242"
+    # 4243 failed on its node: submitit's result file holds the trace; it is recorded, resubmitted
+    trace = (
+        'Traceback (most recent call last):\n  File "/x.py", line 1, in <module>\n    f()\n'
+        "gpubench_nb.errors.ProtocolError: R1.3: the protocol changed\n"
     )
+    folder = first.campaign_dir / "jobs" / "h100-node"
+    with open(folder / "4243_0_result.pkl", "wb") as handle:
+        pickle.dump(("error", trace), handle)
+    assert campaign_status(campaign, output_dir=study["out"])[0]["state"] == "failed"
+    run_campaign(campaign, output_dir=study["out"], wait=False, echo=print)
+    # 4244: Slurm's accounting says the node failed, and there is no result: resubmitted
+    sacct = '#!/bin/sh\nprintf "JobID|State|NodeList\\n4244|NODE_FAIL|g1\\n"\n'
+    (bin_dir / "sacct").write_text(sacct)
+    (bin_dir / "sacct").chmod(0o755)
+    run_campaign(campaign, output_dir=study["out"], wait=False, echo=print)
+    entry = json.loads((first.campaign_dir / "campaign.json").read_text())["targets"]["h100-node"]
+    assert entry["job_id"] == "4245" and entry["attempts"] == 4
+    errors = {h["job_id"]: h["error"] for h in entry["history"]}
+    assert errors["4243"] == "gpubench_nb.errors.ProtocolError: R1.3: the protocol changed"
+    assert errors["4244"] == "Slurm ended the job without a result: NODE_FAIL"
+    assert len(calls.read_text().splitlines()) == 4
