@@ -181,11 +181,12 @@ class _Runner:
         entry = self.entry(target)
         progress = bundle_progress(self.dir / target.id)
         if progress.complete(self.lock_sha256) and (
-            target.reach == "manual" or entry.get("done_with") == target.describe()
+            # a new offer re-prices the bundle (no run is redone); how it is reached is moot now
+            target.reach == "manual" or entry.get("priced_with") == target.offer.pricing()
         ):
             if entry["state"] != "completed":
                 entry.update(state="completed", error=None, finished_utc=utc_now())
-                entry["done_with"] = target.describe()
+                entry["priced_with"] = target.offer.pricing()
             return False
         if target.reach == "manual":
             entry["state"] = "manual"
@@ -222,6 +223,7 @@ class _Runner:
             run_timeout_seconds,
         )
         entry.update(
+            target=target.describe(),
             executor=executor_kind,
             submitted_utc=utc_now(),
             finished_utc=None,
@@ -307,7 +309,7 @@ class _Runner:
             return
         entry = self.entry(target)
         entry.update(state="completed", error=None, finished_utc=utc_now())
-        entry["done_with"] = target.describe()
+        entry["priced_with"] = target.offer.pricing()
         self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
         self.save()
 
@@ -327,6 +329,8 @@ def _manual_instructions(campaign: Campaign, target: Target, campaign_dir: Path)
         f"{target.id}: manual target; on {host}, with the same experiment files and "
         f"{frozen_dir_for(campaign_dir) / LOCK_NAME} copied there, run\n"
         f"    gpubench-nb run {campaign.experiment_path.name} --protocol protocol.lock.json\n"
+        f"  (its pricing section is not frozen: set it to this target's offer, "
+        f"{target.offer.offer}, {target.offer.days} days x {target.offer.lots} lot(s))\n"
         f"  then copy the bundle back: rsync -a <box>:outputs/"
         f"{campaign.experiment.experiment_id}/ {campaign_dir / target.id}/"
     )

@@ -119,10 +119,11 @@ def verification(bundle_dir: Path, campaign_sha256: str) -> str:
 
 def record_attempt(entry: dict[str, Any]) -> None:
     """Move the current job of a target into its history before a new one is submitted."""
-    if entry.get("job_id") is None:
-        return
+    if entry.get("job_id") is None and not entry.get("error"):
+        return  # nothing was tried yet
     kept = {
         k: entry.get(k)
-        for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error", "logs")
+        for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error")
     }
+    kept.update(logs=entry.get("logs"), target=entry.get("target"))
     entry.setdefault("history", []).append(kept)

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[slurm]'")
+
 from gpubench_nb.cli import main
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.campaign_file import load_campaign
