@@ -54,6 +54,9 @@ class TargetJob(submitit.helpers.Checkpointable):
             print(f"run {number}/{total}: {run.key}", flush=True)
 
         print(f"bundle {self.bundle_dir} with lock {self.lock}", flush=True)
+        # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+        print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
         result = run_experiment(
             self.experiment,
             protocol=self.lock,

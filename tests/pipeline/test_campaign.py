@@ -213,6 +213,9 @@ def test_a_killed_job_is_a_recorded_failure_and_the_other_target_finishes(
     assert t1["state"] == "failed" and "ended without a result" in t1["error"]
     log = Path(t1["logs"]["stdout"]).read_text(encoding="utf-8")  # its log is kept
     assert "run 1/2: b4/cold-1" in log and "done:" not in log
+    assert "CUDA_VISIBLE_DEVICES=''" in log  # local gpus: 0 -> no GPU visible to the job
+    # local targets run one after the other: t2 was submitted once t1's job had ended
+    assert t2["submitted_utc"] >= t1["finished_utc"]
     assert t2["state"] == "completed" and t2["attempts"] == 1
     assert verification(study["out"] / "twobox" / "t2", round_one["state"]["lock_sha256"]) == (
         "verified"
