@@ -281,6 +281,9 @@ class _Runner:
             while not job.done():
                 time.sleep(poll_seconds)
         except KeyboardInterrupt:
+            if entry["executor"] == "slurm":  # stop waiting only: the cluster job goes on
+                self.save()
+                raise
             job.cancel(check=False)
             self._fail(target, "interrupted (Ctrl-C); run `campaign run` again to resume")
             raise
