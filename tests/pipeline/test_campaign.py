@@ -403,3 +403,24 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
     assert errors["4243"] == "gpubench_nb.errors.ProtocolError: R1.3: the protocol changed"
     assert errors["4244"] == "Slurm ended the job without a result: NODE_FAIL"
     assert len(calls.read_text().splitlines()) == 4
+
+
+def test_a_new_offer_reprices_a_finished_target_without_redoing_a_run(
+    round_two: dict[str, Any], study: dict[str, Path]
+) -> None:
+    bundle = study["out"] / "twobox" / "t2"
+    before = read_rows(bundle / "resultats-bruts.csv")
+    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
+    data["targets"][1]["offer"]["days"] = 30  # t2 now stands for the 30-day package
+    campaign = study["folder"] / "campaign-reprice.yaml"
+    campaign.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    args = ["campaign", "run", str(campaign), "--output-dir", str(study["out"])]
+    assert main([*args, "--targets", "t2", "--local-executor", "debug"]) == 0
+    t2 = _state(study["out"])["targets"]["t2"]
+    assert t2["state"] == "completed" and t2["attempts"] == 2 and t2["priced_with"]["days"] == 30
+    economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
+    assert (economics["pricing"]["offer"], economics["pricing"]["days"]) == ("b200-example", 30)
+    after = read_rows(bundle / "resultats-bruts.csv")
+    assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
+    assert {r["duration_days"] for r in after} == {30}  # every row's package column follows
+    assert verification(bundle, _state(study["out"])["lock_sha256"]) == "verified"
