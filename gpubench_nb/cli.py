@@ -90,6 +90,7 @@ def _run(args: argparse.Namespace) -> int:
             fresh=args.fresh,
             run_timeout_seconds=args.run_timeout,
             on_progress=progress,
+            protocol=args.protocol,
         )
         finished = True
     finally:
@@ -252,6 +253,84 @@ def _ledger(args: argparse.Namespace) -> int:
     return 0
 
 
+def _campaign_run(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.campaign import run_campaign
+
+    result = run_campaign(
+        args.campaign,
+        output_dir=args.output_dir,
+        targets=args.targets,
+        resubmit=args.resubmit,
+        local_executor=args.local_executor,
+        wait=not args.no_wait,
+        run_timeout_seconds=args.run_timeout,
+    )
+    for target, state in result.states.items():
+        print(f"{target}: {state}")
+    if any(state == "failed" for state in result.states.values()):
+        print(
+            "some targets failed (see `gpubench-nb campaign status`); run `campaign run` again "
+            "to resume them",
+            file=sys.stderr,
+        )
+        return EXIT_NOT_ACCEPTED
+    return 0
+
+
+def _campaign_status(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.campaign_view import campaign_status, status_table
+
+    print(status_table(campaign_status(args.campaign, output_dir=args.output_dir)))
+    return 0
+
+
+def _campaign_report(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.campaign_view import campaign_report
+
+    path = campaign_report(
+        args.campaign, output_dir=args.output_dir, out=args.out, partial=args.partial
+    )
+    print(f"report written: {path}")
+    return 0
+
+
+def _add_campaign(sub: argparse._SubParsersAction) -> None:
+    campaign = sub.add_parser("campaign", help="one frozen experiment on several machines")
+    actions = campaign.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("run", help="freeze once, submit one job per target, resume the rest")
+    p.add_argument("campaign", help="parameters/campaign-*.yaml")
+    p.add_argument("--targets", nargs="+", metavar="ID", help="only these targets")
+    p.add_argument(
+        "--resubmit",
+        nargs="+",
+        metavar="ID",
+        help="submit these targets again even if their recorded job may still be alive "
+        "(a cluster whose sacct cannot tell)",
+    )
+    p.add_argument("--output-dir", default="outputs")
+    p.add_argument(
+        "--local-executor",
+        choices=("local", "debug"),
+        default="local",
+        help="submitit executor of local targets (debug: in this process, for debugging)",
+    )
+    p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
+    p.add_argument("--run-timeout", type=int, default=1800, metavar="SECONDS")
+    p.set_defaults(func=_campaign_run)
+    p = actions.add_parser("status", help="per target: job, state, runs done, bundle verified")
+    p.add_argument("campaign")
+    p.add_argument("--output-dir", default="outputs")
+    p.set_defaults(func=_campaign_status)
+    p = actions.add_parser("report", help="the merged report of the targets' bundles")
+    p.add_argument("campaign")
+    p.add_argument("--output-dir", default="outputs")
+    p.add_argument("--out", help="HTML path (default: outputs/<campaign>/report.html)")
+    p.add_argument(
+        "--partial", action="store_true", help="report the verified targets even if some are not"
+    )
+    p.set_defaults(func=_campaign_report)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gpubench-nb", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -277,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1800,
         metavar="SECONDS",
         help="a run silent this long is a dead run (row kept, R3.6)",
+    )
+    p.add_argument(
+        "--protocol",
+        metavar="LOCK",
+        help="a frozen protocol.lock.json (a campaign's): refuse unless this machine's "
+        "declaration and fingerprints equal it, then freeze the bundle with it (R1.3)",
     )
     p.set_defaults(func=_run)
     p = sub.add_parser("accept", help="acceptance checks of one predictions file (R1.5, R1.6)")
@@ -347,6 +432,7 @@ def build_parser() -> argparse.ArgumentParser:
         "tolerance is measured against (needed unless --variant is the reference, R1.3)",
     )
     p.set_defaults(func=_classify)
+    _add_campaign(sub)
     return parser
 
 

@@ -464,10 +464,17 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
 
 
 def economics_notebook(
-    experiment_path: str | Path, bundle_dir: str | Path
+    experiment_path: str | Path,
+    bundle_dir: str | Path,
+    pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
-    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate."""
+    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
+
+    ``pricing_override`` (a campaign target's offer: ``offers``, ``offer``, ``days``, ``lots``)
+    replaces the experiment's pricing section, which is not part of the frozen protocol.
+    """
     from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.experiment_spec import PricingSpec
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer
 
@@ -476,6 +483,14 @@ def economics_notebook(
         # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
         require_frozen(bundle_dir, experiment, step="30_economics")
         pricing = experiment.pricing
+        if pricing_override is not None:  # a campaign target's own offer (one frozen protocol)
+            pricing = PricingSpec(
+                offers=Path(pricing_override["offers"]),
+                offer=str(pricing_override["offer"]),
+                days=int(pricing_override["days"]),
+                lots=pricing_override.get("lots"),
+                gpus=pricing_override.get("gpus"),
+            )
         csv_path = Path(bundle_dir) / "resultats-bruts.csv"
         rows = _read_bundle_rows(csv_path)
         if pricing is not None:  # validated in full before the first write (transactional)

@@ -33,7 +33,7 @@ from gpubench_nb.protocol.corpus import (
 )
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
-from gpubench_nb.protocol.lock import freeze
+from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -106,8 +106,14 @@ def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
     return None
 
 
-def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, dict[str, str]]:
-    """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3)."""
+def prepare_bundle(
+    experiment: Experiment, bundle_dir: Path, given_lock: dict[str, Any] | None = None
+) -> tuple[Corpus, dict[str, str]]:
+    """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3).
+
+    ``given_lock`` (``run --protocol``): the bundle is frozen with that lock, verbatim, and only
+    if this machine's declaration and fingerprints are the ones it froze.
+    """
     from gpubench_nb.engine.backends import build_model, fingerprints_for
 
     corpus = load_experiment_corpus(experiment, "eval")
@@ -127,7 +133,7 @@ def prepare_bundle(experiment: Experiment, bundle_dir: Path) -> tuple[Corpus, di
         **{f"{split}_revision": other.revision for split, other in others.items()},
     }
     bundle_dir.mkdir(parents=True, exist_ok=True)
-    freeze(bundle_dir, experiment, fingerprints)
+    freeze(bundle_dir, experiment, fingerprints, given=given_lock)
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()
@@ -233,20 +239,30 @@ def run_experiment(
     fresh: bool = False,
     run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
     on_progress: Callable[[ScheduledRun, int, int], None] | None = None,
+    protocol: str | Path | None = None,
+    bundle_dir: str | Path | None = None,
+    pricing: dict[str, Any] | None = None,
 ) -> PipelineResult:
     """The whole chain, resumable: freeze, environment, schedule, quality, economics, report.
 
     ``on_progress(run, number, total)`` is called before each run and again after it with
     ``number + 1``: ``number - 1`` runs are finished. Refusals (another writer, a changed
     protocol, a tampered finished bundle, invalid pricing) raise a ``GpubenchError``.
+    ``protocol``: a frozen ``protocol.lock.json`` (a campaign's) that this machine must match
+    exactly (R1.3); ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing``
+    (offers, offer, days, lots) replaces the experiment's pricing section, which is not frozen.
     """
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
         experiment.variant(variant_id)  # unknown ids fail before anything runs
-    bundle_dir = layout.bundle_dir_for(Path(output_dir).resolve(), experiment.experiment_id)
+    given_lock = read_given_lock(protocol) if protocol is not None else None
+    if bundle_dir is not None:
+        bundle_dir = Path(bundle_dir).resolve()
+    else:
+        bundle_dir = layout.bundle_dir_for(Path(output_dir).resolve(), experiment.experiment_id)
     # R5.6: one writer, no bundle inside a bundle, no re-seal over changed files, pricing valid
     with guard.writing(experiment, bundle_dir, fresh=fresh):
-        _, fingerprints = prepare_bundle(experiment, bundle_dir)
+        _, fingerprints = prepare_bundle(experiment, bundle_dir, given_lock)
         params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
         notebooks = bundle_dir / "notebooks"
         if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
@@ -277,7 +293,10 @@ def run_experiment(
                 "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
             )
             execute_notebook(
-                "30_economics.ipynb", notebooks / "30_economics.ipynb", params, run_timeout_seconds
+                "30_economics.ipynb",
+                notebooks / "30_economics.ipynb",
+                {**params, "pricing": pricing} if pricing is not None else params,
+                run_timeout_seconds,
             )
             report_path = _render_report(bundle_dir)
             layout.write_manifest(bundle_dir)

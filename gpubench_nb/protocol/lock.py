@@ -70,12 +70,71 @@ def read_lock(bundle_dir: Path) -> dict[str, Any]:
         ) from None
 
 
+def _frozen(lock: dict[str, Any]) -> dict[str, Any]:
+    return {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
+
+
+def read_given_lock(path: str | Path) -> dict[str, Any]:
+    """A lock handed to ``run --protocol`` (the file, or a folder holding one), self-checked.
+
+    A lock whose sha256 does not match its own declaration and fingerprints was edited after
+    it was frozen and is refused (R1.3).
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / LOCK_NAME
+    try:
+        lock = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProtocolError(
+            f"{path}: protocol lock not found. Fix: copy the campaign's protocol.lock.json "
+            "(outputs/<campaign>/protocol.lock.json) to this machine and pass its path",
+            rule="R1.3",
+        ) from None
+    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
+        raise ProtocolError(
+            f"{path}: not a readable protocol lock ({exc}). Fix: copy it again, unchanged",
+            rule="R1.3",
+        ) from None
+    if not isinstance(lock, dict) or canonical_sha256(_frozen(lock)) != lock.get("sha256"):
+        raise ProtocolError(
+            f"{path}: the lock's sha256 does not match its declaration and fingerprints: it was "
+            "changed after it was frozen. Fix: copy it again, unchanged, from where it was frozen",
+            rule="R1.3",
+        )
+    return lock
+
+
+def check_given_lock(given: dict[str, Any], lock: dict[str, Any]) -> None:
+    """Refuse, listing every difference, unless this machine froze what ``given`` froze (R1.3)."""
+    changed = differences(_frozen(given), _frozen(lock))
+    if changed:
+        listing = "\n  ".join(changed)
+        raise ProtocolError(
+            "this machine's experiment differs from the protocol lock given with --protocol "
+            f"(lock value -> this machine's value):\n  {listing}\n"
+            "Fix: run the same experiment YAML with the same corpus, model and tokenizer files as "
+            "where the lock was frozen (copy them with it), or freeze a new campaign",
+            rule="R1.3",
+        )
+
+
 def freeze(
-    bundle_dir: Path, experiment: Experiment, fingerprints: dict[str, str]
+    bundle_dir: Path,
+    experiment: Experiment,
+    fingerprints: dict[str, str],
+    given: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Write the lock, or check the existing one: a changed protocol is refused (R1.3)."""
+    """Write the lock, or check the existing one: a changed protocol is refused (R1.3).
+
+    With ``given`` (a lock frozen elsewhere, :func:`read_given_lock`), this machine's lock must
+    equal it, and ``given`` itself is what the bundle keeps.
+    """
     path = Path(bundle_dir) / LOCK_NAME
     lock = build_lock(experiment, fingerprints)
+    if given is not None:
+        check_given_lock(given, lock)
+        lock = given
     if not path.exists():
         write_json_atomic(path, lock)
         return lock

@@ -1,0 +1,339 @@
+"""`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
+
+The protocol is frozen once in ``outputs/<campaign>/frozen/protocol.lock.json``; every job runs the
+existing pipeline with that lock (``run_experiment(protocol=...)``), so no target re-derives
+the declaration. Slurm targets are submitted together (whole GPUs, exclusive node); local
+targets run one after the other, since submitit's local executor would start them all at once
+and they would share the machine. A job that fails or dies is recorded with its log; running
+the campaign again resumes what is missing (the bundle's own resume redoes no finished run).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.errors import GpubenchError, ProtocolError
+from gpubench_nb.pipeline.campaign_file import Campaign, Target, load_campaign
+from gpubench_nb.pipeline.campaign_state import (
+    JOBS_DIR,
+    bundle_progress,
+    campaign_dir_for,
+    frozen_dir_for,
+    read_state,
+    record_attempt,
+    utc_now,
+    write_state,
+)
+from gpubench_nb.pipeline.orchestrate import DEFAULT_RUN_TIMEOUT_SECONDS, prepare_bundle
+from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
+
+# Slurm states in which a job may still produce its result: never submit a second one then.
+SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
+SLURM_LIVE += ("RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
+SLURM_LIVE += ("PREEMPTED",)  # as submitit reads it: a pre-empted job is requeued, same id
+GUARD_NAME = ".campaign-run.lock"
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    campaign_dir: Path
+    states: dict[str, str]  # target id -> state
+    report_path: Path | None
+
+
+def _jobs_module() -> Any:
+    try:
+        from gpubench_nb.pipeline import campaign_jobs
+    except ImportError as exc:
+        raise GpubenchError(
+            f"campaigns submit their jobs with submitit, which is not installed ({exc}). Fix: "
+            "pip install 'gpubench-nb[slurm]' (or pip install 'submitit>=1.5')"
+        ) from None
+    return campaign_jobs
+
+
+@contextmanager
+def _one_runner(campaign_dir: Path) -> Iterator[None]:
+    """One `campaign run` at a time per campaign: a second would submit every job twice."""
+    path = campaign_dir / GUARD_NAME
+    with open(path, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise GpubenchError(
+                f"{path}: another `campaign run` of this campaign is in progress; wait for it "
+                "(`gpubench-nb campaign status` shows it) or stop it first"
+            ) from None
+        yield
+
+
+def freeze_campaign(campaign: Campaign, campaign_dir: Path) -> dict[str, Any]:
+    """Freeze the protocol once for every target, or check the frozen one (R1.1, R1.3)."""
+    frozen = frozen_dir_for(campaign_dir)
+    try:
+        prepare_bundle(campaign.experiment, frozen)
+    except ProtocolError as exc:
+        raise ProtocolError(
+            f"{exc}\nThis campaign froze its protocol in {frozen / LOCK_NAME}; every "
+            "target must run it. Restore the experiment, or declare a new campaign_id"
+        ) from None
+    return read_lock(frozen)
+
+
+def run_campaign(
+    path: str | Path,
+    *,
+    output_dir: str | Path = "outputs",
+    targets: list[str] | None = None,
+    resubmit: list[str] | None = None,
+    local_executor: str = "local",
+    wait: bool = True,
+    run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
+    poll_seconds: float = 2.0,
+    echo: Callable[[str], None] = print,
+) -> CampaignResult:
+    """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome.
+
+    ``resubmit``: targets whose recorded job is to be treated as gone even if the job engine
+    cannot say so (e.g. a cluster without Slurm accounting, where sacct answers nothing).
+    """
+    campaign = load_campaign(path)
+    chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
+    forced = {campaign.target(t).id for t in resubmit or []}
+    jobs = _jobs_module()
+    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    campaign_dir.mkdir(parents=True, exist_ok=True)
+    with _one_runner(campaign_dir):
+        lock = freeze_campaign(campaign, campaign_dir)
+        runner = _Runner(campaign, campaign_dir, lock, jobs, local_executor, echo)
+        runner.state.update(
+            campaign_id=campaign.campaign_id,
+            campaign_file=str(campaign.source),
+            experiment=str(campaign.experiment_path),
+            lock=str(frozen_dir_for(campaign_dir) / LOCK_NAME),
+            lock_sha256=lock["sha256"],
+        )
+        todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
+        runner.save()
+        for target in (t for t in todo if t.reach == "slurm"):
+            runner.submit(target, run_timeout_seconds)
+        for target in (t for t in chosen if t.reach == "local"):
+            runner.wait_local_leftover(target, poll_seconds)
+        for target in (t for t in todo if t.reach == "local"):
+            runner.submit(target, run_timeout_seconds)
+            runner.wait(target, poll_seconds)
+        if wait:
+            for target in (t for t in chosen if t.reach == "slurm"):
+                runner.wait(target, poll_seconds)
+        states = {t.id: runner.entry(t)["state"] for t in campaign.targets}
+    report = None
+    if all(state == "completed" for state in states.values()):
+        from gpubench_nb.pipeline.campaign_view import campaign_report
+
+        report = campaign_report(path, output_dir=output_dir)
+        echo(f"every target completed; merged report: {report}")
+    return CampaignResult(campaign_dir, states, report)
+
+
+class _Runner:
+    """The state of one `campaign run`: submits, waits, and records into campaign.json."""
+
+    def __init__(
+        self,
+        campaign: Campaign,
+        campaign_dir: Path,
+        lock: dict[str, Any],
+        jobs: Any,
+        local_executor: str,
+        echo: Callable[[str], None],
+    ) -> None:
+        self.campaign = campaign
+        self.dir = campaign_dir
+        self.lock_sha256 = lock["sha256"]
+        self.jobs = jobs
+        self.local_executor = local_executor
+        self.echo = echo
+        self.state = read_state(campaign_dir)
+        self.state.setdefault("targets", {})
+        self.live: dict[str, Any] = {}  # target id -> submitit job object of this process
+
+    def save(self) -> None:
+        write_state(self.dir, self.state)
+
+    def entry(self, target: Target) -> dict[str, Any]:
+        entry = self.state["targets"].setdefault(target.id, {"state": "pending"})
+        entry["reach"] = target.reach
+        entry["bundle"] = str(self.dir / target.id)
+        return entry
+
+    def folder(self, target: Target) -> Path:
+        return self.dir / JOBS_DIR / target.id
+
+    def needs_job(self, target: Target, force: bool = False) -> bool:
+        """Reconcile the recorded state with the bundle and the job engine; True: submit."""
+        entry = self.entry(target)
+        progress = bundle_progress(self.dir / target.id)
+        if progress.complete(self.lock_sha256) and (
+            # a new offer re-prices the bundle (no run is redone); how it is reached is moot now
+            target.reach == "manual" or entry.get("priced_with") == target.offer.pricing()
+        ):
+            if entry["state"] != "completed":
+                entry.update(state="completed", error=None, finished_utc=utc_now())
+                entry["priced_with"] = target.offer.pricing()
+            return False
+        if target.reach == "manual":
+            entry["state"] = "manual"
+            self.echo(_manual_instructions(self.campaign, target, self.dir))
+            return False
+        if entry["state"] in ("submitted", "running") and entry.get("job_id") and not force:
+            return not self._still_live(target, entry)
+        return True
+
+    def _still_live(self, target: Target, entry: dict[str, Any]) -> bool:
+        outcome = self.jobs.read_outcome(self.folder(target), entry["job_id"])
+        if outcome is not None:
+            self._finish(target, outcome)
+            return entry["state"] == "completed"
+        if entry.get("executor") == "local" and self.jobs.process_alive(int(entry["job_id"])):
+            return True  # a killed `campaign run` left its job running: wait for it
+        if entry.get("executor") == "slurm":
+            slurm = self.jobs.slurm_state(self.folder(target), entry["job_id"])
+            if slurm.split(" ")[0] in SLURM_LIVE or slurm.startswith("UNKNOWN"):
+                entry["slurm_state"] = slurm
+                return True
+            return self._fail(target, f"Slurm ended the job without a result: {slurm}")
+        return self._fail(target, "the job ended without a result (killed or pre-empted)")
+
+    def submit(self, target: Target, run_timeout_seconds: int) -> None:
+        entry = self.entry(target)
+        record_attempt(entry)
+        executor_kind = "slurm" if target.reach == "slurm" else self.local_executor
+        job = self.jobs.TargetJob(
+            str(self.campaign.experiment_path),
+            str(frozen_dir_for(self.dir) / LOCK_NAME),
+            str(self.dir / target.id),
+            target.offer.pricing(),
+            run_timeout_seconds,
+        )
+        entry.update(
+            target=target.describe(),
+            executor=executor_kind,
+            submitted_utc=utc_now(),
+            finished_utc=None,
+            error=None,
+            attempts=int(entry.get("attempts") or 0) + 1,
+        )
+        try:
+            executor = self.jobs.executor_for(target, self.folder(target), self.local_executor)
+            submitted = executor.submit(job)
+        except Exception as exc:  # sbatch refused it, no srun here, a bad partition ...
+            entry.update(job_id=None, logs=None)
+            self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
+            return
+        entry.update(job_id=str(submitted.job_id), state="submitted")
+        if executor_kind != "debug":
+            entry["logs"] = self.jobs.log_paths(self.folder(target), submitted.job_id)
+        if executor_kind == "slurm":
+            entry["sbatch_script"] = str(
+                self.jobs.submission_file(self.folder(target), submitted.job_id)
+            )
+        self.live[target.id] = submitted
+        self.echo(f"{target.id}: submitted job {submitted.job_id} ({executor_kind})")
+        self.save()
+
+    def wait_local_leftover(self, target: Target, poll_seconds: float) -> None:
+        """Wait for a local job left running by a killed `campaign run` before starting more."""
+        entry = self.entry(target)
+        if entry["state"] not in ("submitted", "running") or target.id in self.live:
+            return
+        self.echo(f"{target.id}: waiting for job {entry['job_id']} left by an earlier run")
+        while self.jobs.process_alive(int(entry["job_id"])):
+            time.sleep(poll_seconds)
+        outcome = self.jobs.read_outcome(self.folder(target), entry["job_id"])
+        if outcome is not None:
+            self._finish(target, outcome)
+        else:
+            self._fail(target, "the job ended without a result (killed or pre-empted)")
+
+    def wait(self, target: Target, poll_seconds: float) -> None:
+        """Wait for this target's job of this run, then record how it ended."""
+        entry = self.entry(target)
+        job = self.live.get(target.id)
+        if entry["state"] not in ("submitted", "running"):
+            return
+        if job is None and entry.get("executor") == "slurm":  # submitted by an earlier run
+            job = self.jobs.slurm_job(self.folder(target), entry["job_id"])
+        if job is None:
+            return
+        if entry["executor"] == "debug":
+            self._finish(target, self._run_debug(job))
+            return
+        entry["state"] = "running" if entry["executor"] == "local" else entry["state"]
+        self.save()
+        try:
+            while not job.done():
+                time.sleep(poll_seconds)
+        except KeyboardInterrupt:
+            if entry["executor"] == "slurm":  # stop waiting only: the cluster job goes on
+                self.save()
+                raise
+            job.cancel(check=False)
+            self._fail(target, "interrupted (Ctrl-C); run `campaign run` again to resume")
+            raise
+        outcome = self.jobs.read_outcome(self.folder(target), job.job_id)
+        if outcome is None:
+            how = f" ({job.state})" if entry["executor"] == "slurm" else ""
+            self._fail(target, f"the job ended without a result{how} (killed or pre-empted)")
+        else:
+            self._finish(target, outcome)
+
+    def _run_debug(self, job: Any) -> Any:
+        """submitit's debug executor runs the job here, now; exception() avoids its pdb."""
+        error = job.exception()
+        if error is None:
+            return self.jobs.Outcome(ok=True, result=job.result())
+        trace = "".join(traceback.format_exception(error))
+        return self.jobs.Outcome(ok=False, error=str(error), trace=trace)
+
+    def _finish(self, target: Target, outcome: Any) -> None:
+        if not outcome.ok:
+            self._fail(target, outcome.error or "the job failed")
+            return
+        progress = bundle_progress(self.dir / target.id)
+        if not progress.complete(self.lock_sha256):
+            self._fail(target, f"the job returned but its bundle is incomplete: {progress}")
+            return
+        entry = self.entry(target)
+        entry.update(state="completed", error=None, finished_utc=utc_now())
+        entry["priced_with"] = target.offer.pricing()
+        self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
+        self.save()
+
+    def _fail(self, target: Target, error: str) -> bool:
+        entry = self.entry(target)
+        entry.update(state="failed", error=error, finished_utc=utc_now())
+        logs = entry.get("logs") or {}
+        where = f"; log: {logs.get('stderr')}" if logs else ""
+        self.echo(f"{target.id}: FAILED: {error.splitlines()[0] if error else ''}{where}")
+        self.save()
+        return False
+
+
+def _manual_instructions(campaign: Campaign, target: Target, campaign_dir: Path) -> str:
+    host = target.host or "the rented machine"
+    return (
+        f"{target.id}: manual target; on {host}, with the same experiment files and "
+        f"{frozen_dir_for(campaign_dir) / LOCK_NAME} copied there, run\n"
+        f"    gpubench-nb run {campaign.experiment_path.name} --protocol protocol.lock.json\n"
+        f"  (its pricing section is not frozen: set it to this target's offer, "
+        f"{target.offer.offer}, {target.offer.days} days x {target.offer.lots} lot(s))\n"
+        f"  then copy the bundle back: rsync -a <box>:outputs/"
+        f"{campaign.experiment.experiment_id}/ {campaign_dir / target.id}/"
+    )

@@ -1,0 +1,333 @@
+"""The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1).
+
+``parameters/campaign-*.yaml`` names the experiment YAML and the targets; each target stands
+for one offer of the offers table (whole package days and lots, R5.1, R5.2) and says how it is
+reached: ``local`` (this machine, one target after the other), ``slurm`` (a partition, whole
+GPUs) or ``manual`` (a rented box without Slurm: its bundle is made there with
+``gpubench-nb run --protocol`` and copied back). Validated like an experiment YAML: unknown
+keys are errors naming the nearest valid key, and every problem is listed at once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpubench_nb.economics.offers import load_offers, resolve_offer
+from gpubench_nb.errors import GpubenchError, ProtocolError
+from gpubench_nb.protocol.experiment import _Checker, load_experiment
+from gpubench_nb.protocol.experiment_spec import PACKAGE_DAYS, Experiment
+
+TOP_KEYS = ("campaign_id", "experiment", "offers", "notes", "targets")
+TARGET_KEYS = ("id", "offer", "local", "slurm", "manual")
+REACHES = ("local", "slurm", "manual")
+OFFER_KEYS = ("id", "days", "lots")
+LOCAL_KEYS = ("gpus", "time_limit_minutes", "setup")
+SLURM_KEYS = (
+    "partition",
+    "account",
+    "gpus",
+    "gres",
+    "time_limit_minutes",
+    "exclusive",
+    "sbatch",
+    "setup",
+    "python",
+)
+MANUAL_KEYS = ("host",)
+DEFAULT_LOCAL_LIMIT_MINUTES = 24 * 60
+# sbatch options the campaign sets itself; an extra option may not contradict them.
+SET_BY_CAMPAIGN = ("partition", "account", "gres", "time", "exclusive", "job-name", "output")
+SET_BY_CAMPAIGN += ("error", "open-mode", "signal", "gpus", "gpus-per-node")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]+)?:(\d+)$")
+_OPTION = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class TargetOffer:
+    """The offer a target stands for: an offers-table id, whole package days and lots (R5.1)."""
+
+    offers: Path
+    offer: str
+    days: int
+    lots: int
+
+    def pricing(self) -> dict[str, Any]:
+        """What ``run_experiment(pricing=...)`` takes (the 30_economics override)."""
+        return {
+            "offers": str(self.offers),
+            "offer": self.offer,
+            "days": self.days,
+            "lots": self.lots,
+        }
+
+
+@dataclass(frozen=True)
+class Target:
+    """One machine or partition of the campaign and how to reach it."""
+
+    id: str
+    offer: TargetOffer
+    reach: str  # "local" | "slurm" | "manual"
+    gpus: int = 0  # whole GPUs given to the job (local: CUDA_VISIBLE_DEVICES 0..gpus-1)
+    time_limit_minutes: int = DEFAULT_LOCAL_LIMIT_MINUTES
+    setup: tuple[str, ...] = ()
+    partition: str | None = None
+    account: str | None = None
+    gres: str | None = None
+    exclusive: bool = True
+    sbatch: Mapping[str, Any] = field(default_factory=dict)
+    python: str | None = None
+    host: str | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The target as plain data (kept in campaign.json, so a changed target is noticed)."""
+        return {
+            "reach": self.reach,
+            "offer": self.offer.pricing(),
+            "gpus": self.gpus,
+            "time_limit_minutes": self.time_limit_minutes,
+            "setup": list(self.setup),
+            "partition": self.partition,
+            "account": self.account,
+            "gres": self.gres,
+            "exclusive": self.exclusive,
+            "sbatch": dict(self.sbatch),
+            "python": self.python,
+            "host": self.host,
+        }
+
+
+@dataclass(frozen=True)
+class Campaign:
+    source: Path
+    campaign_id: str
+    experiment_path: Path
+    experiment: Experiment
+    notes: str
+    targets: tuple[Target, ...]
+
+    def target(self, target_id: str) -> Target:
+        for target in self.targets:
+            if target.id == target_id:
+                return target
+        known = ", ".join(t.id for t in self.targets)
+        raise ProtocolError(f"{self.source}: no target '{target_id}' (declared: {known})")
+
+
+def load_campaign(path: str | Path) -> Campaign:
+    """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
+    source = Path(path).resolve()
+    try:
+        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ProtocolError(f"{source}: campaign file not found. Fix: check the path") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ProtocolError(
+            f"{source}: not valid UTF-8 YAML: {exc}. Fix: correct the syntax"
+        ) from None
+    check = _Checker(source)
+    top = check.keys("", raw, TOP_KEYS)
+    for key in ("campaign_id", "experiment", "targets"):
+        if key not in top:
+            check.fail(key, "missing", f"declare '{key}' (see README, 'Comparing offers')")
+    if check.problems:
+        raise ProtocolError("\n".join(check.problems))
+    campaign_id = _identifier(check, "campaign_id", top["campaign_id"])
+    experiment_path = check.path("experiment", top["experiment"])
+    experiment = load_experiment(experiment_path)  # its own errors, listed by its own checker
+    offers_path = _offers_path(check, top.get("offers"), experiment)
+    offers = _offers_table(check, offers_path)
+    targets = _targets(check, top["targets"], offers_path, offers)
+    notes = top.get("notes") or ""
+    if not isinstance(notes, str):
+        check.fail("notes", "must be free text", "write a string")
+    if check.problems:
+        raise ProtocolError("\n".join(check.problems))
+    return Campaign(
+        source=source,
+        campaign_id=campaign_id,
+        experiment_path=experiment_path,
+        experiment=experiment,
+        notes=str(notes).strip(),
+        targets=tuple(targets),
+    )
+
+
+def _identifier(check: _Checker, where: str, value: Any) -> str:
+    text = check.text(where, value)
+    if text and not _ID.match(text):
+        check.fail(where, f"{text!r} is unsafe in a folder name", "use letters, digits, _ . -")
+    return text
+
+
+def _offers_path(check: _Checker, value: Any, experiment: Experiment) -> Path | None:
+    if value is not None:
+        return check.path("offers", value)
+    if experiment.pricing is not None:
+        return experiment.pricing.offers
+    check.fail(
+        "offers",
+        "missing, and the experiment declares no pricing.offers",
+        "name the offers table, e.g. offers: offers.yaml (relative to this file)",
+        rule="R5.1",
+    )
+    return None
+
+
+def _offers_table(check: _Checker, path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        return load_offers(path)
+    except GpubenchError as exc:  # its message already names R5.1
+        check.fail("offers", str(exc), "fix the offers table")
+        return {}
+
+
+def _targets(
+    check: _Checker, value: Any, offers_path: Path | None, offers: dict[str, Any]
+) -> list[Target]:
+    if not isinstance(value, list) or not value:
+        check.fail("targets", f"must be a non-empty list, got {value!r}", "list one entry per GPU")
+        return []
+    targets = []
+    for index, entry in enumerate(value):
+        where = f"targets[{index}]"
+        data = check.keys(where, entry, TARGET_KEYS)
+        if not isinstance(entry, Mapping):
+            continue
+        target_id = _identifier(check, f"{where}.id", data.get("id"))
+        where = f"targets[{index}] ({target_id})" if target_id else where
+        offer = _offer(check, f"{where}.offer", data.get("offer"), offers_path, offers)
+        reaches = [r for r in REACHES if r in data]
+        if len(reaches) != 1:
+            check.fail(
+                where,
+                f"declares {len(reaches)} ways to reach it ({', '.join(reaches) or 'none'})",
+                "give exactly one of local: {gpus: N}, slurm: {...} or manual: {}",
+            )
+            continue
+        reach = reaches[0]
+        details = _REACH_READERS[reach](check, f"{where}.{reach}", data[reach])
+        if offer is not None:
+            targets.append(Target(id=target_id, offer=offer, reach=reach, **details))
+    ids = [t.id for t in targets]
+    for target_id in sorted({i for i in ids if ids.count(i) > 1}):
+        check.fail("targets", f"target id {target_id!r} is used twice", "give each its own id")
+    return targets
+
+
+def _offer(
+    check: _Checker, where: str, value: Any, offers_path: Path | None, offers: dict[str, Any]
+) -> TargetOffer | None:
+    data = check.keys(where, value, OFFER_KEYS)
+    for key in OFFER_KEYS:
+        if key not in data:
+            check.fail(f"{where}.{key}", "missing", "the offer id, package days and lots", "R5.1")
+    offer_id = check.text(f"{where}.id", data["id"]) if "id" in data else ""
+    if offers and offer_id:
+        try:
+            offer_id = resolve_offer(offers, offer_id).id
+        except GpubenchError as exc:  # its message already names R5.1
+            check.fail(f"{where}.id", str(exc), f"use an id of {offers_path}")
+    days = check.choice(f"{where}.days", data.get("days"), PACKAGE_DAYS) if "days" in data else 0
+    lots = check.integer(f"{where}.lots", data["lots"], 1) if "lots" in data else 0
+    if offers_path is None or any(key not in data for key in OFFER_KEYS):
+        return None
+    return TargetOffer(offers=offers_path, offer=offer_id, days=days, lots=lots)
+
+
+def _setup(check: _Checker, where: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+        check.fail(where, "must be a list of shell lines", 'e.g. ["module load cuda/12.4"]')
+        return ()
+    return tuple(value)
+
+
+def _local(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+    data = check.keys(where, value if value is not None else {}, LOCAL_KEYS)
+    if "gpus" not in data:
+        check.fail(
+            f"{where}.gpus",
+            "missing",
+            "the number of whole GPUs this target's runs get (0 for a CPU-only run)",
+        )
+    return {
+        "gpus": check.integer(f"{where}.gpus", data.get("gpus", 0), 0),
+        "time_limit_minutes": check.integer(
+            f"{where}.time_limit_minutes",
+            data.get("time_limit_minutes", DEFAULT_LOCAL_LIMIT_MINUTES),
+            1,
+        ),
+        "setup": _setup(check, f"{where}.setup", data.get("setup")),
+    }
+
+
+def _slurm(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+    data = check.keys(where, value, SLURM_KEYS)
+    for key, fix in (
+        ("partition", "the Slurm partition holding this target's GPUs"),
+        ("gpus", "the number of whole GPUs the job gets (gres gpu:N)"),
+        ("time_limit_minutes", "the job's wall-clock limit, e.g. 240"),
+    ):
+        if key not in data:
+            check.fail(f"{where}.{key}", "missing", fix)
+    gpus = check.integer(f"{where}.gpus", data.get("gpus", 1), 1)
+    gres = data.get("gres")
+    if gres is not None:
+        match = _GRES.match(str(gres))
+        if match is None or int(match.group(2)) != gpus:
+            check.fail(
+                f"{where}.gres",
+                f"{gres!r} does not request the target's {gpus} whole GPU(s)",
+                f"write gpu:{gpus} or gpu:<type>:{gpus}, or leave gres out",
+            )
+    exclusive = data.get("exclusive", True)
+    if not isinstance(exclusive, bool):
+        check.fail(f"{where}.exclusive", f"must be true or false, got {exclusive!r}", "true")
+    raw_sbatch = data.get("sbatch") or {}
+    sbatch = check.keys(f"{where}.sbatch", raw_sbatch, tuple(raw_sbatch))
+    for option, option_value in sbatch.items():
+        name = str(option).replace("_", "-")
+        if not _OPTION.match(str(option)) or name in SET_BY_CAMPAIGN:
+            check.fail(
+                f"{where}.sbatch.{option}",
+                "is set by the campaign or is not an sbatch option name",
+                f"use slurm.{name.split('-')[0]} if it exists, else a long option name such "
+                "as qos, constraint, mem, cpus-per-task",
+            )
+        if not isinstance(option_value, str | int | float | bool):
+            check.fail(f"{where}.sbatch.{option}", "must be a single value", "e.g. qos: normal")
+    account = data.get("account")
+    python = data.get("python")
+    return {
+        "gpus": gpus,
+        "time_limit_minutes": check.integer(
+            f"{where}.time_limit_minutes", data.get("time_limit_minutes", 1), 1
+        ),
+        "setup": _setup(check, f"{where}.setup", data.get("setup")),
+        "partition": check.text(f"{where}.partition", data.get("partition", "-")),
+        "account": None if account is None else check.text(f"{where}.account", account),
+        "gres": str(gres) if gres is not None else f"gpu:{gpus}",
+        "exclusive": bool(exclusive),
+        "sbatch": dict(sbatch),
+        "python": None if python is None else check.text(f"{where}.python", python),
+    }
+
+
+def _manual(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+    data = check.keys(where, value if value is not None else {}, MANUAL_KEYS)
+    host = data.get("host")
+    return {"host": None if host is None else check.text(f"{where}.host", host)}
+
+
+_REACH_READERS = {"local": _local, "slurm": _slurm, "manual": _manual}

@@ -1,0 +1,204 @@
+"""A campaign target as a submitit job: the executor, the job itself, and what it left behind.
+
+submitit is the job engine (Slurm on a cluster, ``local`` or ``debug`` on this machine); this
+module only translates a :class:`~gpubench_nb.pipeline.campaign_file.Target` into its
+parameters. Each job runs the existing pipeline (``run_experiment``) into its own bundle with
+the campaign's frozen lock (R1.3), on whole GPUs that no other job shares.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import submitit
+from submitit.core.utils import JobPaths, pickle_load
+
+from gpubench_nb.errors import GpubenchError
+from gpubench_nb.pipeline.campaign_file import Target
+
+LOCAL_EXECUTORS = ("local", "debug")
+SIGNAL_DELAY_SECONDS = 120  # Slurm warns the job this long before its time limit (requeue)
+MAX_REQUEUES = 3
+
+
+class TargetJob(submitit.helpers.Checkpointable):
+    """What runs on the node: the pipeline into the target's bundle, with the frozen lock.
+
+    Checkpointable: on Slurm, a pre-empted or timed-out job is requeued with the same arguments;
+    the pipeline then resumes its bundle (finished runs are never redone).
+    """
+
+    def __init__(
+        self,
+        experiment: str,
+        lock: str,
+        bundle_dir: str,
+        pricing: dict[str, Any],
+        run_timeout_seconds: int,
+    ) -> None:
+        self.experiment = experiment
+        self.lock = lock
+        self.bundle_dir = bundle_dir
+        self.pricing = pricing
+        self.run_timeout_seconds = run_timeout_seconds
+
+    def __call__(self) -> dict[str, Any]:
+        from gpubench_nb.pipeline.orchestrate import run_experiment
+
+        def progress(run: Any, number: int, total: int) -> None:
+            print(f"run {number}/{total}: {run.key}", flush=True)
+
+        print(f"bundle {self.bundle_dir} with lock {self.lock}", flush=True)
+        # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
+        print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
+        result = run_experiment(
+            self.experiment,
+            protocol=self.lock,
+            bundle_dir=self.bundle_dir,
+            pricing=self.pricing,
+            run_timeout_seconds=self.run_timeout_seconds,
+            on_progress=progress,
+        )
+        failed = sum(1 for row in result.rows if row["elapsed_seconds"] is None)
+        print(f"done: {len(result.rows)} rows, {failed} failed observations", flush=True)
+        return {"bundle_dir": str(result.bundle_dir), "rows": len(result.rows), "failed": failed}
+
+
+def executor_for(target: Target, folder: Path, local_executor: str = "local") -> Any:
+    """The submitit executor of one target, its parameters set (whole GPUs, time, setup)."""
+    if target.reach == "slurm":
+        kwargs = {"slurm_python": target.python} if target.python else {}
+        executor = submitit.AutoExecutor(
+            folder=folder, cluster="slurm", slurm_max_num_timeout=MAX_REQUEUES, **kwargs
+        )
+        executor.update_parameters(**slurm_parameters(target))
+        return executor
+    if local_executor not in LOCAL_EXECUTORS:
+        raise GpubenchError(f"local executor {local_executor!r} is not one of {LOCAL_EXECUTORS}")
+    executor = submitit.AutoExecutor(folder=folder, cluster=local_executor)
+    if local_executor == "local":
+        executor.update_parameters(
+            name=job_name_of(target),
+            timeout_min=target.time_limit_minutes,
+            gpus_per_node=target.gpus,  # CUDA_VISIBLE_DEVICES=0..gpus-1 ("" for 0: CPU only)
+            local_setup=list(target.setup),
+        )
+    return executor
+
+
+def job_name_of(target: Target) -> str:
+    return f"gpubench-{target.id}"
+
+
+def slurm_parameters(target: Target) -> dict[str, Any]:
+    """AutoExecutor parameters of a Slurm target: whole GPUs by gres, exclusive node, limit."""
+    params: dict[str, Any] = {
+        "name": job_name_of(target),
+        "timeout_min": target.time_limit_minutes,
+        "nodes": 1,
+        "tasks_per_node": 1,
+        "slurm_partition": target.partition,
+        "slurm_gres": target.gres,
+        "slurm_signal_delay_s": SIGNAL_DELAY_SECONDS,
+        "slurm_setup": list(target.setup),
+    }
+    if target.account:
+        params["slurm_account"] = target.account
+    if target.exclusive:
+        params["slurm_exclusive"] = True
+    if target.sbatch:
+        params["slurm_additional_parameters"] = {
+            str(k).replace("_", "-"): v for k, v in target.sbatch.items()
+        }
+    return params
+
+
+def sbatch_script(target: Target, folder: Path) -> str:
+    """The sbatch file submitit would submit for ``target``, written without any cluster."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    params = slurm_parameters(target)
+    sbatch = {
+        "job_name": params.pop("name"),
+        "time": params.pop("timeout_min"),
+        "nodes": params.pop("nodes"),
+        "ntasks_per_node": params.pop("tasks_per_node"),
+        **{key.removeprefix("slurm_"): value for key, value in params.items()},
+    }
+    python = target.python or shlex.quote(sys.executable)
+    command = f"{python} -u -m submitit.core._submit {shlex.quote(str(folder))}"
+    return _make_sbatch_string(command=command, folder=folder, **sbatch)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished job left: success with its result, or the error and its trace."""
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+    trace: str | None = None
+
+
+def log_paths(folder: Path, job_id: str) -> dict[str, str]:
+    paths = JobPaths(folder, job_id=job_id, task_id=0)
+    return {"stdout": str(paths.stdout), "stderr": str(paths.stderr)}
+
+
+def submission_file(folder: Path, job_id: str) -> Path:
+    return JobPaths(folder, job_id=job_id, task_id=0).submission_file
+
+
+def read_outcome(folder: Path, job_id: str) -> Outcome | None:
+    """The job's result pickle, if it wrote one (None: still running, or it died without one)."""
+    path = JobPaths(folder, job_id=job_id, task_id=0).result_pickle
+    if not path.exists():
+        return None
+    try:
+        status, value = pickle_load(path)
+    except Exception as exc:  # a torn or foreign pickle: say so, never crash the campaign
+        return Outcome(ok=False, error=f"unreadable result file {path}: {exc}")
+    if status == "success":
+        return Outcome(ok=True, result=value)
+    return Outcome(ok=False, error=error_of_trace(str(value)), trace=str(value))
+
+
+def error_of_trace(trace: str) -> str:
+    """The exception's own lines at the end of a Python traceback (its message may span lines)."""
+    lines = trace.rstrip().splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith('  File "')]
+    start = frames[-1] + 1 if frames else 0
+    while start < len(lines) and (lines[start].startswith("    ") or not lines[start].strip()):
+        start += 1
+    return "\n".join(lines[start:]).strip() or trace.strip()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a local job's controller still runs (a `campaign run` that was killed left it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def slurm_job(folder: Path, job_id: str) -> Any:
+    """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
+    return submitit.SlurmJob(folder=folder, job_id=job_id)
+
+
+def slurm_state(folder: Path, job_id: str) -> str:
+    """Slurm's state of a job (sacct through submitit), or UNKNOWN with the reason."""
+    try:
+        job = slurm_job(folder, job_id)
+        return str(job.watcher.get_state(job.job_id, mode="force"))  # not a cached answer
+    except Exception as exc:  # no sacct here, or the accounting database is down
+        return f"UNKNOWN ({type(exc).__name__}: {exc})"

@@ -1,0 +1,129 @@
+"""campaign.json and the target bundles: what each target's job did, and how far its bundle is.
+
+``outputs/<campaign>/campaign.json`` (written atomically) holds, per target, the current job
+(id, executor, state, log paths, error) and the earlier attempts, so a failed or pre-empted
+job stays on record with its log after a resumed one succeeds (R3.6). What is *done* is read
+from the bundle itself (schedule, manifest, lock), never from the job state alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import BundleError
+from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.lock import LOCK_NAME
+
+STATE_NAME = "campaign.json"
+JOBS_DIR = "jobs"
+# The protocol is frozen in frozen/, not in the campaign folder itself: a folder holding a
+# protocol.lock.json is a bundle, and the targets' bundles must not lie inside one (R5.6).
+FROZEN_DIR = "frozen"
+STATES = ("pending", "submitted", "running", "completed", "failed", "manual")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def campaign_dir_for(output_dir: Path, campaign_id: str) -> Path:
+    """``<output_dir>/<campaign_id>``: the lock, campaign.json, jobs/ and one bundle per target."""
+    return Path(output_dir).resolve() / campaign_id
+
+
+def frozen_dir_for(campaign_dir: Path) -> Path:
+    """``<campaign>/frozen``: the campaign's protocol.lock.json, kept experiment and corpus."""
+    return Path(campaign_dir) / FROZEN_DIR
+
+
+def read_state(campaign_dir: Path) -> dict[str, Any]:
+    path = Path(campaign_dir) / STATE_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {"targets": {}}
+    except json.JSONDecodeError as exc:
+        raise BundleError(
+            f"{path}: unreadable campaign state ({exc}); fix: restore it, or move it aside: the "
+            "bundles themselves say what is done and `campaign run` rebuilds the state"
+        ) from None
+
+
+def write_state(campaign_dir: Path, state: dict[str, Any]) -> None:
+    state["updated_utc"] = utc_now()
+    write_json_atomic(Path(campaign_dir) / STATE_NAME, state)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """How far one target's bundle is: runs done of the schedule, sealed, same lock."""
+
+    runs_done: int
+    runs_total: int | None  # None: no schedule yet
+    sealed: bool  # MANIFEST.sha256 written (the pipeline finished once)
+    lock_sha256: str | None
+
+    def complete(self, campaign_sha256: str) -> bool:
+        return (
+            self.sealed
+            and self.runs_total is not None
+            and self.runs_done == self.runs_total
+            and self.lock_sha256 == campaign_sha256
+        )
+
+
+def bundle_progress(bundle_dir: Path) -> Progress:
+    schedule = _read_json(Path(bundle_dir) / layout.SCHEDULE_NAME) or {}
+    runs = schedule.get("runs")
+    lock = _read_json(Path(bundle_dir) / LOCK_NAME) or {}
+    return Progress(
+        runs_done=sum(1 for run in runs or [] if run.get("status") == "done"),
+        runs_total=len(runs) if isinstance(runs, list) else None,
+        sealed=(Path(bundle_dir) / layout.MANIFEST_NAME).is_file(),
+        lock_sha256=lock.get("sha256"),
+    )
+
+
+def verification(bundle_dir: Path, campaign_sha256: str) -> str:
+    """``verified`` when check-bundle re-derives every check, else what stands in the way."""
+    from gpubench_nb.protocol.audit import check_bundle
+
+    bundle_dir = Path(bundle_dir)
+    if not bundle_dir.is_dir():
+        return "no bundle yet"
+    progress = bundle_progress(bundle_dir)
+    if progress.lock_sha256 is not None and progress.lock_sha256 != campaign_sha256:
+        return "NOT this campaign's protocol (lock differs, R1.3)"
+    if not progress.sealed:
+        return "not finished (no manifest)"
+    try:
+        problems = check_bundle(bundle_dir)
+    except Exception as exc:  # an unreadable bundle is a finding, not a crash of `status`
+        return f"NOT verified: {exc}"
+    if problems:
+        return f"NOT verified: {len(problems)} problem(s), first: {problems[0]}"
+    return "verified"
+
+
+def record_attempt(entry: dict[str, Any]) -> None:
+    """Move the current job of a target into its history before a new one is submitted."""
+    if entry.get("job_id") is None and not entry.get("error"):
+        return  # nothing was tried yet
+    kept = {
+        k: entry.get(k)
+        for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error")
+    }
+    kept.update(logs=entry.get("logs"), target=entry.get("target"))
+    entry.setdefault("history", []).append(kept)

@@ -1,0 +1,128 @@
+"""`campaign status` and `campaign report`: per-target progress, and one merged decision.
+
+Status reads campaign.json, the job engine (result files, Slurm's accounting) and each bundle
+(schedule, manifest, check-bundle); it changes nothing. The report merges the targets'
+bundles with the ordinary `report` (R2.1): they share one frozen lock, so a campaign never
+needs ``--allow-mismatch``, and a bundle made from another protocol is refused by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.errors import BundleError
+from gpubench_nb.pipeline.campaign_file import load_campaign
+from gpubench_nb.pipeline.campaign_state import (
+    JOBS_DIR,
+    bundle_progress,
+    campaign_dir_for,
+    frozen_dir_for,
+    read_state,
+    verification,
+)
+from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
+
+REPORT_NAME = "report.html"
+
+
+def campaign_status(
+    path: str | Path, *, output_dir: str | Path = "outputs"
+) -> list[dict[str, Any]]:
+    """One row per target: reach, offer, job id, state, runs done/total, bundle verified."""
+    campaign = load_campaign(path)
+    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    frozen = frozen_dir_for(campaign_dir)
+    lock_sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
+    state = read_state(campaign_dir) if campaign_dir.is_dir() else {"targets": {}}
+    rows = []
+    for target in campaign.targets:
+        entry = state["targets"].get(target.id) or {}
+        bundle = campaign_dir / target.id
+        progress = bundle_progress(bundle)
+        total = "?" if progress.runs_total is None else str(progress.runs_total)
+        rows.append(
+            {
+                "target": target.id,
+                "reach": target.reach,
+                "offer": f"{target.offer.offer} {target.offer.days}d x{target.offer.lots}",
+                "job": entry.get("job_id") or "-",
+                "state": _live_state(campaign_dir / JOBS_DIR / target.id, entry, target.reach),
+                "runs": f"{progress.runs_done}/{total}",
+                "bundle": verification(bundle, lock_sha256) if lock_sha256 else "not frozen yet",
+                "error": entry.get("error"),
+                "log": (entry.get("logs") or {}).get("stderr"),
+            }
+        )
+    return rows
+
+
+def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> str:
+    recorded = entry.get("state") or ("manual" if reach == "manual" else "pending")
+    if recorded not in ("submitted", "running") or not entry.get("job_id"):
+        return recorded
+    try:
+        from gpubench_nb.pipeline import campaign_jobs as jobs
+    except ImportError:
+        return f"{recorded} (submitit not installed: state not refreshed)"
+    outcome = jobs.read_outcome(folder, entry["job_id"])
+    if outcome is not None:
+        return "finished (ok; `campaign run` records it)" if outcome.ok else "failed"
+    if entry.get("executor") == "slurm":
+        return f"{recorded} (Slurm: {jobs.slurm_state(folder, entry['job_id'])})"
+    if entry.get("executor") == "local" and jobs.process_alive(int(entry["job_id"])):
+        return "running"
+    return "ended without a result (killed or pre-empted)"
+
+
+def status_table(rows: list[dict[str, Any]]) -> str:
+    """The status rows as a fixed-width table, errors and logs below it."""
+    columns = ("target", "reach", "offer", "job", "state", "runs", "bundle")
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
+    lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
+    for row in rows:
+        if row["error"]:
+            lines.append(f"{row['target']}: {row['error']}")
+            if row["log"]:
+                lines.append(f"{row['target']}: log {row['log']}")
+    return "\n".join(lines)
+
+
+def campaign_report(
+    path: str | Path,
+    *,
+    output_dir: str | Path = "outputs",
+    out: str | Path | None = None,
+    partial: bool = False,
+) -> Path:
+    """Merge the targets' verified bundles into one report (never with --allow-mismatch)."""
+    from gpubench_nb.report.render import render_report
+
+    campaign = load_campaign(path)
+    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    frozen = frozen_dir_for(campaign_dir)
+    if not (frozen / LOCK_NAME).is_file():
+        raise BundleError(
+            f"{campaign_dir}: campaign {campaign.campaign_id} has no frozen protocol yet; fix: "
+            "`gpubench-nb campaign run` first (check --output-dir)",
+            rule="R1.3",
+        )
+    lock_sha256 = read_lock(frozen)["sha256"]
+    ready, missing = [], []
+    for target in campaign.targets:
+        bundle = campaign_dir / target.id
+        verdict = verification(bundle, lock_sha256)
+        if verdict == "verified":
+            ready.append(bundle)
+        else:
+            missing.append(f"{target.id}: {verdict}")
+    if missing and (not partial or not ready):
+        raise BundleError(
+            f"campaign {campaign.campaign_id}: not every target has a verified bundle of this "
+            f"campaign's protocol: {'; '.join(missing)}. Fix: `gpubench-nb campaign run` (or, "
+            "for a manual target, copy its bundle back), or pass --partial to report the "
+            "verified ones",
+            rule="R5.6",
+        )
+    return render_report(ready, Path(out) if out else campaign_dir / REPORT_NAME)
