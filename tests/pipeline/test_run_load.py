@@ -5,7 +5,7 @@ CSV load row carries the load's memory readings."""
 from __future__ import annotations
 
 import pytest
-from test_run import workspace  # noqa: F401  (its module-scoped fixture, same folder)
+from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
@@ -61,7 +61,13 @@ def test_the_cold_pass_is_the_first_forward_of_the_process(workspace, tmp_path, 
     monkeypatch.setattr(BowBackend, "forward", forward)
     monkeypatch.setattr(runmod, "_load", _wrap_load(runmod._load, lambda: timed.update(on=False)))
     monkeypatch.setattr(timing.Stopwatch, "start", start)
-    record = execute_run(workspace / "experiment.yaml", "b4", "cold", 1, tmp_path)
+    record = execute_run(
+        workspace / "experiment.yaml",
+        "b4",
+        "cold",
+        1,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     assert record["error"] is None
     assert calls == ["timed"] * 10
 
@@ -98,7 +104,13 @@ def test_fingerprints_are_taken_before_the_timed_load_and_recorded(
 
     monkeypatch.setattr(fingerprint, "sha256_file", hashing)
     monkeypatch.setattr(timing.Stopwatch, "start", start)
-    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 1, tmp_path)
+    record = execute_run(
+        workspace / "experiment.yaml",
+        "b1",
+        "cold",
+        1,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     first_timer = events.index("timer.start")
     assert "hash" in events[:first_timer]
     assert "hash" not in events[first_timer:]
@@ -180,7 +192,13 @@ def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
     events: list[str] = []
     monkeypatch.setattr(runmod, "probe_for", lambda device: FakeProbe(events))
     monkeypatch.setenv("GPUBENCH_FAULT", "oom@load")
-    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 2, tmp_path)
+    record = execute_run(
+        workspace / "experiment.yaml",
+        "b1",
+        "cold",
+        2,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     assert record["error"].startswith("load failed: OutOfMemoryError")
     assert "R5.8 out of memory during load" in record["notes"]
     assert "R3.6 load failed" not in record["notes"]
@@ -196,7 +214,13 @@ def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
 
 def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setattr(runmod, "probe_for", lambda device: FakeProbe([]))
-    record = execute_run(workspace / "experiment.yaml", "b1", "cold", 3, tmp_path)
+    record = execute_run(
+        workspace / "experiment.yaml",
+        "b1",
+        "cold",
+        3,
+        frozen(workspace / "experiment.yaml", tmp_path),
+    )
     exp = load_experiment(workspace / "experiment.yaml")
     run = ScheduledRun(position=1, variant_id="b1", phase="cold", run_index=3)
     load, cold = rows_for_run(exp, {}, run, record)
