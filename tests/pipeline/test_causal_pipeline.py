@@ -31,7 +31,9 @@ def _experiment(root: Path, data_dir: Path, decision: str) -> Path:
     declaration["model"]["path"] = declaration["tokenizer"]["path"] = str(folder)
     declaration["fixed"].update(precision="fp32", device="cpu", context=64)
     declaration["quality"].update(threshold=0.0, tolerance=1.0, reference_variant="b4")
-    declaration["timing"].update(warmup_iterations=1, repeats=1)
+    declaration["timing"].update(
+        warmup_iterations=1, repeats=1, repeats_reason="a pipeline test, not a study"
+    )
     declaration["pricing"]["offers"] = str(ROOT / "parameters" / "offers.yaml")
     prompt = declaration["model"]["prompt"]
     if decision == "generate":
