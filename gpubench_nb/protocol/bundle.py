@@ -29,11 +29,21 @@ def run_dir(bundle_dir: Path, variant_id: str, phase: str, run_index: int) -> Pa
     return Path(bundle_dir) / "runs" / variant_id / f"{phase}-{run_index}"
 
 
+def is_bundle(folder: Path) -> bool:
+    """A bundle, finished (a manifest) or not (its lock beside what freezing writes with it:
+    the expected IDs or the kept protocol). A lone copied ``protocol.lock.json`` (the manual
+    route of a campaign, `run --protocol`) does not make its folder a bundle."""
+    if (folder / MANIFEST_NAME).is_file():
+        return True
+    frozen = (folder / "protocol.lock.json").is_file()
+    return frozen and ((folder / EXPECTED_IDS_NAME).is_file() or (folder / "protocol").is_dir())
+
+
 def bundle_holding(path: Path) -> Path | None:
-    """The bundle (finished or not: a lock or a manifest) that is ``path`` or holds it, if any."""
+    """The bundle (finished or not) that is ``path`` or holds it, if any."""
     resolved = Path(path).resolve()
     for folder in (resolved, *resolved.parents):
-        if (folder / MANIFEST_NAME).is_file() or (folder / "protocol.lock.json").is_file():
+        if is_bundle(folder):
             return folder
     return None
 

@@ -272,6 +272,20 @@ def test_output_dir_inside_a_bundle_is_refused(sealed: tuple[Path, Path]) -> Non
     assert not (bundle / "runs" / EXPERIMENT_ID).exists()
 
 
+def test_a_lone_copied_lock_does_not_make_its_folder_a_bundle(tmp_path: Path) -> None:
+    """The manual route of a campaign copies protocol.lock.json beside the experiment files
+    (`run --protocol`): outputs/ below that folder is not "inside a bundle"; a folder that also
+    holds what freezing writes (expected IDs, the kept protocol) is one (R5.6)."""
+    from gpubench_nb.protocol.bundle import bundle_holding
+
+    box = tmp_path / "box"
+    box.mkdir()
+    (box / "protocol.lock.json").write_text("{}", encoding="utf-8")
+    assert bundle_holding(box / "outputs" / EXPERIMENT_ID) is None
+    (box / "expected_ids.txt").write_text("a\n", encoding="utf-8")
+    assert bundle_holding(box / "outputs" / EXPERIMENT_ID) == box.resolve()
+
+
 # --- 11.5: failures are transactional ---------------------------------------------------------
 
 
