@@ -40,7 +40,32 @@ def _env(**extra: str) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT), **extra}
 
 
-def _execute(notebook: Path, out: Path, ours: bool) -> subprocess.CompletedProcess:
+@pytest.fixture
+def plain_kernelspec(tmp_path: Path) -> dict[str, str]:
+    """ipykernel's own `python3` kernelspec, first on JUPYTER_PATH: what is tested is the
+    transport, not the filtering launcher that `make` installs in the venv (which would hide
+    the control's line)."""
+    prefix = tmp_path / "plain-prefix"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipykernel",
+            "install",
+            "--prefix",
+            str(prefix),
+            "--name",
+            "python3",
+        ],
+        capture_output=True,
+        check=True,
+    )
+    return {"JUPYTER_PATH": str(prefix / "share" / "jupyter")}
+
+
+def _execute(
+    notebook: Path, out: Path, ours: bool, kernels: dict[str, str]
+) -> subprocess.CompletedProcess:
     options = "**papermill_options()" if ours else ""
     code = (
         "import papermill\nfrom gpubench_nb.kernel import papermill_options\n"
@@ -48,16 +73,22 @@ def _execute(notebook: Path, out: Path, ours: bool) -> subprocess.CompletedProce
         f"progress_bar=False, {options})\n"
     )
     return subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), check=False
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=_env(**kernels),
+        check=False,
     )
 
 
-def test_a_kernel_we_start_prints_no_tcp_warning(notebook: Path, tmp_path: Path) -> None:
-    done = _execute(notebook, tmp_path / "ours.ipynb", ours=True)
+def test_a_kernel_we_start_prints_no_tcp_warning(
+    notebook: Path, tmp_path: Path, plain_kernelspec: dict[str, str]
+) -> None:
+    done = _execute(notebook, tmp_path / "ours.ipynb", ours=True, kernels=plain_kernelspec)
     assert done.returncode == 0, done.stderr[-2000:]
     assert TCP_WARNING not in done.stderr
     assert "42" in (tmp_path / "ours.ipynb").read_text(encoding="utf-8")
-    control = _execute(notebook, tmp_path / "plain.ipynb", ours=False)
+    control = _execute(notebook, tmp_path / "plain.ipynb", ours=False, kernels=plain_kernelspec)
     assert control.returncode == 0, control.stderr[-2000:]
     assert TCP_WARNING in control.stderr  # what users saw, and what the test would catch
 
