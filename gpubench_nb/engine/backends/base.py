@@ -248,10 +248,7 @@ class Backend:
         (model, tokenizer) are the fingerprints taken before the timed load (R3.2); without
         them both folders are hashed here.
         """
-        from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
-        from gpubench_nb.protocol.fingerprint import sha256_files
-
-        self.model_path = require_folder(model_path, "model.path")
+        self._open_files(model_path, tokenizer_path, model_files, revisions)
         meta = read_metadata(self.model_path)
         if meta.get("backend") != self.name:
             raise BackendError(
@@ -262,8 +259,6 @@ class Backend:
         self.device = device
         self.precision = precision
         self._map_labels(meta["classes"])
-        model_revision, tokenizer_revision = revisions or (None, None)
-        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
         if self.tokenizer.revision != meta["tokenizer_revision"]:
             raise BackendError(
                 f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
@@ -272,11 +267,28 @@ class Backend:
                 "Point tokenizer.path at the model folder",
                 rule="R1.1",
             )
-        self.tokenizer_revision = self.tokenizer.revision
+        return meta
+
+    def _open_files(
+        self,
+        model_path: Path,
+        tokenizer_path: Path,
+        model_files: Callable[[Path], list[Path]],
+        revisions: tuple[str, str] | None,
+    ) -> None:
+        """Set ``model_path``, ``tokenizer`` (read once) and both revisions. ``revisions``
+        (model, tokenizer) are the fingerprints taken before the timed load, so hashing is not
+        load time (R3.2); without them the files are hashed here (R1.1)."""
+        from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
+        from gpubench_nb.protocol.fingerprint import sha256_files
+
+        model_revision, tokenizer_revision = revisions or (None, None)
+        self.model_path = require_folder(model_path, "model.path")
         self.model_revision = model_revision or sha256_files(
             model_files(self.model_path), self.model_path
         )
-        return meta
+        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
+        self.tokenizer_revision = self.tokenizer.revision
 
     def _map_labels(self, model_labels: Sequence[str]) -> None:
         """Match the model's labels to the declared classes by name (R1.3); an identity

@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gpubench_nb.engine.backends.base import Backend, Batch, Tokenized, batch_order, torch_dtype
 from gpubench_nb.engine.backends.hf import from_pretrained, max_context, model_files
 from gpubench_nb.engine.backends.prompts import PromptTokenizer
-from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.fingerprint import sha256_files
 from gpubench_nb.protocol.prompting import normalise_answer
 
 if TYPE_CHECKING:
@@ -76,15 +74,7 @@ class CausalLmBackend(Backend):
                 "backend causal_lm needs model.prompt with one verbalisation per class",
                 rule="R1.3",
             )
-        self.model_path = require_folder(model_path, "model.path")
-        # Fingerprints taken before the timed load are passed in, so hashing is not load time
-        # (R3.2); without them the files are hashed here (R1.1).
-        model_revision, tokenizer_revision = revisions or (None, None)
-        self.model_revision = model_revision or sha256_files(
-            model_files(self.model_path), self.model_path
-        )
-        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
-        self.tokenizer_revision = self.tokenizer.revision
+        self._open_files(model_path, tokenizer_path, model_files, revisions)
         self.prompt = prompt
         self.prompts = PromptTokenizer(self.tokenizer, prompt)
         self.classes = tuple(classes)

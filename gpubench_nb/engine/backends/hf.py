@@ -14,9 +14,8 @@ from gpubench_nb.engine.backends.base import (
     torch_dtype,
 )
 from gpubench_nb.engine.backends.decoder import decoder_padding, last_real_token_logits
-from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline, require_folder
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.fingerprint import sha256_files
 
 if TYPE_CHECKING:
     import torch
@@ -98,13 +97,7 @@ class HfBackend(EncoderBackend):
     ) -> None:
         from transformers import AutoModelForSequenceClassification
 
-        model_revision, tokenizer_revision = revisions or (None, None)
-        self.model_path = require_folder(model_path, "model.path")
-        self.model_revision = model_revision or sha256_files(
-            model_files(self.model_path), self.model_path
-        )
-        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
-        self.tokenizer_revision = self.tokenizer.revision
+        self._open_files(model_path, tokenizer_path, model_files, revisions)
         self.classes = tuple(classes)
         self.device = device
         self.precision = precision
