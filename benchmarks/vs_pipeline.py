@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,6 +48,15 @@ from gpubench_nb.protocol.corpus import load_experiment_corpus  # noqa: E402
 from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
 from scripts.gpu_check import minilm_source  # noqa: E402
+
+
+def first_texts(exp: Any, corpus: Any, limit: int, tmp: Path) -> tuple[Any, Any]:
+    """The experiment and its eval corpus cut to the first ``limit`` texts (a copy in ``tmp``)."""
+    lines = corpus.path.read_text(encoding="utf-8").splitlines()[:limit]
+    small = tmp / "eval.jsonl"
+    small.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    exp = dataclasses.replace(exp, corpus=dataclasses.replace(exp.corpus, path=small))
+    return exp, load_experiment_corpus(exp, "eval")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.limit:
-            lines = corpus.path.read_text(encoding="utf-8").splitlines()[: args.limit]
-            small = tmp / "eval.jsonl"
-            small.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            exp = dataclasses.replace(exp, corpus=dataclasses.replace(exp.corpus, path=small))
-            corpus = load_experiment_corpus(exp, "eval")
+            exp, corpus = first_texts(exp, corpus, args.limit, tmp)
         folder = random_hf_folder(tmp / "hf", exp.classes, minilm_source(), shape=shape)
         spec = ModelSpec(backend="hf", path=folder, build={})
         backend = load_backend(
@@ -180,11 +186,7 @@ def causal(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if args.limit:
-            lines = corpus.path.read_text(encoding="utf-8").splitlines()[: args.limit]
-            small = tmp / "eval.jsonl"
-            small.write_text("\n".join(lines) + "\n", encoding="utf-8")
-            exp = dataclasses.replace(exp, corpus=dataclasses.replace(exp.corpus, path=small))
-            corpus = load_experiment_corpus(exp, "eval")
+            exp, corpus = first_texts(exp, corpus, args.limit, tmp)
         seen = " ".join([*corpus.texts, prompt.template, *prompt.verbalisations]).lower()
         words = sorted(set(seen.split()))
         folder = tiny_causal_lm(

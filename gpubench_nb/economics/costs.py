@@ -288,8 +288,10 @@ def economics_data(
     rows: list[dict[str, Any]],
     offers_path: Path | None = None,
     environment: Mapping[str, Any] | None = None,
+    offers: Mapping[str, Offer] | None = None,
 ) -> dict[str, Any]:
-    """``economics.json``'s data for these rows, computed in full before anything is written."""
+    """``economics.json``'s data for these rows, computed in full before anything is written.
+    ``offers``: the table already read from the offers file (read once per step)."""
     variants = _variant_facts(rows)
     gpu_models = sorted({row.get("gpu_model") or "" for row in rows} - {""})
     hardware = recorded_hardware(rows, dict(environment or {}))
@@ -322,7 +324,7 @@ def economics_data(
     }
     if pricing is not None:
         offers_file = Path(offers_path if offers_path is not None else pricing.offers)
-        table = load_offers(offers_file)
+        table = dict(offers) if offers is not None else load_offers(offers_file)
         declared = resolve_offer(table, pricing.offer)
         data["pricing"] = {
             "offers_file": str(offers_file),
@@ -493,10 +495,12 @@ def economics_notebook(
             )
         csv_path = Path(bundle_dir) / "resultats-bruts.csv"
         rows = _read_bundle_rows(csv_path)
+        table = None
         if pricing is not None:  # validated in full before the first write (transactional)
             table = load_offers(pricing.offers)
             rows = fill_package_columns(rows, pricing, table)
-        data = economics_data(pricing, rows, environment=_read_environment(Path(bundle_dir)))
+        environment = _read_environment(Path(bundle_dir))
+        data = economics_data(pricing, rows, environment=environment, offers=table)
         if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
             write_rows_atomic(csv_path, rows)
         write_json_atomic(Path(bundle_dir) / "economics.json", data)
