@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,8 +72,17 @@ class LoadOutcome:
     event: str | None = None
 
 
-def _load(exp: Any, settings: Any, device: Any, plan: FaultPlan) -> LoadOutcome:
+def _load(
+    exp: Any,
+    settings: Any,
+    device: Any,
+    plan: FaultPlan,
+    check_frozen: Callable[[tuple[str, str]], None] | None = None,
+) -> LoadOutcome:
     """Create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
+
+    ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
+    files that differ from the lock are refused (R1.3, raised) before they are loaded.
 
     Three figures, in this order and never inside each other: ``cuda_context_seconds``
     (context creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
@@ -93,6 +103,8 @@ def _load(exp: Any, settings: Any, device: Any, plan: FaultPlan) -> LoadOutcome:
         started = time.perf_counter_ns()
         revisions = fingerprints_for(exp.model, exp.tokenizer)
         out.fingerprint_seconds = (time.perf_counter_ns() - started) / 1e9
+        if check_frozen is not None:
+            check_frozen(revisions)
         stage = "load"
         probe = probe_for(device)
         watch = Stopwatch(sync=synchronizer(device))
@@ -111,6 +123,8 @@ def _load(exp: Any, settings: Any, device: Any, plan: FaultPlan) -> LoadOutcome:
         )
         out.load_seconds = watch.stop()
         out.memory = probe.end()
+    except ProtocolError:  # not an observation: files that are not the frozen ones (R1.3)
+        raise
     except Exception as exc:  # a failed load is an observation too (R3.6, R5.8)
         out.backend = None
         out.load_seconds = None
@@ -248,7 +262,18 @@ def _execute_run(
         record["error"] = f"load failed: {type(exc).__name__}: {message}"
         events.append(f"R3.6 load failed ({type(exc).__name__}): no pass was run")
     if device is not None:
-        loaded = _load(exp, settings, device, plan)
+        loaded = _load(
+            exp,
+            settings,
+            device,
+            plan,
+            lambda revisions: _refuse_unless_frozen(
+                exp,
+                bundle_dir,
+                record,
+                {"model_revision": revisions[0], "tokenizer_revision": revisions[1]},
+            ),
+        )
         backend = loaded.backend
         record.update(
             load_seconds=loaded.load_seconds,
@@ -266,16 +291,6 @@ def _execute_run(
             if hasattr(backend, "describe"):
                 record["backend"] = backend.describe()
 
-    if backend is not None:  # the model and tokenizer files actually loaded (R1.1)
-        _refuse_unless_frozen(
-            exp,
-            bundle_dir,
-            record,
-            {
-                "model_revision": backend.model_revision,
-                "tokenizer_revision": backend.tokenizer_revision,
-            },
-        )
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
     if backend is not None:
