@@ -254,7 +254,7 @@ def _ledger(args: argparse.Namespace) -> int:
 
 
 def _campaign_run(args: argparse.Namespace) -> int:
-    from gpubench_nb.pipeline.campaign import run_campaign
+    from gpubench_nb.pipeline.campaign.run import run_campaign
 
     result = run_campaign(
         args.campaign,
@@ -278,14 +278,14 @@ def _campaign_run(args: argparse.Namespace) -> int:
 
 
 def _campaign_status(args: argparse.Namespace) -> int:
-    from gpubench_nb.pipeline.campaign_view import campaign_status, status_table
+    from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 
     print(status_table(campaign_status(args.campaign, output_dir=args.output_dir)))
     return 0
 
 
 def _campaign_report(args: argparse.Namespace) -> int:
-    from gpubench_nb.pipeline.campaign_view import campaign_report
+    from gpubench_nb.pipeline.campaign.view import campaign_report
 
     path = campaign_report(
         args.campaign, output_dir=args.output_dir, out=args.out, partial=args.partial

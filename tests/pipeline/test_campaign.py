@@ -27,9 +27,9 @@ import yaml
 pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[slurm]'")
 
 from gpubench_nb.cli import main
-from gpubench_nb.pipeline.campaign import run_campaign
-from gpubench_nb.pipeline.campaign_state import verification
-from gpubench_nb.pipeline.campaign_view import campaign_status
+from gpubench_nb.pipeline.campaign.run import run_campaign
+from gpubench_nb.pipeline.campaign.state import verification
+from gpubench_nb.pipeline.campaign.view import campaign_status
 from gpubench_nb.protocol.experiment import SECTION_KEYS, load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import read_rows

@@ -11,8 +11,8 @@ pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[
 
 from gpubench_nb.cli import main
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.pipeline.campaign_file import load_campaign
-from gpubench_nb.pipeline.campaign_jobs import error_of_trace, sbatch_script, slurm_parameters
+from gpubench_nb.pipeline.campaign.file import load_campaign
+from gpubench_nb.pipeline.campaign.jobs import error_of_trace, sbatch_script, slurm_parameters
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "parameters" / "demo.yaml"

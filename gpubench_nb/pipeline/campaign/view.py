@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.errors import BundleError
-from gpubench_nb.pipeline.campaign_file import load_campaign
-from gpubench_nb.pipeline.campaign_state import (
+from gpubench_nb.pipeline.campaign.file import load_campaign
+from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
     campaign_dir_for,
@@ -62,7 +62,7 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> str:
     if recorded not in ("submitted", "running") or not entry.get("job_id"):
         return recorded
     try:
-        from gpubench_nb.pipeline import campaign_jobs as jobs
+        from gpubench_nb.pipeline.campaign import jobs
     except ImportError:
         return f"{recorded} (submitit not installed: state not refreshed)"
     outcome = jobs.read_outcome(folder, entry["job_id"])

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.errors import GpubenchError, ProtocolError
-from gpubench_nb.pipeline.campaign_file import Campaign, Target, load_campaign
-from gpubench_nb.pipeline.campaign_state import (
+from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
+from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
     campaign_dir_for,
@@ -50,7 +50,7 @@ class CampaignResult:
 
 def _jobs_module() -> Any:
     try:
-        from gpubench_nb.pipeline import campaign_jobs
+        from gpubench_nb.pipeline.campaign import jobs as campaign_jobs
     except ImportError as exc:
         raise GpubenchError(
             f"campaigns submit their jobs with submitit, which is not installed ({exc}). Fix: "
@@ -135,7 +135,7 @@ def run_campaign(
         states = {t.id: runner.entry(t)["state"] for t in campaign.targets}
     report = None
     if all(state == "completed" for state in states.values()):
-        from gpubench_nb.pipeline.campaign_view import campaign_report
+        from gpubench_nb.pipeline.campaign.view import campaign_report
 
         report = campaign_report(path, output_dir=output_dir)
         echo(f"every target completed; merged report: {report}")

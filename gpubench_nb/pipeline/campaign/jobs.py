@@ -1,7 +1,7 @@
 """A campaign target as a submitit job: the executor, the job itself, and what it left behind.
 
 submitit is the job engine (Slurm on a cluster, ``local`` or ``debug`` on this machine); this
-module only translates a :class:`~gpubench_nb.pipeline.campaign_file.Target` into its
+module only translates a :class:`~gpubench_nb.pipeline.campaign.file.Target` into its
 parameters. Each job runs the existing pipeline (``run_experiment``) into its own bundle with
 the campaign's frozen lock (R1.3), on whole GPUs that no other job shares.
 """
@@ -19,7 +19,7 @@ import submitit
 from submitit.core.utils import JobPaths, pickle_load
 
 from gpubench_nb.errors import GpubenchError
-from gpubench_nb.pipeline.campaign_file import Target
+from gpubench_nb.pipeline.campaign.file import Target
 
 LOCAL_EXECUTORS = ("local", "debug")
 SIGNAL_DELAY_SECONDS = 120  # Slurm warns the job this long before its time limit (requeue)

@@ -1,0 +1,1 @@
+"""Campaigns: one protocol frozen once, run on several machines (local, Slurm, manual)."""
