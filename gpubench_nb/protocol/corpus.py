@@ -24,6 +24,31 @@ _BOM = b"\xef\xbb\xbf"
 _CANONICAL_TAG = b"gpubench-nb corpus v1\n"
 
 
+class Problems:
+    """Problems found in a file, grouped by kind: the same failure on many lines is said once,
+    with its count and its first lines, not once per line (issue 25)."""
+
+    def __init__(self) -> None:
+        self._kinds: dict[str, tuple[str, list[int]]] = {}  # kind -> (first message, lines)
+
+    def add(self, kind: str, line: int, message: str) -> None:
+        """Record ``message`` (already naming ``line``) as one occurrence of ``kind``."""
+        self._kinds.setdefault(kind, (message, []))[1].append(line)
+
+    def __len__(self) -> int:
+        return sum(len(lines) for _, lines in self._kinds.values())
+
+    def lines(self) -> list[str]:
+        """One sentence per kind, in the order first met; a repeated kind says how often."""
+        out = []
+        for message, lines in self._kinds.values():
+            if len(lines) > 1:
+                shown = ", ".join(map(str, lines[1:6])) + (", ..." if len(lines) > 6 else "")
+                message += f" (the same on {len(lines) - 1} more line(s): {shown})"
+            out.append(message)
+        return out
+
+
 @dataclass(frozen=True)
 class CorpusItem:
     id: str
@@ -94,7 +119,7 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
 # Reading
 
 
-def _decode_lines(path: Path, raw: bytes, problems: list[str]) -> str | None:
+def _decode_lines(path: Path, raw: bytes, problems: Problems) -> str | None:
     """Decode UTF-8 (BOM tolerated); list every line holding non-UTF-8 bytes (R1.1)."""
     if raw.startswith(_BOM):
         raw = raw[len(_BOM) :]
@@ -106,15 +131,17 @@ def _decode_lines(path: Path, raw: bytes, problems: list[str]) -> str | None:
         try:
             line.decode("utf-8")
         except UnicodeDecodeError as exc:
-            problems.append(
+            problems.add(
+                "not-utf8",
+                number,
                 f"line {number} [R1.1]: bytes that are not UTF-8 at byte {exc.start + 1} of the "
-                f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8"
+                f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8",
             )
     return None
 
 
 def _records_jsonl(
-    text: str, fields: tuple[str, str, str], problems: list[str]
+    text: str, fields: tuple[str, str, str], problems: Problems
 ) -> list[tuple[int, dict[str, Any]]]:
     records = []
     lines = text.split("\n")
@@ -123,23 +150,31 @@ def _records_jsonl(
     for number, line in enumerate(lines, start=1):
         line = line.removesuffix("\r")  # CRLF tolerated
         if not line.strip():
-            problems.append(f"line {number}: blank line; remove it (one JSON object per line)")
+            problems.add(
+                "blank", number, f"line {number}: blank line; remove it (one JSON object per line)"
+            )
             continue
         try:
             obj = strict_json_loads(line)
         except DuplicateKeyError as exc:
-            problems.append(
+            problems.add(
+                "duplicate-key",
+                number,
                 f"line {number}: {exc}; a record gives each field once (JSON would keep the last "
-                "silently)"
+                "silently)",
             )
             continue
         except ValueError as exc:
-            problems.append(f"line {number}: not valid JSON ({exc}); fix or remove the line")
+            problems.add(
+                "bad-json", number, f"line {number}: not valid JSON ({exc}); fix or remove the line"
+            )
             continue
         if not isinstance(obj, dict):
-            problems.append(
+            problems.add(
+                "not-object",
+                number,
                 f"line {number}: a JSON {type(obj).__name__}, not an object; write one "
-                f'{{"{fields[0]}": ..., "{fields[1]}": ..., "{fields[2]}": ...}} per line'
+                f'{{"{fields[0]}": ..., "{fields[1]}": ..., "{fields[2]}": ...}} per line',
             )
             continue
         records.append((number, obj))
@@ -147,7 +182,7 @@ def _records_jsonl(
 
 
 def _records_csv(
-    text: str, fields: tuple[str, str, str], problems: list[str]
+    text: str, fields: tuple[str, str, str], problems: Problems
 ) -> list[tuple[int, dict[str, Any]]]:
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
@@ -155,17 +190,23 @@ def _records_csv(
     except StopIteration:
         return []
     except csv.Error as exc:
-        problems.append(f"line 1: unreadable CSV header ({exc})")
+        problems.add("csv-header", 1, f"line 1: unreadable CSV header ({exc})")
         return []
     if len(set(header)) != len(header):
         twice = sorted({name for name in header if header.count(name) > 1})
-        problems.append(f"line 1: header names {twice} appear more than once; rename them")
+        problems.add(
+            "csv-header-twice",
+            1,
+            f"line 1: header names {twice} appear more than once; rename them",
+        )
         return []
     absent = [name for name in fields if name not in header]
     if absent:
-        problems.append(
+        problems.add(
+            "csv-header-fields",
+            1,
             f"line 1: header lacks the declared field(s) {absent} (header: {header}); fix "
-            "corpus.id_field / text_field / label_field or the header"
+            "corpus.id_field / text_field / label_field or the header",
         )
         return []
     records = []
@@ -173,17 +214,23 @@ def _records_csv(
     try:
         for row in reader:
             if not row or row == [""]:
-                problems.append(f"line {start}: blank line; remove it (one record per line)")
+                problems.add(
+                    "blank", start, f"line {start}: blank line; remove it (one record per line)"
+                )
             elif len(row) != len(header):
-                problems.append(
+                problems.add(
+                    "csv-fields",
+                    start,
                     f"line {start}: {len(row)} fields where the header has {len(header)}; "
-                    "quote fields that contain commas, quotes or newlines (RFC 4180)"
+                    "quote fields that contain commas, quotes or newlines (RFC 4180)",
                 )
             else:
                 records.append((start, dict(zip(header, row, strict=True))))
             start = reader.line_num + 1
     except csv.Error as exc:
-        problems.append(f"line {start}: unreadable CSV ({exc}); check the quoting")
+        problems.add(
+            "csv-quoting", start, f"line {start}: unreadable CSV ({exc}); check the quoting"
+        )
     return records
 
 
@@ -209,13 +256,15 @@ def load_corpus(
     text_field: str = "text",
     label_field: str = "label",
     classes: Sequence[str] | None = None,
+    key: str = "corpus.path",
 ) -> Corpus:
     """Load a JSONL or CSV corpus; refuse it, listing every problem with its line (R1.1, R1.2).
 
     Refused: bytes that are not UTF-8, unreadable records, missing fields, empty or
     whitespace-padded IDs, duplicate IDs, missing or empty texts, labels outside ``classes``.
     Texts are kept verbatim (only CRLF becomes LF): any shortening is the backend's, and is
-    counted there (R2.3).
+    counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
+    ...): a file that cannot be read is reported under it.
     """
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
@@ -226,11 +275,13 @@ def load_corpus(
         raw = path.read_bytes()
     except OSError as exc:
         raise CorpusError(
-            f"cannot read corpus {path} ({exc.strerror or exc}); fix corpus.path", rule="R1.1"
+            f"{key}: cannot read the corpus file {path} ({exc.strerror or exc}); fix {key} in the "
+            "experiment YAML (a relative path there is relative to the YAML's folder)",
+            rule="R1.1",
         ) from exc
 
     fields = (id_field, text_field, label_field)
-    problems: list[str] = []
+    problems = Problems()
     text = _decode_lines(path, raw, problems)
     records: list[tuple[int, dict[str, Any]]] = []
     if text is not None:
@@ -247,66 +298,97 @@ def load_corpus(
         bad = False
         if not isinstance(item_id, str):
             what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
-            problems.append(
+            problems.add(
+                f"id-{type(item_id).__name__}",
+                number,
                 f"line {number} [R1.2]: field {id_field!r} is {what}; give every item "
-                "a unique string ID"
+                "a unique string ID",
             )
             bad = True
         elif (why := id_problem(item_id)) is not None:
-            problems.append(
+            problems.add(
+                "id-form",
+                number,
                 f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
-                "non-empty, no surrounding whitespace, no control or line-separator character"
+                "non-empty, no surrounding whitespace, no control or line-separator character",
             )
             bad = True
         elif not _encodable(item_id):
-            problems.append(f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode")
+            problems.add(
+                "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
+            )
             bad = True
         elif (key := id_key(item_id)) in first_line:
             first, first_id = first_line[key]
             same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
-            problems.append(
+            problems.add(
+                "id-duplicate",
+                number,
                 f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
-                f"{first}); every ID must be unique"
+                f"{first}); every ID must be unique",
             )
             bad = True
         else:
             first_line[key] = (number, item_id)
         if not isinstance(body, str) or not body.strip():
             what = "missing" if body is None else repr(body)[:40]
-            problems.append(
+            problems.add(
+                "text-missing" if body is None else "text-empty",
+                number,
                 f"line {number}: text field {text_field!r} is {what}; every item "
-                "needs a non-empty text"
+                "needs a non-empty text",
             )
             bad = True
         elif not _encodable(body):
-            problems.append(f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)")
+            problems.add(
+                "text-unicode",
+                number,
+                f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
+            )
             bad = True
         if not isinstance(label, str) or not label:
             what = "missing" if label is None else repr(label)[:40]
-            problems.append(
+            problems.add(
+                "label-missing" if label is None else "label-empty",
+                number,
                 f"line {number} [R1.3]: label field {label_field!r} is {what}; "
-                "every item needs its verified gold label"
+                "every item needs its verified gold label",
             )
             bad = True
         elif allowed is not None and label not in allowed:
-            problems.append(
+            problems.add(
+                f"label-undeclared {label!r}",
+                number,
                 f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
-                f"{sorted(allowed)}; fix the label or declare the class"
+                f"{sorted(allowed)}; fix the label or declare the class",
             )
             bad = True
         if not bad:
             items.append(CorpusItem(item_id, _clean_text(body), label))
 
     if not problems and not items:
-        problems.append("the corpus holds no item; the evaluation needs at least one")
+        problems.add("empty", 0, "the corpus holds no item; the evaluation needs at least one")
     if problems:
-        listed = "; ".join(problems[:MAX_LISTED])
-        more = f"; ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        kinds = problems.lines()
+        if fmt == "jsonl" and text is not None and _looks_like_csv(text):
+            kinds.insert(
+                0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
+            )
+        listed = "; ".join(kinds[:MAX_LISTED])
+        more = (
+            f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
+        )
         raise CorpusError(
             f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
             rule="R1.1",
         )
     return make_corpus(path, items)
+
+
+def _looks_like_csv(text: str) -> bool:
+    """A first line that is not a JSON object but holds commas: a CSV header, most likely."""
+    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
+    return bool(first) and not first.startswith("{") and "," in first
 
 
 def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
@@ -331,6 +413,7 @@ def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
         text_field=spec.text_field,
         label_field=spec.label_field,
         classes=exp.classes,
+        key="corpus.path" if split == "eval" else f"corpus.{split}",
     )
 
 
