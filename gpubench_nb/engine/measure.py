@@ -111,6 +111,7 @@ def measure_pass(
     faults: FaultPlan | None = None,
     pass_kind: str = "measured",
     reader: Callable[[], Any] | None = None,
+    prepared: dict[str, Any] | None = None,
 ) -> PassResult:
     """Classify ``corpus`` once with ``backend`` at ``settings`` and time the declared scope.
 
@@ -121,6 +122,10 @@ def measure_pass(
     default: the backend device's probe). Any exception -- ``torch.OutOfMemoryError``
     included -- becomes a failed observation (R3.6, R5.8), and no predictions file is left.
     ``predictions_path=None`` writes nothing (only for passes whose output is not kept).
+    ``prepared``: a dict kept by the caller across the passes of one process; in the
+    ``processing`` scope the tokenisation and the batches are built on the first pass and
+    reused by the next (issue 25: they do not change between passes, and stay outside the
+    timer). In ``end_to_end`` they are inside the timer (R3.1), so redone every pass.
     """
     import torch
 
@@ -140,11 +145,17 @@ def measure_pass(
     total_batches: int | str = "?"
     try:
         if scope == "processing":
-            stage = "tokenisation"
-            items, ids = corpus.texts, corpus.ids
-            tokenized = backend.tokenize(items, context)
-            stage = "batch building"
-            batches = backend.batches(tokenized, settings.batch, settings.batching)
+            ids = corpus.ids
+            key = (id(backend), corpus.revision, context, settings.batch, settings.batching)
+            if prepared is not None and prepared.get("key") == key:
+                tokenized, batches = prepared["tokenized"], prepared["batches"]
+            else:
+                stage = "tokenisation"
+                tokenized = backend.tokenize(corpus.texts, context)
+                stage = "batch building"
+                batches = backend.batches(tokenized, settings.batch, settings.batching)
+                if prepared is not None:
+                    prepared.update(key=key, tokenized=tokenized, batches=batches)
             total_batches = len(batches)
             _settle()
             probe.begin()
