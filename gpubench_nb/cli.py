@@ -115,7 +115,7 @@ def _accept(args: argparse.Namespace) -> int:
 
     exp = load_experiment(args.experiment)
     checks = _accept_output(args, exp)  # refused before anything is read or written
-    corpus = load_experiment_corpus(exp, "eval")
+    corpus = load_experiment_corpus(exp, "eval", texts=False)  # IDs and labels (issue 25)
     report = check_predictions(
         corpus,
         Path(args.predictions),

@@ -8,11 +8,11 @@ import io
 import json
 import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
@@ -49,10 +49,10 @@ class Problems:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CorpusItem:
     id: str
-    text: str
+    text: str  # "" when the corpus was loaded without its texts (``Corpus.texts_kept``)
     label: str
 
 
@@ -63,6 +63,9 @@ class Corpus:
     path: Path
     items: tuple[CorpusItem, ...]
     revision: str
+    # False: loaded for acceptance, which reads IDs and labels only (issue 25: a 535 MB corpus
+    # held 3.3 GB); the revision is still that of the texts, checked while reading them.
+    texts_kept: bool = True
 
     def __post_init__(self) -> None:
         # Acceptance relies on this: a ledger lists each expected ID once (R1.2, R1.5), two IDs
@@ -81,6 +84,11 @@ class Corpus:
 
     @cached_property
     def texts(self) -> tuple[str, ...]:
+        if not self.texts_kept:
+            raise CorpusError(
+                f"corpus {self.path} was loaded without its texts (for acceptance); load it "
+                "with texts=True to classify it"
+            )
         return tuple(item.text for item in self.items)
 
     @cached_property
@@ -91,6 +99,32 @@ class Corpus:
         return len(self.items)
 
 
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps's own
+_HASH_CHUNK = 4096  # records per digest update
+
+
+class _Revision:
+    """The canonical revision, fed one item at a time (see ``canonical_revision``)."""
+
+    def __init__(self) -> None:
+        self._digest = hashlib.sha256(_CANONICAL_TAG)
+        self._pending: list[str] = []
+
+    def add(self, item_id: str, text: str, label: str) -> None:
+        self._pending.append(_CANONICAL.encode([item_id, text, label]))
+        if len(self._pending) >= _HASH_CHUNK:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._digest.update(("\n".join(self._pending) + "\n").encode("utf-8"))
+            self._pending.clear()
+
+    def hexdigest(self) -> str:
+        self._flush()
+        return self._digest.hexdigest()
+
+
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """SHA-256 of the items themselves, not of the file bytes (R1.1).
 
@@ -99,14 +133,10 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
     without a BOM, CRLF or LF, any field names and any key order give the same revision for the
     same items in the same order; any change to an ID, a text, a label or the order changes it.
     """
-    digest = hashlib.sha256(_CANONICAL_TAG)
+    revision = _Revision()
     for item in items:
-        record = json.dumps(
-            [item.id, item.text, item.label], ensure_ascii=False, separators=(",", ":")
-        )
-        digest.update(record.encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+        revision.add(item.id, item.text, item.label)
+    return revision.hexdigest()
 
 
 def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
@@ -119,36 +149,29 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
 # Reading
 
 
-def _decode_lines(path: Path, raw: bytes, problems: Problems) -> str | None:
-    """Decode UTF-8 (BOM tolerated); list every line holding non-UTF-8 bytes (R1.1)."""
-    if raw.startswith(_BOM):
-        raw = raw[len(_BOM) :]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.add(
-                "not-utf8",
-                number,
-                f"line {number} [R1.1]: bytes that are not UTF-8 at byte {exc.start + 1} of the "
-                f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8",
-            )
-    return None
+def _not_utf8(problems: Problems, number: int, line: bytes, exc: UnicodeDecodeError) -> None:
+    problems.add(
+        "not-utf8",
+        number,
+        f"line {number} [R1.1]: bytes that are not UTF-8 at byte {exc.start + 1} of the "
+        f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8",
+    )
 
 
 def _records_jsonl(
-    text: str, fields: tuple[str, str, str], problems: Problems
-) -> list[tuple[int, dict[str, Any]]]:
-    records = []
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not open a new one
-    for number, line in enumerate(lines, start=1):
-        line = line.removesuffix("\r")  # CRLF tolerated
+    handle: BinaryIO, fields: tuple[str, str, str], problems: Problems
+) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    """``(line number, object, may hold a lone surrogate)`` per good line, read as a stream:
+    the file is never held whole in memory (issue 25)."""
+    for number, raw in enumerate(handle, start=1):
+        if number == 1 and raw.startswith(_BOM):
+            raw = raw[len(_BOM) :]
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            _not_utf8(problems, number, raw, exc)
+            continue
+        line = line.removesuffix("\n").removesuffix("\r")  # CRLF tolerated
         if not line.strip():
             problems.add(
                 "blank", number, f"line {number}: blank line; remove it (one JSON object per line)"
@@ -177,61 +200,71 @@ def _records_jsonl(
                 f'{{"{fields[0]}": ..., "{fields[1]}": ..., "{fields[2]}": ...}} per line',
             )
             continue
-        records.append((number, obj))
-    return records
+        yield number, obj, "\\u" in line  # only a \uD800-style escape makes a lone surrogate
 
 
 def _records_csv(
-    text: str, fields: tuple[str, str, str], problems: Problems
-) -> list[tuple[int, dict[str, Any]]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+    handle: BinaryIO, fields: tuple[str, str, str], problems: Problems
+) -> Iterator[tuple[int, dict[str, Any], bool]]:
+    """``(physical line number, record, False)`` per good row, read as a stream."""
+    text = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
+    reader = csv.reader(text)
     try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    except csv.Error as exc:
-        problems.add("csv-header", 1, f"line 1: unreadable CSV header ({exc})")
-        return []
-    if len(set(header)) != len(header):
-        twice = sorted({name for name in header if header.count(name) > 1})
-        problems.add(
-            "csv-header-twice",
-            1,
-            f"line 1: header names {twice} appear more than once; rename them",
-        )
-        return []
-    absent = [name for name in fields if name not in header]
-    if absent:
-        problems.add(
-            "csv-header-fields",
-            1,
-            f"line 1: header lacks the declared field(s) {absent} (header: {header}); fix "
-            "corpus.id_field / text_field / label_field or the header",
-        )
-        return []
-    records = []
-    start = reader.line_num + 1
-    try:
-        for row in reader:
-            if not row or row == [""]:
-                problems.add(
-                    "blank", start, f"line {start}: blank line; remove it (one record per line)"
-                )
-            elif len(row) != len(header):
-                problems.add(
-                    "csv-fields",
-                    start,
-                    f"line {start}: {len(row)} fields where the header has {len(header)}; "
-                    "quote fields that contain commas, quotes or newlines (RFC 4180)",
-                )
-            else:
-                records.append((start, dict(zip(header, row, strict=True))))
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        problems.add(
-            "csv-quoting", start, f"line {start}: unreadable CSV ({exc}); check the quoting"
-        )
-    return records
+        try:
+            header = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            problems.add("csv-header", 1, f"line 1: unreadable CSV header ({exc})")
+            return
+        if len(set(header)) != len(header):
+            twice = sorted({name for name in header if header.count(name) > 1})
+            problems.add(
+                "csv-header-twice",
+                1,
+                f"line 1: header names {twice} appear more than once; rename them",
+            )
+            return
+        absent = [name for name in fields if name not in header]
+        if absent:
+            problems.add(
+                "csv-header-fields",
+                1,
+                f"line 1: header lacks the declared field(s) {absent} (header: {header}); fix "
+                "corpus.id_field / text_field / label_field or the header",
+            )
+            return
+        start = reader.line_num + 1
+        try:
+            for row in reader:
+                if not row or row == [""]:
+                    problems.add(
+                        "blank", start, f"line {start}: blank line; remove it (one record per line)"
+                    )
+                elif len(row) != len(header):
+                    problems.add(
+                        "csv-fields",
+                        start,
+                        f"line {start}: {len(row)} fields where the header has {len(header)}; "
+                        "quote fields that contain commas, quotes or newlines (RFC 4180)",
+                    )
+                else:
+                    yield start, dict(zip(header, row, strict=True)), False
+                start = reader.line_num + 1
+        except csv.Error as exc:
+            problems.add(
+                "csv-quoting", start, f"line {start}: unreadable CSV ({exc}); check the quoting"
+            )
+    except UnicodeDecodeError:
+        # Name every line that is not UTF-8, as the JSONL reader does (R1.1).
+        handle.seek(0)
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                _not_utf8(problems, number, raw, exc)
+    finally:
+        text.detach()
 
 
 def _clean_text(value: str) -> str:
@@ -257,6 +290,7 @@ def load_corpus(
     label_field: str = "label",
     classes: Sequence[str] | None = None,
     key: str = "corpus.path",
+    texts: bool = True,
 ) -> Corpus:
     """Load a JSONL or CSV corpus; refuse it, listing every problem with its line (R1.1, R1.2).
 
@@ -264,34 +298,65 @@ def load_corpus(
     whitespace-padded IDs, duplicate IDs, missing or empty texts, labels outside ``classes``.
     Texts are kept verbatim (only CRLF becomes LF): any shortening is the backend's, and is
     counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
-    ...): a file that cannot be read is reported under it.
+    ...): a file that cannot be read is reported under it. The file is read as a stream;
+    ``texts=False`` checks and fingerprints the texts but does not keep them (acceptance reads
+    IDs and labels only: memory stays near the file's size, issue 25).
     """
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
         raise CorpusError(
             f"{path}: corpus format {fmt!r} is not supported; use 'jsonl' or 'csv'", rule="R1.1"
         )
+    problems = Problems()
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            head = handle.readline(4096)
+            handle.seek(0)
+            reader = _records_jsonl if fmt == "jsonl" else _records_csv
+            records = reader(handle, (id_field, text_field, label_field), problems)
+            items, revision = _checked_items(
+                records, (id_field, text_field, label_field), classes, problems, texts
+            )
     except OSError as exc:
         raise CorpusError(
             f"{key}: cannot read the corpus file {path} ({exc.strerror or exc}); fix {key} in the "
             "experiment YAML (a relative path there is relative to the YAML's folder)",
             rule="R1.1",
         ) from exc
+    if not problems and not items:
+        problems.add("empty", 0, "the corpus holds no item; the evaluation needs at least one")
+    if problems:
+        kinds = problems.lines()
+        if fmt == "jsonl" and _looks_like_csv(head):
+            kinds.insert(
+                0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
+            )
+        listed = "; ".join(kinds[:MAX_LISTED])
+        more = (
+            f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
+        )
+        raise CorpusError(
+            f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
+            rule="R1.1",
+        )
+    return Corpus(path=path, items=tuple(items), revision=revision, texts_kept=texts)
 
-    fields = (id_field, text_field, label_field)
-    problems = Problems()
-    text = _decode_lines(path, raw, problems)
-    records: list[tuple[int, dict[str, Any]]] = []
-    if text is not None:
-        reader = _records_jsonl if fmt == "jsonl" else _records_csv
-        records = reader(text, fields, problems)
 
+def _checked_items(
+    records: Iterator[tuple[int, dict[str, Any], bool]],
+    fields: tuple[str, str, str],
+    classes: Sequence[str] | None,
+    problems: Problems,
+    keep_texts: bool,
+) -> tuple[list[CorpusItem], str]:
+    """Check each record's ID, text and label; the items and the canonical revision."""
+    id_field, text_field, label_field = fields
     allowed = None if classes is None else frozenset(classes)
-    first_line: dict[str, tuple[int, str]] = {}  # NFC key -> (line, ID as written)
+    first_line: dict[str, int] = {}  # NFC key -> line of first use
+    written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
     items: list[CorpusItem] = []
-    for number, record in records:
+    revision = _Revision()
+    for number, record, escaped in records:
         item_id = record.get(id_field)
         body = record.get(text_field)
         label = record.get(label_field)
@@ -313,13 +378,14 @@ def load_corpus(
                 "non-empty, no surrounding whitespace, no control or line-separator character",
             )
             bad = True
-        elif not _encodable(item_id):
+        elif escaped and not _encodable(item_id):
             problems.add(
                 "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
             )
             bad = True
         elif (key := id_key(item_id)) in first_line:
-            first, first_id = first_line[key]
+            first = first_line[key]
+            first_id = written.get(key, key)
             same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
             problems.add(
                 "id-duplicate",
@@ -329,7 +395,9 @@ def load_corpus(
             )
             bad = True
         else:
-            first_line[key] = (number, item_id)
+            first_line[key] = number
+            if key is not item_id and key != item_id:
+                written[key] = item_id
         if not isinstance(body, str) or not body.strip():
             what = "missing" if body is None else repr(body)[:40]
             problems.add(
@@ -339,7 +407,7 @@ def load_corpus(
                 "needs a non-empty text",
             )
             bad = True
-        elif not _encodable(body):
+        elif escaped and not _encodable(body):
             problems.add(
                 "text-unicode",
                 number,
@@ -363,36 +431,22 @@ def load_corpus(
                 f"{sorted(allowed)}; fix the label or declare the class",
             )
             bad = True
-        if not bad:
-            items.append(CorpusItem(item_id, _clean_text(body), label))
-
-    if not problems and not items:
-        problems.add("empty", 0, "the corpus holds no item; the evaluation needs at least one")
-    if problems:
-        kinds = problems.lines()
-        if fmt == "jsonl" and text is not None and _looks_like_csv(text):
-            kinds.insert(
-                0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
-            )
-        listed = "; ".join(kinds[:MAX_LISTED])
-        more = (
-            f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
-        )
-        raise CorpusError(
-            f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
-            rule="R1.1",
-        )
-    return make_corpus(path, items)
+        if not bad and not problems:  # once refused, only the problems are still of use
+            text = _clean_text(body)
+            revision.add(item_id, text, label)
+            items.append(CorpusItem(item_id, text if keep_texts else "", label))
+    return items, revision.hexdigest()
 
 
-def _looks_like_csv(text: str) -> bool:
+def _looks_like_csv(head: bytes) -> bool:
     """A first line that is not a JSON object but holds commas: a CSV header, most likely."""
-    first = text.lstrip("\ufeff").split("\n", 1)[0].strip()
-    return bool(first) and not first.startswith("{") and "," in first
+    first = head.removeprefix(_BOM).strip()
+    return bool(first) and not first.startswith(b"{") and b"," in first
 
 
-def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
-    """Load the declared ``eval``, ``train`` or ``tune`` split with the declared fields."""
+def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True) -> Corpus:
+    """Load the declared ``eval``, ``train`` or ``tune`` split with the declared fields
+    (``texts=False``: IDs and labels only, for acceptance; see ``load_corpus``)."""
     spec = exp.corpus
     if split == "eval":
         path = spec.path
@@ -414,6 +468,7 @@ def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
         label_field=spec.label_field,
         classes=exp.classes,
         key="corpus.path" if split == "eval" else f"corpus.{split}",
+        texts=texts,
     )
 
 

@@ -351,3 +351,31 @@ def test_train_and_tune_overlap_is_refused_too():
 
 def test_normalise_text_casefolds_and_collapses_whitespace():
     assert normalise_text("  Straße\t\nGAME ") == "strasse game"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_without_texts_the_revision_ids_and_labels_are_the_same(tmp_path, fmt):
+    # Issue 25: acceptance reads IDs and labels only; the texts are checked and fingerprinted
+    # while streaming, not kept (a 535 MB corpus held 3.3 GB).
+    if fmt == "jsonl":
+        path = write_jsonl(tmp_path / "c.jsonl", records(), newline="\r\n")
+    else:
+        rows = [[i.id, i.text, i.label] for i in ITEMS]
+        path = write_csv(tmp_path / "c.csv", ["id", "text", "label"], rows)
+    full = load_corpus(path, fmt=fmt, classes=CLASSES)
+    light = load_corpus(path, fmt=fmt, classes=CLASSES, texts=False)
+    assert light.revision == full.revision == make_corpus(path, ITEMS).revision
+    assert (light.ids, light.labels) == (full.ids, full.labels)
+    with pytest.raises(CorpusError, match="loaded without its texts"):
+        light.texts
+    assert full.texts == tuple(i.text for i in ITEMS)
+
+
+def test_a_lone_surrogate_escape_is_still_refused_while_streaming(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"id": "a", "text": "ok", "label": "web"}\n{"id": "b", "text": "x\\ud800", '
+        '"label": "web"}\n',
+        encoding="utf-8",
+    )
+    assert "line 2 [R1.1]: text is not valid Unicode (lone surrogate)" in refusal(path)
