@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import io
-import json
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from json.encoder import encode_basestring as _json_string  # json.dumps's, ensure_ascii=False
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
-from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_loads
+from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_line
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
 _BOM = b"\xef\xbb\xbf"
@@ -29,19 +28,19 @@ class Problems:
     with its count and its first lines, not once per line (issue 25)."""
 
     def __init__(self) -> None:
-        self._kinds: dict[str, tuple[str, list[int]]] = {}  # kind -> (first message, lines)
+        self.kinds: dict[str, tuple[str, list[int]]] = {}  # kind -> (first message, lines)
 
     def add(self, kind: str, line: int, message: str) -> None:
         """Record ``message`` (already naming ``line``) as one occurrence of ``kind``."""
-        self._kinds.setdefault(kind, (message, []))[1].append(line)
+        self.kinds.setdefault(kind, (message, []))[1].append(line)
 
     def __len__(self) -> int:
-        return sum(len(lines) for _, lines in self._kinds.values())
+        return sum(len(lines) for _, lines in self.kinds.values())
 
     def lines(self) -> list[str]:
         """One sentence per kind, in the order first met; a repeated kind says how often."""
         out = []
-        for message, lines in self._kinds.values():
+        for message, lines in self.kinds.values():
             if len(lines) > 1:
                 shown = ", ".join(map(str, lines[1:6])) + (", ..." if len(lines) > 6 else "")
                 message += f" (the same on {len(lines) - 1} more line(s): {shown})"
@@ -99,8 +98,31 @@ class Corpus:
         return len(self.items)
 
 
-_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # json.dumps's own
 _HASH_CHUNK = 4096  # records per digest update
+
+
+def _canonical(item_id: str, text: str, label: str) -> str:
+    """``json.dumps([id, text, label], ensure_ascii=False, separators=(",", ":"))``, written
+    out: the same C string escaper, without building an encoder per item (issue 25)."""
+    return f"[{_json_string(item_id)},{_json_string(text)},{_json_string(label)}]"
+
+
+class _JsonStrings(dict):
+    """``_json_string`` of each key, computed at its first use."""
+
+    def __missing__(self, key: str) -> str:
+        self[key] = value = _json_string(key)
+        return value
+
+
+def _plain_id(item_id: str) -> bool:
+    """The usual ID, which ``id_problem`` accepts: printable ASCII, no edge space (fast path)."""
+    return (
+        item_id.isascii()
+        and item_id.isprintable()
+        and item_id[:1] not in ("", " ")
+        and item_id[-1] != " "
+    )
 
 
 class _Revision:
@@ -108,20 +130,15 @@ class _Revision:
 
     def __init__(self) -> None:
         self._digest = hashlib.sha256(_CANONICAL_TAG)
-        self._pending: list[str] = []
+        self.pending: list[str] = []  # canonical records not hashed yet
 
-    def add(self, item_id: str, text: str, label: str) -> None:
-        self._pending.append(_CANONICAL.encode([item_id, text, label]))
-        if len(self._pending) >= _HASH_CHUNK:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self._pending:
-            self._digest.update(("\n".join(self._pending) + "\n").encode("utf-8"))
-            self._pending.clear()
+    def flush(self) -> None:
+        if self.pending:
+            self._digest.update(("\n".join(self.pending) + "\n").encode("utf-8"))
+            self.pending.clear()
 
     def hexdigest(self) -> str:
-        self._flush()
+        self.flush()
         return self._digest.hexdigest()
 
 
@@ -135,7 +152,9 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """
     revision = _Revision()
     for item in items:
-        revision.add(item.id, item.text, item.label)
+        revision.pending.append(_canonical(item.id, item.text, item.label))
+        if len(revision.pending) >= _HASH_CHUNK:
+            revision.flush()
     return revision.hexdigest()
 
 
@@ -158,27 +177,38 @@ def _not_utf8(problems: Problems, number: int, line: bytes, exc: UnicodeDecodeEr
     )
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(number, line)`` decoded in large chunks (a BOM dropped, only LF ends a line); raises
+    UnicodeDecodeError on bytes that are not UTF-8 (then ``_byte_lines`` names them)."""
+    with open(path, encoding="utf-8-sig", newline="\n") as handle:
+        yield from enumerate(handle, start=1)
+
+
+def _byte_lines(path: Path, problems: Problems) -> Iterator[tuple[int, str]]:
+    """``(number, line)`` decoded line by line; each line that is not UTF-8 is a problem."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if number == 1:
+                raw = raw.removeprefix(_BOM)
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                _not_utf8(problems, number, raw, exc)
+
+
 def _records_jsonl(
-    handle: BinaryIO, fields: tuple[str, str, str], problems: Problems
+    lines: Iterator[tuple[int, str]], fields: tuple[str, str, str], problems: Problems
 ) -> Iterator[tuple[int, dict[str, Any], bool]]:
     """``(line number, object, may hold a lone surrogate)`` per good line, read as a stream:
     the file is never held whole in memory (issue 25)."""
-    for number, raw in enumerate(handle, start=1):
-        if number == 1 and raw.startswith(_BOM):
-            raw = raw[len(_BOM) :]
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            _not_utf8(problems, number, raw, exc)
-            continue
-        line = line.removesuffix("\n").removesuffix("\r")  # CRLF tolerated
-        if not line.strip():
+    for number, line in lines:  # each line keeps its "\n" (and a CRLF file its "\r"):
+        if not line or line.isspace():  # JSON whitespace after the object, no copy to strip
             problems.add(
                 "blank", number, f"line {number}: blank line; remove it (one JSON object per line)"
             )
             continue
         try:
-            obj = strict_json_loads(line)
+            obj = strict_json_line(line)
         except DuplicateKeyError as exc:
             problems.add(
                 "duplicate-key",
@@ -192,7 +222,7 @@ def _records_jsonl(
                 "bad-json", number, f"line {number}: not valid JSON ({exc}); fix or remove the line"
             )
             continue
-        if not isinstance(obj, dict):
+        if type(obj) is not dict:
             problems.add(
                 "not-object",
                 number,
@@ -204,12 +234,12 @@ def _records_jsonl(
 
 
 def _records_csv(
-    handle: BinaryIO, fields: tuple[str, str, str], problems: Problems
+    path: Path, fields: tuple[str, str, str], problems: Problems
 ) -> Iterator[tuple[int, dict[str, Any], bool]]:
-    """``(physical line number, record, False)`` per good row, read as a stream."""
-    text = io.TextIOWrapper(handle, encoding="utf-8-sig", newline="")
-    reader = csv.reader(text)
-    try:
+    """``(physical line number, record, False)`` per good row, read as a stream; raises
+    UnicodeDecodeError on bytes that are not UTF-8."""
+    with open(path, encoding="utf-8-sig", newline="") as text:
+        reader = csv.reader(text)
         try:
             header = next(reader)
         except StopIteration:
@@ -255,16 +285,6 @@ def _records_csv(
             problems.add(
                 "csv-quoting", start, f"line {start}: unreadable CSV ({exc}); check the quoting"
             )
-    except UnicodeDecodeError:
-        # Name every line that is not UTF-8, as the JSONL reader does (R1.1).
-        handle.seek(0)
-        for number, raw in enumerate(handle, start=1):
-            try:
-                raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                _not_utf8(problems, number, raw, exc)
-    finally:
-        text.detach()
 
 
 def _clean_text(value: str) -> str:
@@ -307,16 +327,26 @@ def load_corpus(
         raise CorpusError(
             f"{path}: corpus format {fmt!r} is not supported; use 'jsonl' or 'csv'", rule="R1.1"
         )
-    problems = Problems()
+    fields = (id_field, text_field, label_field)
     try:
         with open(path, "rb") as handle:
             head = handle.readline(4096)
-            handle.seek(0)
-            reader = _records_jsonl if fmt == "jsonl" else _records_csv
-            records = reader(handle, (id_field, text_field, label_field), problems)
-            items, revision = _checked_items(
-                records, (id_field, text_field, label_field), classes, problems, texts
-            )
+        problems = Problems()
+        try:
+            if fmt == "jsonl":
+                records = _records_jsonl(_text_lines(path), fields, problems)
+            else:
+                records = _records_csv(path, fields, problems)
+            items, revision = _checked_items(records, fields, classes, problems, texts)
+        except UnicodeDecodeError:  # read again, naming every line that is not UTF-8 (R1.1)
+            problems = Problems()
+            if fmt == "jsonl":
+                records = _records_jsonl(_byte_lines(path, problems), fields, problems)
+                items, revision = _checked_items(records, fields, classes, problems, texts)
+            else:
+                for _ in _byte_lines(path, problems):
+                    pass
+                items, revision = [], ""
     except OSError as exc:
         raise CorpusError(
             f"{key}: cannot read the corpus file {path} ({exc.strerror or exc}); fix {key} in the "
@@ -356,12 +386,14 @@ def _checked_items(
     written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
     items: list[CorpusItem] = []
     revision = _Revision()
+    pending, kinds = revision.pending, problems.kinds
+    label_json = _JsonStrings()  # few labels, each escaped once (as _canonical would)
     for number, record, escaped in records:
         item_id = record.get(id_field)
         body = record.get(text_field)
         label = record.get(label_field)
         bad = False
-        if not isinstance(item_id, str):
+        if type(item_id) is not str:
             what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
             problems.add(
                 f"id-{type(item_id).__name__}",
@@ -370,7 +402,7 @@ def _checked_items(
                 "a unique string ID",
             )
             bad = True
-        elif (why := id_problem(item_id)) is not None:
+        elif not _plain_id(item_id) and (why := id_problem(item_id)) is not None:
             problems.add(
                 "id-form",
                 number,
@@ -383,7 +415,7 @@ def _checked_items(
                 "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
             )
             bad = True
-        elif (key := id_key(item_id)) in first_line:
+        elif (key := item_id if item_id.isascii() else id_key(item_id)) in first_line:
             first = first_line[key]
             first_id = written.get(key, key)
             same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
@@ -398,7 +430,7 @@ def _checked_items(
             first_line[key] = number
             if key is not item_id and key != item_id:
                 written[key] = item_id
-        if not isinstance(body, str) or not body.strip():
+        if type(body) is not str or not body or body.isspace():  # no copy of the text
             what = "missing" if body is None else repr(body)[:40]
             problems.add(
                 "text-missing" if body is None else "text-empty",
@@ -414,7 +446,7 @@ def _checked_items(
                 f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
             )
             bad = True
-        if not isinstance(label, str) or not label:
+        if type(label) is not str or not label:
             what = "missing" if label is None else repr(label)[:40]
             problems.add(
                 "label-missing" if label is None else "label-empty",
@@ -431,9 +463,11 @@ def _checked_items(
                 f"{sorted(allowed)}; fix the label or declare the class",
             )
             bad = True
-        if not bad and not problems:  # once refused, only the problems are still of use
-            text = _clean_text(body)
-            revision.add(item_id, text, label)
+        if not bad and not kinds:  # once refused, only the problems are still of use
+            text = body.replace("\r\n", "\n") if "\r" in body else body  # _clean_text
+            pending.append(f"[{_json_string(item_id)},{_json_string(text)},{label_json[label]}]")
+            if len(pending) >= _HASH_CHUNK:
+                revision.flush()
             items.append(CorpusItem(item_id, text if keep_texts else "", label))
     return items, revision.hexdigest()
 
