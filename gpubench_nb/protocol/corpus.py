@@ -115,16 +115,6 @@ class _JsonStrings(dict):
         return value
 
 
-def _plain_id(item_id: str) -> bool:
-    """The usual ID, which ``id_problem`` accepts: printable ASCII, no edge space (fast path)."""
-    return (
-        item_id.isascii()
-        and item_id.isprintable()
-        and item_id[:1] not in ("", " ")
-        and item_id[-1] != " "
-    )
-
-
 class _Revision:
     """The canonical revision, fed one item at a time (see ``canonical_revision``)."""
 
@@ -402,7 +392,15 @@ def _checked_items(
                 "a unique string ID",
             )
             bad = True
-        elif not _plain_id(item_id) and (why := id_problem(item_id)) is not None:
+        elif (
+            not (  # the usual ID, printable ASCII without an edge space (id_problem's own)
+                item_id.isascii()
+                and item_id.isprintable()
+                and item_id[:1] not in ("", " ")
+                and item_id[-1] != " "
+            )
+            and (why := id_problem(item_id)) is not None
+        ):
             problems.add(
                 "id-form",
                 number,
