@@ -271,8 +271,8 @@ def _campaign_run(args: argparse.Namespace) -> int:
         wait=not args.no_wait,
         run_timeout_seconds=args.run_timeout,
     )
-    for target, state in result.states.items():
-        print(f"{target}: {state}")
+    for target, state in result.states.items():  # each bundle where it went (issue 25)
+        print(f"{target}: {state}  bundle {result.campaign_dir / target}")
     if any(state == "failed" for state in result.states.values()):
         print(
             "some targets failed (see `gpubench-nb campaign status`); run `campaign run` again "
