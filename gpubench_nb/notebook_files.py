@@ -27,12 +27,16 @@ STAGE_NOTEBOOKS = (
 
 def notebooks_dir() -> Path:
     """The folder holding the shipped notebooks (a real folder: papermill reads paths)."""
-    try:
-        folder = importlib.resources.files(PACKAGE)
-    except ModuleNotFoundError:
-        # A source checkout imported from its root without any install: the folder beside it.
-        folder = Path(__file__).resolve().parent.parent / "notebooks"
-    path = Path(str(folder))
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
+        # Imported from a source tree (editable install, PYTHONPATH on a clone): its own
+        # notebooks/, not another tree's that an editable finder may point to.
+        path = checkout / "notebooks"
+    else:
+        try:
+            path = Path(str(importlib.resources.files(PACKAGE)))
+        except ModuleNotFoundError:
+            path = Path(PACKAGE.replace(".", "/"))  # named in the error below
     if not (path / STAGE_NOTEBOOKS[0]).is_file():
         raise GpubenchError(
             f"the notebooks of gpubench-nb are not in {path} (package data {PACKAGE}); "
