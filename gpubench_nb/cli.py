@@ -169,6 +169,17 @@ def _check_bundle(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _notebooks(args: argparse.Namespace) -> int:
+    from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
+
+    if args.copy is None:
+        print(notebooks_dir())
+        return 0
+    for path in copy_notebooks(args.copy):
+        print(path)
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.bundle import comparison_report_path, sealed_bundle_holding
     from gpubench_nb.report.render import render_report
@@ -532,6 +543,21 @@ def _add_classify(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_classify)
 
 
+def _add_notebooks(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "notebooks",
+        "print the folder of the installed notebooks (for the plain papermill CLI)",
+        "The notebooks ship inside the package; run them with papermill from that folder, or\n"
+        "copy them somewhere to edit them. Nothing is overwritten.",
+        "gpubench-nb notebooks --copy my-notebooks",
+    )
+    p.add_argument(
+        "--copy", metavar="DIR", help="copy them into DIR instead (an existing copy is refused)"
+    )
+    p.set_defaults(func=_notebooks)
+
+
 CAMPAIGN_HELP = (
     "the campaign YAML (e.g. parameters/campaign-offers.yaml): one experiment, its targets"
 )
@@ -609,6 +635,7 @@ SUBCOMMANDS = (
     _add_report,
     _add_ledger,
     _add_classify,
+    _add_notebooks,
     _add_campaign,
 )
 
