@@ -39,44 +39,53 @@ TARGET = 1.3
 # Run in a fresh interpreter: execute_run with its stages wrapped in timers.
 _BREAKDOWN = r"""
 import json, sys, time
-t0 = time.perf_counter()
+clocks = (time.perf_counter, time.process_time)  # wall, and this process's CPU
+t0 = [c() for c in clocks]
 import torch, transformers  # the floor's imports, timed apart from ours
-t1 = time.perf_counter()
+t1 = [c() for c in clocks]
 import gpubench_nb.pipeline.run as run
 import gpubench_nb.engine.backends  # what the run imports to load a model
-t2 = time.perf_counter()
-spent = {"import torch, transformers": t1 - t0, "import gpubench_nb": t2 - t1}
+t2 = [c() for c in clocks]
+spent = {
+    "import torch, transformers": [b - a for a, b in zip(t0, t1)],
+    "import gpubench_nb": [b - a for a, b in zip(t1, t2)],
+}
+calls = {}
 
 def timed(owner, name, label):
     inner = getattr(owner, name)
     def wrapper(*args, **kwargs):
-        start = time.perf_counter()
+        start = [c() for c in clocks]
         try:
             return inner(*args, **kwargs)
         finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+            total = spent.setdefault(label, [0.0, 0.0])
+            for i, c in enumerate(clocks):
+                total[i] += c() - start[i]
+            calls[label] = calls.get(label, 0) + 1
     setattr(owner, name, wrapper)
 
 import gpubench_nb.protocol.experiment as experiment
+import gpubench_nb.protocol.corpus as corpus
+import gpubench_nb.engine.measure as measure
+from gpubench_nb.engine.backends.bow import BowBackend
 timed(run, "capture_environment", "environment capture (start)")
 timed(run, "finish_environment", "environment capture (end)")
 timed(run, "_load", "fingerprint + model load")
 timed(run, "_passes", "warm-up + measured passes")
 timed(run, "require_frozen", "lock check (declaration, corpus)")
 timed(run, "write_json_atomic", "run.json writes")
-import gpubench_nb.protocol.corpus as corpus
 timed(corpus, "load_experiment_corpus", "corpus read + check")
 timed(experiment, "load_experiment", "experiment YAML read + check")
-import gpubench_nb.engine.measure as measure
-timed(measure, "measure_pass", "passes: measure_pass total")
-import gpubench_nb.engine.backends.bow as bow
-t3 = time.perf_counter()
+timed(BowBackend, "tokenize", "  of which tokenisation")
+timed(BowBackend, "batches", "  of which batch building")
+timed(measure, "_settle", "  of which gc before each timer")
+start = [c() for c in clocks]
 record = run.execute_run(*sys.argv[1:4], int(sys.argv[4]), sys.argv[5])
-spent["execute_run (all)"] = time.perf_counter() - t3
-spent["measured pass (timer)"] = record["elapsed_seconds"] or 0.0
-spent["load (timer)"] = record["load_seconds"] or 0.0
-spent["fingerprint"] = record["fingerprint_seconds"] or 0.0
-print(json.dumps(spent))
+spent["execute_run (all)"] = [c() - s for c, s in zip(clocks, start)]
+spent["measured pass (timer)"] = [record["elapsed_seconds"] or 0.0, None]
+spent["load (timer)"] = [record["load_seconds"] or 0.0, None]
+print(json.dumps({"spent": spent, "calls": calls}))
 """
 
 
@@ -134,7 +143,7 @@ def _scheduled(exp, bundle: Path, fingerprints, variant: str, phase: str, index:
     return wall
 
 
-def _breakdown(exp, bundle: Path, variant: str, index: int) -> dict[str, float]:
+def _breakdown(exp, bundle: Path, variant: str, index: int) -> dict:
     argv = [str(exp.source), variant, "warm", str(index), str(bundle)]
     out = subprocess.run(
         [sys.executable, "-c", _BREAKDOWN, *argv],
@@ -182,9 +191,17 @@ def main(argv: list[str] | None = None) -> None:
             f"{what} run / floor: {ratio:.2f}x ({mark}); "
             f"difference {med[what] - med['floor']:.2f} s"
         )
-    print("\nwhere a warm run's time goes (one warm run, fresh python process, seconds):")
-    for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
-        print(f"  {label:<40}{seconds:>8.3f}")
+    print(
+        "\nwhere a warm run's time goes (one warm run of the same variant in a fresh python "
+        "process; wall s, and CPU s of this process, which other users' load disturbs less):"
+    )
+    calls = spent["calls"]
+    for label, (wall, cpu) in spent["spent"].items():
+        if wall is None:
+            continue
+        cpu_text = "" if cpu is None else f"{cpu:>8.3f}"
+        count = f"  x{calls[label]}" if calls.get(label, 1) > 1 else ""
+        print(f"  {label:<44}{wall:>8.3f}{cpu_text}{count}")
 
 
 if __name__ == "__main__":
