@@ -2,50 +2,33 @@
 
 from __future__ import annotations
 
-import csv
-import hashlib
 import unicodedata
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from json.encoder import encode_basestring as _json_string  # json.dumps's, ensure_ascii=False
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
-from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_line
+from gpubench_nb.protocol.corpus_file import (
+    HASH_CHUNK,
+    JsonStrings,
+    Problems,
+    Records,
+    Revision,
+    byte_lines,
+    canonical_record,
+    csv_records,
+    json_string,
+    jsonl_records,
+    looks_like_csv,
+    text_lines,
+)
+from gpubench_nb.protocol.ids import id_key, id_problem
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
-_BOM = b"\xef\xbb\xbf"
-# Version tag of the canonical form: changing the serialisation must change every revision.
-_CANONICAL_TAG = b"gpubench-nb corpus v1\n"
-
-
-class Problems:
-    """Problems found in a file, grouped by kind: the same failure on many lines is said once,
-    with its count and its first lines, not once per line (issue 25)."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[str, tuple[str, list[int]]] = {}  # kind -> (first message, lines)
-
-    def add(self, kind: str, line: int, message: str) -> None:
-        """Record ``message`` (already naming ``line``) as one occurrence of ``kind``."""
-        self.kinds.setdefault(kind, (message, []))[1].append(line)
-
-    def __len__(self) -> int:
-        return sum(len(lines) for _, lines in self.kinds.values())
-
-    def lines(self) -> list[str]:
-        """One sentence per kind, in the order first met; a repeated kind says how often."""
-        out = []
-        for message, lines in self.kinds.values():
-            if len(lines) > 1:
-                shown = ", ".join(map(str, lines[1:6])) + (", ..." if len(lines) > 6 else "")
-                message += f" (the same on {len(lines) - 1} more line(s): {shown})"
-            out.append(message)
-        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,40 +81,6 @@ class Corpus:
         return len(self.items)
 
 
-_HASH_CHUNK = 4096  # records per digest update
-
-
-def _canonical(item_id: str, text: str, label: str) -> str:
-    """``json.dumps([id, text, label], ensure_ascii=False, separators=(",", ":"))``, written
-    out: the same C string escaper, without building an encoder per item (issue 25)."""
-    return f"[{_json_string(item_id)},{_json_string(text)},{_json_string(label)}]"
-
-
-class _JsonStrings(dict):
-    """``_json_string`` of each key, computed at its first use."""
-
-    def __missing__(self, key: str) -> str:
-        self[key] = value = _json_string(key)
-        return value
-
-
-class _Revision:
-    """The canonical revision, fed one item at a time (see ``canonical_revision``)."""
-
-    def __init__(self) -> None:
-        self._digest = hashlib.sha256(_CANONICAL_TAG)
-        self.pending: list[str] = []  # canonical records not hashed yet
-
-    def flush(self) -> None:
-        if self.pending:
-            self._digest.update(("\n".join(self.pending) + "\n").encode("utf-8"))
-            self.pending.clear()
-
-    def hexdigest(self) -> str:
-        self.flush()
-        return self._digest.hexdigest()
-
-
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """SHA-256 of the items themselves, not of the file bytes (R1.1).
 
@@ -140,10 +89,10 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
     without a BOM, CRLF or LF, any field names and any key order give the same revision for the
     same items in the same order; any change to an ID, a text, a label or the order changes it.
     """
-    revision = _Revision()
+    revision = Revision()
     for item in items:
-        revision.pending.append(_canonical(item.id, item.text, item.label))
-        if len(revision.pending) >= _HASH_CHUNK:
+        revision.pending.append(canonical_record(item.id, item.text, item.label))
+        if len(revision.pending) >= HASH_CHUNK:
             revision.flush()
     return revision.hexdigest()
 
@@ -156,125 +105,6 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
 
 # ---------------------------------------------------------------------------------------------
 # Reading
-
-
-def _not_utf8(problems: Problems, number: int, line: bytes, exc: UnicodeDecodeError) -> None:
-    problems.add(
-        "not-utf8",
-        number,
-        f"line {number} [R1.1]: bytes that are not UTF-8 at byte {exc.start + 1} of the "
-        f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8",
-    )
-
-
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """``(number, line)`` decoded in large chunks (a BOM dropped, only LF ends a line); raises
-    UnicodeDecodeError on bytes that are not UTF-8 (then ``_byte_lines`` names them)."""
-    with open(path, encoding="utf-8-sig", newline="\n") as handle:
-        yield from enumerate(handle, start=1)
-
-
-def _byte_lines(path: Path, problems: Problems) -> Iterator[tuple[int, str]]:
-    """``(number, line)`` decoded line by line; each line that is not UTF-8 is a problem."""
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            if number == 1:
-                raw = raw.removeprefix(_BOM)
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                _not_utf8(problems, number, raw, exc)
-
-
-def _records_jsonl(
-    lines: Iterator[tuple[int, str]], fields: tuple[str, str, str], problems: Problems
-) -> Iterator[tuple[int, dict[str, Any], bool]]:
-    """``(line number, object, may hold a lone surrogate)`` per good line, read as a stream:
-    the file is never held whole in memory (issue 25)."""
-    for number, line in lines:  # each line keeps its "\n" (and a CRLF file its "\r"):
-        if not line or line.isspace():  # JSON whitespace after the object, no copy to strip
-            problems.add(
-                "blank", number, f"line {number}: blank line; remove it (one JSON object per line)"
-            )
-            continue
-        try:
-            obj = strict_json_line(line)
-        except DuplicateKeyError as exc:
-            problems.add(
-                "duplicate-key",
-                number,
-                f"line {number}: {exc}; a record gives each field once (JSON would keep the last "
-                "silently)",
-            )
-            continue
-        except ValueError as exc:
-            problems.add(
-                "bad-json", number, f"line {number}: not valid JSON ({exc}); fix or remove the line"
-            )
-            continue
-        if type(obj) is not dict:
-            problems.add(
-                "not-object",
-                number,
-                f"line {number}: a JSON {type(obj).__name__}, not an object; write one "
-                f'{{"{fields[0]}": ..., "{fields[1]}": ..., "{fields[2]}": ...}} per line',
-            )
-            continue
-        yield number, obj, "\\u" in line  # only a \uD800-style escape makes a lone surrogate
-
-
-def _records_csv(
-    path: Path, fields: tuple[str, str, str], problems: Problems
-) -> Iterator[tuple[int, dict[str, Any], bool]]:
-    """``(physical line number, record, False)`` per good row, read as a stream; raises
-    UnicodeDecodeError on bytes that are not UTF-8."""
-    with open(path, encoding="utf-8-sig", newline="") as text:
-        reader = csv.reader(text)
-        try:
-            header = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            problems.add("csv-header", 1, f"line 1: unreadable CSV header ({exc})")
-            return
-        if len(set(header)) != len(header):
-            twice = sorted({name for name in header if header.count(name) > 1})
-            problems.add(
-                "csv-header-twice",
-                1,
-                f"line 1: header names {twice} appear more than once; rename them",
-            )
-            return
-        absent = [name for name in fields if name not in header]
-        if absent:
-            problems.add(
-                "csv-header-fields",
-                1,
-                f"line 1: header lacks the declared field(s) {absent} (header: {header}); fix "
-                "corpus.id_field / text_field / label_field or the header",
-            )
-            return
-        start = reader.line_num + 1
-        try:
-            for row in reader:
-                if not row or row == [""]:
-                    problems.add(
-                        "blank", start, f"line {start}: blank line; remove it (one record per line)"
-                    )
-                elif len(row) != len(header):
-                    problems.add(
-                        "csv-fields",
-                        start,
-                        f"line {start}: {len(row)} fields where the header has {len(header)}; "
-                        "quote fields that contain commas, quotes or newlines (RFC 4180)",
-                    )
-                else:
-                    yield start, dict(zip(header, row, strict=True)), False
-                start = reader.line_num + 1
-        except csv.Error as exc:
-            problems.add(
-                "csv-quoting", start, f"line {start}: unreadable CSV ({exc}); check the quoting"
-            )
 
 
 def _clean_text(value: str) -> str:
@@ -324,17 +154,17 @@ def load_corpus(
         problems = Problems()
         try:
             if fmt == "jsonl":
-                records = _records_jsonl(_text_lines(path), fields, problems)
+                records = jsonl_records(text_lines(path), fields, problems)
             else:
-                records = _records_csv(path, fields, problems)
+                records = csv_records(path, fields, problems)
             items, revision = _checked_items(records, fields, classes, problems, texts)
         except UnicodeDecodeError:  # read again, naming every line that is not UTF-8 (R1.1)
             problems = Problems()
             if fmt == "jsonl":
-                records = _records_jsonl(_byte_lines(path, problems), fields, problems)
+                records = jsonl_records(byte_lines(path, problems), fields, problems)
                 items, revision = _checked_items(records, fields, classes, problems, texts)
             else:
-                for _ in _byte_lines(path, problems):
+                for _ in byte_lines(path, problems):
                     pass
                 items, revision = [], ""
     except OSError as exc:
@@ -347,7 +177,7 @@ def load_corpus(
         problems.add("empty", 0, "the corpus holds no item; the evaluation needs at least one")
     if problems:
         kinds = problems.lines()
-        if fmt == "jsonl" and _looks_like_csv(head):
+        if fmt == "jsonl" and looks_like_csv(head):
             kinds.insert(
                 0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
             )
@@ -363,7 +193,7 @@ def load_corpus(
 
 
 def _checked_items(
-    records: Iterator[tuple[int, dict[str, Any], bool]],
+    records: Records,
     fields: tuple[str, str, str],
     classes: Sequence[str] | None,
     problems: Problems,
@@ -375,9 +205,9 @@ def _checked_items(
     first_line: dict[str, int] = {}  # NFC key -> line of first use
     written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
     items: list[CorpusItem] = []
-    revision = _Revision()
+    revision = Revision()
     pending, kinds = revision.pending, problems.kinds
-    label_json = _JsonStrings()  # few labels, each escaped once (as _canonical would)
+    label_json = JsonStrings()  # few labels, each escaped once (as _canonical would)
     for number, record, escaped in records:
         item_id = record.get(id_field)
         body = record.get(text_field)
@@ -463,17 +293,11 @@ def _checked_items(
             bad = True
         if not bad and not kinds:  # once refused, only the problems are still of use
             text = body.replace("\r\n", "\n") if "\r" in body else body  # _clean_text
-            pending.append(f"[{_json_string(item_id)},{_json_string(text)},{label_json[label]}]")
-            if len(pending) >= _HASH_CHUNK:
+            pending.append(f"[{json_string(item_id)},{json_string(text)},{label_json[label]}]")
+            if len(pending) >= HASH_CHUNK:
                 revision.flush()
             items.append(CorpusItem(item_id, text if keep_texts else "", label))
     return items, revision.hexdigest()
-
-
-def _looks_like_csv(head: bytes) -> bool:
-    """A first line that is not a JSON object but holds commas: a CSV header, most likely."""
-    first = head.removeprefix(_BOM).strip()
-    return bool(first) and not first.startswith(b"{") and b"," in first
 
 
 def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True) -> Corpus:
