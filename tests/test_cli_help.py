@@ -104,3 +104,16 @@ def test_validate_refuses_an_unknown_offer_naming_pricing(
     assert main(["validate", str(experiment)]) == 2
     err = capsys.readouterr().err
     assert "pricing.offers" in err and "unknown offer 'a100-nowhere'" in err
+
+
+def test_the_readme_first_screen_holds_exactly_the_two_commands() -> None:
+    # Issue 25: help and docs grew; a new user's first screen (40 lines) still shows two commands.
+    screen = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()[:40]
+    blocks = "\n".join(screen).split("```")[1::2]  # the fenced code on that screen
+    commands = [
+        line.split("#")[0].strip()
+        for block in blocks
+        for line in block.splitlines()[1:]
+        if line.split("#")[0].strip()
+    ]
+    assert commands == ["make demo", "make test"]
