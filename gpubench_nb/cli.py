@@ -253,7 +253,16 @@ def _ledger(args: argparse.Namespace) -> int:
     from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
     from gpubench_nb.economics.offers import load_offers, resolve_offer
 
-    offer = resolve_offer(load_offers(args.offers), args.offer)
+    offers = Path(args.offers)
+    if not offers.exists():  # a typed path is read from the current folder (issue 25)
+        from gpubench_nb.errors import EconomicsError
+
+        raise EconomicsError(
+            f"--offers {offers}: no such file, looked for at {offers.resolve()} (a path you type "
+            "is relative to the current folder); pass --offers with your offers table's path",
+            rule="R5.1",
+        )
+    offer = resolve_offer(load_offers(offers), args.offer)
     ledger = build_ledger(
         offer,
         args.days,

@@ -117,3 +117,15 @@ def test_the_readme_first_screen_holds_exactly_the_two_commands() -> None:
         if line.split("#")[0].strip()
     ]
     assert commands == ["make demo", "make test"]
+
+
+def test_ledger_offers_is_read_from_the_current_folder_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    # Issue 25: `ledger --offers` (default parameters/offers.yaml) run from another folder.
+    monkeypatch.chdir(tmp_path)
+    args = ["ledger", str(tmp_path), "--offer", "h100", "--days", "7", "--lots", "1"]
+    assert main([*args, "--start", "2026-12-01"]) == 2
+    err = capsys.readouterr().err
+    assert f"looked for at {tmp_path / 'parameters' / 'offers.yaml'}" in err
+    assert "relative to the current folder" in err and "R5.1" in err
