@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +20,23 @@ from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NAME
 
 
-class Phase(StrEnum):
+class Phase(str, Enum):
     """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up.
 
-    A ``str`` enum: ``Phase.COLD == "cold"`` and it is written as ``cold``, so CSV cells and
-    JSON values stay byte-identical.
+    A ``str`` enum: ``Phase.COLD == "cold"`` and it is written as ``cold`` (``str``, f-strings,
+    JSON, CSV), so CSV cells and JSON values stay byte-identical. (``enum.StrEnum`` would do
+    this from Python 3.11; the package supports 3.10.)
     """
 
     LOAD = "load"
     COLD = "cold"
     WARM = "warm"
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
 
 
 PHASES: tuple[Phase, ...] = (Phase.LOAD, Phase.COLD, Phase.WARM)  # the order tables use
