@@ -67,7 +67,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from gpubench_nb.pipeline.orchestrate import run_experiment
     from gpubench_nb.protocol.outputs import check_output_folder
-    from gpubench_nb.protocol.quality import variant_acceptance
     from gpubench_nb.protocol.records import PHASES
     from gpubench_nb.summary import summary_text
 
@@ -100,12 +99,8 @@ def _run(args: argparse.Namespace) -> int:
             if finished:
                 bar.n = bar.total
             bar.close()
-    verdicts = variant_acceptance(result.rows)  # the one rule (R1.5, R5.7)
-    print(
-        summary_text(
-            result.rows, result.bundle_dir, result.report_path, verdicts=verdicts, phases=PHASES
-        )
-    )
+    rows, bundle, report = result.rows, result.bundle_dir, result.report_path
+    print(summary_text(rows, bundle, report, verdicts=result.verdicts, phases=PHASES))
     return 0
 
 
