@@ -117,10 +117,9 @@ class _ProgressLog:
 
 def executor_for(target: Target, folder: Path, local_executor: str = "local") -> Any:
     """The submitit executor of one target, its parameters set (whole GPUs, time, setup)."""
-    if target.reach == "slurm":
-        kwargs = {"slurm_python": target.python} if target.python else {}
-        executor = submitit.AutoExecutor(
-            folder=folder, cluster="slurm", slurm_max_num_timeout=MAX_REQUEUES, **kwargs
+    if target.reach == "slurm":  # submitit's own Slurm executor: its None means "no option"
+        executor = submitit.SlurmExecutor(
+            folder=folder, max_num_timeout=MAX_REQUEUES, python=target.python
         )
         executor.update_parameters(**slurm_parameters(target))
         return executor
@@ -158,30 +157,31 @@ def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def slurm_parameters(target: Target) -> dict[str, Any]:
-    """AutoExecutor parameters of a Slurm target: whole GPUs by gres, exclusive node, limit.
+    """sbatch options of a Slurm target (submitit's SlurmExecutor names): whole GPUs by gres,
+    exclusive node, time limit, requeue signal, the checked setup lines.
 
     ``gpus: 0`` (a CPU partition) requests no gres at all. submitit's default
-    ``--wckey=submitit`` is dropped: a cluster that enforces workload keys would refuse it,
-    and no one asked for it (``sbatch: {wckey: ...}`` sets one).
+    ``--wckey=submitit`` is dropped (``wckey: None``): a cluster that enforces workload keys
+    would refuse it, and no one asked for it (``sbatch: {wckey: ...}`` sets one).
     """
     params: dict[str, Any] = {
-        "name": job_name_of(target),
-        "timeout_min": target.time_limit_minutes,
+        "job_name": job_name_of(target),
+        "time": target.time_limit_minutes,
         "nodes": 1,
-        "tasks_per_node": 1,
-        "slurm_partition": target.partition,
-        "slurm_signal_delay_s": SIGNAL_DELAY_SECONDS,
-        "slurm_setup": checked_setup(target.setup),
-        "slurm_wckey": None,
+        "ntasks_per_node": 1,
+        "partition": target.partition,
+        "signal_delay_s": SIGNAL_DELAY_SECONDS,
+        "setup": checked_setup(target.setup),
+        "wckey": None,
     }
     if target.gres:
-        params["slurm_gres"] = target.gres
+        params["gres"] = target.gres
     if target.account:
-        params["slurm_account"] = target.account
+        params["account"] = target.account
     if target.exclusive:
-        params["slurm_exclusive"] = True
+        params["exclusive"] = True
     if target.sbatch:
-        params["slurm_additional_parameters"] = {
+        params["additional_parameters"] = {
             str(k).replace("_", "-"): v for k, v in target.sbatch.items()
         }
     return params
@@ -191,17 +191,9 @@ def sbatch_script(target: Target, folder: Path) -> str:
     """The sbatch file submitit would submit for ``target``, written without any cluster."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    params = slurm_parameters(target)
-    sbatch = {
-        "job_name": params.pop("name"),
-        "time": params.pop("timeout_min"),
-        "nodes": params.pop("nodes"),
-        "ntasks_per_node": params.pop("tasks_per_node"),
-        **{key.removeprefix("slurm_"): value for key, value in params.items()},
-    }
     python = target.python or shlex.quote(sys.executable)
     command = f"{python} -u -m submitit.core._submit {shlex.quote(str(folder))}"
-    return _make_sbatch_string(command=command, folder=folder, **sbatch)
+    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(target))
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,12 @@ from typing import Any
 
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
-from gpubench_nb.pipeline.campaign.slurm import JobState, ended_without_result, job_state
+from gpubench_nb.pipeline.campaign.slurm import (
+    ENDED,
+    JobState,
+    ended_without_result,
+    job_state,
+)
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -313,8 +318,8 @@ class _Runner:
             slurm = job_state(job_id)
             if not slurm.live:
                 entry["slurm_state"] = slurm.describe()
-                # the result may land just after the state changes (a shared filesystem)
-                for _ in range(3):
+                # a job that ended well may show its result file a moment later (shared disk)
+                for _ in range(3 if slurm.state in ("COMPLETED", ENDED) else 0):
                     if self.jobs.read_outcome(self.folder(target), job_id) is not None:
                         return None
                     time.sleep(min(poll_seconds, 1.0))
