@@ -10,6 +10,7 @@ needed in a container). Ports are drawn free, so two test sessions never share a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -89,10 +90,8 @@ def _alive(pid: int) -> bool:
 
 
 def _signal(pid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
 
 
 def _free_port() -> int:
