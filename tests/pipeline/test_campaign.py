@@ -378,7 +378,7 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
         "#SBATCH --gres=gpu:1",
         "#SBATCH --time=90",
         "#SBATCH --exclusive",
-        "module load cuda/12.4",
+        "{ module load cuda/12.4",  # checked: a failing setup line stops the job (issue 26)
     ):
         assert line in script, line
     # no sacct here: the job's state is unknown, so it is never submitted a second time
