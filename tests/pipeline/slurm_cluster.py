@@ -52,20 +52,47 @@ class Cluster:
         return "\n".join(texts)
 
     def stop(self) -> None:
-        """Stop every daemon (jobs first); safe to call twice and after a failed start."""
+        """Stop every daemon and job step of this cluster; safe twice and after a failed start.
+
+        Jobs are cancelled and drained first (a step still finishing would keep slurmd
+        waiting for a controller that is gone); the PIDs are read before ``scontrol shutdown``
+        (the daemons delete their pid files); whatever still runs with this cluster's
+        SLURM_CONF in its environment (slurmstepd included) is then killed.
+        """
+        pids = [pid for pid in map(_read_pid, self.pid_files) if pid is not None]
         if (self.root / "slurmctld.pid").exists():
             self.run("scancel", "--full", "--partition", PARTITION, check=False)
+            deadline = time.monotonic() + 40  # KillWait (30 s) bounds a step's end
+            while time.monotonic() < deadline:
+                queue = self.run("squeue", "-h", "-o", "%i", check=False)
+                if queue.returncode != 0 or not queue.stdout.strip():
+                    break
+                time.sleep(0.5)
             self.run("scontrol", "shutdown", check=False)
-        deadline = time.monotonic() + 15
-        for pid_file in reversed(self.pid_files):
-            pid = _read_pid(pid_file)
-            if pid is None:
-                continue
+        for pid in reversed(pids):  # munged is not stopped by scontrol; SIGTERM stops each
             _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15
+        for pid in [*reversed(pids), *_processes_of(self.conf)]:
             while _alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
             if _alive(pid):
                 _signal(pid, signal.SIGKILL)
+
+
+def _processes_of(conf: Path) -> list[int]:
+    """PIDs whose environment names this cluster's slurm.conf (slurmd, slurmstepd, jobs)."""
+    marker = f"SLURM_CONF={conf}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            found.append(int(entry.name))
+    return found
 
 
 def _read_pid(path: Path) -> int | None:

@@ -91,3 +91,8 @@ def test_the_reason_names_exit_code_and_err_tail_and_says_killed_only_when_it_wa
     cancelled = ended_without_result("8", job_state("8"), str(tmp_path / "missing.err"))
     assert "stopped from outside (scancel, pre-emption" in cancelled
     assert "is empty or missing" in cancelled
+
+
+def test_a_running_job_shows_no_exit_code(tools) -> None:
+    tools(sacct=NO_ACCOUNTING, scontrol="#!/bin/sh\necho 'JobId=5 JobState=RUNNING ExitCode=0:0'\n")
+    assert job_state("5").describe() == "RUNNING (scontrol)"

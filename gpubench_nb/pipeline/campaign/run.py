@@ -349,6 +349,7 @@ class _Runner:
         entry = self.entry(target)
         entry.update(state="completed", error=None, finished_utc=utc_now())
         entry["priced_with"] = target.offer.pricing()
+        entry.pop("slurm_state", None)  # a last "RUNNING" seen while waiting says nothing now
         self._note_interruptions(target)
         self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
         self.save()

@@ -46,7 +46,8 @@ class JobState:
         if self.state == UNKNOWN:
             return f"{UNKNOWN} ({self.detail})"
         parts = []
-        code, _, sig = (self.exit_code or "").partition(":")
+        # a job still queued or running has no exit code yet (scontrol shows 0:0)
+        code, _, sig = ("" if self.live else self.exit_code or "").partition(":")
         if code and (code != "0" or sig in ("", "0")):
             parts.append(f"exit code {code}")
         if sig and sig != "0":
