@@ -4,7 +4,8 @@ Debian's packages (``slurm-wlm``, ``munge``; ``.ci/run`` installs them), no syst
 accounting (``sacct`` answers "accounting storage is disabled", as on many clusters for users):
 one node named ``gpubench-node`` (this host, 2 CPUs, ``config_overrides`` so a smaller machine
 still schedules), partition ``debug``, ``proctrack/linuxproc`` and ``task/none`` (no cgroups
-needed in a container). Ports are drawn free, so two test sessions never share a controller.
+needed in a container), ``cred_expire=10`` (a requeued job may start again after 10 s, not
+120). Ports are drawn free, so two test sessions never share a controller.
 :func:`start` returns the cluster, or raises :class:`Unavailable` with the reason.
 """
 
@@ -150,7 +151,7 @@ SlurmdUser=root
 SlurmctldPort={ctld}
 SlurmdPort={slurmd}
 AuthType=auth/munge
-AuthInfo=socket={root}/munge/munge.socket
+AuthInfo=socket={root}/munge/munge.socket,cred_expire=10
 CredType=cred/munge
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool

@@ -4,7 +4,9 @@ The cluster (``slurm_cluster.py``) has no accounting, like many clusters seen fr
 account: ``sacct`` fails and the campaign must read the job's end from ``scontrol``/``squeue``.
 Round 1 submits two CPU-only targets (``gpus: 0``, no ``--gres``): ``main`` measures a tiny
 ``bow`` experiment (one cold + one warm run) whose warm run hangs (``GPUBENCH_FAULT``) so that
-it is cancelled *mid-run* with ``scancel``; ``broken`` has a setup line that exits 1. Round 2
+it is interrupted *mid-run*: first by the time-limit warning (USR2, ``scancel --signal=USR2``;
+submitit requeues the job, which resumes), then by ``scancel`` (SIGTERM); ``broken`` has a
+setup line that exits 1. Round 2
 resumes ``main``: the cold run is not redone, the interrupted warm run is redone (it was never
 a row, R3.6) and its row says why. Skips where a real Slurm cannot be started (not root, no
 packages), except under ``CI=true``, where it fails instead.
@@ -116,6 +118,14 @@ def _study(folder: Path, data_dir: Path) -> Path:
     return path
 
 
+def _rerun_started(run_json: Path, first_pid: int) -> bool:
+    """The warm run started again, in another kernel (the requeued job resumed)."""
+    try:
+        return json.loads(run_json.read_text(encoding="utf-8"))["pid"] != first_pid
+    except (OSError, ValueError, KeyError):
+        return False
+
+
 def _running(cluster: slurm_cluster.Cluster, job_id: str) -> bool:
     done = cluster.run("squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T", check=False)
     return done.stdout.strip() in ("RUNNING", "COMPLETING", "SIGNALING")
@@ -153,6 +163,15 @@ def rounds(
             time.sleep(0.2)
         csv_before = (out / "onslurm" / "main" / "resultats-bruts.csv").read_text("utf-8")
         first_job = _state(out)["targets"]["main"]["job_id"]
+        # The time-limit warning (USR2, as `--signal=USR2@120` sends it): the job records the
+        # interruption and submitit requeues it; the same job id runs again and resumes.
+        first_pid = json.loads(warm.read_text(encoding="utf-8"))["pid"]
+        cluster.run("scancel", "--signal=USR2", first_job)
+        while not _rerun_started(warm, first_pid):
+            assert process.poll() is None, (process.communicate(), cluster.logs())
+            assert time.monotonic() < deadline, f"the requeued job never resumed\n{cluster.logs()}"
+            time.sleep(0.2)
+        csv_requeued = (out / "onslurm" / "main" / "resultats-bruts.csv").read_text("utf-8")
         cancelled_at = time.monotonic()
         cluster.run("scancel", first_job)
         while _running(cluster, first_job) and time.monotonic() < deadline:
@@ -175,6 +194,7 @@ def rounds(
         "stdout_one": stdout,
         "stderr_one": stderr,
         "csv_before": csv_before,
+        "csv_requeued": csv_requeued,
         "first_job": first_job,
         "state_one": state_one,
         "status_one": status_one,
@@ -210,26 +230,27 @@ def test_scancel_mid_run_discards_the_run_and_the_resume_redoes_only_it(
     assert main_one["state"] == "failed"
     # without accounting the end is read from scontrol: the real state, not UNKNOWN forever
     assert "CANCELLED" in main_one["error"] and "scontrol" in main_one["error"]
-    assert "interrupted by SIGTERM during b4/warm-1" in main_one["error"]
-    [event] = main_one["interruptions"]
-    assert (event["run"], event["signal"], event["slurm_job_id"]) == (
-        "b4/warm-1",
-        "SIGTERM",
-        rounds["first_job"],
-    )
+    assert "(SIGUSR2 during b4/warm-1; SIGTERM during b4/warm-1)" in main_one["error"]
+    # USR2 (time limit): recorded, then requeued by submitit, same job; SIGTERM (scancel)
+    assert [(e["run"], e["signal"], e["slurm_job_id"]) for e in main_one["interruptions"]] == [
+        ("b4/warm-1", "SIGUSR2", rounds["first_job"]),
+        ("b4/warm-1", "SIGTERM", rounds["first_job"]),
+    ]
     err_log = Path(main_one["logs"]["stderr"]).read_text(encoding="utf-8")
+    assert "gpubench: interrupted by SIGUSR2" in err_log and "requeu" in err_log.lower()
     assert "gpubench: interrupted by SIGTERM" in err_log  # our handler ran, not Slurm's SIGKILL
     assert "Bypassing signal SIGTERM" not in err_log
-    # the cancelled run left no row: the CSV still holds only the cold run's two rows
+    # neither interrupted attempt left a row: the CSV holds only the cold run's two rows
     before = Path(rounds["out"] / "before.csv")
     before.write_text(rounds["csv_before"], encoding="utf-8")
     kept = read_rows(before)
     assert [r["phase"] for r in kept] == ["load", "cold"]
+    assert rounds["csv_requeued"] == rounds["csv_before"]  # the requeued job redid nothing
     # round 2: completed, the cold run kept as it was, the warm run redone and explained
     assert rounds["returncode_two"] == 1  # `broken` is still failed: no merged report
     main_two = rounds["state_two"]["targets"]["main"]
     assert main_two["state"] == "completed" and main_two["attempts"] == 2
-    assert main_two["history"][0]["interruptions"][0]["run"] == "b4/warm-1"
+    assert len(main_two["history"][0]["interruptions"]) == 2
     rows = read_rows(rounds["bundle"] / "resultats-bruts.csv")
     assert sorted(r["phase"] for r in rows) == ["cold", "load", "warm"]
     timed = {r["phase"]: r for r in rows}
@@ -237,10 +258,11 @@ def test_scancel_mid_run_discards_the_run_and_the_resume_redoes_only_it(
         assert timed[row["phase"]]["elapsed_seconds"] == row["elapsed_seconds"]
     warm = timed["warm"]
     assert warm["elapsed_seconds"] is not None  # a measurement, not a failed observation
-    assert "R3.6: 1 earlier attempt of this run interrupted by SIGTERM" in warm["notes"]
+    assert "R3.6: 2 earlier attempts of this run interrupted by SIGUSR2 at" in warm["notes"]
+    assert ", SIGTERM at" in warm["notes"]
     assert f"Slurm job {rounds['first_job']}" in warm["notes"]
     schedule = json.loads((rounds["bundle"] / "schedule.json").read_text(encoding="utf-8"))
-    assert [r.get("interrupted") for r in schedule["runs"]] == [None, 1]
+    assert [r.get("interrupted") for r in schedule["runs"]] == [None, 2]
     record = json.loads((rounds["bundle"] / "runs/b4/warm-1/run.json").read_text("utf-8"))
     assert record["environment"]["slurm"]["job_id"] == main_two["job_id"]  # the redone run
     lock = rounds["state_two"]["lock_sha256"]

@@ -375,10 +375,12 @@ class _Runner:
         if entry.get("job_id"):
             events = self._note_interruptions(target)
             if events:
-                runs = ", ".join(str(e.get("run") or "between runs") for e in events)
+                what = "; ".join(
+                    f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
+                )
                 error = (
-                    f"interrupted by {events[-1].get('signal')} during {runs}: that run was "
-                    f"discarded (not an observation, R3.6) and is redone on resume; {error}"
+                    f"interrupted ({what}): an interrupted run is discarded (not an "
+                    f"observation, R3.6) and redone on resume; {error}"
                 )
         entry.update(state="failed", error=error, finished_utc=utc_now())
         logs = entry.get("logs") or {}
