@@ -253,10 +253,3 @@ def process_alive(pid: int) -> bool:
 def slurm_job(folder: Path, job_id: str) -> Any:
     """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
     return submitit.SlurmJob(folder=folder, job_id=job_id)
-
-
-def slurm_state(folder: Path, job_id: str) -> str:
-    """Slurm's state of a job in words (sacct, else scontrol/squeue; UNKNOWN with why)."""
-    from gpubench_nb.pipeline.campaign.slurm import job_state
-
-    return job_state(job_id).describe()
