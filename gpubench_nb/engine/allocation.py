@@ -4,6 +4,7 @@ Read from the ``SLURM_*`` variables Slurm exports to a job (and its kernels inhe
 from a declaration: a bundle made on a cluster names the job it was measured in (R2.4, R2.5),
 and ``gpus_requested`` (exported by a campaign job, ``0`` on a CPU partition) stands beside
 what was allocated, so "no GPU was requested" is written down, not inferred. Pure; no torch.
+``protocol.records.SlurmAllocation`` is the typed record readers get from environment.json.
 """
 
 from __future__ import annotations

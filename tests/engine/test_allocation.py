@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpubench_nb.engine.allocation import (
@@ -10,6 +12,8 @@ from gpubench_nb.engine.allocation import (
     slurm_allocation,
 )
 from gpubench_nb.engine.environment import capture_environment, environment_notes
+from gpubench_nb.errors import BundleError
+from gpubench_nb.protocol.records import read_environment, write_environment
 
 # What Slurm 22.05 exported to the batch step of a CPU-only job on the test cluster.
 CPU_JOB = {
@@ -60,3 +64,20 @@ def test_environment_json_and_notes_name_the_slurm_job(monkeypatch: pytest.Monke
     env = capture_environment("cpu")
     assert env["slurm"]["job_id"] == "7" and env["slurm"]["gpus_requested"] == 0
     assert "slurm job=7 partition=debug" in environment_notes(env)
+
+
+def test_the_environment_record_types_the_slurm_allocation(tmp_path: Path) -> None:
+    env = {"hostname": "n1", "slurm": slurm_allocation(CPU_JOB)}
+    record = write_environment(tmp_path, env)
+    assert read_environment(tmp_path).slurm == record.slurm
+    assert record.slurm is not None
+    assert (record.slurm.job_id, record.slurm.partition, record.slurm.gpus_requested) == (
+        "7",
+        "debug",
+        0,
+    )
+    with pytest.raises(BundleError) as caught:  # R2.4: a record no stage can trust is refused
+        write_environment(tmp_path, {"slurm": {**env["slurm"], "cpus_allocated": "two"}})
+    assert "'slurm.cpus_allocated': expected an integer, got 'two'" in str(caught.value)
+    assert read_environment(tmp_path).slurm == record.slurm  # the bad one was never written
+    assert write_environment(tmp_path, {"hostname": "n1", "slurm": None}).slurm is None

@@ -34,6 +34,7 @@ from gpubench_nb.cli import main
 from gpubench_nb.pipeline.campaign.state import verification
 from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 from gpubench_nb.protocol.experiment import SECTION_KEYS
+from gpubench_nb.protocol.records import read_environment
 from gpubench_nb.protocol.results import read_rows
 
 pytestmark = pytest.mark.slow
@@ -212,14 +213,14 @@ def test_a_cpu_only_target_is_submitted_without_gres_or_wckey(rounds: dict[str, 
     script = Path(entry["sbatch_script"]).read_text(encoding="utf-8")
     assert f"#SBATCH --partition={slurm_cluster.PARTITION}" in script
     assert "--gres" not in script and "--wckey" not in script
-    environment = json.loads((rounds["bundle"] / "environment.json").read_text("utf-8"))
-    slurm = environment["slurm"]  # R2.4: the bundle names the job it was measured in
-    assert slurm["job_id"] == rounds["first_job"]
-    assert slurm["partition"] == slurm_cluster.PARTITION
-    assert slurm["node_list"] == slurm_cluster.NODE
-    assert slurm["cpus_allocated"] >= 1
-    assert (slurm["gpus_allocated"], slurm["gpus_requested"]) == (0, 0)  # no GPU requested
-    assert environment["gpu_count"] == 0
+    environment = read_environment(rounds["bundle"])
+    slurm = environment.slurm  # R2.4: the bundle names the job it was measured in
+    assert slurm is not None and slurm.job_id == rounds["first_job"]
+    assert (slurm.partition, slurm.node_list) == (slurm_cluster.PARTITION, slurm_cluster.NODE)
+    assert slurm.cpus_allocated is not None and slurm.cpus_allocated >= 1
+    assert (slurm.gpus_allocated, slurm.gpus_requested) == (0, 0)  # no GPU requested
+    assert environment.gpu_count == 0
+    assert "no GPU requested" in read_rows(rounds["bundle"] / "resultats-bruts.csv")[0]["notes"]
 
 
 def test_scancel_mid_run_discards_the_run_and_the_resume_redoes_only_it(
