@@ -17,12 +17,12 @@ import platform
 import signal
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from gpubench_nb.atomic import append_text_durable
+from gpubench_nb.protocol.clock import utc_now
 
 INTERRUPTIONS_LOG = "logs/interruptions.jsonl"
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
@@ -74,14 +74,10 @@ def stop_on_signals(
             signal.signal(number, old)
 
 
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def record_interruption(bundle_dir: Path, run_key: str | None, stop: Interrupted) -> dict:
     """Append the event to ``logs/interruptions.jsonl`` of the bundle (kept, sealed, R3.6)."""
     entry = {
-        "utc": _utc_now(),
+        "utc": utc_now(),
         "signal": stop.signal_name,
         "run": run_key,  # None: between runs (a notebook step), nothing to redo
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
