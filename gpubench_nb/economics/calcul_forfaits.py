@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from gpubench_nb import formats
 from gpubench_nb.economics.offers import (
     DURATIONS_DAYS,
     PackageQuote,
@@ -98,23 +99,24 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         writer.writerow({k: "" if v is None else v for k, v in data.items()})
         return buffer.getvalue()
     shown = dict(data)
-    shown["package_total_usd_minor"] = (
-        f"{quote.package_total_usd_minor} (USD {_usd(quote.package_total_usd_minor)})"
-    )
+    mark = quote.placeholder
+    total = quote.package_total_usd_minor
+    shown["package_total_usd_minor"] = f"{total} ({formats.price(total, placeholder=mark)})"
     cost = quote.cost_per_accepted_usd_minor
     shown["cost_per_accepted_usd_minor"] = (
-        f"{cost} (USD {_usd(cost)})"
+        f"{cost} ({formats.price(cost, placeholder=mark)})"
         if cost is not None
         else "(empty: no measured accepted result, R5.5)"
+    )
+    shown["placeholder"] = (
+        "yes: invented example prices, not a quote (see note for how to enter a real quote)"
+        if mark
+        else "no"
     )
     if quote.accepted_results is None:
         shown["accepted_results"] = "(not given)"
     width = max(map(len, shown))
     return "".join(f"{key:<{width}}  {value}\n" for key, value in shown.items())
-
-
-def _usd(cents: int) -> str:
-    return f"{cents // 100:,}.{cents % 100:02d}"
 
 
 def _fail(argument: str, exc: GpubenchError) -> int:

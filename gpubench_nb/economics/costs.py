@@ -53,6 +53,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from gpubench_nb import formats
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import (
     ATTRIBUTION_RULE,
@@ -185,6 +186,7 @@ def fill_package_columns(
     statement = (
         f"package: one spend of {quote.package_total_usd_minor} cents ({quote.offer_id}, "
         f"{quote.days} days x {quote.lots} lot(s)) for the whole experiment, not per run (R5.3)"
+        + (f" [{formats.PLACEHOLDER_MARK}: example price]" if quote.placeholder else "")
     )
     acceptance = variant_acceptance(rows)
     filled = []
@@ -416,6 +418,7 @@ def _offer_entry(
         "days": quote.days,
         "lots": quote.lots,
         "package_total_usd_minor": quote.package_total_usd_minor,
+        "placeholder": offer.placeholder,  # invented example prices, not a quote (issue 24 §3)
         "declared": offer.id == declared_id,
         "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
         "attribution": owner.to_dict(),

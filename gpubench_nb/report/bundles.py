@@ -15,6 +15,7 @@ from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import results
 from gpubench_nb.protocol.bundle import run_dir
 from gpubench_nb.protocol.yamlio import parse_yaml
+from gpubench_nb.report.conditions import run_conditions
 from gpubench_nb.report.stats import PHASES, rows_to_frame
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
@@ -102,6 +103,8 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
+        # load, busy processes, GPU processes, clocks at that moment (R2.5, issue 24 §2)
+        "conditions": run_conditions(run, row.get("notes")),
     }
 
 

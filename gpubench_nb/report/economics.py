@@ -16,16 +16,17 @@ from gpubench_nb.economics.attribution import (
     attribute,
     recorded_hardware,
 )
+from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.stats import NOT_RECORDED, shown, summarise
 
 
-def _usd(cents: Any) -> str:
-    """Integer cents as dollars, without floats (R4.2)."""
+def _usd(cents: Any, placeholder: Any = False) -> str:
+    """Integer cents as dollars, without floats (R4.2); an example price is marked (issue 24)."""
     if cents is None:
         return NOT_RECORDED
     whole, part = divmod(int(cents), 100)
-    return f"{whole:,}.{part:02d}"
+    return f"{whole:,}.{part:02d}" + (f" [{formats.PLACEHOLDER_MARK}]" if placeholder else "")
 
 
 def offer_owner(bundle: Bundle, offer: Mapping[str, Any]) -> Attribution:
@@ -65,7 +66,9 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 "offer GPU": offer.get("gpu_model"),
                 "days": offer.get("days"),
                 "lots": offer.get("lots"),
-                "package total (USD)": _usd(offer.get("package_total_usd_minor")),
+                "package total (USD)": _usd(
+                    offer.get("package_total_usd_minor"), offer.get("placeholder")
+                ),
                 "measured on this hardware?": owner.reason
                 + (f"; {owner.lot_note}" if owner.lot_note else ""),
             }
@@ -74,7 +77,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 if not owner.attributable:
                     text = NOT_MEASURED
                 elif cost is not None:
-                    text = _usd(cost)
+                    text = _usd(cost, offer.get("placeholder"))
                 else:
                     text = "none (not accepted)"
                 record[f"{cell.get('variant_id')}: USD per accepted corpus"] = text
@@ -97,7 +100,22 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
             lines.append(f"Unit of work (R5.4): {data['unit_of_work']}.")
         if not data.get("offers"):
             lines.append("No offer was priced (no pricing section declared, R5.5).")
+        examples = [
+            str(o.get("offer_id")) for o in data.get("offers") or [] if o.get("placeholder")
+        ]
+        if examples:
+            lines.append(placeholder_markdown(examples))
     return "\n\n".join(lines)
+
+
+def placeholder_markdown(offer_ids: Sequence[str]) -> str:
+    """The warning for offers whose prices are invented examples (issue 24 §3)."""
+    return (
+        f"**Placeholder prices ({', '.join(offer_ids)}):** the offers table marks these prices "
+        f"as invented examples (`placeholder: true`), so each is shown as "
+        f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
+        f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
+    )
 
 
 def break_even_markdown(bundles: Sequence[Bundle]) -> str:
@@ -131,16 +149,22 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
             needed = pair.get("accepted_corpora_needed")
             ch_total = (offers.get(challenger) or {}).get("package_total_usd_minor")
             ref_total = offers[reference].get("package_total_usd_minor")
+            ch_price = formats.price(
+                ch_total, placeholder=bool((offers.get(challenger) or {}).get("placeholder"))
+            )
+            ref_price = formats.price(
+                ref_total, placeholder=bool(offers[reference].get("placeholder"))
+            )
             if needed is None:
                 lines.append(
-                    f"- {reference}'s package costs {formats.usd(ref_total)}: no count of "
+                    f"- {reference}'s package costs {ref_price}: no count of "
                     f"accepted corpora makes {challenger} cheaper."
                 )
                 continue
             corpora = "accepted corpus" if needed == 1 else "accepted corpora"
             lines.append(
-                f"- {challenger}'s package ({formats.usd(ch_total)}) costs less per accepted "
-                f"corpus than {reference}'s single measured corpus ({formats.usd(ref_total)}) "
+                f"- {challenger}'s package ({ch_price}) costs less per accepted "
+                f"corpus than {reference}'s single measured corpus ({ref_price}) "
                 f"once {challenger} delivers **{formats.count(needed)}** {corpora} (a "
                 "threshold, not a forecast)."
             )
