@@ -304,12 +304,36 @@ def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
-    points = [tuple(xy) for c in scatters for xy in c.get_offsets()]
+    runs = [c for c in scatters if c.get_sizes()[0] == 18]  # one dot per run
+    points = [tuple(xy) for c in runs for xy in c.get_offsets()]
     assert len(points) == 14  # 5 + 5 + 4: the OOM run is not a point
     assert min(y for _, y in points) == pytest.approx(0.28)  # nothing drawn at zero
+    # b8's 0.45 s lies beyond median 0.305 + 3 × 1.4826 × MAD 0.015: ringed and named, kept
+    rings = [tuple(xy) for c in scatters if c.get_sizes()[0] != 18 for xy in c.get_offsets()]
+    assert [y for _, y in rings] == [pytest.approx(0.45)]
+    assert [t.get_text() for t in warm.texts] == ["run 2"]
+    assert warm.get_yscale() == "linear"  # 0.28-0.83 s: well within 10×
     assert [t.get_text() for t in warm.get_xticklabels()] == ["b1", "b4", "b8\n(1 failed)"]
     assert [ax.get_title() for ax in fig.axes] == ["load", "cold", "warm"]  # facets, R3.2
     assert isinstance(report.failures_table(rows), type(rows))
+
+
+def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) -> None:
+    """Issue 24 §4: one slow run must not flatten the others against zero."""
+    rows = report.rows_frame(report.load_bundles([gpu_bundle]))
+    slow = (rows["variant_id"] == "b4") & (rows["phase"] == "warm") & (rows["run_index"] == 3)
+    rows.loc[slow, "elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
+    rows.loc[slow, "texts_per_second"] = 1000 / 9.0
+    fig = report.elapsed_figure(rows)
+    warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
+    assert warm.get_yscale() == "log" and "log scale" in warm.get_ylabel()
+    assert [ax.get_yscale() for ax in fig.axes if ax.get_title() != "warm"] == ["linear"] * 2
+    assert "run 3" in [t.get_text() for t in warm.texts]  # the slow run is marked
+    summary = report.summary_table(rows)
+    b4 = summary.loc[("demo-bow-batch · NVIDIA H100 80GB HBM3", "b4", "warm")]
+    assert b4["median per pass"] == "510 ms" and b4["min – max"] == "490 ms – 9.00 s"
+    assert b4["median per text"] == "510 µs" and b4["texts/s (median)"] == "1,961 texts/s"
+    assert b4["outliers (median ± 3 × MAD; kept)"] == "run 3 (9.00 s)"
 
 
 def test_acceptance_per_run(gpu_bundle: Path) -> None:
