@@ -143,19 +143,23 @@ class VariantConditions:
     busy_runs: int  # runs during which another process used >= 10 % of a core
     busy_names: tuple[str, ...]  # the busiest names, most frequent first
     gpu_process_runs: int  # runs that saw another GPU process
+    busy_observed_runs: int | None = None  # runs whose record could see other processes
 
     def text(self) -> str:
-        """Short, for the decision table: ``load 1.2 (max 3.1) on 2 cores; busy in 4 of 5``."""
+        """Short, for the decision table: ``load 1.20, max 3.10 (2 cores); others busy 4/5``."""
         if self.load_median is None:
             load = f"load {NOT_OBSERVABLE}"
         else:
-            load = f"load {self.load_median:.2f} (max {self.load_max:.2f})"
-            load += f" on {self.cpu_count} cores" if self.cpu_count else ""
-        parts = [load, f"others busy in {self.busy_runs} of {self.runs} runs"]
+            load = f"load {self.load_median:.2f}, max {self.load_max:.2f}"
+            load += f" ({self.cpu_count} cores)" if self.cpu_count else ""
+        observed = self.runs if self.busy_observed_runs is None else self.busy_observed_runs
+        if not observed:
+            return f"{load}; other processes {NOT_OBSERVABLE}"
+        parts = [load, f"others busy {self.busy_runs}/{observed} runs"]
         if self.busy_names:
             parts[-1] += f" ({', '.join(self.busy_names)})"
         if self.gpu_process_runs:
-            parts.append(f"other GPU processes in {self.gpu_process_runs} runs")
+            parts.append(f"other GPU processes {self.gpu_process_runs}/{self.runs} runs")
         return "; ".join(parts)
 
 
@@ -184,6 +188,7 @@ def variant_conditions(
                 busy_runs=sum(1 for c in runs if c.busy),
                 busy_names=tuple(name for name, _ in names.most_common(3)),
                 gpu_process_runs=sum(1 for c in runs if c.gpu_processes),
+                busy_observed_runs=sum(1 for c in runs if c.busy is not None),
             )
         )
     return out

@@ -389,6 +389,14 @@ def _memory_text(option: Option) -> str:
     )
 
 
+# The first screen holds the whole table (1400 × 900): compact cells, and the words that
+# carry the answer kept on one line.
+_TABLE_STYLE = (
+    "<style>#decision-table{font-size:12px;line-height:1.25}"
+    "#decision-table td,#decision-table th{padding:3px 6px}</style>"
+)
+
+
 def _cost_text(option: Option) -> str:
     if option.cost_per_accepted_usd_minor is not None:
         return formats.price(option.cost_per_accepted_usd_minor, placeholder=option.placeholder)
@@ -504,4 +512,7 @@ def decision_html(view: DecisionView) -> str:
         if outliers
         else ""
     )
-    return f'{table}\n{banner_html}<ul class="decision-sentences">{items}</ul>{outliers_html}'
+    return (
+        f"{table}\n{_TABLE_STYLE}{banner_html}"
+        f'<ul class="decision-sentences">{items}</ul>{outliers_html}'
+    )

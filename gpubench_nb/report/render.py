@@ -34,6 +34,7 @@ from gpubench_nb.report.bundles import (
     parse_bundle_dirs,
     rows_frame,
 )
+from gpubench_nb.report.conditions import conditions_banner, variant_conditions
 from gpubench_nb.report.decision import (
     DecisionView,
     decision_frame,
@@ -74,6 +75,8 @@ __all__ = [
     "acceptance_table",
     "DecisionView",
     "break_even_markdown",
+    "conditions_banner",
+    "conditions_table",
     "decision_frame",
     "decision_html",
     "decision_view",
@@ -283,6 +286,22 @@ def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
         )
     table = pd.DataFrame.from_records(records)
     return table if table.empty else table.set_index(["bundle", "variant", "phase"])
+
+
+def conditions_table(rows: pd.DataFrame) -> pd.DataFrame | str:
+    """Per bundle, variant and phase: the machine's load and other busy processes during its
+    runs, as each run.json recorded them (R2.5, issue 24 §2); a sentence when none did."""
+    records = [
+        {"bundle": c.bundle, "variant": c.variant_id, "phase": phase, "machine": c.text()}
+        for phase in MEASURED_PHASES  # a cold run's load row shares its run.json
+        for c in variant_conditions(rows_to_frame(rows).to_dict(orient="records"), (phase,))
+    ]
+    if not records:
+        return "No run recorded the machine's conditions."
+    order = {phase: i for i, phase in enumerate(MEASURED_PHASES)}
+    records.sort(key=lambda r: order[r["phase"]])
+    table = pd.DataFrame.from_records(records).set_index(["bundle", "variant", "phase"])
+    return table.sort_index(level=["bundle", "variant"], sort_remaining=False)
 
 
 def memory_note(rows: pd.DataFrame) -> str:

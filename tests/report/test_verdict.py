@@ -117,7 +117,7 @@ def _rows(variant: str, loads: list[float], busy: bool = False) -> list[dict]:
 def test_banner_for_heavy_or_different_load_with_its_thresholds() -> None:
     calm = variant_conditions(_rows("b1", [0.2, 0.3, 0.2]) + _rows("b4", [0.3, 0.2, 0.25]))
     assert conditions_banner(calm) is None
-    assert calm[0].text() == "load 0.20 (max 0.30) on 2 cores; others busy in 0 of 3 runs"
+    assert calm[0].text() == "load 0.20, max 0.30 (2 cores); others busy 0/3 runs"
     uneven = variant_conditions(_rows("b1", [0.2, 0.3, 0.2]) + _rows("b4", [2.5, 2.6, 1.9], True))
     banner = conditions_banner(uneven)
     assert banner is not None
@@ -127,10 +127,10 @@ def test_banner_for_heavy_or_different_load_with_its_thresholds() -> None:
     assert "different load: the variants' median loads differ by 2.30, more than 0.5 per core" in (
         banner
     )
-    assert uneven[1].text() == "load 2.50 (max 2.60) on 2 cores; others busy in 3 of 3 runs (x)"
+    assert uneven[1].text() == "load 2.50, max 2.60 (2 cores); others busy 3/3 runs (x)"
 
 
 def test_variant_without_any_record_says_not_observable() -> None:
-    empty = VariantConditions("box", "b1", 3, None, None, None, 0, (), 0)
-    assert empty.text() == "load not observable; others busy in 0 of 3 runs"
+    empty = VariantConditions("box", "b1", 3, None, None, None, 0, (), 0, busy_observed_runs=0)
+    assert empty.text() == "load not observable; other processes not observable"
     assert conditions_banner([empty]) is None
