@@ -477,8 +477,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
             lines.append(
                 f"{o.name}, warm run {run}: {formats.seconds(value)}"
                 + (f", {formats.number(ratio)}× its variant's median" if ratio else "")
-                + f" (fence {formats.seconds(fence.low_seconds)} – "  # type: ignore[union-attr]
-                f"{formats.seconds(fence.high_seconds)}). "  # type: ignore[union-attr]
+                + f" (fence {formats.seconds(fence.high_seconds)}). "  # type: ignore[union-attr]
                 + (
                     f"Recorded then: {seen.text()}."
                     if seen is not None
@@ -506,7 +505,7 @@ def decision_html(view: DecisionView) -> str:
     items = "".join(f"<li>{html.escape(s)}</li>" for s in view.sentences)
     outliers = outlier_lines(view.options)
     outliers_html = (
-        f"<p>Warm runs beyond their variant's median ± {OUTLIER_K:g} × MAD: kept and marked, "
+        f"<p>Warm runs above their variant's median + {OUTLIER_K:g} × MAD: kept and marked, "
         "never dropped (R3.6):</p>"
         f'<ul class="outliers">{"".join(f"<li>{html.escape(x)}</li>" for x in outliers)}</ul>'
         if outliers

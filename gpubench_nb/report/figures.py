@@ -113,7 +113,7 @@ def _runs_figure(
         Line2D(
             [], [], marker="o", linestyle="", markerfacecolor="none",
             markeredgecolor=_OUTLIER_COLOUR, markeredgewidth=2, markersize=9,
-            label=f"outlier: beyond median ± {OUTLIER_K:g} × MAD (kept)",
+            label=f"outlier: above median + {OUTLIER_K:g} × MAD (kept)",
         ),
     ]  # fmt: skip
     if len(bundles) > 1:

@@ -281,7 +281,7 @@ def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
                 else NOT_RECORDED,
                 "median per text": formats.seconds(per_text),
                 "texts/s (median)": formats.rate(s.median_texts_per_second),
-                f"outliers (median ± {OUTLIER_K:g} × MAD; kept)": ", ".join(marked) or "none",
+                f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(marked) or "none",
             }
         )
     table = pd.DataFrame.from_records(records)

@@ -4,7 +4,7 @@ Every sentence and table that says "faster", "not distinguishable" or "too few r
 calls :func:`compare_runs`; outliers are found by :func:`outlier_fence` alone.
 
 The rule, stated once (:data:`RULE_TEXT`): an exact two-sided Mann–Whitney U test over the raw
-warm durations of the two variants, at ``ALPHA``. A run beyond its variant's fence (median ±
+warm durations of the two variants, at ``ALPHA``. A run above its variant's fence (median +
 ``OUTLIER_K`` × the normal-scaled MAD) is *kept* and *marked* (R3.6), and enters the test at
 that fence: its rank then says "slower than every other run of its variant" without letting
 one slow run of five turn a clear median gap into "not distinguishable" (with 5 runs against
@@ -21,7 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test
-OUTLIER_K = 3.0  # fence = median ± OUTLIER_K × MAD_SCALE × MAD of the variant's runs
+# fence = median + OUTLIER_K × MAD_SCALE × MAD of the variant's runs. One-sided: noise on a
+# machine (another process, a clock drop, a page fault) only ever makes a run slower; a fast
+# run is what the hardware can do, not an accident to discount.
+OUTLIER_K = 3.0
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of normal data
 # A MAD of (nearly) zero (identical timings) would make any other run an outlier: the robust
 # spread is never taken below this share of the median.
@@ -33,35 +36,34 @@ NOT_DISTINGUISHABLE = "not distinguishable"
 TOO_FEW = "too few runs to decide"
 
 RULE_TEXT = (
-    f"exact two-sided Mann–Whitney U test on the raw warm times, α = {ALPHA:g}; a run beyond "
-    f"its variant's median ± {OUTLIER_K:g} × MAD is kept, marked and ranked at that fence"
+    f"exact two-sided Mann–Whitney U test on the raw warm times, α = {ALPHA:g}; a run above "
+    f"its variant's median + {OUTLIER_K:g} × MAD is kept, marked and ranked at that fence"
 )
 
 
 @dataclass(frozen=True)
 class Fence:
-    """The band outside which a run of one variant is an outlier (kept and marked, R3.6)."""
+    """The time above which a run of one variant is an outlier (kept and marked, R3.6)."""
 
     median_seconds: float
-    low_seconds: float
     high_seconds: float
 
     def outside(self, value: float) -> bool:
-        return value < self.low_seconds or value > self.high_seconds
+        return value > self.high_seconds
 
     def clip(self, value: float) -> float:
-        return min(max(value, self.low_seconds), self.high_seconds)
+        return min(value, self.high_seconds)
 
 
 def outlier_fence(values: Sequence[float]) -> Fence | None:
-    """Median ± OUTLIER_K × scaled MAD (floored at MAD_FLOOR_SHARE of the median); None when
+    """Median + OUTLIER_K × scaled MAD (floored at MAD_FLOOR_SHARE of the median); None when
     fewer than MIN_RUNS_FOR_FENCE runs were timed."""
     if len(values) < MIN_RUNS_FOR_FENCE:
         return None
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
     spread = max(MAD_SCALE * mad, MAD_FLOOR_SHARE * abs(median))
-    return Fence(median, median - OUTLIER_K * spread, median + OUTLIER_K * spread)
+    return Fence(median, median + OUTLIER_K * spread)
 
 
 def outlier_indices(values: Sequence[float]) -> list[int]:
