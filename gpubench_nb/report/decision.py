@@ -311,18 +311,12 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
             f"{', '.join(o.variant_id for o in group)})"
             for bundle, group in by_bundle.items()
         ]
-        example = any(o.placeholder for o in cheapest)
+        example = any(o.placeholder for o in cheapest)  # marked; how to fix: its own sentence
         out.append(
             f"Cheapest accepted option: {' and, tied, '.join(names)} at "
             f"{formats.price(best, placeholder=example)} per accepted corpus: the whole package "
             "divided by the 1 distinct corpus accepted on that hardware (R5.3). Every accepted "
             "variant of one package costs the same; speed decides between them."
-            + (
-                f" This price is an invented example from the offers table, not a quote: "
-                f"{REAL_QUOTE_HOWTO}."
-                if example
-                else ""
-            )
         )
     else:
         why = sorted({o.cost_note for o in accepted if o.cost_note})
@@ -359,10 +353,22 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
     return out
 
 
+def placeholder_sentences(options: Sequence[Option]) -> list[str]:
+    """Say that example prices are not prices, and how to enter a real quote (issue 24 §3)."""
+    examples = list(dict.fromkeys(str(o.offer_id) for o in options if o.placeholder))
+    if not examples:
+        return []
+    return [
+        f"Prices marked [{formats.PLACEHOLDER_MARK}] ({', '.join(examples)}) are invented "
+        f"examples from the offers table, not quotes: no cost here is a real cost; "
+        f"{REAL_QUOTE_HOWTO}, then rerun gpubench-nb run (no run is redone)."
+    ]
+
+
 def decision_view_of(bundles: Sequence[Bundle]) -> DecisionView:
     """The decision view of bundles already loaded."""
     options = [option for bundle in bundles for option in bundle_options(bundle)]
-    return DecisionView(options, decision_sentences(options))
+    return DecisionView(options, decision_sentences(options) + placeholder_sentences(options))
 
 
 def decision_view(

@@ -14,6 +14,7 @@ from gpubench_nb.report.decision import (
     decision_html,
     decision_sentences,
     decision_view,
+    placeholder_sentences,
 )
 
 
@@ -170,3 +171,26 @@ def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     assert f"{h100} / b8 was faster (median 305 ms) but not accepted" in " ".join(view.sentences)
     html = decision_html(view)
     assert html.startswith('<table border="1" class="dataframe" id="decision-table">')
+
+
+def test_placeholder_prices_are_marked_and_say_how_to_enter_a_quote() -> None:
+    """Issue 24 §3: the decision table and its sentences never show an example price bare."""
+    options = [
+        _option("box", "b1", FIVE_SLOW, placeholder=True),
+        _option("box", "b4", FIVE_FAST, placeholder=True),
+    ]
+    view = DecisionView(options, decision_sentences(options) + placeholder_sentences(options))
+    assert view.sentences[0].startswith(
+        "Cheapest accepted option: box (h100, 7 days × 1 lot(s); variants b1, b4) at "
+        "USD 420.00 [PLACEHOLDER, not a quote] per accepted corpus"
+    )
+    assert view.sentences[-1].startswith(
+        "Prices marked [PLACEHOLDER, not a quote] (h100) are invented examples"
+    )
+    assert "remove 'placeholder: true' from that offer" in view.sentences[-1]
+    frame = decision_frame(view)
+    assert set(frame["declared package"]) == {
+        "USD 420.00 [PLACEHOLDER, not a quote] (h100, 7 days × 1 lot(s))"
+    }
+    assert set(frame["per accepted corpus"]) == {"USD 420.00 [PLACEHOLDER, not a quote]"}
+    assert placeholder_sentences([_option("box", "b1", FIVE_SLOW)]) == []  # a real quote
