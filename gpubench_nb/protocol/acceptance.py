@@ -11,22 +11,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import CorpusError, PredictionsError, ProtocolError
+from gpubench_nb.errors import CorpusError, ProtocolError
 from gpubench_nb.protocol.experiment_spec import (
     METRICS,  # the metrics a declaration may name (R1.3)
 )
-from gpubench_nb.protocol.ids import (
-    DuplicateKeyError,
-    id_key,
-    id_problem,
-    strict_json_line,
-    strict_json_loads,
-)
+from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.predictions_file import has_surrogate, lines_of_records, read_predictions
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
 
-PREDICTION_KEYS = frozenset({"id", "label"})
 # A value that equals its bound mathematically must not fail by float rounding (F1 values are
 # ratios of counts); 1e-12 is far below any difference one item can make on 10^6 items.
 _SLACK = 1e-12
@@ -72,128 +66,16 @@ class AcceptanceReport:
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading the predictions
-
-
-def _has_surrogate(text: str) -> bool:
-    # Bytes that are not UTF-8 were decoded with surrogateescape: they show as lone surrogates.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, str]:
-    """Slow path for a line the fast path did not take: (id or None, label index, error)."""
-    if not raw.strip():
-        return None, -1, "blank line; remove it (one JSON object per line)"
-    if _has_surrogate(raw):
-        return None, -1, "bytes that are not UTF-8; write the predictions as UTF-8"
-    try:
-        obj = strict_json_loads(raw)
-    except DuplicateKeyError as exc:
-        return None, -1, f"{exc}; write 'id' and 'label' once each"
-    except ValueError as exc:
-        return None, -1, f"not valid JSON ({exc})"
-    if not isinstance(obj, dict):
-        return None, -1, f'a JSON {type(obj).__name__}, not an object {{"id": ..., "label": ...}}'
-    errors = []
-    item_id = obj.get("id")
-    if "id" not in obj:
-        errors.append("field 'id' is missing")
-    elif not isinstance(item_id, str):
-        errors.append(f"'id' is a {type(item_id).__name__} ({item_id!r}), not a string")
-        item_id = None
-    label = obj.get("label")
-    label_index = -1
-    if "label" not in obj:
-        errors.append("field 'label' is missing")
-    elif not isinstance(label, str):
-        errors.append(f"'label' is a {type(label).__name__} ({label!r}), not a string")
-    elif label not in class_index:
-        errors.append(f"label {label!r} is not one of the declared classes (R1.3)")
-    else:
-        label_index = class_index[label]
-    extra = sorted(set(obj) - PREDICTION_KEYS)
-    if extra:
-        errors.append(f"extra field(s) {extra}; only 'id' and 'label' are allowed")
-    return item_id, label_index, "; ".join(errors)
-
-
-def _read(path: Path, class_index: dict[str, int]) -> tuple[list, list, list, list, bool]:
-    """Parse once with json.loads per line, cheap type checks on the fast path.
-
-    Returns (ids, label indices, line numbers that gave no record, malformed entries, bom).
-    Label index -1 marks a record whose label is unusable (it is also in ``malformed``).
-    """
-    try:
-        with open(path, "rb") as probe:
-            bom = probe.read(3) == b"\xef\xbb\xbf"
-        handle = open(  # noqa: SIM115 - closed by the with below
-            path, encoding="utf-8-sig" if bom else "utf-8", errors="surrogateescape"
-        )
-    except OSError as exc:
-        raise PredictionsError(
-            f"cannot read predictions file {path} ({exc.strerror or exc}); check that the run "
-            "wrote it",
-            rule="R1.5",
-        ) from exc
-    ids: list[str] = []
-    labels: list[int] = []
-    skipped: list[int] = []
-    malformed: list[dict[str, Any]] = []
-    add_id, add_label, class_of = ids.append, labels.append, class_index.get
-    loads = strict_json_line  # a key given twice is refused, not "last one wins"
-    with handle:
-        try:
-            for raw in handle:
-                try:
-                    obj = loads(raw)
-                except ValueError:
-                    obj = None
-                if type(obj) is dict and len(obj) == 2:
-                    item_id = obj.get("id")
-                    label = obj.get("label")
-                    if type(item_id) is str and type(label) is str:
-                        index = class_of(label)
-                        if index is not None:
-                            add_id(item_id)
-                            add_label(index)
-                            continue
-                # Slow path: the line number is the count of lines consumed so far.
-                line = len(ids) + len(skipped) + 1
-                item_id, index, error = _diagnose(raw, class_index)
-                if item_id is None:
-                    skipped.append(line)
-                else:
-                    add_id(item_id)
-                    add_label(index)
-                if error:
-                    malformed.append({"line": line, "error": error})
-        except OSError as exc:
-            raise PredictionsError(
-                f"cannot read predictions file {path} ({exc}); check the file", rule="R1.5"
-            ) from exc
-    return ids, labels, skipped, malformed, bom
-
-
-def _record_lines(count: int, skipped: list[int]) -> list[int]:
-    """Line number of each record, given the lines that produced no record."""
-    if not skipped:
-        return list(range(1, count + 1))
-    lines: list[int] = []
-    skip = set(skipped)
-    line = 0
-    while len(lines) < count:
-        line += 1
-        if line not in skip:
-            lines.append(line)
-    return lines
-
-
-# ---------------------------------------------------------------------------------------------
 # Quality
+
+
+def _require_metric(metric: str) -> None:
+    """Refuse a metric the protocol does not know (R1.3)."""
+    if metric not in METRICS:
+        raise ProtocolError(
+            f"quality.metric {metric!r} is not supported; use one of {list(METRICS)}",
+            rule="R1.3",
+        )
 
 
 def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> float:
@@ -205,11 +87,7 @@ def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes
     class; weighted = mean weighted by true support. Not a call to scikit-learn: its import
     alone costs ~1.7 s per kernel; equality with it is tested (tests/test_acceptance.py).
     """
-    if metric not in METRICS:
-        raise ProtocolError(
-            f"quality.metric {metric!r} is not supported; use one of {list(METRICS)}",
-            rule="R1.3",
-        )
+    _require_metric(metric)
     total = len(y_true)
     if metric == "accuracy":
         return float(np.count_nonzero(y_true == y_pred) / total) if total else 0.0
@@ -230,6 +108,125 @@ def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes
 # The check
 
 
+@dataclass(frozen=True)
+class _IdMatch:
+    """How the observed IDs compare with the expected ones (R1.5, R1.6)."""
+
+    ids: list[str]  # observed, in file order; canonical text unless they equal the corpus order
+    predicted: Sequence[int | None]  # label index per expected ID, None where it is missing
+    in_order: bool  # the IDs are the corpus IDs in corpus order, each once
+    missing: list[str]  # corpus order
+    duplicated: dict[str, list[int]]  # id -> every line it appears on
+    extra: list[str]  # first-appearance order
+    record_lines: list[int] | None  # line of each record; computed only when a fault needs it
+
+    @property
+    def ids_match(self) -> bool:
+        """Set equality and no duplicate (R1.5, R1.6)."""
+        return not self.missing and not self.duplicated and not self.extra
+
+
+def _match_ids(
+    expected_ids: Sequence[str], ids: list[str], labels: list[int], skipped: list[int]
+) -> _IdMatch:
+    """Compare the observed IDs with the expected ones: missing, duplicated, extra (R1.6)."""
+    # Fast path, the usual case: the IDs in corpus order, each once. Corpus IDs are unique
+    # (Corpus checks it), so an equal sequence proves set equality, no duplicate, no extra.
+    if ids == list(expected_ids):
+        return _IdMatch(ids, labels, True, [], {}, [], None)
+    # IDs compare as canonical text: equal after NFC is the same ID (protocol/ids.py).
+    ids = list(map(id_key, ids))
+    observed = dict(zip(ids, labels, strict=True))  # duplicates are reported below
+    predicted = list(map(observed.get, map(id_key, expected_ids)))  # None where missing
+    missing: list[str] = []
+    if None in predicted:
+        missing = [i for i, p in zip(expected_ids, predicted, strict=True) if p is None]
+    has_duplicates = len(observed) != len(ids)
+    # Distinct observed IDs that are not found expected ones are extra.
+    has_extra = len(observed) - (len(expected_ids) - len(missing)) > 0
+    if not (has_duplicates or has_extra):
+        return _IdMatch(ids, predicted, False, missing, {}, [], None)
+    record_lines = lines_of_records(len(ids), skipped)
+    return _IdMatch(
+        ids=ids,
+        predicted=predicted,
+        in_order=False,
+        missing=missing,
+        duplicated=_duplicated_lines(ids, record_lines) if has_duplicates else {},
+        extra=_extra_ids(ids, expected_ids) if has_extra else [],
+        record_lines=record_lines,
+    )
+
+
+def _duplicated_lines(ids: list[str], record_lines: list[int]) -> dict[str, list[int]]:
+    """Every line of each ID that appears more than once (R1.6)."""
+    twice = {item_id for item_id, n in Counter(ids).items() if n > 1}
+    duplicated: dict[str, list[int]] = {}
+    for item_id, line in zip(ids, record_lines, strict=True):
+        if item_id in twice:
+            duplicated.setdefault(item_id, []).append(line)
+    return duplicated
+
+
+def _extra_ids(ids: list[str], expected_ids: Sequence[str]) -> list[str]:
+    """Observed IDs that are not expected, in first-appearance order (R1.5)."""
+    expected_set = set(map(id_key, expected_ids))
+    return [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
+
+
+def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
+    """The extras that are a format fault, not a foreign item, at the line of first use."""
+    if not match.extra or match.record_lines is None:
+        return []
+    first_line: dict[str, int] = {}
+    for item_id, line in zip(match.ids, match.record_lines, strict=True):
+        first_line.setdefault(item_id, line)
+    faults = []
+    for item_id in match.extra:
+        if has_surrogate(item_id):
+            error = "'id' holds bytes that are not UTF-8"
+        elif (why := id_problem(item_id)) is not None:
+            error = f"'id' {item_id!r} {why}; write the ID exactly as in the corpus"
+        else:
+            continue
+        faults.append({"line": first_line[item_id], "error": error})
+    return faults
+
+
+def _quality_value(
+    expected: Corpus,
+    predicted: Sequence[int | None],
+    classes: tuple[str, ...],
+    class_index: dict[str, int],
+    metric: str,
+) -> float:
+    """The declared metric of the predictions against the corpus's gold labels (R1.3)."""
+    truth = list(map(class_index.get, expected.labels))
+    if None in truth:
+        bad = next(label for label in expected.labels if label not in class_index)
+        raise CorpusError(
+            f"the expected corpus {expected.path} has label {bad!r} outside the declared "
+            f"classes {list(classes)}; load it with classes=... (R1.3)",
+            rule="R1.5",
+        )
+    y_true = np.fromiter(truth, dtype=np.int64, count=len(truth))
+    y_pred = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
+    return quality_score(metric, y_true, y_pred, len(classes))
+
+
+def _quality_verdict(
+    quality_value: float | None, quality: QualityRule, reference_value: float | None
+) -> tuple[bool | None, bool | None, float | None]:
+    """(meets the threshold, within the tolerance, drop vs the reference); None: not judged."""
+    if quality_value is None:
+        return None, None, None
+    meets = quality_value >= quality.threshold - _SLACK
+    if reference_value is None:
+        return meets, None, None
+    within = quality_value >= reference_value - quality.tolerance - _SLACK
+    return meets, within, reference_value - quality_value
+
+
 def check_predictions(
     expected: Corpus,
     predictions_path: Path,
@@ -247,90 +244,26 @@ def check_predictions(
     path = Path(predictions_path)
     classes = tuple(classes)
     class_index = {name: i for i, name in enumerate(classes)}
-    if quality.metric not in METRICS:
-        raise ProtocolError(
-            f"quality.metric {quality.metric!r} is not supported; use one of {list(METRICS)}",
-            rule="R1.3",
-        )
-    ids, labels, skipped, malformed, bom = _read(path, class_index)
-
-    expected_ids = expected.ids
-    # Fast path, the usual case: the IDs in corpus order, each once. Corpus IDs are unique
-    # (Corpus checks it), so an equal sequence proves set equality, no duplicate, no extra.
-    in_order = ids == list(expected_ids)
-    missing: list[str] = []
-    if in_order:
-        distinct = len(ids)
-        predicted: Sequence[int | None] = labels
-    else:
-        # IDs compare as canonical text: equal after NFC is the same ID (protocol/ids.py).
-        ids = list(map(id_key, ids))
-        observed = dict(zip(ids, labels, strict=True))  # duplicates are reported below
-        distinct = len(observed)
-        predicted = list(map(observed.get, map(id_key, expected_ids)))  # None where missing
-        if None in predicted:
-            missing = [i for i, p in zip(expected_ids, predicted, strict=True) if p is None]
-    # Distinct observed IDs that are not found expected ones are extra.
-    n_extra = distinct - (len(expected_ids) - len(missing))
-    record_lines: list[int] | None = None
-    duplicated: dict[str, list[int]] = {}
-    if distinct != len(ids):
-        record_lines = _record_lines(len(ids), skipped)
-        twice = {item_id for item_id, n in Counter(ids).items() if n > 1}
-        for item_id, line in zip(ids, record_lines, strict=True):
-            if item_id in twice:
-                duplicated.setdefault(item_id, []).append(line)
-    extra: list[str] = []
-    if n_extra:
-        expected_set = set(map(id_key, expected_ids))
-        extra = [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
-        # Explain the extras that are a format fault, not a foreign item (line of first use).
-        record_lines = record_lines or _record_lines(len(ids), skipped)
-        first_line: dict[str, int] = {}
-        for item_id, line in zip(ids, record_lines, strict=True):
-            first_line.setdefault(item_id, line)
-        for item_id in extra:
-            if _has_surrogate(item_id):
-                error = "'id' holds bytes that are not UTF-8"
-            elif (why := id_problem(item_id)) is not None:
-                error = f"'id' {item_id!r} {why}; write the ID exactly as in the corpus"
-            else:
-                continue
-            malformed.append({"line": first_line[item_id], "error": error})
-        malformed.sort(key=lambda entry: entry["line"])
-
-    ids_match = not missing and not duplicated and not extra
+    _require_metric(quality.metric)
+    ids, labels, skipped, malformed, bom = read_predictions(path, class_index)
+    match = _match_ids(expected.ids, ids, labels, skipped)
+    if match.extra:
+        malformed = sorted(malformed + _extra_id_faults(match), key=lambda entry: entry["line"])
     format_valid = not malformed
-    quality_value: float | None = None
-    if ids_match and format_valid:
-        truth = list(map(class_index.get, expected.labels))
-        if None in truth:
-            bad = next(label for label in expected.labels if label not in class_index)
-            raise CorpusError(
-                f"the expected corpus {expected.path} has label {bad!r} outside the declared "
-                f"classes {list(classes)}; load it with classes=... (R1.3)",
-                rule="R1.5",
-            )
-        y_true = np.fromiter(truth, dtype=np.int64, count=len(truth))
-        y_pred = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
-        quality_value = quality_score(quality.metric, y_true, y_pred, len(classes))
-
-    meets = within = None
-    drop = None
-    if quality_value is not None:
-        meets = quality_value >= quality.threshold - _SLACK
-        if reference_value is not None:
-            drop = reference_value - quality_value
-            within = quality_value >= reference_value - quality.tolerance - _SLACK
-    accepted = bool(ids_match and format_valid and meets and (reference_value is None or within))
+    quality_value = None
+    if match.ids_match and format_valid:
+        quality_value = _quality_value(
+            expected, match.predicted, classes, class_index, quality.metric
+        )
+    meets, within, drop = _quality_verdict(quality_value, quality, reference_value)
     return AcceptanceReport(
-        expected_count=len(expected_ids),
-        observed_count=len(ids),
-        missing_ids=missing,
-        duplicated_ids=duplicated,
-        extra_ids=extra,
+        expected_count=len(expected.ids),
+        observed_count=len(match.ids),
+        missing_ids=match.missing,
+        duplicated_ids=match.duplicated,
+        extra_ids=match.extra,
         malformed_lines=malformed,
-        ids_match=ids_match,
+        ids_match=match.ids_match,
         format_valid=format_valid,
         metric=quality.metric,
         quality_value=quality_value,
@@ -339,10 +272,12 @@ def check_predictions(
         reference_value=None if reference_value is None else float(reference_value),
         meets_threshold=meets,
         within_tolerance=within,
-        corpus_accepted=accepted,
+        corpus_accepted=bool(
+            match.ids_match and format_valid and meets and (reference_value is None or within)
+        ),
         quality_drop=drop,
         bom=bom,
-        in_corpus_order=in_order if ids_match else None,
+        in_corpus_order=match.in_order if match.ids_match else None,
         corpus_revision=expected.revision,
         predictions_file=path.name,
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 
-METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.metric_value computes each
+METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
 BACKENDS = ("bow", "minilm", "hf", "causal_lm")
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
