@@ -12,11 +12,12 @@ import numpy as np
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, ProtocolError
+from gpubench_nb.protocol.corpus_file import encodable
 from gpubench_nb.protocol.experiment_spec import (
     METRICS,  # the metrics a declaration may name (R1.3)
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
-from gpubench_nb.protocol.predictions_file import has_surrogate, lines_of_records, read_predictions
+from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
@@ -183,7 +184,7 @@ def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
         first_line.setdefault(item_id, line)
     faults = []
     for item_id in match.extra:
-        if has_surrogate(item_id):
+        if not encodable(item_id):
             error = "'id' holds bytes that are not UTF-8"
         elif (why := id_problem(item_id)) is not None:
             error = f"'id' {item_id!r} {why}; write the ID exactly as in the corpus"

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import unicodedata
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -21,12 +20,14 @@ from gpubench_nb.protocol.corpus_file import (
     byte_lines,
     canonical_record,
     csv_records,
+    encodable,
     json_string,
     jsonl_records,
     looks_like_csv,
     text_lines,
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.splits import check_disjoint
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
 
@@ -105,20 +106,6 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
 
 # ---------------------------------------------------------------------------------------------
 # Reading
-
-
-def _clean_text(value: str) -> str:
-    # CRLF inside a text is a file convention, not content: a CSV re-saved with CRLF keeps its
-    # revision. Nothing else is changed: no stripping, no truncation (R2.3).
-    return value.replace("\r\n", "\n")
-
-
-def _encodable(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def load_corpus(
@@ -201,9 +188,8 @@ def _checked_items(
 ) -> tuple[list[CorpusItem], str]:
     """Check each record's ID, text and label; the items and the canonical revision."""
     id_field, text_field, label_field = fields
+    ids = _IdLedger(id_field, problems)
     allowed = None if classes is None else frozenset(classes)
-    first_line: dict[str, int] = {}  # NFC key -> line of first use
-    written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
     items: list[CorpusItem] = []
     revision = Revision()
     pending, kinds = revision.pending, problems.kinds
@@ -212,17 +198,42 @@ def _checked_items(
         item_id = record.get(id_field)
         body = record.get(text_field)
         label = record.get(label_field)
-        bad = False
+        # Every field is checked, so that one pass lists every problem of the record.
+        good_id = ids.admit(item_id, number, escaped)
+        good_text = _text_ok(body, number, escaped, text_field, problems)
+        good_label = _label_ok(label, number, label_field, allowed, problems)
+        if good_id and good_text and good_label and not kinds:  # once refused, only problems
+            # CRLF inside a text is a file convention, not content: a CSV re-saved with CRLF
+            # keeps its revision. Nothing else changes: no stripping, no truncation (R2.3).
+            text = body.replace("\r\n", "\n") if "\r" in body else body
+            pending.append(f"[{json_string(item_id)},{json_string(text)},{label_json[label]}]")
+            if len(pending) >= HASH_CHUNK:
+                revision.flush()
+            items.append(CorpusItem(item_id, text if keep_texts else "", label))
+    return items, revision.hexdigest()
+
+
+class _IdLedger:
+    """The IDs met so far: each must be a string, canonical text, valid Unicode and new (R1.2)."""
+
+    def __init__(self, id_field: str, problems: Problems) -> None:
+        self.id_field = id_field
+        self.problems = problems
+        self.first_line: dict[str, int] = {}  # NFC key -> line of first use
+        self.written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
+
+    def admit(self, item_id: Any, number: int, escaped: bool) -> bool:
+        """Record the ID of line ``number``; False (and a problem added) when it is refused."""
         if type(item_id) is not str:
             what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
-            problems.add(
+            self.problems.add(
                 f"id-{type(item_id).__name__}",
                 number,
-                f"line {number} [R1.2]: field {id_field!r} is {what}; give every item "
+                f"line {number} [R1.2]: field {self.id_field!r} is {what}; give every item "
                 "a unique string ID",
             )
-            bad = True
-        elif (
+            return False
+        if (
             not (  # the usual ID, printable ASCII without an edge space (id_problem's own)
                 item_id.isascii()
                 and item_id.isprintable()
@@ -231,73 +242,85 @@ def _checked_items(
             )
             and (why := id_problem(item_id)) is not None
         ):
-            problems.add(
+            self.problems.add(
                 "id-form",
                 number,
                 f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
                 "non-empty, no surrounding whitespace, no control or line-separator character",
             )
-            bad = True
-        elif escaped and not _encodable(item_id):
-            problems.add(
+            return False
+        if escaped and not encodable(item_id):
+            self.problems.add(
                 "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
             )
-            bad = True
-        elif (key := item_id if item_id.isascii() else id_key(item_id)) in first_line:
-            first = first_line[key]
-            first_id = written.get(key, key)
-            same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
-            problems.add(
-                "id-duplicate",
-                number,
-                f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
-                f"{first}); every ID must be unique",
-            )
-            bad = True
-        else:
-            first_line[key] = number
-            if key is not item_id and key != item_id:
-                written[key] = item_id
-        if type(body) is not str or not body or body.isspace():  # no copy of the text
-            what = "missing" if body is None else repr(body)[:40]
-            problems.add(
-                "text-missing" if body is None else "text-empty",
-                number,
-                f"line {number}: text field {text_field!r} is {what}; every item "
-                "needs a non-empty text",
-            )
-            bad = True
-        elif escaped and not _encodable(body):
-            problems.add(
-                "text-unicode",
-                number,
-                f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
-            )
-            bad = True
-        if type(label) is not str or not label:
-            what = "missing" if label is None else repr(label)[:40]
-            problems.add(
-                "label-missing" if label is None else "label-empty",
-                number,
-                f"line {number} [R1.3]: label field {label_field!r} is {what}; "
-                "every item needs its verified gold label",
-            )
-            bad = True
-        elif allowed is not None and label not in allowed:
-            problems.add(
-                f"label-undeclared {label!r}",
-                number,
-                f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
-                f"{sorted(allowed)}; fix the label or declare the class",
-            )
-            bad = True
-        if not bad and not kinds:  # once refused, only the problems are still of use
-            text = body.replace("\r\n", "\n") if "\r" in body else body  # _clean_text
-            pending.append(f"[{json_string(item_id)},{json_string(text)},{label_json[label]}]")
-            if len(pending) >= HASH_CHUNK:
-                revision.flush()
-            items.append(CorpusItem(item_id, text if keep_texts else "", label))
-    return items, revision.hexdigest()
+            return False
+        key = item_id if item_id.isascii() else id_key(item_id)
+        if key in self.first_line:
+            self._duplicate(item_id, key, number)
+            return False
+        self.first_line[key] = number
+        if key is not item_id and key != item_id:
+            self.written[key] = item_id
+        return True
+
+    def _duplicate(self, item_id: str, key: str, number: int) -> None:
+        first_id = self.written.get(key, key)
+        same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
+        self.problems.add(
+            "id-duplicate",
+            number,
+            f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
+            f"{self.first_line[key]}); every ID must be unique",
+        )
+
+
+def _text_ok(body: Any, number: int, escaped: bool, text_field: str, problems: Problems) -> bool:
+    """A text is a non-empty, not blank, valid Unicode string; False adds the problem."""
+    if type(body) is not str or not body or body.isspace():  # no copy of the text
+        what = "missing" if body is None else repr(body)[:40]
+        problems.add(
+            "text-missing" if body is None else "text-empty",
+            number,
+            f"line {number}: text field {text_field!r} is {what}; every item "
+            "needs a non-empty text",
+        )
+        return False
+    if escaped and not encodable(body):
+        problems.add(
+            "text-unicode",
+            number,
+            f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
+        )
+        return False
+    return True
+
+
+def _label_ok(
+    label: Any,
+    number: int,
+    label_field: str,
+    allowed: frozenset[str] | None,
+    problems: Problems,
+) -> bool:
+    """A label is a non-empty string among the declared classes (R1.3); False adds the problem."""
+    if type(label) is not str or not label:
+        what = "missing" if label is None else repr(label)[:40]
+        problems.add(
+            "label-missing" if label is None else "label-empty",
+            number,
+            f"line {number} [R1.3]: label field {label_field!r} is {what}; "
+            "every item needs its verified gold label",
+        )
+        return False
+    if allowed is not None and label not in allowed:
+        problems.add(
+            f"label-undeclared {label!r}",
+            number,
+            f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
+            f"{sorted(allowed)}; fix the label or declare the class",
+        )
+        return False
+    return True
 
 
 def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True) -> Corpus:
@@ -343,63 +366,3 @@ def load_declared_corpora(exp: Any) -> tuple[Corpus, dict[str, Corpus]]:
 def write_expected_ids(corpus: Corpus, path: Path) -> None:
     """Write the expected IDs, one a line, in corpus order (R1.2), atomically."""
     write_text_atomic(Path(path), "".join(f"{item_id}\n" for item_id in corpus.ids))
-
-
-# ---------------------------------------------------------------------------------------------
-# R1.4: splits stay separate
-
-
-def normalise_text(text: str) -> str:
-    """NFKC, casefold and collapse whitespace: the form in which two texts count as identical.
-
-    Unicode normalisation first, so that "é" typed as one code point or as "e" + a combining
-    accent, or a full-width "Ａ", do not let the same text pass as two (R1.4, issue 11 §6).
-    """
-    folded = unicodedata.normalize("NFKC", text).casefold()
-    return " ".join(unicodedata.normalize("NFKC", folded).split())
-
-
-def _overlap(a: Corpus, b: Corpus) -> tuple[list[str], list[tuple[str, str]]]:
-    b_ids = set(map(id_key, b.ids))
-    shared_ids = [item_id for item_id in a.ids if id_key(item_id) in b_ids]
-    b_texts: dict[str, str] = {}
-    for item in b.items:
-        b_texts.setdefault(normalise_text(item.text), item.id)
-    shared_texts = [
-        (item.id, b_texts[key]) for item in a.items if (key := normalise_text(item.text)) in b_texts
-    ]
-    return shared_ids, shared_texts
-
-
-def check_disjoint(eval: Corpus, others: Mapping[str, Corpus]) -> None:
-    """Refuse any shared ID or identical normalised text between splits (R1.4).
-
-    ``eval`` is compared with every other split, and the other splits with each other (a tune
-    set that holds training items tunes on what was fitted).
-    """
-    pairs = [("eval", eval, name, corpus) for name, corpus in others.items()]
-    names = list(others)
-    for i, first in enumerate(names):
-        for second in names[i + 1 :]:
-            pairs.append((first, others[first], second, others[second]))
-    problems = []
-    for a_name, a, b_name, b in pairs:
-        shared_ids, shared_texts = _overlap(a, b)
-        if shared_ids:
-            problems.append(
-                f"{len(shared_ids)} ID(s) in both {a_name} ({a.path.name}) and {b_name} "
-                f"({b.path.name}), e.g. {shared_ids[:5]}"
-            )
-        if shared_texts:
-            examples = [f"{a_name}:{x} = {b_name}:{y}" for x, y in shared_texts[:5]]
-            problems.append(
-                f"{len(shared_texts)} text(s) identical after Unicode normalisation, casefolding "
-                f"and whitespace collapsing in both {a_name} and {b_name}, e.g. {examples}"
-            )
-    if problems:
-        raise CorpusError(
-            "training, tuning and evaluation data overlap: "
-            + "; ".join(problems)
-            + "; remove the shared items from the training or tuning split",
-            rule="R1.4",
-        )

@@ -44,6 +44,16 @@ class Problems:
         return out
 
 
+def encodable(text: str) -> bool:
+    """True when ``text`` encodes as UTF-8: no lone surrogate, whether from a ``\\uD800``
+    escape or from bytes that were not UTF-8, read with ``errors="surrogateescape"``."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def canonical_record(item_id: str, text: str, label: str) -> str:
     """``json.dumps([id, text, label], ensure_ascii=False, separators=(",", ":"))``, written
     out: the same C string escaper, without building an encoder per item (issue 25)."""

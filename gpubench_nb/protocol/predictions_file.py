@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpubench_nb.errors import PredictionsError
-from gpubench_nb.protocol.corpus_file import BOM
+from gpubench_nb.protocol.corpus_file import BOM, encodable
 from gpubench_nb.protocol.ids import DuplicateKeyError, strict_json_line, strict_json_loads
 
 PREDICTION_KEYS = frozenset({"id", "label"})
@@ -23,21 +23,11 @@ class PredictionLines(NamedTuple):
     bom: bool  # the file started with a UTF-8 BOM (tolerated)
 
 
-def has_surrogate(text: str) -> bool:
-    """True when ``text`` holds bytes that were not UTF-8 (read with surrogateescape)."""
-    # Bytes that are not UTF-8 were decoded with surrogateescape: they show as lone surrogates.
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
 def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, str]:
     """Slow path for a line the fast path did not take: (id or None, label index, error)."""
     if not raw.strip():
         return None, -1, "blank line; remove it (one JSON object per line)"
-    if has_surrogate(raw):
+    if not encodable(raw):
         return None, -1, "bytes that are not UTF-8; write the predictions as UTF-8"
     try:
         obj = strict_json_loads(raw)

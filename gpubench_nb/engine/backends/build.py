@@ -43,7 +43,7 @@ def _load_split(exp: Any, split: str) -> Any:
 
 def _check_disjoint(exp: Any, train: Any, tune: Any) -> None:
     """R1.4: never build on an item of the evaluation corpus."""
-    from gpubench_nb.protocol.corpus import check_disjoint
+    from gpubench_nb.protocol.splits import check_disjoint
 
     check_disjoint(_load_split(exp, "eval"), {"train": train, "tune": tune})
 
