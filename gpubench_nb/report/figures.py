@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
@@ -46,66 +47,96 @@ def _runs_figure(
         return None
     bundles = _ordered(frame["bundle"])
     variants = _ordered(frame["variant_id"])
-    width = 0.7 / len(bundles)  # each bundle gets its own slot beside the variant's tick
     fig = Figure(figsize=(1.2 + 3.6 * len(phases), 4.2), layout="constrained")
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     for ax, phase in zip(axes, phases, strict=True):
-        labels = []
-        drawn: list[float] = []
-        for i, variant in enumerate(variants):
-            failed_here = 0
-            for j, bundle in enumerate(bundles):
-                part = frame[
-                    (frame["bundle"] == bundle)
-                    & (frame["variant_id"] == variant)
-                    & (frame["phase"] == phase)
-                ]
-                failed = part["failed"].astype(bool)
-                failed_here += int(failed.sum())
-                timed = part[~failed]
-                keep = [not math.isnan(v) for v in timed[column]]
-                values = [float(v) for v, k in zip(timed[column], keep, strict=True) if k]
-                runs = [r for r, k in zip(timed["run_index"], keep, strict=True) if k]
-                if not values:
-                    continue  # a failed run is listed in the failures table, never drawn (R5.8)
-                drawn += values
-                x = i + (j - (len(bundles) - 1) / 2) * width
-                colour = _COLOURS[j % len(_COLOURS)]
-                spread = [
-                    x + width * 0.3 * (k / max(len(values) - 1, 1) - 0.5)
-                    for k in range(len(values))
-                ]
-                ax.scatter(spread, values, s=18, color=colour, alpha=0.75, zorder=3)
-                for k in outlier_indices(values):  # kept and marked, never dropped (R3.6)
-                    ax.scatter(
-                        [spread[k]], [values[k]], s=90, marker="o", facecolors="none",
-                        edgecolors=_OUTLIER_COLOUR, linewidths=2, zorder=5,
-                    )  # fmt: skip
-                    ax.annotate(
-                        f"run {runs[k]}", (spread[k], values[k]), xytext=(6, 0),
-                        textcoords="offset points", fontsize=8, color=_OUTLIER_COLOUR,
-                    )  # fmt: skip
-                ax.vlines(x, min(values), max(values), color=colour, linewidth=1.5, zorder=2)
-                ax.hlines(
-                    statistics.median(values),
-                    x - width * 0.4,
-                    x + width * 0.4,
-                    color="black",
-                    linewidth=2.5,
-                    zorder=4,
-                )
-            labels.append(f"{variant}\n({failed_here} failed)" if failed_here else variant)
-        ax.set_xticks(range(len(variants)), labels)
-        ax.set_xlim(-0.6, len(variants) - 0.4)
-        positive = [v for v in drawn if v > 0]
-        if positive and max(positive) > LOG_SPAN_RATIO * min(positive):
-            ax.set_yscale("log")
-            ax.set_ylabel(f"{ylabel} (log scale: values span > {LOG_SPAN_RATIO:g}×)")
-        else:
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel(ylabel)
+        _phase_facet(ax, frame[frame["phase"] == phase], column, bundles, variants, ylabel)
         ax.set_title(phase)
-        ax.grid(axis="y", alpha=0.3)
+    handles = _legend_handles(bundles)
+    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
+def _phase_facet(
+    ax: Axes,
+    frame: pd.DataFrame,
+    column: str,
+    bundles: Sequence[str],
+    variants: Sequence[str],
+    ylabel: str,
+) -> None:
+    """One phase's runs: a tick per variant, a slot per bundle beside it, failures counted."""
+    width = 0.7 / len(bundles)  # each bundle gets its own slot beside the variant's tick
+    labels = []
+    drawn: list[float] = []
+    for i, variant in enumerate(variants):
+        failed_here = 0
+        for j, bundle in enumerate(bundles):
+            part = frame[(frame["bundle"] == bundle) & (frame["variant_id"] == variant)]
+            values, runs, failed = _timed_runs(part, column)
+            failed_here += failed
+            if not values:
+                continue  # a failed run is listed in the failures table, never drawn (R5.8)
+            drawn += values
+            x = i + (j - (len(bundles) - 1) / 2) * width
+            _draw_runs(ax, x, width, values, runs, _COLOURS[j % len(_COLOURS)])
+        labels.append(f"{variant}\n({failed_here} failed)" if failed_here else variant)
+    ax.set_xticks(range(len(variants)), labels)
+    ax.set_xlim(-0.6, len(variants) - 0.4)
+    _value_axis(ax, drawn, ylabel)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def _timed_runs(part: pd.DataFrame, column: str) -> tuple[list[float], list[Any], int]:
+    """(values, their run indices, failed runs): the runs that did not fail and have a value."""
+    failed = part["failed"].astype(bool)
+    timed = part[~failed]
+    keep = [not math.isnan(v) for v in timed[column]]
+    values = [float(v) for v, k in zip(timed[column], keep, strict=True) if k]
+    runs = [r for r, k in zip(timed["run_index"], keep, strict=True) if k]
+    return values, runs, int(failed.sum())
+
+
+def _draw_runs(
+    ax: Axes, x: float, width: float, values: list[float], runs: list[Any], colour: str
+) -> None:
+    """Every run a point, outliers ringed and named, min–max a line, the median a tick."""
+    spread = [x + width * 0.3 * (k / max(len(values) - 1, 1) - 0.5) for k in range(len(values))]
+    ax.scatter(spread, values, s=18, color=colour, alpha=0.75, zorder=3)
+    for k in outlier_indices(values):  # kept and marked, never dropped (R3.6)
+        ax.scatter(
+            [spread[k]], [values[k]], s=90, marker="o", facecolors="none",
+            edgecolors=_OUTLIER_COLOUR, linewidths=2, zorder=5,
+        )  # fmt: skip
+        ax.annotate(
+            f"run {runs[k]}", (spread[k], values[k]), xytext=(6, 0),
+            textcoords="offset points", fontsize=8, color=_OUTLIER_COLOUR,
+        )  # fmt: skip
+    ax.vlines(x, min(values), max(values), color=colour, linewidth=1.5, zorder=2)
+    ax.hlines(
+        statistics.median(values),
+        x - width * 0.4,
+        x + width * 0.4,
+        color="black",
+        linewidth=2.5,
+        zorder=4,
+    )
+
+
+def _value_axis(ax: Axes, drawn: list[float], ylabel: str) -> None:
+    """Logarithmic when the values span more than LOG_SPAN_RATIO, else linear from zero."""
+    positive = [v for v in drawn if v > 0]
+    if positive and max(positive) > LOG_SPAN_RATIO * min(positive):
+        ax.set_yscale("log")
+        ax.set_ylabel(f"{ylabel} (log scale: values span > {LOG_SPAN_RATIO:g}×)")
+    else:
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel(ylabel)
+
+
+def _legend_handles(bundles: Sequence[str]) -> list[Line2D]:
+    """The marks explained; a colour per bundle when several are compared."""
     handles = [
         Line2D([], [], marker="o", linestyle="", color="grey", label="one run"),
         Line2D([], [], color="black", linewidth=2.5, label="median"),
@@ -121,9 +152,7 @@ def _runs_figure(
             Line2D([], [], marker="o", linestyle="", color=_COLOURS[j % len(_COLOURS)], label=b)
             for j, b in enumerate(bundles)
         ]
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8)
-    fig.suptitle(title)
-    return fig
+    return handles
 
 
 def elapsed_figure(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> Figure | None:
