@@ -92,6 +92,29 @@ def load_offers(path: str | Path) -> dict[str, Offer]:
 
 
 def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
+    """One entry of the offers table, checked field by field in the order written below."""
+    offer_id = _offer_id(path, index, entry)
+    where = f"{path}: offer {offer_id!r} (offers[{index}])"
+    _check_field_names(where, entry)
+    placeholder = _placeholder(where, entry.get("placeholder", False))
+    for name in ("provider", "gpu_model"):
+        if not isinstance(entry[name], str) or not entry[name].strip():
+            raise EconomicsError(
+                f"{where} field {name!r}: must be non-empty text, got {entry[name]!r}",
+                rule="R5.1",
+            )
+    return Offer(
+        id=offer_id,
+        provider=entry["provider"],
+        gpu_model=entry["gpu_model"],
+        gpus_per_lot=_gpus_per_lot(where, entry["gpus_per_lot"]),
+        package_price_usd_minor=_package_prices(where, entry["package_price_usd_minor"]),
+        placeholder=placeholder,
+    )
+
+
+def _offer_id(path: Path, index: int, entry: Any) -> str:
+    """The id of a mapping entry: non-empty text without surrounding spaces (R5.1)."""
     where = f"{path}: offers[{index}]"
     if not isinstance(entry, dict):
         raise EconomicsError(f"{where}: an offer must be a mapping, got {entry!r}", rule="R5.1")
@@ -102,8 +125,11 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
             f"got {offer_id!r}",
             rule="R5.1",
         )
-    where = f"{path}: offer {offer_id!r} (offers[{index}])"
+    return offer_id
 
+
+def _check_field_names(where: str, entry: dict[str, Any]) -> None:
+    """Exactly the offer fields, and optionally ``placeholder`` (R5.1)."""
     unknown = sorted(set(entry) - set(_OFFER_FIELDS) - set(_OPTIONAL_FIELDS), key=str)
     missing = [name for name in _OFFER_FIELDS if name not in entry]
     if unknown or missing:
@@ -113,7 +139,10 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
             f"{list(_OPTIONAL_FIELDS)}",
             rule="R5.1",
         )
-    placeholder = entry.get("placeholder", False)
+
+
+def _placeholder(where: str, placeholder: Any) -> bool:
+    """``placeholder: true`` marks invented example prices, not a quote (issue 24 §3)."""
     if not isinstance(placeholder, bool):
         raise EconomicsError(
             f"{where} field 'placeholder': must be true (invented example prices, not a quote) "
@@ -121,22 +150,22 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
             "once the prices are a real quote",
             rule="R5.1",
         )
-    for name in ("provider", "gpu_model"):
-        if not isinstance(entry[name], str) or not entry[name].strip():
-            raise EconomicsError(
-                f"{where} field {name!r}: must be non-empty text, got {entry[name]!r}",
-                rule="R5.1",
-            )
+    return placeholder
 
-    gpus = entry["gpus_per_lot"]
+
+def _gpus_per_lot(where: str, gpus: Any) -> int:
+    """The GPUs in one billed lot: a whole number >= 1 (R5.2)."""
     if not _is_int(gpus) or gpus < 1:
         raise EconomicsError(
             f"{where} field 'gpus_per_lot': must be a whole number >= 1, got {gpus!r}; "
             "fix: the GPUs in one billed lot (2 for a B200 lot, usually 1 otherwise)",
             rule="R5.2",
         )
+    return gpus
 
-    prices = entry["package_price_usd_minor"]
+
+def _package_prices(where: str, prices: Any) -> dict[int, int]:
+    """Days -> cents for exactly the whole packages of DURATIONS_DAYS (R5.1), prices >= 1 (R4.2)."""
     if not isinstance(prices, dict):
         raise EconomicsError(
             f"{where} field 'package_price_usd_minor': must map 3, 7 and 30 (days) to a price "
@@ -168,14 +197,7 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
             f"package(s); fix: give the whole-package price for each of {_durations_text()} days",
             rule="R5.1",
         )
-    return Offer(
-        id=offer_id,
-        provider=entry["provider"],
-        gpu_model=entry["gpu_model"],
-        gpus_per_lot=gpus,
-        package_price_usd_minor={d: prices[d] for d in DURATIONS_DAYS},
-        placeholder=placeholder,
-    )
+    return {d: prices[d] for d in DURATIONS_DAYS}
 
 
 def resolve_offer(offers: Mapping[str, Offer], name: str) -> Offer:
@@ -232,8 +254,7 @@ def package_quote(
     """Price ``days`` days of ``offer``: whole package × lots (R5.1); lots = ceil(gpus / lot)."""
     if not _is_int(days) or days not in DURATIONS_DAYS:
         raise EconomicsError(
-            f"days must be one of {', '.join(map(str, DURATIONS_DAYS))} (whole packages), "
-            f"got {days!r}",
+            f"days must be one of {_durations_text()} (whole packages), got {days!r}",
             rule="R5.1",
         )
     if (lots is None) == (gpus is None):
