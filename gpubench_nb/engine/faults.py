@@ -8,6 +8,9 @@ Grammar (whitespace ignored, case-sensitive)::
            | "error"    raise InjectedFault (a RuntimeError)
            | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
            | "hang"     sleep forever (for dead-kernel / timeout handling)
+           | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
+                        raised at the next device synchronisation (``surface_pending``), or at
+                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would (issue 23 §5)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
            | "load"       inside the timed load phase, before the backend loads
     FILTER = "variant:" ID                the variant id (e.g. b4)
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 from gpubench_nb.errors import ProtocolError
 
 ENV_VAR = "GPUBENCH_FAULT"
-KINDS = ("oom", "error", "crash", "hang")
+KINDS = ("oom", "error", "crash", "hang", "cudaerror")
 PASSES = ("measured", "warmup", "any")
 CRASH_EXIT_CODE = 13
 
@@ -44,6 +47,20 @@ class FaultSpecError(ProtocolError):
 
 class InjectedFault(RuntimeError):
     """The exception raised by an ``error@...`` fault."""
+
+
+class InjectedDeviceError(RuntimeError):
+    """The exception of a ``cudaerror@...`` fault; its text reads as a CUDA error does."""
+
+
+_PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
+
+
+def surface_pending() -> None:
+    """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
+    error, as CUDA's: it stays until the process ends)."""
+    if _PENDING:
+        raise _PENDING[0]
 
 
 @dataclass(frozen=True)
@@ -168,7 +185,8 @@ class FaultPlan:
 
 
 def trigger(fault: Fault, where: str) -> None:
-    """Make ``fault`` happen now; ``where`` says where, for the message (never returns)."""
+    """Make ``fault`` happen now; ``where`` says where, for the message (never returns, except
+    ``cudaerror`` without CUDA_LAUNCH_BLOCKING=1, which only launches its error)."""
     message = f"injected by {ENV_VAR}={fault.spec} at {where}"
     if fault.kind == "oom":
         import torch
@@ -176,6 +194,12 @@ def trigger(fault: Fault, where: str) -> None:
         raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({message})")
     if fault.kind == "error":
         raise InjectedFault(message)
+    if fault.kind == "cudaerror":
+        error = InjectedDeviceError(f"CUDA error: device-side assert triggered ({message})")
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            raise error  # synchronous launches: the error shows at its own batch
+        _PENDING.append(error)
+        return
     if fault.kind == "crash":
         os._exit(CRASH_EXIT_CODE)
     while True:  # "hang": only an outside timeout or kill ends this

@@ -1,4 +1,4 @@
-"""The ``bow`` preset: EmbeddingBag over MiniLM WordPiece IDs + linear, built from the seed."""
+"""The ``bow`` preset: EmbeddingBag over MiniLM WordPiece IDs (shipped) + linear, from the seed."""
 
 from __future__ import annotations
 
@@ -23,9 +23,9 @@ from gpubench_nb.engine.backends.presets import (
     copy_tokenizer,
     encode_labels,
     macro_f1,
-    minilm_source_dir,
     select_subset,
     staged_build,
+    wordpiece_dir,
     write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer
@@ -152,7 +152,7 @@ def build_bow(
         require_positive(opts, key, int)
     require_positive(opts, "learning_rate", float)
     classes = tuple(classes)
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else minilm_source_dir()
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir)
     y_train = encode_labels(train_labels, classes, "train")
     y_tune = encode_labels(tune_labels, classes, "tune")
