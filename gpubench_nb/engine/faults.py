@@ -56,6 +56,11 @@ class InjectedDeviceError(RuntimeError):
 _PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
 
 
+def clear_pending() -> None:
+    """Forget launched errors (tests only: a real CUDA error lasts as long as the process)."""
+    _PENDING.clear()
+
+
 def surface_pending() -> None:
     """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
     error, as CUDA's: it stays until the process ends)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -268,6 +269,11 @@ def _where(exc: Exception, stage: str, number: int, total: int | str, track: Syn
     synchronised = stage in ("synchronisation", "writing predictions") and number > 0
     if failure_kind(exc) != "device" or not (stage == "forward" or synchronised):
         return f"batch {number} of {total}" if stage == "forward" else stage
+    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":  # every launch synchronous
+        return (
+            f"batch {number} of {total} (a CUDA error; CUDA_LAUNCH_BLOCKING=1 makes every "
+            "launch synchronous, so the failing kernel is in this batch)"
+        )
     first = track.synced_after + 1
     launched = f"batch {first}" if first >= number else f"batches {first}-{number}"
     if synchronised:
