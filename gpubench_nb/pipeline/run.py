@@ -169,6 +169,23 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError)
 
 
+def _generation_facts(record: dict[str, Any], notes: list[str]) -> None:
+    """A causal LM's effective generation config, top-level in run.json and in the notes
+    (R2.5, issue 23 §7): only declared options; the folder's others are named as overridden."""
+    described = record.get("backend") or {}
+    if "generation_config_effective" not in described:
+        return
+    effective = described["generation_config_effective"]
+    overridden = described.get("generation_config_folder_overridden") or []
+    record["generation_config_effective"] = effective
+    record["generation_config_folder_overridden"] = overridden
+    options = " ".join(f"{k}={v}" for k, v in sorted(effective.items()))
+    notes.append(
+        f"R2.5 generation config effective: {options}; model folder options overridden: "
+        + (", ".join(overridden) or "none")
+    )
+
+
 def _seconds_note(loaded: LoadOutcome) -> str:
     """The figures kept apart from load_seconds, for the notes (R3.2, issue 23 §1)."""
 
@@ -338,6 +355,7 @@ def _execute_run(
             record["tokenizer_revision"] = backend.tokenizer_revision
             if hasattr(backend, "describe"):
                 record["backend"] = backend.describe()
+                _generation_facts(record, load_facts)
 
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []

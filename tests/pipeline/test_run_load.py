@@ -322,3 +322,24 @@ def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch): 
     )
     assert record["weight_residency_at_load_start"]["resident_fraction"] == "not observable"
     assert "page cache at load start: not observable" in record["notes"]
+
+
+def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
+    """A causal LM's effective generation config is a top-level run.json key and a note
+    naming the folder options that were overridden (issue 23 §7, R2.5)."""
+    record = {
+        "backend": {
+            "generation_config_effective": {"do_sample": False, "max_new_tokens": 3},
+            "generation_config_folder_overridden": ["min_new_tokens", "suppress_tokens"],
+        }
+    }
+    notes: list[str] = []
+    runmod._generation_facts(record, notes)
+    assert record["generation_config_effective"] == {"do_sample": False, "max_new_tokens": 3}
+    assert notes == [
+        "R2.5 generation config effective: do_sample=False max_new_tokens=3; model folder "
+        "options overridden: min_new_tokens, suppress_tokens"
+    ]
+    bow: list[str] = []
+    runmod._generation_facts({"backend": {"backend": "bow"}}, bow)
+    assert bow == []
