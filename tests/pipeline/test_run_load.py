@@ -343,3 +343,10 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
     bow: list[str] = []
     runmod._generation_facts({"backend": {"backend": "bow"}}, bow)
     assert bow == []
+
+
+def test_cold_note_states_the_cublas_workspace() -> None:
+    """The cold row's note says its peak includes the 32 MiB cuBLAS workspace (issue 23 §6);
+    a warm note does not claim it."""
+    assert "cuBLAS workspace (32 MiB" in runmod._phase_note("cold", 0)
+    assert "cuBLAS" not in runmod._phase_note("warm", 2)
