@@ -99,10 +99,18 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "dropped_tokens": run.get("dropped_tokens"),
         "tokens_processed": run.get("tokens_processed"),  # where the backend counts them
         "off_label_answers": run.get("off_label_answers"),
+        # issue 23 §3: what the GPU ran at during the timed pass (engine/clocks.py)
+        "gpu_clock_flags": "; ".join((run.get("gpu_telemetry") or {}).get("flags") or []) or None,
+        "energy_joules": _energy(run.get("gpu_telemetry")),
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
     }
+
+
+def _energy(telemetry: Any) -> float | None:
+    value = (telemetry or {}).get("energy_joules") if isinstance(telemetry, dict) else None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _label(path: Path, lock: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:

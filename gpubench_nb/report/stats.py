@@ -163,6 +163,23 @@ def anchor_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[st
     return found
 
 
+def clock_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[str]:
+    """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
+    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``, issue 23 §3)."""
+    frame = rows_to_frame(rows)
+    if "gpu_clock_flags" not in frame.columns:
+        return []
+    found = []
+    for row in frame.to_dict(orient="records"):
+        flags = row.get("gpu_clock_flags")
+        if isinstance(flags, str) and flags:
+            found.append(
+                f"{row['bundle']} / {row['variant_id']} / {row['phase']} run {row['run_index']}: "
+                f"{flags}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
+            )
+    return found
+
+
 def failures(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
     """Every failed observation with its error and notes: listed, never a zero (R3.6, R5.8)."""
     frame = rows_to_frame(rows)
