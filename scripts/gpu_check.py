@@ -13,11 +13,14 @@ check FAILs. The checks:
   at least the sum of the delays.
 - ``memory/peak-reset-allocated`` and ``memory/peak-reset-reserved``: a 1 GiB temporary freed
   before ``MemoryProbe.begin`` must not appear in the next peaks (reserved: after empty_cache).
-- ``cold/<backend>/<precision>/b<batch>``: a real fresh process per row runs the production load
-  (``pipeline.run._load``: context, fingerprints, timed load) then a cold pass, warm-up passes
-  and a warm pass: no forward during load, the cold pass is the first forward, context and
-  fingerprint times recorded apart, events within bounds of each pass, peak >= weight bytes,
-  allocated <= reserved (R3.8, R3.9). bf16 included.
+- ``cold/<backend>/<precision>/b<batch>`` (``--rows``, six by default: each fresh process pays
+  8-11 s of imports on a GPU server): a real fresh process per row runs the production load
+  (``pipeline.run._load``: imports, context, fingerprints, residency, timed load) then a cold
+  pass, warm-up passes and a warm pass: no forward during load, the cold pass is the first
+  forward, import, context and fingerprint times recorded apart, events within bounds of each
+  pass, peak >= weight bytes, allocated <= reserved (R3.8, R3.9). bf16 included.
+- the issue-23 figures, ``scripts/gpu_check_figures.py`` (imports, residency, clocks, module
+  loading, asynchronous errors, cuBLAS workspace, generation options).
 - ``environment``: the numerics, SKU and process survey are recorded, "not observable" where
   NVML cannot be asked, never empty (R2.4, R2.5).
 
