@@ -20,6 +20,7 @@ from gpubench_nb.engine.backends.bow import build_bow
 from gpubench_nb.engine.backends.build import build_model
 from gpubench_nb.engine.backends.minilm import build_minilm
 from gpubench_nb.engine.backends.presets import BuildReport, minilm_source_dir, wordpiece_dir
+from gpubench_nb.engine.backends.registry import REGISTRY, BackendEntry, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
@@ -55,18 +56,10 @@ def load_backend(
         "precision": precision,
         "revisions": revisions,
     }
-    if model.backend == "bow":
-        from gpubench_nb.engine.backends.bow import BowBackend as backend_class
-    elif model.backend == "minilm":
-        from gpubench_nb.engine.backends.minilm import MinilmBackend as backend_class
-    elif model.backend == "hf":
-        from gpubench_nb.engine.backends.hf import HfBackend as backend_class
-    elif model.backend == "causal_lm":
-        from gpubench_nb.engine.backends.causal_lm import CausalLmBackend as backend_class
-
+    entry = backend_entry(model.backend)  # the registry, not a chain of names (issue 21)
+    backend_class = entry.backend_class()
+    if entry.prompt:
         kwargs["prompt"] = model.prompt  # the declared prompt, frozen in the lock (R1.3, R2.5)
-    else:
-        raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
     try:
         return backend_class(model.path, tokenizer.path, **kwargs)
     except (BackendError, torch.cuda.OutOfMemoryError):
@@ -80,16 +73,12 @@ def load_backend(
 def revision_files(model: Any, tokenizer: Any) -> tuple[list[Path], list[Path]]:
     """The model files and the tokenizer files whose SHA-256 are the two revisions (R1.1):
     every file load_backend (and transformers under it) reads in each folder."""
-    from gpubench_nb.engine.backends import bow, hf, minilm
     from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 
-    listers = {"bow": bow.model_files, "minilm": minilm.model_files, "hf": hf.model_files}
-    listers["causal_lm"] = hf.model_files  # the same config.json + weights (R1.1)
-    if model.backend not in listers:
-        raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
+    entry = backend_entry(model.backend)
     model_dir = require_folder(model.path, "model.path")
     tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
-    return listers[model.backend](model_dir), tokenizer_files(tokenizer_dir)
+    return entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
 
 
 def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
@@ -106,10 +95,13 @@ __all__ = [
     "BACKENDS",
     "BATCHINGS",
     "PRECISIONS",
+    "REGISTRY",
     "Backend",
+    "BackendEntry",
     "Batch",
     "BuildReport",
     "Tokenized",
+    "backend_entry",
     "build_bow",
     "build_minilm",
     "build_model",

@@ -27,14 +27,8 @@ _TOKENIZER_SUPPORT = (
     "transformers.convert_slow_tokenizer",
     "tokenizers.trainers",
 )
-_BACKEND_MODULES = {
-    "bow": ("safetensors.torch", "gpubench_nb.engine.backends.bow"),
-    # every backend: the failure explainer used inside load_backend
-    "": ("gpubench_nb.engine.backends.device_errors",),
-    "minilm": ("safetensors.torch", "gpubench_nb.engine.backends.minilm"),
-    "hf": ("gpubench_nb.engine.backends.hf",),
-    "causal_lm": ("gpubench_nb.engine.backends.causal_lm",),
-}
+# Modules every backend's load uses besides its own (the registry imports that one).
+_COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_errors")
 # Which transformers auto mapping names the model class, per backend (None: no HF model).
 _MODEL_MAPPING = {
     "bow": None,
@@ -103,14 +97,20 @@ def _tokenizer_classes(tokenizer_path: Path) -> list[str]:
 
 def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     """Import everything the load of ``model`` (a ModelSpec) with ``tokenizer`` (a
-    TokenizerSpec) will use; return the names asked for. An unknown backend imports torch
-    only (load_backend then refuses it with the list of backends)."""
+    TokenizerSpec) will use; return the names asked for. An unknown backend imports no
+    backend module (load_backend then refuses it with the list of backends)."""
     import torch  # noqa: F401
 
+    from gpubench_nb.engine.backends.registry import REGISTRY
+
     asked = ["torch"]
-    for name in (*_BACKEND_MODULES[""], *_BACKEND_MODULES.get(model.backend, ())):
-        importlib.import_module(name)
+    for name in _COMMON_MODULES:
+        _optional(name)
         asked.append(name)
+    entry = REGISTRY.get(model.backend)  # unknown: load_backend refuses it with the list
+    if entry is not None:
+        entry.backend_class()  # imports the backend's module (the registry, issue 21)
+        asked.append(f"gpubench_nb.engine.backends.{entry.module}")
     import transformers  # noqa: F401  (every backend tokenises with a Hugging Face tokenizer)
 
     asked.append("transformers")
