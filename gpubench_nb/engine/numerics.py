@@ -126,7 +126,9 @@ def numeric_settings(
         "deterministic_algorithms": _read(torch.are_deterministic_algorithms_enabled),
         "cpu_threads": _read(torch.get_num_threads),
         "environment": {name: env.get(name) for name in ENV_VARS},  # None = unset at start
-        "cuda_module_loading": module_loading(torch.cuda, getenv=getenv, environ=env),
+        "cuda_module_loading": module_loading(
+            getattr(torch, "cuda", object()), getenv=getenv, environ=env
+        ),
     }
 
 
