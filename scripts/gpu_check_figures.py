@@ -8,7 +8,9 @@ One ``VERDICT`` line per check, printed as soon as it is known:
 - ``load/page-cache-residency`` (§2): the weight files' residency at load start is observed
   (mincore) in every row; fingerprinting has just read them, so 100 % is expected.
 - ``clocks/sampled-during-pass`` (§3): NVML sampled on the side thread during a busy pass:
-  samples, min/median SM clock, reasons, energy per pass (J), flags.
+  samples, min/median SM clock, reasons, energy per pass (J), flags; and
+  ``clocks/sampler-outside-timed-path``: the same pass with and without the sampler, alternated,
+  median ratio <= 1.02.
 - ``cuda/module-loading-effective`` (§4): after CUDA init the effective CUDA_MODULE_LOADING is
   a value (LAZY / EAGER), not "unset", and says who set it.
 - ``errors/async-located`` and ``errors/diagnosis-blocking`` (§5): a device-side assert
@@ -84,6 +86,16 @@ def judge_residency(rows: list[dict[str, Any]], verdict: Verdict) -> None:
 # --- §3, §4: in the main process ------------------------------------------------------------------
 
 
+class _NoSampler:
+    """A pass without telemetry (the comparison's other side)."""
+
+    observable = False
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
 class _BusyBackend:
     """Each batch is a few large matrix products: enough work to load the GPU's clocks."""
 
@@ -135,6 +147,23 @@ def check_clocks(torch: Any, device: Any, corpus: Any, settings: Any, verdict: V
         "clocks/sampled-during-pass",
         "PASS" if ok else "FAIL",
         f"pass {result.elapsed_seconds} s; " + (telemetry_text(record) or f"error {result.error}"),
+    )
+    # The sampler runs beside the timed code, never in it: the same pass with and without it,
+    # alternated, must take the same time (a ratio, measured side by side).
+    import statistics
+
+    times: dict[str, list[float]] = {"with": [], "without": []}
+    for _ in range(3):
+        for kind in ("without", "with"):
+            sampler = None if kind == "with" else _NoSampler()
+            run = measure_pass(backend, corpus, small, "processing", None, sampler=sampler)
+            times[kind].append(run.elapsed_seconds or float("nan"))
+    ratio = statistics.median(times["with"]) / statistics.median(times["without"])
+    verdict(
+        "clocks/sampler-outside-timed-path",
+        "PASS" if ratio <= 1.02 else "FAIL",
+        f"median pass with sampler / without = {ratio:.4f} (target <= 1.02); raw s with "
+        f"{[round(t, 4) for t in times['with']]} without {[round(t, 4) for t in times['without']]}",
     )
 
 
