@@ -86,16 +86,6 @@ def judge_residency(rows: list[dict[str, Any]], verdict: Verdict) -> None:
 # --- §3, §4: in the main process ------------------------------------------------------------------
 
 
-class _NoSampler:
-    """A pass without telemetry (the comparison's other side)."""
-
-    observable = False
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
 class _BusyBackend:
     """Each batch is a few large matrix products: enough work to load the GPU's clocks."""
 
@@ -128,7 +118,7 @@ def check_clocks(torch: Any, device: Any, corpus: Any, settings: Any, verdict: V
     """§3: the default sampler of a measured pass on the GPU records what the GPU ran at."""
     import dataclasses
 
-    from gpubench_nb.engine.clocks import telemetry_text
+    from gpubench_nb.engine.clocks import ClockSampler, telemetry_text
     from gpubench_nb.engine.measure import measure_pass
 
     backend = _BusyBackend(torch, device)
@@ -155,7 +145,7 @@ def check_clocks(torch: Any, device: Any, corpus: Any, settings: Any, verdict: V
     times: dict[str, list[float]] = {"with": [], "without": []}
     for _ in range(3):
         for kind in ("without", "with"):
-            sampler = None if kind == "with" else _NoSampler()
+            sampler = None if kind == "with" else ClockSampler(None, None)
             run = measure_pass(backend, corpus, small, "processing", None, sampler=sampler)
             times[kind].append(run.elapsed_seconds or float("nan"))
     ratio = statistics.median(times["with"]) / statistics.median(times["without"])

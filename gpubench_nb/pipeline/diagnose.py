@@ -87,6 +87,7 @@ def diagnose_run(
 def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bundle: str) -> dict:
     """In the diagnosis process: the frozen declaration and files, the run's passes, untimed."""
     from gpubench_nb.engine.backends import fingerprints_for, load_backend
+    from gpubench_nb.engine.clocks import ClockSampler  # none: nothing of it is kept
     from gpubench_nb.engine.faults import FaultPlan
     from gpubench_nb.engine.measure import measure_pass
     from gpubench_nb.protocol.corpus import load_experiment_corpus
@@ -126,7 +127,7 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
             None,
             faults=plan,
             pass_kind=kind,
-            sampler=_NoSampler(),
+            sampler=ClockSampler(None, None),
         )
         if not result.ok:
             return {
@@ -136,16 +137,6 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
                 "located": result.notes[0] if result.notes else None,
             }
     return {"reproduced": False, "pass": None, "error": None, "located": None}
-
-
-class _NoSampler:
-    """No telemetry in a diagnosis (nothing of it is kept)."""
-
-    observable = False
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
 
 
 def main(argv: list[str] | None = None) -> int:
