@@ -92,7 +92,8 @@ def _select(frame: pd.DataFrame, bundle: str, variant: str, phase: str) -> pd.Da
 
 
 def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Per (bundle, variant, phase): n, n_failed, median, min, max elapsed, median texts/s.
+    """Per (bundle, variant, phase): n, n_failed, median, min, max elapsed, median texts/s,
+    median energy per corpus pass in joules (empty where NVML's energy counter was not read).
 
     Median and min–max only: five observations do not support a p95 (R3.5). ``n`` counts the
     timed runs; failed runs are counted apart and never enter a statistic (R3.6, R5.8).
@@ -104,6 +105,9 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         timed = part[~part["failed"].astype(bool)]
         seconds = [float(v) for v in timed["elapsed_seconds"]]
         rates = [float(v) for v in timed["texts_per_second"] if not math.isnan(v)]
+        joules = [  # energy per corpus pass, where NVML's counter was read (issue 23 §3)
+            float(v) for v in timed.get("energy_joules", []) if not math.isnan(_number(v))
+        ]
         records.append(
             {
                 "bundle": bundle,
@@ -115,6 +119,7 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
                 "min_seconds": min(seconds) if seconds else math.nan,
                 "max_seconds": max(seconds) if seconds else math.nan,
                 "median_texts_per_second": statistics.median(rates) if rates else math.nan,
+                "median_energy_joules": statistics.median(joules) if joules else math.nan,
             }
         )
     columns = [
@@ -127,6 +132,7 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         "min_seconds",
         "max_seconds",
         "median_texts_per_second",
+        "median_energy_joules",
     ]
     return pd.DataFrame.from_records(records, columns=columns)
 
