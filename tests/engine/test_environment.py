@@ -264,3 +264,14 @@ def test_libc_getenv_sees_what_c_setenv_wrote() -> None:
         assert _libc_getenv("GPUBENCH_TEST_C_ONLY") == "LAZY"
     finally:
         libc.unsetenv(b"GPUBENCH_TEST_C_ONLY")
+
+
+@pytest.mark.gpu
+def test_effective_module_loading_on_a_real_gpu() -> None:
+    """On a GPU, after CUDA init, the record names the mode in force (LAZY where torch set it),
+    never 'unset' or not observable (issue 23 §4)."""
+    from gpubench_nb.engine.numerics import numeric_settings
+
+    torch.cuda.init()
+    record = numeric_settings()["cuda_module_loading"]
+    assert record["effective"] in ("LAZY", "EAGER"), record
