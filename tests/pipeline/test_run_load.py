@@ -235,7 +235,7 @@ def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monk
 _IMPORT_PROBE = r"""
 import json, sys
 from gpubench_nb.engine import timing
-from gpubench_nb.pipeline.run import execute_run
+from gpubench_nb.steps import measure  # what the 10_measure notebook imports and calls
 
 seen = {}
 real_start, real_stop = timing.Stopwatch.start, timing.Stopwatch.stop
@@ -250,7 +250,7 @@ def stop(self):
     return out
 
 timing.Stopwatch.start, timing.Stopwatch.stop = start, stop
-record = execute_run(sys.argv[1], "b1", "cold", 1, sys.argv[2])
+record = measure.step(sys.argv[1], "b1", "cold", 1, sys.argv[2])
 heavy = ("pandas", "sklearn", "scipy", "sympy", "matplotlib", "papermill", "nbformat")
 print(json.dumps({
     "during_load": sorted(seen["stop"] - seen["start"]),
