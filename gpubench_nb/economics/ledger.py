@@ -20,10 +20,17 @@ from typing import Any
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
-from gpubench_nb.economics.costs import variant_acceptance
 from gpubench_nb.economics.offers import ROUNDING_RULE, Offer, package_quote
 from gpubench_nb.errors import EconomicsError, GpubenchError
-from gpubench_nb.protocol.bundle import CSV_NAME, ENVIRONMENT_NAME, run_dir
+from gpubench_nb.protocol.bundle import CSV_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.quality import variant_acceptance
+from gpubench_nb.protocol.records import (
+    MEASURED_PHASES,
+    EnvironmentRecord,
+    read_environment,
+    read_run,
+)
 from gpubench_nb.protocol.results import read_rows
 
 FORMATS = ("table", "csv", "json")
@@ -42,10 +49,6 @@ def parse_utc(text: str, what: str = "--start") -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
-
-
-def _utc_text(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -87,22 +90,25 @@ def machine_from(identifiers: Sequence[str]) -> Machine:
 
 def machine_of(bundle: Path) -> Machine | None:
     """The machine a bundle recorded (every GPU it saw, used or not), or None if none."""
-    env = _read_json(bundle / ENVIRONMENT_NAME) or {}
-    uuids = frozenset(env.get("gpu_uuids") or ()) | frozenset(env.get("visible_gpu_uuids") or ())
-    if not env.get("hostname") and not uuids:
+    try:
+        env = read_environment(bundle)
+    except GpubenchError:
+        return None  # _examine names the unreadable file when it reaches this bundle
+    uuids = frozenset(env.gpu_uuids) | frozenset(env.visible_gpu_uuids)
+    if not env.hostname and not uuids:
         return None
-    return Machine(env.get("hostname"), uuids, f"the first bundle, {bundle}")
+    return Machine(env.hostname, uuids, f"the first bundle, {bundle}")
 
 
-def _same_machine(machine: Machine, env: Mapping[str, Any]) -> str | None:
+def _same_machine(machine: Machine, env: EnvironmentRecord) -> str | None:
     """None when the bundle ran on ``machine``; else why not, in words."""
-    used = frozenset(env.get("gpu_uuids") or ())
+    used = frozenset(env.gpu_uuids)
     if machine.gpu_uuids and used:
         if used <= machine.gpu_uuids:
             return None
         foreign = ", ".join(sorted(used - machine.gpu_uuids))
         return f"another machine: GPU(s) {foreign} are not the rented machine's"
-    host = env.get("hostname")
+    host = env.hostname
     if machine.hostname and host:
         return (
             None
@@ -113,20 +119,17 @@ def _same_machine(machine: Machine, env: Mapping[str, Any]) -> str | None:
 
 
 def _times(
-    bundle: Path, rows: Sequence[Mapping[str, Any]], env: Mapping[str, Any]
+    bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
 ) -> list[datetime]:
     """Every recorded moment of the bundle: each run's start and finish, the environment capture."""
-    stamps = [env.get("captured_utc")]
+    stamps = [env.captured_utc]
     for row in rows:
-        if row["phase"] in ("cold", "warm") and isinstance(row.get("run_index"), int):
-            record = (
-                _read_json(
-                    run_dir(bundle, str(row["variant_id"]), row["phase"], row["run_index"])
-                    / "run.json"
-                )
-                or {}
+        if row["phase"] in MEASURED_PHASES and isinstance(row.get("run_index"), int):
+            record = read_run(
+                run_dir(bundle, str(row["variant_id"]), row["phase"], row["run_index"])
             )
-            stamps += [record.get("started_utc"), record.get("finished_utc")]
+            if record is not None:
+                stamps += [record.started_utc, record.finished_utc]
     found = []
     for stamp in stamps:
         if isinstance(stamp, str) and stamp:
@@ -138,7 +141,7 @@ def _times(
 
 
 def _corpus_revision(bundle: Path, rows: Sequence[Mapping[str, Any]]) -> str | None:
-    lock = _read_json(bundle / "protocol.lock.json") or {}
+    lock = _read_json(bundle / LOCK_NAME) or {}
     revision = (lock.get("fingerprints") or {}).get("corpus_revision")
     if revision:
         return revision
@@ -197,10 +200,10 @@ def build_ledger(
         "days": days,
         "lots": lots,
         "window": {
-            "start_utc": _utc_text(start),
-            "end_utc": _utc_text(end),
+            "start_utc": utc_text(start),
+            "end_utc": utc_text(end),
             "status": status,
-            "as_of_utc": _utc_text(now),
+            "as_of_utc": utc_text(now),
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
@@ -251,7 +254,10 @@ def _examine(
         rows = read_rows(path / CSV_NAME)
     except GpubenchError as exc:
         return f"unreadable {CSV_NAME}: {' '.join(str(exc).split())}", {}
-    env = _read_json(path / ENVIRONMENT_NAME) or {}
+    try:
+        env = read_environment(path)
+    except GpubenchError as exc:
+        return f"unreadable environment.json: {' '.join(str(exc).split())}", {}
     elsewhere = _same_machine(machine, env)
     if elsewhere is not None:
         return elsewhere, {}
@@ -260,12 +266,15 @@ def _examine(
         offer_gpu_model=offer.gpu_model,
         gpus_per_lot=offer.gpus_per_lot,
         lots=lots,
-        hardware=recorded_hardware(rows, env),
+        hardware=recorded_hardware(rows, env.to_dict()),
         declared_offer_id=offer.id,
     )
     if not owner.attributable:
         return owner.reason, {}
-    moments = _times(path, rows, env)
+    try:
+        moments = _times(path, rows, env)
+    except GpubenchError as exc:
+        return f"unreadable run record: {' '.join(str(exc).split())}", {}
     if not moments:
         return (
             "no recorded time (run.json started_utc/finished_utc, environment.json captured_utc)",
@@ -274,13 +283,11 @@ def _examine(
     first, last = min(moments), max(moments)
     if first < start or last >= end:
         return (
-            f"outside the package window [{_utc_text(start)}, {_utc_text(end)}): made from "
-            f"{_utc_text(first)} to {_utc_text(last)}"
+            f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
+            f"{utc_text(first)} to {utc_text(last)}"
         ), {}
     revision = _corpus_revision(path, rows)
-    accepted_variants = [
-        v for v, e in variant_acceptance(rows).items() if e["accepted_unique_corpora"] == 1
-    ]
+    accepted_variants = [v for v, e in variant_acceptance(rows).items() if e.accepted]
     if revision is None:
         return "corpus revision not recorded (protocol.lock.json fingerprints)", {}
     return None, {
@@ -288,8 +295,8 @@ def _examine(
         "corpus_revision": revision,
         "accepted": bool(accepted_variants),
         "accepted_variants": accepted_variants,
-        "first_utc": _utc_text(first),
-        "last_utc": _utc_text(last),
+        "first_utc": utc_text(first),
+        "last_utc": utc_text(last),
         "note": owner.lot_note
         or ("" if accepted_variants else "corpus not accepted in this bundle: not counted (R1.5)"),
     }

@@ -14,7 +14,6 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,22 +28,11 @@ from gpubench_nb.engine.nvml import (
     sku_details,
     survey_text,
 )
+from gpubench_nb.protocol.clock import utc_now
+from gpubench_nb.protocol.results_schema import ENVIRONMENT_COLUMNS
 
-ROW_FIELDS = (
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
-)
+ROW_FIELDS = ENVIRONMENT_COLUMNS  # the CSV's environment columns (R2.4)
 _PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
-
-
-def utc_now() -> str:
-    """ISO 8601 UTC timestamp with seconds, e.g. ``2026-12-02T10:00:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def devices_used(model: Any) -> list[Any]:

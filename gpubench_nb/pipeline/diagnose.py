@@ -23,9 +23,8 @@ from typing import Any
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.environment import utc_now
-from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
 
-DIAGNOSIS_FILE = "diagnosis.json"
 DIAGNOSIS_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
 KIND = "diagnosis rerun: outside the schedule, untimed, not a row (issue 23 §5)"
 _TAG = "GPUBENCH_DIAGNOSIS "
@@ -80,7 +79,7 @@ def diagnose_run(
         record.update(reproduced=None, error=f"diagnosis timed out after {timeout_seconds} s")
     record["finished_utc"] = utc_now()
     folder = run_dir(bundle_dir, variant_id, phase, run_index)
-    write_json_atomic(folder / DIAGNOSIS_FILE, record)
+    write_json_atomic(folder / DIAGNOSIS_NAME, record)
     return record
 
 

@@ -7,20 +7,18 @@ The CSV is the ledger of what is done: a rerun skips every run that already has 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import GpubenchError
+from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
@@ -36,6 +34,8 @@ from gpubench_nb.protocol.corpus import (
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
+from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
+from gpubench_nb.protocol.records import MEASURED_PHASES, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 KERNEL_NAME = "python3"
@@ -49,9 +49,10 @@ class PipelineResult:
     rows: list[dict[str, Any]]
     report_path: Path | None
 
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    @property
+    def verdicts(self) -> dict[str, VariantAcceptance]:
+        """Each variant's acceptance by the one rule (protocol.quality, R1.5, R5.7)."""
+        return variant_acceptance(self.rows)
 
 
 @contextmanager
@@ -150,16 +151,18 @@ def _done_keys(rows: list[dict[str, Any]]) -> set[str]:
     return {
         f"{r['variant_id']}/{r['phase']}-{r['run_index']}"
         for r in rows
-        if r["phase"] in ("cold", "warm")
+        if r["phase"] in MEASURED_PHASES
     }
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> dict[str, Any] | None:
-    path = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index) / "run.json"
+    """The run's run.json (records.RunRecord), or None when the run left no usable record: the
+    row then says so (R3.6), it is never dropped."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+    except BundleError:
         return None
+    return record.to_dict() if record is not None else None
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.bundle import LOCK_NAME
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
-
-LOCK_NAME = "protocol.lock.json"
 
 
 def canonical_sha256(data: Any) -> str:
@@ -30,7 +29,7 @@ def build_lock(experiment: Experiment, fingerprints: dict[str, str]) -> dict[str
         **frozen,
         "sha256": canonical_sha256(frozen),
         "notes": experiment.notes,
-        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": utc_now(),
     }
 
 

@@ -9,9 +9,9 @@ import pytest
 from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine.faults import clear_pending
-from gpubench_nb.pipeline.diagnose import DIAGNOSIS_FILE, diagnose_run, needs_diagnosis
+from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.run import execute_run
-from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
 
 
 @pytest.fixture(autouse=True)
@@ -41,7 +41,7 @@ def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(worksp
     assert "during batch 2 of 10 (a CUDA error; CUDA_LAUNCH_BLOCKING=1" in diagnosis["located"]
     assert diagnosis["environment"] == {"CUDA_LAUNCH_BLOCKING": "1"}
     assert diagnosis["kind"].startswith("diagnosis rerun: outside the schedule, untimed")
-    assert json.loads((folder / DIAGNOSIS_FILE).read_text()) == diagnosis
+    assert json.loads((folder / DIAGNOSIS_NAME).read_text()) == diagnosis
     assert (folder / "run.json").read_bytes() == before  # the observation is untouched
     assert not (folder / "predictions.jsonl").exists()
 

@@ -28,10 +28,10 @@ from gpubench_nb.pipeline.campaign.state import (
     frozen_dir_for,
     read_state,
     record_attempt,
-    utc_now,
     write_state,
 )
 from gpubench_nb.pipeline.orchestrate import DEFAULT_RUN_TIMEOUT_SECONDS, prepare_bundle
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 
 # Slurm states in which a job may still produce its result: never submit a second one then.
