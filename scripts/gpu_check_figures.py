@@ -23,6 +23,27 @@ One ``VERDICT`` line per check, printed as soon as it is known:
   generation_config.json sets ``cache_implementation: static``, ``min_new_tokens: 2`` and
   ``suppress_tokens`` answers exactly as without them (no torch.compile pass), and its model
   revision differs.
+
+What only a GPU can prove, and what the CPU tests already prove (issue 23's closing note):
+
+- §1: CPU tests prove the load clock imports nothing and the bow kernel imports no pandas /
+  scikit-learn / scipy / sympy / matplotlib / papermill (sys.modules in a fresh process); the
+  GPU check proves it for the CUDA build of torch and the hf / MiniLM-shaped rows, and gives
+  the import vs load seconds on the server.
+- §2: CPU tests prove residency is recorded (100 % after fingerprinting, "not observable"
+  without mincore); the GPU server's filesystem (e.g. network storage) only shows on it.
+- §3: CPU tests prove the sampler with a fake NVML (statistics, reasons, energy, flags, order
+  around the timer) and the report's flags; only a GPU proves real NVML answers, the energy
+  counter, and that the side thread does not slow the timed pass (the side-by-side ratio).
+- §4: CPU tests prove the reading with a fake CUDA and a real C-level setenv; only a GPU proves
+  the value torch really sets at CUDA initialisation.
+- §5: CPU tests prove the location and the blocking diagnosis with the ``cudaerror`` fault
+  (which imitates CUDA's asynchrony); only a GPU proves it with a real device-side assert.
+- §6: the cuBLAS workspace size exists only on a GPU (CPU tests check the notes say it).
+- §7: CPU tests prove revisions and answers with tiny GPT-2 / Llama; the GPU check adds
+  ``cache_implementation: static`` (a torch.compile path on CUDA) to the folder.
+- §8 is proven on the CPU (a bow run and the GPU tests' collection with the package hidden);
+  the device run itself is the final proof on a bare server.
 """
 
 from __future__ import annotations
