@@ -73,9 +73,9 @@ power.limit,clocks.sm,clocks.max.sm,persistence_mode,mig.mode.current --format=c
     step gpu-tests 80 "$PY" -m pytest -m gpu -q -p no:cacheprovider "${files[@]}"
   fi
   echo "== 2. measurement checks and issue-23 figures (one verdict each)"
-  step gpu-check 170 "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUT_DIR" "$@"
+  step gpu-check 160 "$PY" scripts/gpu_check.py --device "$DEVICE" --out "$OUT_DIR" "$@"
   echo "== 3. benchmarks"
-  if [[ "$DEVICE" == cpu ]]; then quick=(--limit 100 --repeats 1); else quick=(--repeats 3); fi
+  if [[ "$DEVICE" == cpu ]]; then quick=(--limit 100 --repeats 1); else quick=(--limit 300 --repeats 3); fi
   step vs-pipeline 45 "$PY" benchmarks/vs_pipeline.py --device "$DEVICE" --batches 1,8 \
     "${quick[@]}"
   if [[ "${WITH_OVERHEAD:-0}" == 1 ]]; then
