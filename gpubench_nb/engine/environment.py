@@ -19,6 +19,7 @@ from typing import Any
 
 import gpubench_nb
 from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.allocation import allocation_note, slurm_allocation
 from gpubench_nb.engine.numerics import numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
     NOT_OBSERVABLE,
@@ -239,6 +240,7 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "platform": platform.platform(),
         "python_executable": sys.executable,
         "pid": os.getpid(),
+        "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
         **_gpu_facts(gpus),
         "numerics": numeric_settings(),
         **_activity("start", gpus),
@@ -315,6 +317,7 @@ def environment_notes(env: dict[str, Any]) -> str:
 
     parts = [
         f"code={env.get('code_revision')}",
+        *filter(None, [allocation_note(env.get("slurm"))]),
         f"cpu={env.get('cpu_model')}",
         f"gpus_visible={env.get('visible_gpu_count')}",
         f"other_gpu_processes_start={processes('start')}",

@@ -22,6 +22,12 @@ from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
+from gpubench_nb.pipeline.interrupt import (
+    Interrupted,
+    interruption_note,
+    read_interruptions,
+    record_interruption,
+)
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
@@ -169,6 +175,9 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
     """``schedule.json``: the drawn order, each run's status and the PID it ran in (R3.7)."""
     csv_path = bundle_dir / layout.CSV_NAME
     done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+    interrupted: dict[str, int] = {}
+    for event in read_interruptions(bundle_dir):
+        interrupted[str(event.get("run"))] = interrupted.get(str(event.get("run")), 0) + 1
     entries = []
     for run in runs:
         record = _read_record(bundle_dir, run) if run.key in done else None
@@ -181,6 +190,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
                 "status": "done" if run.key in done else "pending",
                 "pid": (record or {}).get("pid"),
                 "error": (record or {}).get("error"),
+                **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
             }
         )
     write_json_atomic(
@@ -230,7 +240,12 @@ def run_one(
     record = _read_record(bundle_dir, run)
     if failure and record and record.get("error") and record.get("status") != "running":
         failure = None  # the run recorded its own failure; don't say it twice
+    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
+    earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
+    note = interruption_note(earlier)
+    for row in rows if note else ():
+        row["notes"] = f"{row['notes']} | {note}" if row["notes"] else note
     append_rows(bundle_dir / layout.CSV_NAME, rows)
     return rows
 
@@ -288,7 +303,12 @@ def run_experiment(
             for number, run in enumerate(todo, start=1):
                 if on_progress:
                     on_progress(run, number, len(todo))
-                run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+                try:
+                    run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+                except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
+                    record_interruption(bundle_dir, run.key, stop)
+                    write_schedule(bundle_dir, experiment, schedule)
+                    raise
                 write_schedule(bundle_dir, experiment, schedule)
                 if on_progress:  # `number - 1` runs are finished, the last one included
                     on_progress(run, number + 1, len(todo))

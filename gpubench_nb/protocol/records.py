@@ -283,6 +283,36 @@ def write_run(run_folder: Path, data: Mapping[str, Any]) -> RunRecord:
 
 
 @dataclass(frozen=True)
+class SlurmAllocation:
+    """``environment.json`` ``slurm``: the Slurm job a bundle was measured in (R2.4, R2.5).
+
+    From the job's ``SLURM_*`` variables (engine/allocation.py); ``gpus_requested`` is what the
+    campaign target asked for (0: a CPU partition, no GPU requested), ``gpus_allocated`` what
+    Slurm bound to the job on this node (0 = truly none, R4.3).
+    """
+
+    job_id: str
+    partition: str | None
+    node_list: str | None
+    cpus_allocated: int | None
+    gpus_allocated: int | None
+    gpus_requested: int | None
+    restart_count: int | None  # > 0: a requeued job (pre-emption, time limit)
+
+    @classmethod
+    def from_reader(cls, r: _Reader) -> SlurmAllocation:
+        return cls(
+            job_id=r.get("job_id", _TEXT, required=True),
+            partition=r.get("partition", _TEXT),
+            node_list=r.get("node_list", _TEXT),
+            cpus_allocated=r.get("cpus_allocated", _INT),
+            gpus_allocated=r.get("gpus_allocated", _INT),
+            gpus_requested=r.get("gpus_requested", _INT),
+            restart_count=r.get("restart_count", _INT),
+        )
+
+
+@dataclass(frozen=True)
 class EnvironmentRecord(_Record):
     """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4)."""
 
@@ -298,6 +328,7 @@ class EnvironmentRecord(_Record):
     visible_gpu_uuids: tuple[str, ...]
     code_revision: str | None
     cuda_module_loading: str | None  # effective, read after CUDA init (issue 23 §4)
+    slurm: SlurmAllocation | None  # None: not measured inside a Slurm job (or an older bundle)
     data: Mapping[str, Any] = field(repr=False, compare=False)
 
     @classmethod
@@ -307,6 +338,7 @@ class EnvironmentRecord(_Record):
         loading = numerics.child(
             "cuda_module_loading", numerics.get("cuda_module_loading", _MAP) or {}
         )
+        slurm = r.get("slurm", _MAP)
         return cls(
             captured_utc=r.get("captured_utc", _TEXT),
             gpu_model=r.get("gpu_model", _TEXT),
@@ -317,11 +349,12 @@ class EnvironmentRecord(_Record):
             visible_gpu_uuids=r.texts("visible_gpu_uuids"),
             code_revision=r.get("code_revision", _TEXT),
             cuda_module_loading=loading.get("effective", _TEXT),
+            slurm=None if slurm is None else SlurmAllocation.from_reader(r.child("slurm", slurm)),
             data=dict(data),
         )
 
 
-EMPTY_ENVIRONMENT = EnvironmentRecord(None, None, None, None, None, (), (), None, None, {})
+EMPTY_ENVIRONMENT = EnvironmentRecord(None, None, None, None, None, (), (), None, None, None, {})
 
 
 def read_environment(bundle_dir: Path) -> EnvironmentRecord:

@@ -122,4 +122,8 @@ def record_attempt(entry: dict[str, Any]) -> None:
         for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error")
     }
     kept.update(logs=entry.get("logs"), target=entry.get("target"))
+    if entry.get("interruptions"):  # R3.6: the discarded runs stay on record
+        kept["interruptions"] = entry["interruptions"]
+    entry.pop("interruptions", None)
+    entry.pop("slurm_state", None)
     entry.setdefault("history", []).append(kept)
