@@ -26,6 +26,7 @@ _TOKENIZER_SUPPORT = (
     "transformers.tokenization_utils_tokenizers",
     "transformers.convert_slow_tokenizer",
     "tokenizers.trainers",
+    "encodings.unicode_escape",  # a codec reading a chat template (causal_lm) imports
 )
 # Modules every backend's load uses besides its own (the registry imports that one).
 _COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_errors")
