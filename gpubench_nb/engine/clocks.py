@@ -150,13 +150,13 @@ class ClockSampler:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop the thread, take a last sample, read the energy counter (after the timer)."""
-        if not self.observable:
+        """Stop the thread, take a last sample, read the energy counter (after the timer).
+        A second call (a failure after the timer stopped) changes nothing."""
+        if not self.observable or self._thread is None:
             return
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        self._thread.join()
+        self._thread = None
         self.sample()
         self.energy_end_mj = self._energy()
 

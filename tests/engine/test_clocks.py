@@ -68,6 +68,9 @@ def test_sampler_records_min_median_reasons_and_energy_per_pass() -> None:
     while len(sampler.samples) < 5:  # the side thread samples while the "pass" runs
         done.wait(0.001)
     sampler.stop()
+    count = len(sampler.samples)
+    sampler.stop()  # a failure after the timer stops it again: nothing changes
+    assert len(sampler.samples) == count
     summary = sampler.summary()
     assert summary["observable"] is True
     assert summary["samples"] == len(sampler.samples) >= 6  # start, thread, stop samples
