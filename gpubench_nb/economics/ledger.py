@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb import formats
+from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
-from gpubench_nb.economics.offers import ROUNDING_RULE, Offer, package_quote
+from gpubench_nb.economics.offers import (
+    ROUNDING_RULE,
+    Offer,
+    load_offers,
+    package_quote,
+    resolve_offer,
+)
 from gpubench_nb.errors import EconomicsError, GpubenchError
 from gpubench_nb.protocol.bundle import CSV_NAME, LOCK_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_text
@@ -147,6 +154,35 @@ def _corpus_revision(bundle: Path, rows: Sequence[Mapping[str, Any]]) -> str | N
         return revision
     seen = {r.get("corpus_revision") for r in rows} - {None, ""}
     return seen.pop() if len(seen) == 1 else None
+
+
+def ledger_report(
+    offers_path: str | Path,
+    offer_id: str,
+    *,
+    days: int,
+    lots: int,
+    start: str,
+    bundle_dirs: Sequence[str | Path],
+    machines: Sequence[str] | None = None,
+    fmt: str = "table",
+    out: str | Path | None = None,
+) -> str:
+    """`gpubench-nb ledger`: the ledger of ``offer_id`` (or its unique prefix) from the offers
+    table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
+    given (atomically, for ``report --ledger``), returned formatted as ``fmt``."""
+    offer = resolve_offer(load_offers(offers_path), offer_id)
+    ledger = build_ledger(
+        offer,
+        days,
+        lots,
+        parse_utc(start),
+        bundle_dirs,
+        machine=machine_from(machines) if machines else None,
+    )
+    if out:
+        write_json_atomic(Path(out), ledger)
+    return format_ledger(ledger, fmt)
 
 
 def build_ledger(
