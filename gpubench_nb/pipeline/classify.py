@@ -105,7 +105,7 @@ def classify(
             f"--variant {exp.quality.reference_variant}",
             rule="R1.3",
         )
-    bundle_dir = _bundle_dir(Path(output_dir), exp.experiment_id, variant_id)
+    bundle_dir = _bundle_dir(Path(output_dir).resolve(), exp.experiment_id, variant_id)
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
     reference_value = None
     if not is_reference:

@@ -427,7 +427,9 @@ def _passes(
     warmups: int,
     reader: Any,
 ) -> PassResult:
-    """The declared warm-up passes (unrecorded), then the measured pass (R3.4)."""
+    """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
+    processing scope, tokenisation and batches are built once and reused (issue 25)."""
+    prepared: dict[str, Any] = {}
     for number in range(1, warmups + 1):
         warm = measure_pass(
             backend,
@@ -438,6 +440,7 @@ def _passes(
             faults=plan,
             pass_kind="warmup",
             reader=reader,
+            prepared=prepared,
         )
         if not warm.ok:
             predictions.unlink(missing_ok=True)
@@ -449,4 +452,6 @@ def _passes(
                 error=f"warm-up pass {number} of {warmups} failed: {warm.error}",
                 notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
             )
-    return measure_pass(backend, corpus, settings, scope, predictions, faults=plan, reader=reader)
+    return measure_pass(
+        backend, corpus, settings, scope, predictions, faults=plan, reader=reader, prepared=prepared
+    )

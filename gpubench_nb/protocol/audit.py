@@ -68,6 +68,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
             text_field=corpus_decl["text_field"],
             label_field=corpus_decl["label_field"],
             classes=declaration["classes"],
+            texts=False,  # acceptance is re-derived from IDs and labels
         )
     except CorpusError as exc:
         return [f"protocol/{kept.name}: the kept corpus cannot be read: {exc}"]

@@ -412,6 +412,9 @@ class OfferEconomics:
     declared: bool
     attribution: Mapping[str, Any] | None  # None in economics.json written before the rule
     cells: tuple[OfferCell, ...]
+    # The offers table declares its prices invented examples (issue 24 §3); false in
+    # economics.json written before the field existed.
+    placeholder: bool = False
 
     def cell(self, variant_id: str) -> OfferCell | None:
         return next((c for c in self.cells if c.variant_id == variant_id), None)
@@ -479,6 +482,7 @@ class EconomicsRecord(_Record):
                     declared=bool(o.flag("declared")),
                     attribution=o.get("attribution", _MAP),
                     cells=tuple(cells),
+                    placeholder=bool(o.flag("placeholder")),
                 )
             )
         block = r.child("break_even", r.get("break_even", _MAP) or {})

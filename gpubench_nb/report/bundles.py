@@ -25,6 +25,7 @@ from gpubench_nb.protocol.records import (
     read_run,
 )
 from gpubench_nb.protocol.yamlio import parse_yaml
+from gpubench_nb.report.conditions import run_conditions
 from gpubench_nb.report.stats import rows_to_frame
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
@@ -140,6 +141,8 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
+        # load, busy processes, GPU processes, clocks at that moment (R2.5, issue 24 §2)
+        "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
 
 

@@ -295,7 +295,7 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, float):
-            return number(value, 4)  # separators, never e-notation (3.042e+04 -> 30,421)
+            return number(value, 3)  # separators, never e-notation (3.042e+04 -> 30,421)
         return value
 
     return frame.astype(object).map(cell)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpubench_nb.engine import faults as faults_module
 from gpubench_nb.engine import measure as measure_module
 from gpubench_nb.engine.backends.base import Batch, Tokenized, batch_order
 from gpubench_nb.engine.faults import (
@@ -192,6 +193,31 @@ def test_end_to_end_timer_includes_reading_and_writing_r3_1(setup) -> None:
     assert [r["label"] for r in read_predictions(out)] == expected_labels()
 
 
+@pytest.mark.parametrize(
+    ("scope", "tokenisations"), [("processing", 1), ("end_to_end", 3)], ids=["processing", "e2e"]
+)
+def test_passes_of_one_process_tokenise_once_only_in_the_processing_scope(
+    setup, scope: str, tokenisations: int
+) -> None:
+    # Issue 25: warm-up passes redid tokenisation and batches (17.7 s of a 0.5 s pass at 100k
+    # texts). In `processing` they are outside the timer and built once; in `end_to_end` they
+    # are inside it (R3.1), so every pass redoes them.
+    backend, corpus, out, log, kwargs = setup
+    prepared: dict = {}
+    results = [
+        measure_pass(backend, corpus, FakeSettings(), scope, out, prepared=prepared, **kwargs)
+        for _ in range(3)
+    ]
+    assert all(r.error is None for r in results)
+    assert log.count("tokenize") == tokenisations and log.count("batches") == tokenisations
+    assert log.count("predict") == 9  # every pass still runs its forward passes
+    assert [r["label"] for r in read_predictions(out)] == expected_labels()
+    assert {(r.truncated_texts, r.dropped_tokens) for r in results} == {(3, 9)}
+    log.clear()
+    measure_pass(backend, corpus, FakeSettings(batch=4), scope, out, prepared=prepared, **kwargs)
+    assert log.count("tokenize") == 1  # other settings: built anew
+
+
 def test_end_to_end_default_reader_rereads_the_file(setup) -> None:
     backend, corpus, out, _, kwargs = setup
     result = measure_pass(backend, corpus, FakeSettings(batch=8), "end_to_end", out, **kwargs)
@@ -295,6 +321,33 @@ def test_warmup_fault_does_not_fire_in_the_measured_pass(setup, monkeypatch) -> 
     assert "batch 3 of 3" in warm.notes[0]
 
 
+def test_delay_fault_sleeps_inside_the_timed_pass_and_succeeds(setup, monkeypatch) -> None:
+    """Issue 24 §5: ``delay:S`` makes a genuinely slow run, timed, not failed (R3.6)."""
+    backend, corpus, out, log, kwargs = setup
+    clock = kwargs["clock"]
+
+    def fake_sleep(seconds: float) -> None:
+        log.append(f"sleep {seconds}")
+        clock.now += round(seconds * 1e9)
+
+    monkeypatch.setattr(faults_module.time, "sleep", fake_sleep)
+    monkeypatch.setenv("GPUBENCH_FAULT", "delay:1.5@batch:2@variant:b4@phase:warm@run:3")
+    here = FaultPlan.from_env(variant="b4", phase="warm", run=3)
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, faults=here, **kwargs)
+    assert result.ok and read_predictions(out)[0]["id"] == "id00"
+    start = log.index("clock(file=no)")
+    timed = log[start : log.index("clock(file=no)", start + 1) + 1]  # between the two readings
+    assert timed[1:4] == ["predict", "sleep 1.5", "predict"]  # just before batch 2's predict
+    assert result.elapsed_seconds == pytest.approx(0.25 + 1.5)  # the fake clock's tick + delay
+    assert "delay:1.5@batch:2@variant:b4@phase:warm@run:3" in here.describe()  # in the notes
+    log.clear()
+    other = FaultPlan.from_env(variant="b4", phase="warm", run=2)
+    assert measure_pass(
+        backend, corpus, FakeSettings(), "processing", out, faults=other, **kwargs
+    ).ok
+    assert not [entry for entry in log if entry.startswith("sleep")]
+
+
 def test_unknown_scope_is_refused_r3_1(setup) -> None:
     backend, corpus, out, _, kwargs = setup
     with pytest.raises(ValueError, match="R3.1"):
@@ -312,6 +365,10 @@ def test_parse_full_grammar() -> None:
         Fault("hang", "batch", batch=1, pass_kind="any", spec="hang@batch:1@pass:any"),
     )
     assert parse_faults("") == () and parse_faults(None) == ()
+    (delay,) = parse_faults("delay:1.5@batch:1@variant:b64@phase:warm@run:3")
+    assert (delay.kind, delay.seconds, delay.batch, delay.variant, delay.phase, delay.run) == (
+        "delay", 1.5, 1, "b64", "warm", 3,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -326,6 +383,14 @@ def test_parse_full_grammar() -> None:
         ("oom@batch:1@color:red", "unknown filter"),
         ("oom@batch:1@run", "KEY:VALUE"),
         ("oom@batch:1@pass:sometimes", "pass"),
+        ("delay@batch:1", "SECONDS > 0"),
+        ("delay:0@batch:1", "SECONDS > 0"),
+        ("delay:-1@batch:1", "SECONDS > 0"),
+        ("delay:nan@batch:1", "SECONDS > 0"),
+        ("delay:inf@batch:1", "SECONDS > 0"),
+        ("delay:1e9@batch:1", "SECONDS > 0"),
+        ("delay:soon@batch:1", "SECONDS > 0"),
+        ("oom:2@batch:1", "takes no value"),
     ],
 )
 def test_bad_fault_specs_are_protocol_errors(spec: str, why: str) -> None:

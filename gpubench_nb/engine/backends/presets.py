@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.atomic import give_plain_modes, write_json_atomic
 from gpubench_nb.engine.backends.base import METADATA_FILE
 from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.errors import BackendError
@@ -151,6 +151,7 @@ def _install(staged: Path, out_dir: Path) -> None:
     """Replace ``out_dir`` by the staged folder (the old one removed only once the new one
     is complete)."""
     out_dir = Path(out_dir)
+    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
     old = None
     if out_dir.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
