@@ -8,6 +8,9 @@ Grammar (whitespace ignored, case-sensitive)::
            | "error"    raise InjectedFault (a RuntimeError)
            | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
            | "hang"     sleep forever (for dead-kernel / timeout handling)
+           | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
+                        raised at the next device synchronisation (``surface_pending``), or at
+                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would (issue 23 §5)
            | "delay:" SECONDS   sleep SECONDS (> 0, at most 3600) and go on: a genuinely slow
                         run inside the timed pass, not a failure (issue 24 §5, R3.6)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
@@ -39,7 +42,7 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.records import MEASURED_PHASES
 
 ENV_VAR = "GPUBENCH_FAULT"
-KINDS = ("oom", "error", "crash", "hang", "delay")
+KINDS = ("oom", "error", "crash", "hang", "delay", "cudaerror")
 MAX_DELAY_SECONDS = 3600.0
 PASSES = ("measured", "warmup", "any")
 CRASH_EXIT_CODE = 13
@@ -51,6 +54,25 @@ class FaultSpecError(ProtocolError):
 
 class InjectedFault(RuntimeError):
     """The exception raised by an ``error@...`` fault."""
+
+
+class InjectedDeviceError(RuntimeError):
+    """The exception of a ``cudaerror@...`` fault; its text reads as a CUDA error does."""
+
+
+_PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
+
+
+def clear_pending() -> None:
+    """Forget launched errors (tests only: a real CUDA error lasts as long as the process)."""
+    _PENDING.clear()
+
+
+def surface_pending() -> None:
+    """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
+    error, as CUDA's: it stays until the process ends)."""
+    if _PENDING:
+        raise _PENDING[0]
 
 
 @dataclass(frozen=True)
@@ -198,8 +220,9 @@ class FaultPlan:
 def trigger(fault: Fault, where: str) -> None:
     """Make ``fault`` happen now; ``where`` says where, for the message.
 
-    Only ``delay`` returns (after sleeping, so the caller's timer counts the sleep); every
-    other kind raises, kills the process or never returns.
+    Only ``delay`` (after sleeping, so the caller's timer counts the sleep) and ``cudaerror``
+    without CUDA_LAUNCH_BLOCKING=1 (which only launches its error) return; every other kind
+    raises, kills the process or never returns.
     """
     if fault.kind == "delay":
         time.sleep(fault.seconds or 0.0)
@@ -211,6 +234,12 @@ def trigger(fault: Fault, where: str) -> None:
         raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({message})")
     if fault.kind == "error":
         raise InjectedFault(message)
+    if fault.kind == "cudaerror":
+        error = InjectedDeviceError(f"CUDA error: device-side assert triggered ({message})")
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            raise error  # synchronous launches: the error shows at its own batch
+        _PENDING.append(error)
+        return
     if fault.kind == "crash":
         os._exit(CRASH_EXIT_CODE)
     while True:  # "hang": only an outside timeout or kill ends this

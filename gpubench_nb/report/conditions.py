@@ -108,6 +108,13 @@ def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    """run.json ``gpu_telemetry`` (engine/clocks.py, issue 23): the clocks, reasons and
+    throttle flag sampled during the timed pass, read like the top-level fields."""
+    telemetry = run.get("gpu_telemetry")
+    return telemetry if isinstance(telemetry, Mapping) and telemetry.get("observable") else {}
+
+
 def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> RunConditions:
     """The conditions of one run from its run.json (``environment`` part) and row notes."""
     run = run or {}
@@ -125,7 +132,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         cpu_count=cpu_count or env.get("cpu_count"),
         busy=busy,
         gpu_processes=_gpu_processes(env),
-        gpu=_gpu_fields(run, env),
+        gpu=_gpu_fields(run, env, _telemetry(run)),
         fault=fault.group(0) if fault else None,
     )
 

@@ -59,6 +59,7 @@ from gpubench_nb.report.stats import (
     SPREAD_RATIO,
     acceptance,
     anchor_warnings,
+    clock_warnings,
     failures,
     memory_summary,
     rows_to_frame,
@@ -242,10 +243,11 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
 
 def warnings_markdown(rows: pd.DataFrame) -> str:
     """The anchors' warnings as a list, or a sentence saying there is none."""
-    found = anchor_warnings(rows)
+    found = anchor_warnings(rows) + clock_warnings(rows)
     rule = (
         f"(first cold run > {COLD_FIRST_RATIO}× the median of the other cold runs; "
-        f"(max − min) / median > {SPREAD_RATIO})"
+        f"(max − min) / median > {SPREAD_RATIO}; a GPU throttled or well below its maximum "
+        "clock during the timed pass, as sampled by NVML)"
     )
     if not found:
         return f"No warning {rule}."

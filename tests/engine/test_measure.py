@@ -432,3 +432,120 @@ def test_hang_never_returns() -> None:
     )
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=1.5)
+
+
+# --- issue 23 §5: asynchronous CUDA errors are located truthfully ----------------------------
+
+
+@pytest.fixture
+def no_pending():
+    from gpubench_nb.engine.faults import clear_pending
+
+    clear_pending()
+    yield
+    clear_pending()
+
+
+def test_async_cuda_error_is_located_at_the_synchronisation_not_at_batch_n(
+    setup, monkeypatch, no_pending
+) -> None:
+    """The H200 case: an error injected at batch 2 was reported "during batch 5 of 5". A CUDA
+    error surfaces at the next synchronisation, so the note says where it surfaced and which
+    batches were launched since the last synchronisation (here 1-3), never "during batch 3"."""
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.setenv("GPUBENCH_FAULT", "cudaerror@batch:2")
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert result.elapsed_seconds is None
+    assert "CUDA error" in result.error
+    assert log.count("predict") == 3  # batches 2 and 3 were launched after the failing kernel
+    note = result.notes[0]
+    assert note.startswith("R3.6 InjectedDeviceError during the synchronisation after batch 3")
+    assert "launched in batches 1-3, since the last synchronisation" in note
+    assert "CUDA_LAUNCH_BLOCKING=1" in note
+    assert "during batch 3 of 3" not in note and not out.exists()
+
+
+def test_under_launch_blocking_the_error_shows_at_its_own_batch(
+    setup, monkeypatch, no_pending
+) -> None:
+    """With CUDA_LAUNCH_BLOCKING=1 (the diagnosis rerun) launches are synchronous: the error
+    shows at batch 2 and no later batch runs."""
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    monkeypatch.setenv("GPUBENCH_FAULT", "cudaerror@batch:2")
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert log.count("predict") == 1
+    assert "during batch 2 of 3 (a CUDA error; CUDA_LAUNCH_BLOCKING=1" in result.notes[0]
+
+
+def test_an_error_raised_at_a_later_launch_names_the_batches_since_the_last_sync(
+    setup, monkeypatch, no_pending
+) -> None:
+    """A real CUDA error may also surface when a later batch launches (sticky context): the
+    note names that launch and every batch launched since the timer's synchronise."""
+    backend, corpus, out, _, kwargs = setup
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    calls = {"n": 0}
+    original = backend.predict
+
+    def failing(batch):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return original(batch)
+
+    backend.predict = failing
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert "during the launch of batch 3 of 3" in result.notes[0]
+    assert "launched in batches 1-3" in result.notes[0]
+
+
+def test_a_non_device_error_keeps_its_batch(setup, no_pending) -> None:
+    """A Python exception is synchronous: "during batch 1 of 3" stays exact."""
+    backend, corpus, out, _, kwargs = setup
+    backend.predict = lambda batch: (_ for _ in ()).throw(ValueError("bad shape"))
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert result.notes[0].startswith("R3.6 ValueError during batch 1 of 3: failed")
+
+
+# --- issue 23 §3: telemetry sampled outside the timed code path -------------------------------
+
+
+class RecordingSampler:
+    observable = True
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def start(self) -> None:
+        self.log.append("sampler.start")
+
+    def stop(self) -> None:
+        self.log.append("sampler.stop")
+
+    def summary(self) -> dict:
+        return {"observable": True, "flags": ["throttled: clock-event reasons sw_power_cap"]}
+
+
+@pytest.mark.parametrize("scope", ["processing", "end_to_end"])
+def test_sampler_starts_before_the_timer_and_stops_after_it(setup, scope) -> None:
+    backend, corpus, out, log, kwargs = setup
+    result = measure_pass(
+        backend, corpus, FakeSettings(), scope, out, sampler=RecordingSampler(log), **kwargs
+    )
+    start, stop = log.index("sampler.start"), log.index("sampler.stop")
+    clocks = [i for i, entry in enumerate(log) if entry.startswith("clock")]
+    assert start < log.index("sync") < clocks[0]  # started before the timer's synchronise
+    assert stop > clocks[-1]  # stopped after the timer's last reading
+    assert result.gpu_telemetry["flags"] == ["throttled: clock-event reasons sw_power_cap"]
+
+
+def test_a_failed_pass_stops_its_sampler(setup, monkeypatch) -> None:
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.setenv("GPUBENCH_FAULT", "error@batch:2")
+    result = measure_pass(
+        backend, corpus, FakeSettings(), "processing", out, sampler=RecordingSampler(log), **kwargs
+    )
+    assert not result.ok and log.count("sampler.stop") == 1
+    assert result.gpu_telemetry is not None

@@ -766,3 +766,51 @@ def test_first_screen_probe_fails_when_the_table_is_below_the_fold(
     )  # fmt: skip
     box = first_screen_probe(pushed, tmp_path / "probe")
     assert box is not None and box["bottom"] > box["viewport_height"]
+
+
+def test_a_throttled_or_low_clock_run_is_flagged(gpu_bundle: Path) -> None:
+    """A run whose timed pass NVML saw throttled (or well below the maximum clock) is named
+    in the report's warnings, its time kept (issue 23 §3: the H200 ran at a median 1507 MHz
+    of 1980 while environment.json said 1980)."""
+    from gpubench_nb.report.render import warnings_markdown
+    from gpubench_nb.report.stats import clock_warnings
+
+    path = gpu_bundle / "runs" / "b8" / "warm-2" / "run.json"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    run["gpu_telemetry"] = {
+        "observable": True,
+        "energy_joules": 41.5,
+        "flags": ["low clock: median SM clock 1507 MHz is below 85% of the maximum 1980 MHz"],
+    }
+    path.write_text(json.dumps(run), encoding="utf-8")
+    rows = report.load_bundles([gpu_bundle])[0].rows
+    found = clock_warnings(rows)
+    assert len(found) == 1
+    assert "/ b8 / warm run 2: low clock: median SM clock 1507 MHz" in found[0]
+    assert found[0] in warnings_markdown(report.rows_frame(report.load_bundles([gpu_bundle])))
+    assert [
+        r["energy_joules"]
+        for r in rows
+        if r["variant_id"] == "b8" and r["phase"] == "warm" and r["run_index"] == 2
+    ] == [41.5]
+
+
+def test_run_conditions_show_the_clocks_sampled_during_the_pass() -> None:
+    """Issue 24's per-run conditions read issue 23's gpu_telemetry: the SM clock during the
+    pass, the reasons seen and the throttle flag appear beside the load."""
+    from gpubench_nb.report.conditions import run_conditions
+
+    run = {
+        "gpu_telemetry": {
+            "observable": True,
+            "sm_clock_mhz": {"min": 1215, "median": 1507, "max": 1980},
+            "max_sm_clock_mhz": 1980,
+            "clock_event_reasons": ["sw_power_cap"],
+            "throttled": True,
+            "energy_joules": 41.5,
+        }
+    }
+    text = run_conditions(run).text()
+    assert 'sm_clock_mhz: {"max": 1980, "median": 1507, "min": 1215}' in text
+    assert 'clock_event_reasons: ["sw_power_cap"]' in text and "throttled: true" in text
+    assert run_conditions({"gpu_telemetry": {"observable": False}}).gpu == ()
