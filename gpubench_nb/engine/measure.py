@@ -137,8 +137,6 @@ def measure_pass(
     reused by the next (issue 25: they do not change between passes, and stay outside the
     timer). In ``end_to_end`` they are inside the timer (R3.1), so redone every pass.
     """
-    import torch
-
     check_scope(scope)
     if sampler is None and pass_kind == "measured":
         sampler = sampler_for(backend.device)
@@ -148,96 +146,154 @@ def measure_pass(
         path.unlink(missing_ok=True)
     probe = probe if probe is not None else probe_for(backend.device)
     track = SyncTracker(sync if sync is not None else synchronizer(backend.device))
-    watch = Stopwatch(clock, track)
     batch_faults = (faults if faults is not None else FaultPlan.from_env()).batch_faults(pass_kind)
+    span = _Span(probe, sampler, Stopwatch(clock, track))
+    run = _Pass(backend, settings, path, span, track, batch_faults)
     reader = reader if reader is not None else _default_reader(corpus)
-    context = settings.context
-    tokenized = None
-    stage = "start"
-    number = 0
-    total_batches: int | str = "?"
     try:
         if scope == "processing":
-            ids = corpus.ids
-            key = (id(backend), corpus.revision, context, settings.batch, settings.batching)
-            if prepared is not None and prepared.get("key") == key:
-                tokenized, batches = prepared["tokenized"], prepared["batches"]
-            else:
-                stage = "tokenisation"
-                tokenized = backend.tokenize(corpus.texts, context)
-                stage = "batch building"
-                batches = backend.batches(tokenized, settings.batch, settings.batching)
-                if prepared is not None:
-                    prepared.update(key=key, tokenized=tokenized, batches=batches)
-            total_batches = len(batches)
-            _settle()
-            probe.begin()
-            _start(sampler)
-            watch.start()
+            ids, labels, elapsed, memory = run.processing(corpus, prepared)
         else:
-            _settle()
-            probe.begin()
-            _start(sampler)
-            watch.start()
-            stage = "reading the corpus"
-            current = reader()
-            ids = current.ids
-            stage = "tokenisation"
-            tokenized = backend.tokenize(current.texts, context)
-            stage = "batch building"
-            batches = backend.batches(tokenized, settings.batch, settings.batching)
-            total_batches = len(batches)
-        stage = "forward"
-        outputs = []
-        with torch.inference_mode():
-            for number, batch in enumerate(batches, 1):
-                track.batch = number
-                if batch_faults and number in batch_faults:
-                    trigger(batch_faults[number], f"batch {number} of {total_batches}")
-                outputs.append(backend.predict(batch))
-        stage = "synchronisation"
-        if scope == "processing":
-            elapsed = watch.stop()
-            _stop(sampler)
-            memory = probe.end()
-            stage = "writing predictions"
-            labels = _labels(backend, batches, outputs, len(ids))
-            if path is not None:
-                write_text_atomic(path, prediction_lines(ids, labels))
-        else:
-            stage = "writing predictions"
-            labels = _labels(backend, batches, outputs, len(ids))
-            if path is not None:
-                write_text_atomic(path, prediction_lines(ids, labels))
-            elapsed = watch.stop()
-            _stop(sampler)
-            memory = probe.end()
-            if current.revision != corpus.revision:
-                raise CorpusError(
-                    f"{corpus.path} changed during the run (revision {corpus.revision[:12]} "
-                    f"at start, {current.revision[:12]} when re-read); freeze the corpus",
-                    rule="R1.1",
-                )
+            ids, labels, elapsed, memory = run.end_to_end(corpus, reader)
     except Exception as exc:
         _stop(sampler)
         if path is not None:
             path.unlink(missing_ok=True)
-        where = _where(exc, stage, number, total_batches, track)
-        return _failed(exc, probe, tokenized, where, _telemetry(sampler))
+        where = _where(exc, run.stage, run.number, run.total_batches, track)
+        return _failed(exc, probe, run.tokenized, where, _telemetry(sampler))
     return PassResult(
         elapsed_seconds=elapsed,
         memory=memory,
-        truncated_texts=tokenized.truncated_texts,
-        dropped_tokens=tokenized.dropped_tokens,
+        truncated_texts=run.tokenized.truncated_texts,
+        dropped_tokens=run.tokenized.dropped_tokens,
         error=None,
         predictions_path=path,
         item_count=len(ids),
-        tokens_processed=_tokens_processed(backend, tokenized),
+        tokens_processed=_tokens_processed(backend, run.tokenized),
         off_label_answers=sum(1 for label in labels if label not in backend.classes)
         if hasattr(backend, "off_label_answer")
         else None,
         gpu_telemetry=_telemetry(sampler),
     )
+
+
+class _Span:
+    """The timed span in the fixed order (R3.8): settle, memory baselines, sampler, timer;
+    then timer (it synchronises), sampler, memory peaks."""
+
+    def __init__(self, probe: Any, sampler: Any, watch: Stopwatch) -> None:
+        self.probe, self.sampler, self.watch = probe, sampler, watch
+
+    def begin(self) -> None:
+        _settle()
+        self.probe.begin()
+        _start(self.sampler)
+        self.watch.start()
+
+    def end(self) -> tuple[float, MemoryReading]:
+        """(elapsed seconds, memory readings) of the span."""
+        elapsed = self.watch.stop()
+        _stop(self.sampler)
+        return elapsed, self.probe.end()
+
+
+_Observed = tuple[Sequence[str], list[str], float, MemoryReading]  # ids, labels, elapsed, memory
+
+
+class _Pass:
+    """One pass's steps in either scope (R3.1), remembering how far it got so that a failure
+    is located (``stage``, batch ``number`` of ``total_batches``) and keeps its truncation
+    counts (``tokenized``)."""
+
+    def __init__(
+        self,
+        backend: Any,
+        settings: Any,
+        path: Path | None,
+        span: _Span,
+        track: SyncTracker,
+        batch_faults: dict[int, Any],
+    ) -> None:
+        self.backend, self.path, self.span, self.track = backend, path, span, track
+        self.batch_faults = batch_faults
+        self.context, self.batch, self.batching = (
+            settings.context,
+            settings.batch,
+            settings.batching,
+        )
+        self.stage = "start"
+        self.number = 0  # the batch being launched
+        self.total_batches: int | str = "?"
+        self.tokenized: Any = None
+
+    def processing(self, corpus: Any, prepared: dict[str, Any] | None) -> _Observed:
+        """Tokens and batches before the timer, predictions written after it."""
+        ids = corpus.ids
+        batches = self._prepared_batches(corpus, prepared)
+        self.total_batches = len(batches)
+        self.span.begin()
+        outputs = self._forward(batches)
+        self.stage = "synchronisation"
+        elapsed, memory = self.span.end()
+        self.stage = "writing predictions"
+        return ids, self._write(batches, outputs, ids), elapsed, memory
+
+    def end_to_end(self, corpus: Any, reader: Callable[[], Any]) -> _Observed:
+        """Reading, tokens, batches, forward passes and the predictions file, all timed."""
+        self.span.begin()
+        self.stage = "reading the corpus"
+        current = reader()
+        batches = self._tokenized_batches(current.texts)
+        self.total_batches = len(batches)
+        outputs = self._forward(batches)
+        self.stage = "writing predictions"  # the timer's synchronisation comes after it
+        labels = self._write(batches, outputs, current.ids)
+        elapsed, memory = self.span.end()
+        if current.revision != corpus.revision:
+            raise CorpusError(
+                f"{corpus.path} changed during the run (revision {corpus.revision[:12]} "
+                f"at start, {current.revision[:12]} when re-read); freeze the corpus",
+                rule="R1.1",
+            )
+        return current.ids, labels, elapsed, memory
+
+    def _prepared_batches(self, corpus: Any, prepared: dict[str, Any] | None) -> Sequence[Any]:
+        """Tokens and batches built once per process and reused (issue 25), outside the timer."""
+        key = (id(self.backend), corpus.revision, self.context, self.batch, self.batching)
+        if prepared is not None and prepared.get("key") == key:
+            self.tokenized = prepared["tokenized"]
+            return prepared["batches"]
+        batches = self._tokenized_batches(corpus.texts)
+        if prepared is not None:
+            prepared.update(key=key, tokenized=self.tokenized, batches=batches)
+        return batches
+
+    def _tokenized_batches(self, texts: Sequence[str]) -> Sequence[Any]:
+        self.stage = "tokenisation"
+        self.tokenized = self.backend.tokenize(texts, self.context)
+        self.stage = "batch building"
+        return self.backend.batches(self.tokenized, self.batch, self.batching)
+
+    def _forward(self, batches: Sequence[Any]) -> list[Any]:
+        """The forward passes, batch by batch; an injected fault fires before its batch."""
+        import torch
+
+        self.stage = "forward"
+        outputs = []
+        with torch.inference_mode():
+            for number, batch in enumerate(batches, 1):
+                self.number = self.track.batch = number
+                if self.batch_faults and number in self.batch_faults:
+                    trigger(self.batch_faults[number], f"batch {number} of {self.total_batches}")
+                outputs.append(self.backend.predict(batch))
+        return outputs
+
+    def _write(self, batches: Sequence[Any], outputs: list[Any], ids: Sequence[str]) -> list[str]:
+        """The labels in corpus order, written to the predictions file if one is asked for."""
+        labels = _labels(self.backend, batches, outputs, len(ids))
+        if self.path is not None:
+            write_text_atomic(self.path, prediction_lines(ids, labels))
+        return labels
 
 
 class SyncTracker:
