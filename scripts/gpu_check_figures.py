@@ -270,7 +270,7 @@ def check_async_errors(verdict: Verdict) -> None:
 
 def check_cublas_workspace(verdict: Verdict) -> None:
     """§6: what the cold note states; PASS when a workspace of 8-80 MiB stays allocated."""
-    from gpubench_nb.pipeline.run import CUBLAS_NOTE
+    from gpubench_nb.pipeline.run_record import CUBLAS_NOTE
 
     out = _child("--child-cublas")
     size = out.get("workspace_bytes")

@@ -2,32 +2,26 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.clocks import telemetry_text
-from gpubench_nb.engine.environment import (
-    capture_environment,
-    environment_notes,
-    finish_environment,
-    row_fields,
-)
+from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
-from gpubench_nb.engine.timing import (
-    LOAD_SCOPE,
-    Stopwatch,
-    cuda_context_seconds,
-    scope_note,
-    synchronizer,
-)
+from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.pipeline.run_record import (
+    RunNotes,
+    finish_record,
+    generation_facts,
+    record_pass,
+    running_record,
+)
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import require_frozen
@@ -35,24 +29,6 @@ from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, write_run
 from gpubench_nb.protocol.writer import bundle_writer
 
 PHASES = MEASURED_PHASES  # load is timed inside every run (R3.2)
-# What run.json says while the run is in progress: if the process dies (dead kernel, crash,
-# timeout), this record stays, so the event is kept and explained, never dropped (R3.6).
-DIED = "the process ended before the run finished (dead kernel, crash or timeout)"
-
-
-# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
-# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps
-# (issue 23 §6): part of what a fresh process pays, reported with the cold row.
-CUBLAS_NOTE = (
-    "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
-    "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
-)
-
-
-def _phase_note(phase: str, warmups: int) -> str:
-    if phase == Phase.COLD:
-        return f"phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7); {CUBLAS_NOTE}"
-    return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
 
 
 def _check_run(exp: Any, variant_id: str, phase: str, run_index: int) -> Any:
@@ -167,23 +143,6 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError)
 
 
-def _generation_facts(record: dict[str, Any], notes: list[str]) -> None:
-    """A causal LM's effective generation config, top-level in run.json and in the notes
-    (R2.5, issue 23 §7): only declared options; the folder's others are named as overridden."""
-    described = record.get("backend") or {}
-    if "generation_config_effective" not in described:
-        return
-    effective = described["generation_config_effective"]
-    overridden = described.get("generation_config_folder_overridden") or []
-    record["generation_config_effective"] = effective
-    record["generation_config_folder_overridden"] = overridden
-    options = " ".join(f"{k}={v}" for k, v in sorted(effective.items()))
-    notes.append(
-        f"R2.5 generation config effective: {options}; model folder options overridden: "
-        + (", ".join(overridden) or "none")
-    )
-
-
 def _seconds_note(loaded: LoadOutcome) -> str:
     """The figures kept apart from load_seconds, for the notes (R3.2, issue 23 §1)."""
 
@@ -272,149 +231,94 @@ def _execute_run(
     out.mkdir(parents=True, exist_ok=True)
     predictions = out / PREDICTIONS_NAME
     predictions.unlink(missing_ok=True)
-    record: dict[str, Any] = {
-        "experiment_id": exp.experiment_id,
-        "variant_id": variant_id,
-        "phase": phase,
-        "run_index": run_index,
-        "pid": os.getpid(),
-        "status": "running",
-        "started_utc": started,
-        "finished_utc": None,
-        "scope": exp.timing.scope,
-        "warmup_iterations": warmups,
-        "precision": settings.precision,
-        "batch": settings.batch,
-        "context": settings.context,
-        "batching": settings.batching,
-        "declared_device": settings.device,
-        "corpus_revision": corpus.revision,
-        "model_revision": None,
-        "tokenizer_revision": None,
-        "elapsed_seconds": None,
-        "load_seconds": None,
-        "memory": NOT_RECORDED.to_dict(),
-        "load_memory": NOT_RECORDED.to_dict(),
-        "import_seconds": None,  # importing the backend's modules, before the load clock
-        "fingerprint_seconds": None,  # SHA-256 of model + tokenizer files, outside the load
-        "weight_residency_at_load_start": None,  # page cache (engine/residency.py)
-        "cuda_context_seconds": None,  # CUDA context creation, outside every timer; CPU: None
-        "truncated_texts": None,
-        "dropped_tokens": None,
-        "item_count": None,
-        "predictions": None,
-        "error": DIED,
-        "notes": DIED,
-    }
+    run = (variant_id, phase, run_index)
+    record = running_record(exp, settings, run, warmups, corpus.revision, started)
     write_run(out, record)
 
-    events: list[str] = []
-    load_facts: list[str] = []
-    backend = device = None
-    try:
-        from gpubench_nb.engine.backends import resolve_device
-
-        device = resolve_device(settings.device)
-    except Exception as exc:  # a device that cannot be used is an observation too (R3.6)
-        message = " ".join(str(exc).split())[:500]
-        record["error"] = f"load failed: {type(exc).__name__}: {message}"
-        events.append(f"R3.6 load failed ({type(exc).__name__}): no pass was run")
+    notes = RunNotes()
+    device = _device(settings, record, notes)
+    backend = None
     if device is not None:
-        loaded = _load(
-            exp,
-            settings,
-            device,
-            plan,
-            lambda revisions: _refuse_unless_frozen(
-                exp,
-                bundle_dir,
-                record,
-                {"model_revision": revisions[0], "tokenizer_revision": revisions[1]},
-            ),
-        )
-        backend = loaded.backend
-        record.update(
-            load_seconds=loaded.load_seconds,
-            load_memory=loaded.memory.to_dict(),
-            import_seconds=loaded.import_seconds,
-            fingerprint_seconds=loaded.fingerprint_seconds,
-            cuda_context_seconds=loaded.cuda_context_seconds,
-            weight_residency_at_load_start=loaded.residency,
-        )
-        load_facts = [_seconds_note(loaded)]
-        if loaded.residency is not None:
-            load_facts.append(residency_text(loaded.residency))
-        if loaded.error is not None:
-            record["error"] = loaded.error
-            events.append(loaded.event or "")
-            events.extend(loaded.memory.problems())
-        else:
-            record["model_revision"] = backend.model_revision
-            record["tokenizer_revision"] = backend.tokenizer_revision
-            if hasattr(backend, "describe"):
-                record["backend"] = backend.describe()
-                _generation_facts(record, load_facts)
-
+        backend = _load_backend(exp, settings, device, plan, bundle_dir, record, notes)
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
+
+    def reader() -> Any:  # end_to_end re-reads the corpus file: it must be the frozen one
+        current = load_experiment_corpus(exp, "eval")
+        read_revisions.append(current.revision)
+        return current
+
     if backend is not None:
-
-        def reader() -> Any:
-            current = load_experiment_corpus(exp, "eval")
-            read_revisions.append(current.revision)
-            return current
-
         result = _passes(
             backend, corpus, settings, exp.timing.scope, predictions, plan, warmups, reader
         )
-        record.update(
-            elapsed_seconds=result.elapsed_seconds,
-            memory=result.memory.to_dict(),
-            truncated_texts=result.truncated_texts,
-            dropped_tokens=result.dropped_tokens,
-            item_count=result.item_count,
-            tokens_processed=result.tokens_processed,
-            off_label_answers=result.off_label_answers,
-            predictions=PREDICTIONS_NAME if result.predictions_path is not None else None,
-            error=result.error,
-            gpu_telemetry=result.gpu_telemetry,
-        )
-        if result.gpu_telemetry is not None:
-            load_facts.append(telemetry_text(result.gpu_telemetry))
-        events.extend(result.notes)
-        if result.off_label_answers:
-            events.append(
-                f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are "
-                "outside the declared classes, written as-is (format_valid fails)"
-            )
-        events.extend(result.memory.problems())
-        for revision in sorted(set(read_revisions)):  # end_to_end re-reads the corpus file
+        record_pass(result, record, notes)
+        for revision in sorted(set(read_revisions)):
             _refuse_unless_frozen(exp, bundle_dir, record, {"corpus_revision": revision})
     env = finish_environment(env)
-
-    notes = [
-        scope_note(exp.timing.scope),
-        LOAD_SCOPE,
-        _phase_note(phase, warmups),
-        *load_facts,
-        *events,
-    ]
-    if exp.model.prompt is not None:  # a prompted causal LM's generation options (R2.5)
-        record["generation"] = exp.model.prompt.options()
-        notes.insert(1, exp.model.prompt.note())
-    if plan.describe():
-        notes.append(plan.describe())
-    notes.append(environment_notes(env))
-    record.update(row_fields(env))
-    record.update(
-        status="failed" if record["error"] else "finished",
-        finished_utc=utc_now(),
-        code_revision=env["code_revision"],
-        notes="; ".join(notes),
-        environment=env,
-    )
+    finish_record(record, exp, phase, warmups, plan, env, notes)
     write_run(out, record)
     return record
+
+
+def _device(settings: Any, record: dict[str, Any], notes: RunNotes) -> Any:
+    """The declared device, or None: a device that cannot be used is an observation (R3.6)."""
+    try:
+        from gpubench_nb.engine.backends import resolve_device
+
+        return resolve_device(settings.device)
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:500]
+        record["error"] = f"load failed: {type(exc).__name__}: {message}"
+        notes.events.append(f"R3.6 load failed ({type(exc).__name__}): no pass was run")
+        return None
+
+
+def _load_backend(
+    exp: Any,
+    settings: Any,
+    device: Any,
+    plan: FaultPlan,
+    bundle_dir: Path | str,
+    record: dict[str, Any],
+    notes: RunNotes,
+) -> Any:
+    """The load phase (``_load``) written into the record; the backend, or None if it failed."""
+    loaded = _load(
+        exp,
+        settings,
+        device,
+        plan,
+        lambda revisions: _refuse_unless_frozen(
+            exp,
+            bundle_dir,
+            record,
+            {"model_revision": revisions[0], "tokenizer_revision": revisions[1]},
+        ),
+    )
+    record.update(
+        load_seconds=loaded.load_seconds,
+        load_memory=loaded.memory.to_dict(),
+        import_seconds=loaded.import_seconds,
+        fingerprint_seconds=loaded.fingerprint_seconds,
+        cuda_context_seconds=loaded.cuda_context_seconds,
+        weight_residency_at_load_start=loaded.residency,
+    )
+    notes.facts.append(_seconds_note(loaded))
+    if loaded.residency is not None:
+        notes.facts.append(residency_text(loaded.residency))
+    backend = loaded.backend
+    if loaded.error is not None:
+        record["error"] = loaded.error
+        notes.events.append(loaded.event or "")
+        notes.events.extend(loaded.memory.problems())
+        return backend
+    record["model_revision"] = backend.model_revision
+    record["tokenizer_revision"] = backend.tokenizer_revision
+    if hasattr(backend, "describe"):
+        record["backend"] = backend.describe()
+        generation_facts(record, notes.facts)
+    return backend
 
 
 def _passes(

@@ -15,7 +15,8 @@ from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
 from gpubench_nb.engine.memory import MEMORY_FIELDS
 from gpubench_nb.errors import BackendError, ProtocolError
 from gpubench_nb.pipeline import run as runmod
-from gpubench_nb.pipeline.run import DIED, execute_run, run_dir
+from gpubench_nb.pipeline.run import execute_run, run_dir
+from gpubench_nb.pipeline.run_record import DIED
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import freeze

@@ -11,6 +11,7 @@ from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
 from gpubench_nb.engine.memory import MemoryReading
 from gpubench_nb.pipeline import run as runmod
+from gpubench_nb.pipeline import run_record
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
@@ -334,19 +335,19 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
         }
     }
     notes: list[str] = []
-    runmod._generation_facts(record, notes)
+    run_record.generation_facts(record, notes)
     assert record["generation_config_effective"] == {"do_sample": False, "max_new_tokens": 3}
     assert notes == [
         "R2.5 generation config effective: do_sample=False max_new_tokens=3; model folder "
         "options overridden: min_new_tokens, suppress_tokens"
     ]
     bow: list[str] = []
-    runmod._generation_facts({"backend": {"backend": "bow"}}, bow)
+    run_record.generation_facts({"backend": {"backend": "bow"}}, bow)
     assert bow == []
 
 
 def test_cold_note_states_the_cublas_workspace() -> None:
     """The cold row's note says its peak includes the 32 MiB cuBLAS workspace (issue 23 §6);
     a warm note does not claim it."""
-    assert "cuBLAS workspace (32 MiB" in runmod._phase_note("cold", 0)
-    assert "cuBLAS" not in runmod._phase_note("warm", 2)
+    assert "cuBLAS workspace (32 MiB" in run_record.phase_note("cold", 0)
+    assert "cuBLAS" not in run_record.phase_note("warm", 2)
