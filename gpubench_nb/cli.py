@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.errors import BundleError, GpubenchError
+from gpubench_nb.errors import GpubenchError
 
 EXIT_NOT_ACCEPTED = 1
 EXIT_INTERRUPTED = 130
@@ -164,31 +164,21 @@ def _check_bundle(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.bundle import comparison_report_path, sealed_bundle_holding
+    from gpubench_nb.protocol.bundle import comparison_report_path
+    from gpubench_nb.protocol.outputs import check_output_file
     from gpubench_nb.report.render import render_report
 
     bundles = [Path(b) for b in args.bundles]
     default = comparison_report_path(bundles)
     out = Path(args.out) if args.out else default
-    sealed = sealed_bundle_holding(out)
-    if sealed is not None:
-        raise BundleError(
-            f"--out {out} is inside the finished bundle {sealed}, whose manifest would then "
-            f"fail check-bundle; write the report elsewhere (the default is {default}); a "
-            "bundle's own report.html is written by "
-            "`gpubench-nb run`",
-            rule="R5.6",
-        )
-    from gpubench_nb.protocol.outputs import check_output_file
-
-    inside = next((b for b in bundles if out.resolve().is_relative_to(b.resolve())), None)
-    if inside is not None:
-        raise BundleError(
-            f"--out {out} is inside the bundle {inside} that the report reads; write the report "
-            f"elsewhere (the default is {default})",
-            rule="R5.6",
-        )
-    check_output_file(out, option="--out", inputs=[], instead=f"use the default {default}")
+    inputs = [*bundles, *([Path(args.ledger)] if args.ledger else [])]
+    check_output_file(
+        out,
+        option="--out",
+        inputs=inputs,
+        instead=f"use the default {default} (a bundle's own report.html is written by "
+        "`gpubench-nb run`)",
+    )
     path = render_report(bundles, out, allow_mismatch=args.allow_mismatch, ledger=args.ledger)
     print(f"report written: {path}")
     return 0
@@ -235,7 +225,17 @@ def _ledger(args: argparse.Namespace) -> int:
     from gpubench_nb.atomic import write_json_atomic
     from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
     from gpubench_nb.economics.offers import load_offers, resolve_offer
+    from gpubench_nb.protocol.outputs import check_output_file
 
+    out = None
+    if args.out:  # refused before anything is read (R5.6, issue 22 §2)
+        out = check_output_file(
+            Path(args.out),
+            option="--out",
+            inputs=[Path(args.offers), *map(Path, args.bundles)],
+            instead="name a new file outside every bundle, e.g. --out "
+            f"{Path.cwd() / 'ledger.json'}",
+        )
     offer = resolve_offer(load_offers(args.offers), args.offer)
     ledger = build_ledger(
         offer,
@@ -245,11 +245,11 @@ def _ledger(args: argparse.Namespace) -> int:
         args.bundles,
         machine=machine_from(args.machine) if args.machine else None,
     )
-    if args.out:
-        write_json_atomic(Path(args.out), ledger)
+    if out is not None:
+        write_json_atomic(out, ledger)
     sys.stdout.write(format_ledger(ledger, args.format))
-    if args.out:
-        print(f"ledger written: {args.out}", file=sys.stderr)
+    if out is not None:
+        print(f"ledger written: {out}", file=sys.stderr)
     return 0
 
 
@@ -315,7 +315,7 @@ def _add_campaign(sub: argparse._SubParsersAction) -> None:
         help="submitit executor of local targets (debug: in this process, for debugging)",
     )
     p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
-    p.add_argument("--run-timeout", type=int, default=1800, metavar="SECONDS")
+    p.add_argument("--run-timeout", type=_positive_int, default=1800, metavar="SECONDS")
     p.set_defaults(func=_campaign_run)
     p = actions.add_parser("status", help="per target: job, state, runs done, bundle verified")
     p.add_argument("campaign")
@@ -403,8 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("bundles", nargs="+", metavar="BUNDLE")
     p.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. h100)")
     p.add_argument("--offers", default="parameters/offers.yaml", help="offers table")
-    p.add_argument("--days", required=True, type=int, help="package length: 3, 7 or 30 (R5.1)")
-    p.add_argument("--lots", required=True, type=int, help="billed lots (R5.1, R5.2)")
+    p.add_argument(
+        "--days", required=True, type=_positive_int, help="package length: 3, 7 or 30 (R5.1)"
+    )
+    p.add_argument("--lots", required=True, type=_positive_int, help="billed lots (R5.1, R5.2)")
     p.add_argument(
         "--start", required=True, help="package start, UTC: 2026-12-01 or 2026-12-01T09:00:00Z"
     )

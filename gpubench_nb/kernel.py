@@ -5,6 +5,11 @@ chose TCP without CurveZMQ keys. For the kernels ``gpubench-nb`` starts (``run``
 the kernel manager chooses the IPC transport (Unix sockets in Jupyter's runtime folder, readable
 by the user only), which both removes the reason for the warning and the warning itself.
 
+Those sockets and the connection files live in a private runtime folder of this process (0700,
+created at the first kernel, removed at exit), never in the kernels' working folder: two
+``gpubench-nb run`` started together on one install (a GPU server has several users) otherwise
+pick the same ``kernel-ipc-N`` socket names and talk to each other's kernels (issue 22 §1).
+
 A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
 client picks. For those, ``python -m gpubench_nb.kernel install`` writes a ``python3``
 kernelspec whose launcher drops exactly that one log line and nothing else: such kernels listen
@@ -14,10 +19,15 @@ on 127.0.0.1 only, and the line is advice to the client's author that the user c
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import json
 import logging
+import os
+import shutil
 import sys
+import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +35,26 @@ from typing import Any
 TCP_WARNING = "Kernel is running over TCP without encryption"
 
 
+RUNTIME_PREFIX = "gpubench-nb-kernels-"
+
+
+@functools.cache
+def runtime_dir() -> Path:
+    """This process's private folder for kernel sockets and connection files (0700).
+
+    Made once per process under the system's temporary folder (``mkdtemp``: a fresh name,
+    mode 0700), and removed when the process exits; never the package or the checkout folder.
+    """
+    folder = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX))
+    os.chmod(folder, 0o700)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 @functools.cache
 def kernel_manager_class() -> type:
-    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX)."""
+    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX),
+    with its connection file and sockets in :func:`runtime_dir` (issue 22 §1)."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
@@ -36,11 +63,17 @@ def kernel_manager_class() -> type:
         return AsyncKernelManager
 
     class IpcKernelManager(AsyncKernelManager):
-        """AsyncKernelManager whose default transport is IPC instead of TCP."""
+        """AsyncKernelManager whose default transport is IPC instead of TCP, its files private."""
 
         @default("transport")
         def _default_transport(self) -> str:
             return "ipc"
+
+        @default("connection_file")
+        def _default_connection_file(self) -> str:
+            # jupyter_client names the IPC sockets after the connection file ("<name>-ipc-N"):
+            # a unique name in a private folder gives sockets no other process can pick.
+            return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:16]}.json")
 
     return IpcKernelManager
 

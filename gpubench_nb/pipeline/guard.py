@@ -39,13 +39,9 @@ def backup_path(bundle_dir: Path) -> Path:
 
 def refuse_nested(output_dir: Path) -> None:
     """A bundle is never written inside another bundle (its manifest would not cover it)."""
-    holder = layout.bundle_holding(output_dir)
-    if holder is not None:
-        raise BundleError(
-            f"--output-dir {output_dir} is inside the bundle {holder}; a bundle is never written "
-            f"into another one. Fix: give a folder outside any bundle, e.g. {holder.parent}",
-            rule="R5.6",
-        )
+    from gpubench_nb.protocol.outputs import check_output_folder
+
+    check_output_folder(output_dir, option="--output-dir")
 
 
 def refuse_tampered(bundle_dir: Path) -> None:

@@ -133,7 +133,7 @@ def prepare_bundle(
         **{f"{split}_revision": other.revision for split, other in others.items()},
     }
     bundle_dir.mkdir(parents=True, exist_ok=True)
-    freeze(bundle_dir, experiment, fingerprints, given=given_lock)
+    freeze(bundle_dir, experiment, fingerprints, given=given_lock, corpus_identity=corpus.identity)
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()

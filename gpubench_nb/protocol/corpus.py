@@ -22,6 +22,7 @@ MAX_LISTED = 20  # problems listed in one error message; the count is always com
 _BOM = b"\xef\xbb\xbf"
 # Version tag of the canonical form: changing the serialisation must change every revision.
 _CANONICAL_TAG = b"gpubench-nb corpus v1\n"
+_IDENTITY_TAG = b"gpubench-nb corpus identity v1\n"
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,11 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.items)
 
+    @cached_property
+    def identity(self) -> str:
+        """What the corpus *is* (R5.3): :func:`corpus_identity` of its items."""
+        return corpus_identity(self.items)
+
 
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """SHA-256 of the items themselves, not of the file bytes (R1.1).
@@ -79,6 +85,28 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
         record = json.dumps(
             [item.id, item.text, item.label], ensure_ascii=False, separators=(",", ":")
         )
+        digest.update(record.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def corpus_identity(items: Sequence[CorpusItem]) -> str:
+    """SHA-256 of the corpus as a set of items, order-independent and canonical (R5.3).
+
+    The revision pins the order too (R2.1: variants see the same input order); the identity is
+    what a ledger counts: the same items (ID, text, label) in another order, or with IDs written
+    in another Unicode form that NFC makes equal (the tool's own ID rule, protocol/ids.py), are
+    one corpus (issue 22 §4). Each item is the compact JSON array ``[NFC id, text, label]``;
+    the arrays are sorted, then hashed one per line after a version tag.
+    """
+    records = sorted(
+        json.dumps(
+            [id_key(item.id), item.text, item.label], ensure_ascii=False, separators=(",", ":")
+        )
+        for item in items
+    )
+    digest = hashlib.sha256(_IDENTITY_TAG)
+    for record in records:
         digest.update(record.encode("utf-8"))
         digest.update(b"\n")
     return digest.hexdigest()

@@ -47,6 +47,7 @@ from gpubench_nb.report.economics import (
     ledger_markdown,
     not_accepted_markdown,
 )
+from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
@@ -212,10 +213,13 @@ def _repeats(b: Bundle) -> Any:
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
     """The report's title, its bundles, and the R2.1 mismatch banner when one was allowed."""
-    names = ", ".join(dict.fromkeys(str(b.lock.get("experiment_id") or b.label) for b in bundles))
+    names = ", ".join(
+        dict.fromkeys(md_text(b.lock.get("experiment_id") or b.label) for b in bundles)
+    )
     lines = [f"# gpubench-nb report: {names}", ""]
     lines += [
-        f"- **{b.label}**: `{b.path}`" + ("" if b.rows else " (no row in resultats-bruts.csv yet)")
+        f"- **{md_text(b.label)}**: {md_code(b.path)}"
+        + ("" if b.rows else " (no row in resultats-bruts.csv yet)")
         for b in bundles
     ]
     problems = comparability_problems(bundles)
@@ -223,7 +227,7 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
         lines += [
             "",
             "> **Merged despite differences, on explicit request (allow_mismatch=True, R2.1):** "
-            + "; ".join(problems)
+            + "; ".join(md_text(p) for p in problems)
             + ". These bundles did not measure the same work; their times are not comparable.",
         ]
     return "\n".join(lines)
@@ -238,7 +242,7 @@ def warnings_markdown(rows: pd.DataFrame) -> str:
     )
     if not found:
         return f"No warning {rule}."
-    return f"Warnings {rule}:\n\n" + "\n".join(f"- {w}" for w in found)
+    return f"Warnings {rule}:\n\n" + "\n".join(f"- {md_text(w)}" for w in found)
 
 
 def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -265,8 +269,9 @@ def memory_note(rows: pd.DataFrame) -> str:
     for bundle in dict.fromkeys(frame["bundle"]):
         if bundle not in recorded:
             lines.append(
-                f"**{bundle}**: memory was not recorded (no CUDA device was measured, so the four "
-                "memory cells are empty, R4.3); nothing is plotted and nothing is shown as zero."
+                f"**{md_text(bundle)}**: memory was not recorded (no CUDA device was measured, so "
+                "the four memory cells are empty, R4.3); nothing is plotted and nothing is shown "
+                "as zero."
             )
     return "\n\n".join(lines)
 
