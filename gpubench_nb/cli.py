@@ -468,6 +468,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except OSError as exc:
+        from gpubench_nb.errors import disk_full, storage_error
+
+        if not disk_full(exc):
+            raise
+        where = exc.filename or "a file of this command"
+        print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
+        return 2
 
 
 def _stdout_closed(command: str) -> int:

@@ -25,6 +25,7 @@ from gpubench_nb.economics.offers import load_offers, package_quote, resolve_off
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.writer import bundle_writer
 
 
@@ -39,8 +40,6 @@ def backup_path(bundle_dir: Path) -> Path:
 
 def refuse_nested(output_dir: Path) -> None:
     """A bundle is never written inside another bundle (its manifest would not cover it)."""
-    from gpubench_nb.protocol.outputs import check_output_folder
-
     check_output_folder(output_dir, option="--output-dir")
 
 
@@ -106,7 +105,16 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
         if (bundle_dir / layout.MANIFEST_NAME).exists():
             refuse_tampered(bundle_dir)
         validate_pricing(experiment)
-        yield
+        created = not bundle_dir.exists()
+        try:
+            yield
+        except Exception:
+            # A first run that fails before its first row (a refusal, a full disk) leaves no
+            # half-made folder that looks like a bundle (issue 22 §2, §7); once a row is
+            # recorded the bundle is kept, resumable (R3.6).
+            if created and not (bundle_dir / layout.CSV_NAME).exists():
+                shutil.rmtree(bundle_dir, ignore_errors=True)
+            raise
 
 
 @contextmanager
