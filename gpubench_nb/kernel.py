@@ -35,17 +35,35 @@ from typing import Any
 TCP_WARNING = "Kernel is running over TCP without encryption"
 
 
-RUNTIME_PREFIX = "gpubench-nb-kernels-"
+RUNTIME_PREFIX = "gpubench-nb-"
+# A Unix socket path holds at most 107 bytes (104 on macOS); a kernel's longest socket name in
+# the runtime folder is "/kernel-<12 hex>-ipc-<5 digits>" (30) after the folder's own 20.
+MAX_SOCKET_PATH = 100
+_LONGEST_SOCKET_NAME = len(RUNTIME_PREFIX) + 8 + len("/kernel-0123456789ab-ipc-65535")
+
+
+def _runtime_base() -> str:
+    """Where the private folder goes: the temporary folder (``TMPDIR``), else the user's
+    ``XDG_RUNTIME_DIR``, else ``/tmp``: the first short enough for socket paths."""
+    for base in (tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
+        if (
+            base
+            and os.path.isdir(base)
+            and os.access(base, os.W_OK | os.X_OK)
+            and len(os.path.abspath(base)) + 1 + _LONGEST_SOCKET_NAME <= MAX_SOCKET_PATH
+        ):
+            return os.path.abspath(base)
+    return tempfile.gettempdir()
 
 
 @functools.cache
 def runtime_dir() -> Path:
     """This process's private folder for kernel sockets and connection files (0700).
 
-    Made once per process under the system's temporary folder (``mkdtemp``: a fresh name,
-    mode 0700), and removed when the process exits; never the package or the checkout folder.
+    Made once per process (``mkdtemp``: a fresh name, mode 0700) under :func:`_runtime_base`,
+    and removed when the process exits; never the package or the checkout folder.
     """
-    folder = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX))
+    folder = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX, dir=_runtime_base()))
     os.chmod(folder, 0o700)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
@@ -73,7 +91,7 @@ def kernel_manager_class() -> type:
         def _default_connection_file(self) -> str:
             # jupyter_client names the IPC sockets after the connection file ("<name>-ipc-N"):
             # a unique name in a private folder gives sockets no other process can pick.
-            return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:16]}.json")
+            return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:12]}.json")
 
     return IpcKernelManager
 

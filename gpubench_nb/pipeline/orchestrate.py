@@ -125,6 +125,10 @@ def prepare_bundle(
     check_disjoint(corpus, others)
     if experiment.model.backend not in ("hf", "causal_lm"):  # presets only; others are brought
         build_model(experiment)
+    else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
+        from gpubench_nb.engine.backends.model_check import check_declared_model
+
+        check_declared_model(experiment)
     model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
     fingerprints = {
         "corpus_revision": corpus.revision,
