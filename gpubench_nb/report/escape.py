@@ -12,15 +12,17 @@ import html
 import re
 from typing import Any
 
-# Markdown punctuation that could start emphasis, a link, code, a heading, a table cell ...
-_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>])")
+# Markdown punctuation that could make a link (``[x](javascript:...)``), code or emphasis; `<`
+# and `&` are HTML-escaped first, so raw HTML and autolinks cannot form either.
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]])")
 
 
 def md_text(value: Any) -> str:
-    """``value`` as literal text in Markdown: HTML escaped, Markdown punctuation backslashed,
-    line breaks folded into spaces (a newline could start a heading or end a list item)."""
+    """``value`` as literal text in Markdown: HTML escaped, the punctuation of links, code and
+    emphasis backslashed, line breaks folded into spaces (a newline could start a heading or
+    end a list item)."""
     text = " ".join(str(value).split())
-    text = html.escape(text, quote=True)
+    text = html.escape(text, quote=False)
     return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
 
 

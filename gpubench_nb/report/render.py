@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 import gpubench_nb
+from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.kernel import papermill_options
@@ -222,6 +223,7 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
         + ("" if b.rows else " (no row in resultats-bruts.csv yet)")
         for b in bundles
     ]
+    lines += truncation_banner(bundles)
     problems = comparability_problems(bundles)
     if problems:
         lines += [
@@ -231,6 +233,37 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
             + ". These bundles did not measure the same work; their times are not comparable.",
         ]
     return "\n".join(lines)
+
+
+def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
+    """A banner when one model on one corpus ran at different contexts and some of them cut
+    texts (R2.3): shorter texts are less work, so those times and qualities are of different
+    work (issue 22 §6). Empty when no such merge."""
+    groups: dict[tuple[Any, Any], dict[Any, int]] = {}
+    for b in bundles:
+        for row in b.rows:
+            if row.get("phase") == "load" or row.get("context") is None:
+                continue
+            key = (row.get("model_revision"), row.get("corpus_revision"))
+            cut = groups.setdefault(key, {})
+            texts = row.get("truncated_texts") or 0
+            cut[row["context"]] = max(cut.get(row["context"], 0), int(texts))
+    lines = []
+    for cut in groups.values():
+        if len(cut) > 1 and any(cut.values()):
+            shown = "; ".join(
+                f"context {md_text(c)}: "
+                + (f"up to {formats.count(n)} texts cut per pass" if n else "no text cut")
+                for c, n in sorted(cut.items(), key=lambda item: str(item[0]))
+            )
+            lines += [
+                "",
+                "> **Different contexts, some truncating (R2.3):** the same model on the same "
+                f"corpus ran at {len(cut)} contexts ({shown}). A cut text is less work and a "
+                "different input: these rows did not do the same work, so their times and "
+                "quality are not comparable as they stand.",
+            ]
+    return lines
 
 
 def warnings_markdown(rows: pd.DataFrame) -> str:
