@@ -41,12 +41,12 @@ def check_output(
     command has written nothing. Returns ``out`` unchanged when it is a place that may be written.
     """
     out = Path(out)
+    inputs = list(inputs)
     for source in inputs:
-        inside = Path(source).is_dir() and _holds(source, out)
-        if same_file(out, source) or (folder and _holds(out, source)) or inside:
+        if same_file(out, source):
             raise BundleError(
-                f"{option} {out} is, or holds, the input {source}; writing there would destroy "
-                f"the input. Fix: {instead}",
+                f"{option} {out} is the input {source} itself; writing it would destroy the "
+                f"input. Fix: {instead}",
                 rule=rule,
             )
     if not folder and out.is_dir():
@@ -69,6 +69,13 @@ def check_output(
             f"bundle. Fix: {instead}",
             rule=rule,
         )
+    for source in inputs:
+        if (folder and _holds(out, source)) or (Path(source).is_dir() and _holds(source, out)):
+            raise BundleError(
+                f"{option} {out} holds, or lies inside, the input {source}; writing there "
+                f"would mix outputs with inputs. Fix: {instead}",
+                rule=rule,
+            )
     return out
 
 

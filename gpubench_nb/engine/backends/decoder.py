@@ -73,7 +73,6 @@ def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderP
         return None
     text_config = model.config.get_text_config()
     config_pad = getattr(text_config, "pad_token_id", None)
-    vocab = getattr(text_config, "vocab_size", None)
     if config_pad is None:
         if model.base_model is model:
             raise BackendError(
