@@ -144,8 +144,7 @@ def classify(
             f"--variant {exp.quality.reference_variant}",
             rule="R1.3",
         )
-    inputs = [exp.source, exp.corpus.path, *([Path(reference_bundle)] if reference_bundle else [])]
-    check_output_folder(Path(output_dir), option="--output-dir", inputs=inputs)
+    check_output_folder(Path(output_dir), option="--output-dir", inputs=[exp.source])
     if reference_bundle is not None:  # verified (check-bundle) before any folder is made
         reference_from(Path(reference_bundle))
     bundle_dir = _reserve_bundle_dir(Path(output_dir), exp.experiment_id, variant_id)

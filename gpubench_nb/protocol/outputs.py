@@ -33,7 +33,8 @@ def check_output(
     rule: str = "R5.6",
 ) -> Path:
     """The one guard of every output option (issue 22 §2): refuse ``out`` (exit 2) when writing
-    it would destroy an input or write into a bundle, finished or not.
+    it would destroy an input, or write into a bundle (finished or not, read by the command or
+    not). A folder that merely holds inputs is fine: a new file or bundle there replaces none.
 
     ``option`` names where the path came from (``--checks``, ``--out``, ``--output-dir``, a
     campaign folder); ``instead`` says where to write. ``folder``: ``out`` is a folder a command
@@ -70,10 +71,10 @@ def check_output(
             rule=rule,
         )
     for source in inputs:
-        if (folder and _holds(out, source)) or (Path(source).is_dir() and _holds(source, out)):
+        if Path(source).is_dir() and _holds(source, out):  # the folders read are bundles
             raise BundleError(
-                f"{option} {out} holds, or lies inside, the input {source}; writing there "
-                f"would mix outputs with inputs. Fix: {instead}",
+                f"{option} {out} is inside the bundle {source} that this command reads. "
+                f"Fix: {instead}",
                 rule=rule,
             )
     return out

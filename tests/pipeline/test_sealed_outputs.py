@@ -64,8 +64,9 @@ def test_the_one_guard_refuses_every_place_inside_a_bundle(tmp_path: Path) -> No
     for folder in (done, done / "sub", busy, busy / "runs"):
         with pytest.raises(BundleError, match=r"R5\.6: --output-dir .* inside .*bundle"):
             check_output_folder(folder, option="--output-dir")
-    with pytest.raises(BundleError, match="holds, or lies inside, the input"):  # over an input
-        check_output_folder(tmp_path, option="--output-dir", inputs=[offers])
+    with pytest.raises(BundleError, match="is the input"):  # a folder given as an input file
+        check_output_folder(offers, option="--output-dir", inputs=[offers])
+    assert check_output_folder(tmp_path, option="--output-dir", inputs=[offers])  # holds it: ok
     assert check_output(tmp_path / "fresh.json", option="--out", instead=fix) == (
         tmp_path / "fresh.json"
     )
