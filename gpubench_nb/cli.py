@@ -473,7 +473,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not disk_full(exc):
             raise
-        where = exc.filename or "a file of this command"
+        # shutil's copies name the source first and the file being written second
+        where = exc.filename2 or exc.filename or "a file of this command"
         print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
         return 2
 

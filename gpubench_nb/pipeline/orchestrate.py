@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -103,7 +104,19 @@ def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
     refused = getattr(errors, str(getattr(exc, "ename", "")), None)
     if isinstance(refused, type) and issubclass(refused, GpubenchError):
         return refused(str(getattr(exc, "evalue", exc)))
+    full = _DISK_FULL_IN_KERNEL.match(str(getattr(exc, "evalue", "")))
+    if getattr(exc, "ename", None) in _OS_ERRORS and full:
+        # A full disk is no observation of the configuration: the run stops with no row, and
+        # the rerun redoes it once space is freed (issue 22 §7), instead of a failed row.
+        where = full.group("path") or "a file of the run"
+        return errors.storage_error(OSError(int(full.group("errno")), full.group("why")), where)
     return None
+
+
+_OS_ERRORS = ("OSError", "IOError", "StorageError")
+_DISK_FULL_IN_KERNEL = re.compile(
+    r"^\[Errno (?P<errno>28|27|122)\] (?P<why>[^:]+)(?::\s*'(?P<path>[^']*)')?"
+)
 
 
 def prepare_bundle(
@@ -225,6 +238,8 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
+        if errors.disk_full(exc):  # ... but a full disk is not (issue 22 §7)
+            raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)

@@ -259,3 +259,20 @@ def test_reference_bundle_edited_is_refused_after_verifying_it(
         )
     assert not out.exists() or list(out.iterdir()) == []
     assert json.loads((reference / "protocol.lock.json").read_text(encoding="utf-8"))
+
+
+def test_a_full_disk_inside_a_kernel_stops_the_run_instead_of_a_failed_row() -> None:
+    """Was (tried on a 100 KB tmpfs): a run whose kernel hit ENOSPC became a failed row, so the
+    rerun after freeing space never redid it. Now it is a refusal (no row): the rerun does it."""
+    from gpubench_nb.errors import StorageError
+    from gpubench_nb.pipeline.orchestrate import refusal_from_kernel
+
+    class KernelError(Exception):
+        ename = "OSError"
+        evalue = "[Errno 28] No space left on device: '/o/run-test/runs/b4/cold-1/run.json'"
+
+    refused = refusal_from_kernel(KernelError())
+    assert isinstance(refused, StorageError)
+    assert "cannot write /o/run-test/runs/b4/cold-1/run.json" in str(refused)
+    KernelError.ename, KernelError.evalue = "ValueError", "[Errno 28] not an OSError"
+    assert refusal_from_kernel(KernelError()) is None  # any other failure stays an observation
