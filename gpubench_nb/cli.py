@@ -163,6 +163,17 @@ def _check_bundle(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _notebooks(args: argparse.Namespace) -> int:
+    from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
+
+    if args.copy is None:
+        print(notebooks_dir())
+        return 0
+    for path in copy_notebooks(args.copy):
+        print(path)
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.bundle import comparison_report_path
     from gpubench_nb.protocol.outputs import check_output_file
@@ -434,6 +445,14 @@ def build_parser() -> argparse.ArgumentParser:
         "tolerance is measured against (needed unless --variant is the reference, R1.3)",
     )
     p.set_defaults(func=_classify)
+    p = sub.add_parser(
+        "notebooks",
+        help="print the folder of the installed notebooks (for the plain papermill CLI)",
+    )
+    p.add_argument(
+        "--copy", metavar="DIR", help="copy them into DIR instead (an existing copy is refused)"
+    )
+    p.set_defaults(func=_notebooks)
     _add_campaign(sub)
     return parser
 

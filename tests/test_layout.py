@@ -15,22 +15,25 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "gpubench_nb"
-SHARED = {"cli", "errors", "atomic", "summary", "kernel", "formats"}
+SHARED = {"cli", "errors", "atomic", "summary", "kernel", "formats", "notebook_files"}
 STAGES = ("protocol", "engine", "pipeline", "economics", "report")
+STEPS = "steps"  # what the notebooks call (issue 21): above every stage, imported by none
 HEAVY = ("torch", "transformers", "pandas", "matplotlib", "sklearn", "papermill")
 
 # stage -> the gpubench_nb parts it must never import (the CLI is forbidden to all, below).
 FORBIDDEN_PARTS = {
-    "protocol": {"engine", "pipeline", "economics", "report"},
-    "engine": {"pipeline", "economics", "report"},
-    "pipeline": set(),
-    "economics": {"engine", "pipeline", "report"},
-    "report": {"engine", "pipeline"},
-    "errors": set(STAGES),
-    "atomic": set(STAGES),
-    "summary": set(STAGES),
-    "kernel": set(STAGES),
-    "formats": set(STAGES),
+    "protocol": {"engine", "pipeline", "economics", "report", STEPS},
+    "engine": {"pipeline", "economics", "report", STEPS},
+    "pipeline": {STEPS},
+    "economics": {"engine", "pipeline", "report", STEPS},
+    "report": {"engine", "pipeline", STEPS},
+    STEPS: set(),
+    "errors": {*STAGES, STEPS},
+    "atomic": {*STAGES, STEPS},
+    "summary": {*STAGES, STEPS},
+    "kernel": {*STAGES, STEPS},
+    "formats": {*STAGES, STEPS},
+    "notebook_files": {*STAGES, STEPS},
 }
 FORBIDDEN_THIRD_PARTY = {"protocol": HEAVY, "economics": ("torch", "transformers")}
 
@@ -83,7 +86,7 @@ def violations(dotted: str, part: str, source: str) -> list[str]:
 def test_only_the_shared_modules_sit_at_the_top_level():
     top = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
     assert top == SHARED
-    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} == set(STAGES)
+    assert {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} == {*STAGES, STEPS}
 
 
 @pytest.mark.parametrize(("dotted", "part", "path"), modules(), ids=lambda v: str(v))
@@ -119,3 +122,80 @@ def test_protocol_loads_without_heavy_libraries_in_a_fresh_interpreter():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
     )
     assert out.stdout.strip() == ""
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the gpubench_nb modules it imports anywhere (lazy and TYPE_CHECKING included).
+
+    ``from a.b import c`` counts as an import of ``a.b.c`` when that is a module, else of
+    ``a.b``; the implicit import of a parent package's ``__init__`` is not an edge."""
+    known = {dotted for dotted, _, _ in modules()}
+    graph: dict[str, set[str]] = {}
+    for dotted, _, path in modules():
+        edges = set()
+        for name in imported_names(path.read_text(encoding="utf-8"), dotted):
+            while name and name not in known:
+                name = name.rpartition(".")[0]
+            if name and name != dotted:
+                edges.add(name)
+        graph[dotted] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each set of modules that import each other, directly or round a loop (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_import_circle_in_the_package():
+    """Issue 21: no two modules import each other, even lazily (base <-> tokenization was one)."""
+    assert import_circles(module_graph()) == []
+
+
+def test_the_circle_check_catches_a_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert import_circles(graph) == [["a", "b", "c"]]
+    assert import_circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_subpackage_is_listed_for_setuptools():
+    """pyproject lists the packages by hand (the notebooks/ mapping needs it): a new subpackage
+    missing from the list would be left out of every wheel (issue 21)."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    on_disk = {
+        ".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
+    }
+    assert listed == on_disk | {"gpubench_nb.notebooks"}
+    assert pyproject["tool"]["setuptools"]["package-dir"] == {"gpubench_nb.notebooks": "notebooks"}

@@ -22,6 +22,7 @@ from typing import Any
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import GpubenchError
+from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
@@ -37,7 +38,6 @@ from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
-NOTEBOOKS_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 KERNEL_NAME = "python3"
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
 KERNEL_LOG = "logs/kernels.stderr.log"
@@ -84,13 +84,13 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
         try:
             papermill.execute_notebook(
-                str(NOTEBOOKS_DIR / name),
+                str(notebook_path(name)),
                 str(output),
                 parameters=parameters,
                 kernel_name=KERNEL_NAME,
                 execution_timeout=timeout,
                 progress_bar=False,
-                cwd=str(NOTEBOOKS_DIR.parent),
+                cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
                 **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
             )
         except papermill.PapermillExecutionError as exc:
@@ -127,7 +127,7 @@ def prepare_bundle(
     ``given_lock`` (``run --protocol``): the bundle is frozen with that lock, verbatim, and only
     if this machine's declaration and fingerprints are the ones it froze.
     """
-    from gpubench_nb.engine.backends import build_model, fingerprints_for
+    from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
 
     corpus = load_experiment_corpus(experiment, "eval")
     others = {
@@ -136,7 +136,7 @@ def prepare_bundle(
         if getattr(experiment.corpus, split) is not None
     }
     check_disjoint(corpus, others)
-    if experiment.model.backend not in ("hf", "causal_lm"):  # presets only; others are brought
+    if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
         from gpubench_nb.engine.backends.model_check import check_declared_model

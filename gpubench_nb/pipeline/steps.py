@@ -1,4 +1,4 @@
-"""What the stage notebooks call: one function per notebook, so notebooks stay thin."""
+"""The logic of 00_environment and 20_quality; the notebooks call it through gpubench_nb.steps."""
 
 from __future__ import annotations
 

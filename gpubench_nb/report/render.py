@@ -21,11 +21,11 @@ from typing import Any
 
 import pandas as pd
 
-import gpubench_nb
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.kernel import papermill_options
+from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
     Bundle,
@@ -101,7 +101,7 @@ __all__ = [
     "warnings_markdown",
 ]
 
-NOTEBOOK = Path(gpubench_nb.__file__).resolve().parent.parent / "notebooks" / "90_report.ipynb"
+NOTEBOOK_NAME = "90_report.ipynb"
 _ACCEPTANCE_LABELS = {
     "quality_value": "quality",
     "meets_threshold": "≥ threshold",
@@ -379,7 +379,7 @@ def render_report(
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
     try:
         papermill.execute_notebook(
-            str(NOTEBOOK),
+            str(notebook_path(NOTEBOOK_NAME)),
             str(partial),
             parameters={
                 "bundle_dirs": dirs,
@@ -387,7 +387,7 @@ def render_report(
                 "ledger": ledger_path,
             },
             kernel_name="python3",
-            cwd=str(NOTEBOOK.parent.parent),
+            cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
             progress_bar=False,
             log_output=False,
             **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
@@ -396,7 +396,7 @@ def render_report(
     except papermill.PapermillExecutionError as exc:
         os.replace(partial, executed)  # keep the failed notebook for the reader, then raise
         raise BundleError(
-            f"{NOTEBOOK.name} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
+            f"{NOTEBOOK_NAME} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
             f"the executed notebook is kept at {executed}; no report.html was written"
         ) from None
     finally:

@@ -148,7 +148,7 @@ def test_companion_notebook_is_thin_and_saved_without_outputs_r3_3() -> None:
         assert not any(
             w in cell.source for w in ("def ", "class ", "for ", "perf_counter", "time.")
         )
-    assert "memory_mlp_demo(device)" in "".join(c.source for c in code)
+    assert "memory.step(device)" in "".join(c.source for c in code)  # steps/memory.py
     prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "R3.8" in prose and "R3.9" in prose and "empty" in prose
 

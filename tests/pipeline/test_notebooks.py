@@ -33,3 +33,35 @@ def test_notebook_is_thin_and_committed_without_outputs(path: Path) -> None:
         for node in ast.walk(tree):
             # Thick library, thin shells: logic lives in gpubench_nb, not in cells.
             assert not isinstance(node, ast.FunctionDef | ast.ClassDef | ast.For | ast.While)
+
+
+# issue 21 §3: each notebook calls its own module of gpubench_nb.steps, side by side.
+STEP_MODULES = {
+    "00_environment": "environment",
+    "10_measure": "measure",
+    "20_quality": "quality",
+    "30_economics": "economics",
+    "90_report": "report",
+    "memory_mlp": "memory",
+}
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_notebook_calls_its_step_module(stage: str) -> None:
+    import importlib
+
+    notebook = nbformat.read(NOTEBOOKS[0].parent / f"{stage}.ipynb", as_version=4)
+    source = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    module = STEP_MODULES[stage]
+    assert f"from gpubench_nb.steps import {module}" in source
+    assert callable(importlib.import_module(f"gpubench_nb.steps.{module}").step)
+
+
+def test_the_shipped_notebooks_are_the_source_folder() -> None:
+    """Package data gpubench_nb.notebooks is the top-level notebooks/ folder (issue 21 §1)."""
+    from gpubench_nb.notebook_files import STAGE_NOTEBOOKS, notebooks_dir
+
+    assert sorted(STAGE_NOTEBOOKS) == sorted(f"{stage}.ipynb" for stage in STAGES)
+    for name in STAGE_NOTEBOOKS:
+        shipped = (notebooks_dir() / name).read_bytes()
+        assert shipped == (NOTEBOOKS[0].parent / name).read_bytes()

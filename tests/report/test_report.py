@@ -507,7 +507,7 @@ def test_failed_kernel_keeps_its_notebook_and_names_the_cell(
     nbformat.write(
         nbformat.v4.new_notebook(cells=cells, metadata={"kernelspec": kernelspec}), broken
     )
-    monkeypatch.setattr(report, "NOTEBOOK", broken)
+    monkeypatch.setattr(report, "notebook_path", lambda name: broken)
     with pytest.raises(BundleError, match="RuntimeError: golden failure"):
         report.render_report([gpu_bundle], gpu_bundle / "report.html")
     kept = gpu_bundle / "notebooks" / "90_report.ipynb"

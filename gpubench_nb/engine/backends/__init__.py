@@ -19,6 +19,7 @@ from gpubench_nb.engine.backends.bow import build_bow
 from gpubench_nb.engine.backends.build import build_model
 from gpubench_nb.engine.backends.minilm import build_minilm
 from gpubench_nb.engine.backends.presets import BuildReport, minilm_source_dir
+from gpubench_nb.engine.backends.registry import REGISTRY, BackendEntry, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
@@ -54,18 +55,10 @@ def load_backend(
         "precision": precision,
         "revisions": revisions,
     }
-    if model.backend == "bow":
-        from gpubench_nb.engine.backends.bow import BowBackend as backend_class
-    elif model.backend == "minilm":
-        from gpubench_nb.engine.backends.minilm import MinilmBackend as backend_class
-    elif model.backend == "hf":
-        from gpubench_nb.engine.backends.hf import HfBackend as backend_class
-    elif model.backend == "causal_lm":
-        from gpubench_nb.engine.backends.causal_lm import CausalLmBackend as backend_class
-
+    entry = backend_entry(model.backend)  # the registry, not a chain of names (issue 21)
+    backend_class = entry.backend_class()
+    if entry.prompt:
         kwargs["prompt"] = model.prompt  # the declared prompt, frozen in the lock (R1.3, R2.5)
-    else:
-        raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
     try:
         return backend_class(model.path, tokenizer.path, **kwargs)
     except (BackendError, torch.cuda.OutOfMemoryError):
@@ -79,17 +72,13 @@ def load_backend(
 def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
     """``(model_revision, tokenizer_revision)`` of the declared folders: the SHA-256 of the
     same files load_backend loads, without loading them (for the protocol lock, R1.1)."""
-    from gpubench_nb.engine.backends import bow, hf, minilm
     from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 
-    listers = {"bow": bow.model_files, "minilm": minilm.model_files, "hf": hf.model_files}
-    listers["causal_lm"] = hf.model_files  # the same config.json + weights (R1.1)
-    if model.backend not in listers:
-        raise BackendError(f"model.backend {model.backend!r} is not one of {list(BACKENDS)}")
+    entry = backend_entry(model.backend)
     model_dir = require_folder(model.path, "model.path")
     tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
     return (
-        sha256_files(listers[model.backend](model_dir), model_dir),
+        sha256_files(entry.model_files(model_dir), model_dir),
         sha256_files(tokenizer_files(tokenizer_dir), tokenizer_dir),
     )
 
@@ -98,10 +87,13 @@ __all__ = [
     "BACKENDS",
     "BATCHINGS",
     "PRECISIONS",
+    "REGISTRY",
     "Backend",
+    "BackendEntry",
     "Batch",
     "BuildReport",
     "Tokenized",
+    "backend_entry",
     "build_bow",
     "build_minilm",
     "build_model",

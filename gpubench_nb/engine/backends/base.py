@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported (issue 21)
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
     BATCHINGS,
@@ -20,15 +21,6 @@ if TYPE_CHECKING:
     from gpubench_nb.engine.backends.tokenization import TextTokenizer
 
 METADATA_FILE = "gpubench_model.json"
-
-
-@dataclass
-class Tokenized:
-    """Token IDs of each text in corpus order, already cut to the context limit (R2.3)."""
-
-    input_ids: list[list[int]]
-    truncated_texts: int  # texts longer than the context, special tokens included
-    dropped_tokens: int  # tokens cut off those texts, summed
 
 
 @dataclass

@@ -9,11 +9,11 @@ from typing import Any
 
 from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata, require_mapping
 from gpubench_nb.engine.backends.presets import minilm_source_dir
+from gpubench_nb.engine.backends.registry import PRESETS
 from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
 
-PRESETS = ("bow", "minilm")
 DEFAULT_CONTEXT = 128
 
 

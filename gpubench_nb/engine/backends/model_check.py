@@ -6,10 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS
+from gpubench_nb.engine.backends.registry import USER_FOLDERS, backend_entry
 from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES
 from gpubench_nb.errors import BackendError
 
-USER_FOLDERS = ("hf", "causal_lm")  # the backends whose folder the user brings (no build)
+__all__ = ["USER_FOLDERS", "check_declared_model"]  # USER_FOLDERS: the registry's (issue 21)
 
 
 def _missing(model_dir: Path, tokenizer_dir: Path) -> list[str]:
@@ -34,12 +35,13 @@ def _missing(model_dir: Path, tokenizer_dir: Path) -> list[str]:
 def check_declared_model(exp: Any) -> list[str]:
     """Lines for `validate` about the declared model folder, or a BackendError listing every
     missing file and how to provide it (R1.1: weights are never downloaded at run time)."""
-    if exp.model.backend not in USER_FOLDERS:
+    entry = backend_entry(exp.model.backend)  # the registry says what to check (issue 21)
+    if entry.preset:
         return []
     model_dir, tokenizer_dir = Path(exp.model.path), Path(exp.tokenizer.path)
     problems = _missing(model_dir, tokenizer_dir)
     if problems:
-        kind = "causal LM" if exp.model.backend == "causal_lm" else "sequence classifier"
+        kind = "causal LM" if entry.prompt else "sequence classifier"
         raise BackendError(
             f"{exp.source}: the model folder is not ready: {'; '.join(problems)}. Fix: put a "
             f"local Hugging Face {kind} folder there (config.json, *.safetensors, "
@@ -49,9 +51,9 @@ def check_declared_model(exp: Any) -> list[str]:
             rule="R1.1",
         )
     lines = [f"model files config.json + weights in {model_dir}; tokenizer in {tokenizer_dir}"]
-    if exp.model.backend == "hf":
+    if not entry.prompt:  # a sequence classifier: its pad id must be embeddable (R2.1)
         _check_pad_id(model_dir)
-    if exp.model.backend == "causal_lm":
+    if entry.prompt:
         lines += _prompt_lines(exp, model_dir, tokenizer_dir)
     return lines
 

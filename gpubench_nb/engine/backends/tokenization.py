@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.base import Tokenized
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
+
+
+@dataclass
+class Tokenized:
+    """Token IDs of each text in corpus order, already cut to the context limit (R2.3).
+
+    It lives here, not in ``base``, so that ``base`` imports ``tokenization`` and never the
+    reverse (issue 21: the package has no import circle; tests/test_layout.py)."""
+
+    input_ids: list[list[int]]
+    truncated_texts: int  # texts longer than the context, special tokens included
+    dropped_tokens: int  # tokens cut off those texts, summed
+
 
 # Files a Hugging Face tokenizer may read; those present are fingerprinted (R1.1).
 TOKENIZER_FILES = (

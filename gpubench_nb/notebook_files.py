@@ -1,0 +1,80 @@
+"""Where the stage notebooks are: package data ``gpubench_nb.notebooks`` (issue 21).
+
+The source is the repository's top-level ``notebooks/`` folder, which ``pyproject.toml`` maps to
+that package; a wheel, ``pip install .``, an editable and a read-only install all find them
+through ``importlib.resources``. Nothing is ever written here: executed notebooks go to the
+bundle (R5.6), kernels run in the caller's working directory.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import shutil
+from pathlib import Path
+
+from gpubench_nb.errors import GpubenchError
+
+PACKAGE = "gpubench_nb.notebooks"
+STAGE_NOTEBOOKS = (
+    "00_environment.ipynb",
+    "10_measure.ipynb",
+    "20_quality.ipynb",
+    "30_economics.ipynb",
+    "90_report.ipynb",
+    "memory_mlp.ipynb",
+)
+
+
+def notebooks_dir() -> Path:
+    """The folder holding the shipped notebooks (a real folder: papermill reads paths)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
+        # Imported from a source tree (editable install, PYTHONPATH on a clone): its own
+        # notebooks/, not another tree's that an editable finder may point to.
+        path = checkout / "notebooks"
+    else:
+        try:
+            path = Path(str(importlib.resources.files(PACKAGE)))
+        except ModuleNotFoundError:
+            path = Path(PACKAGE.replace(".", "/"))  # named in the error below
+    if not (path / STAGE_NOTEBOOKS[0]).is_file():
+        raise GpubenchError(
+            f"the notebooks of gpubench-nb are not in {path} (package data {PACKAGE}); "
+            "reinstall the package (pip install .) from a checkout that has notebooks/"
+        )
+    return path
+
+
+def notebook_path(name: str) -> Path:
+    """The shipped notebook ``name`` (e.g. ``"10_measure.ipynb"``)."""
+    if name not in STAGE_NOTEBOOKS:
+        raise ValueError(f"unknown notebook {name!r}; shipped: {', '.join(STAGE_NOTEBOOKS)}")
+    return notebooks_dir() / name
+
+
+def copy_notebooks(destination: str | Path) -> list[Path]:
+    """Copy every shipped notebook into ``destination`` (created if absent); refuse to overwrite.
+
+    Every target is checked before the first copy, so a refusal copies nothing.
+    """
+    target = Path(destination)
+    if target.exists() and not target.is_dir():
+        raise GpubenchError(
+            f"--copy {target}: not a folder; give a folder to copy the notebooks into"
+        )
+    source = notebooks_dir()
+    existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
+    if existing:
+        raise GpubenchError(
+            f"--copy {target}: {', '.join(p.name for p in existing)} already there; nothing "
+            "copied (never overwritten); remove them or choose another folder"
+        )
+    target.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for name in STAGE_NOTEBOOKS:
+        # "x": never overwrite, even a file made since the check; the mode is a new file's
+        # (0666 & ~umask), not a read-only install's 0444.
+        with (source / name).open("rb") as src, (target / name).open("xb") as dst:
+            shutil.copyfileobj(src, dst)
+        copied.append(target / name)
+    return copied
