@@ -24,6 +24,7 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -39,7 +40,8 @@ RUNTIME_PREFIX = "gpubench-nb-"
 # A Unix socket path holds at most 107 bytes (104 on macOS); a kernel's longest socket name in
 # the runtime folder is "/kernel-<12 hex>-ipc-<5 digits>" (30) after the folder's own 20.
 MAX_SOCKET_PATH = 100
-_LONGEST_SOCKET_NAME = len(RUNTIME_PREFIX) + 8 + len("/kernel-0123456789ab-ipc-65535")
+_LONGEST_SOCKET_NAME = len(RUNTIME_PREFIX) + 8 + 8 + len("/kernel-0123456789ab-ipc-65535")
+_FOLDER = re.compile(re.escape(RUNTIME_PREFIX) + r"(\d+)-")
 
 
 def _runtime_base() -> str:
@@ -63,10 +65,26 @@ def runtime_dir() -> Path:
     Made once per process (``mkdtemp``: a fresh name, mode 0700) under :func:`_runtime_base`,
     and removed when the process exits; never the package or the checkout folder.
     """
-    folder = Path(tempfile.mkdtemp(prefix=RUNTIME_PREFIX, dir=_runtime_base()))
+    base = _runtime_base()
+    _remove_stale(Path(base))
+    folder = Path(tempfile.mkdtemp(prefix=f"{RUNTIME_PREFIX}{os.getpid()}-", dir=base))
     os.chmod(folder, 0o700)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove the runtime folders of this user's processes that are gone (killed: no atexit)."""
+    for folder in base.glob(f"{RUNTIME_PREFIX}*"):
+        match = _FOLDER.match(folder.name)
+        try:
+            if not match or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(match.group(1)), 0)  # still alive (or another user's): keep it
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
 
 
 @functools.cache

@@ -49,3 +49,14 @@ def test_a_temporary_folder_too_long_for_sockets_falls_back(monkeypatch, tmp_pat
     base = kernel._runtime_base()
     assert base != str(deep)
     assert len(base) + 1 + kernel._LONGEST_SOCKET_NAME <= kernel.MAX_SOCKET_PATH
+
+
+def test_the_folder_of_a_killed_process_is_removed_by_the_next(tmp_path: Path) -> None:
+    """A process killed with -9 runs no exit handler: the next one removes its folder."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    script = "import os; from gpubench_nb import kernel; print(kernel.runtime_dir()); os._exit(0)"
+    run = [sys.executable, "-c", script]
+    left = Path(subprocess.run(run, env=env, capture_output=True, text=True).stdout.strip())
+    assert left.is_dir()  # os._exit: no atexit, as after kill -9
+    mine = Path(subprocess.run(run, env=env, capture_output=True, text=True).stdout.strip())
+    assert not left.exists() and mine.is_dir()  # the dead one's removed, the new one left
