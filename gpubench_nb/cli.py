@@ -182,7 +182,8 @@ def _report(args: argparse.Namespace) -> int:
     bundles = [Path(b) for b in args.bundles]
     default = comparison_report_path(bundles)
     out = Path(args.out) if args.out else default
-    inputs = [*bundles, *([Path(args.ledger)] if args.ledger else [])]
+    ledger = [Path(args.ledger)] if args.ledger and Path(args.ledger).is_file() else []
+    inputs = [*bundles, *ledger]  # a ledger that is no file is refused when read
     check_output_file(
         out,
         option="--out",

@@ -65,8 +65,9 @@ def check_output(
         seal = (
             ", sealed by its manifest; writing there would make check-bundle fail" if sealed else ""
         )
+        where = "is" if out.resolve() == holder else "is inside"
         raise BundleError(
-            f"{option} {out} is inside {state} {holder}{seal}; a command never writes into a "
+            f"{option} {out} {where} {state} {holder}{seal}; a command never writes into a "
             f"bundle. Fix: {instead}",
             rule=rule,
         )
@@ -100,9 +101,11 @@ def check_output_folder(
 ) -> Path:
     """:func:`check_output` for a folder a command creates bundles in (``--output-dir``)."""
     folder = Path(folder)
+    suggestion = _outside_bundles(folder.resolve())
+    while suggestion.exists() and not suggestion.is_dir():  # a file given for a folder
+        suggestion = suggestion.parent
     fix = instead or (
-        "give a folder outside every bundle (it is created when missing), e.g. "
-        f"{_outside_bundles(folder)}"
+        f"give a folder outside every bundle (it is created when missing), e.g. {suggestion}"
     )
     return check_output(folder, option=option, inputs=inputs, instead=fix, folder=True)
 

@@ -144,7 +144,7 @@ def test_campaign_run_never_writes_into_a_bundle(tmp_path: Path, capsys) -> None
     before = snapshot(outputs)
     code = cli_main(["campaign", "run", str(campaign), "--output-dir", str(outputs)])
     err = capsys.readouterr().err
-    assert code == 2 and "campaign_id 'offers'" in err and "declare a campaign_id" in err
+    assert code == 2 and "campaign_id 'offers'," in err and "declare a campaign_id" in err
     code = cli_main(["campaign", "run", str(campaign), "--output-dir", str(other / "runs")])
     err = capsys.readouterr().err
     assert code == 2 and f"inside the finished bundle {other}" in err

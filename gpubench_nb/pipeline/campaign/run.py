@@ -115,7 +115,7 @@ def run_campaign(
     check_output_folder(Path(output_dir), option="--output-dir")
     check_output_folder(
         campaign_dir,
-        option=f"campaign_id {campaign.campaign_id!r} (folder {campaign_dir})",
+        option=f"the folder of campaign_id {campaign.campaign_id!r},",
         inputs=[campaign.source, campaign.experiment_path],
         instead=f"declare a campaign_id that names no bundle in {campaign_dir.parent}, or pass "
         "another --output-dir",
