@@ -67,6 +67,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from gpubench_nb.pipeline.orchestrate import run_experiment
     from gpubench_nb.protocol.outputs import check_output_folder
+    from gpubench_nb.protocol.records import PHASES
     from gpubench_nb.summary import summary_text
 
     check_output_folder(Path(args.output_dir), option="--output-dir")
@@ -98,7 +99,8 @@ def _run(args: argparse.Namespace) -> int:
             if finished:
                 bar.n = bar.total
             bar.close()
-    print(summary_text(result.rows, result.bundle_dir, result.report_path))
+    rows, bundle, report = result.rows, result.bundle_dir, result.report_path
+    print(summary_text(rows, bundle, report, verdicts=result.verdicts, phases=PHASES))
     return 0
 
 
@@ -125,10 +127,11 @@ def _accept(args: argparse.Namespace) -> int:
 
 def _accept_output(args: argparse.Namespace, exp: Any) -> Path:
     """Where `accept` writes checks.json: never over an input, never into a sealed bundle."""
+    from gpubench_nb.protocol.bundle import CHECKS_NAME
     from gpubench_nb.protocol.outputs import check_output_file
 
     predictions = Path(args.predictions)
-    checks = Path(args.checks) if args.checks else predictions.with_name("checks.json")
+    checks = Path(args.checks) if args.checks else predictions.with_name(CHECKS_NAME)
     splits = (exp.corpus.path, exp.corpus.train, exp.corpus.tune)
     inputs = [exp.source, predictions, *(p for p in splits if p is not None)]
     suggestion = Path.cwd() / f"{predictions.stem}.checks.json"

@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-PHASE_ORDER = ("load", "cold", "warm")
+from typing import Any, Protocol
 
 
-def summary_text(rows: Sequence[dict[str, Any]], bundle_dir: Path, report: Path | None) -> str:
-    """Per variant and phase: n, failures, median and min–max elapsed; acceptance per variant."""
+class Verdict(Protocol):
+    """What the summary shows of a variant's acceptance (protocol.quality.VariantAcceptance):
+    the verdict is decided there, by the one rule, never here (R1.5, R5.7)."""
+
+    verdict: bool | None
+    accepted_runs: int
+    measured_runs: int
+
+
+_SHOWN = {True: "accepted", False: "NOT accepted", None: "acceptance not recorded"}
+
+
+def summary_text(
+    rows: Sequence[dict[str, Any]],
+    bundle_dir: Path,
+    report: Path | None,
+    *,
+    verdicts: Mapping[str, Verdict],
+    phases: Sequence[str],
+) -> str:
+    """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed;
+    then each variant's verdict as ``verdicts`` (protocol.quality.variant_acceptance) gives it."""
     lines = [
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}{'median s':>12}{'min–max s':>24}",
@@ -19,7 +37,7 @@ def summary_text(rows: Sequence[dict[str, Any]], bundle_dir: Path, report: Path 
     variants = list(dict.fromkeys(row["variant_id"] for row in rows))
     for variant in variants:
         mine = [row for row in rows if row["variant_id"] == variant]
-        for phase in PHASE_ORDER:
+        for phase in phases:
             phase_rows = [row for row in mine if row["phase"] == phase]
             if not phase_rows:
                 continue
@@ -35,15 +53,10 @@ def summary_text(rows: Sequence[dict[str, Any]], bundle_dir: Path, report: Path 
             lines.append(
                 f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}{median:>12}{spread:>24}"
             )
-        measured = [row for row in mine if row["phase"] in ("cold", "warm")]
-        verdict = (
-            "accepted"
-            if measured and all(row["corpus_accepted"] for row in measured)
-            else "NOT accepted"
-        )
+        verdict = verdicts[variant]
         lines.append(
-            f"{variant:<10}{verdict} ({sum(bool(r['corpus_accepted']) for r in measured)}"
-            f"/{len(measured)} measured runs accepted, R1.5)"
+            f"{variant:<10}{_SHOWN[verdict.verdict]} ({verdict.accepted_runs}"
+            f"/{verdict.measured_runs} measured runs accepted, R1.5)"
         )
     lines.append(f"report: {report}" if report else "report: not rendered")
     return "\n".join(lines)

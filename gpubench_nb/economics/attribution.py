@@ -120,6 +120,19 @@ class Attribution:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Attribution:
+        """An attribution as economics.json records it (``to_dict``), read back."""
+        return cls(
+            offer_id=str(data.get("offer_id")),
+            attributable=data.get("attributable") is True,
+            basis=str(data.get("basis") or "none"),
+            reason=str(data.get("reason") or ""),
+            gpus_used=_int(data.get("gpus_used")),
+            gpus_billed=_int(data.get("gpus_billed")) or 0,
+            lot_note=data.get("lot_note"),
+        )
+
 
 def attribute(
     *,

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
 
+from gpubench_nb import formats
 from gpubench_nb.economics.offers import (
     DURATIONS_DAYS,
     PackageQuote,
@@ -99,11 +100,11 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         return buffer.getvalue()
     shown = dict(data)
     shown["package_total_usd_minor"] = (
-        f"{quote.package_total_usd_minor} (USD {_usd(quote.package_total_usd_minor)})"
+        f"{quote.package_total_usd_minor} ({formats.usd(quote.package_total_usd_minor)})"
     )
     cost = quote.cost_per_accepted_usd_minor
     shown["cost_per_accepted_usd_minor"] = (
-        f"{cost} (USD {_usd(cost)})"
+        f"{cost} ({formats.usd(cost)})"
         if cost is not None
         else "(empty: no measured accepted result, R5.5)"
     )
@@ -111,10 +112,6 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         shown["accepted_results"] = "(not given)"
     width = max(map(len, shown))
     return "".join(f"{key:<{width}}  {value}\n" for key, value in shown.items())
-
-
-def _usd(cents: int) -> str:
-    return f"{cents // 100:,}.{cents % 100:02d}"
 
 
 def _fail(argument: str, exc: GpubenchError) -> int:

@@ -47,17 +47,14 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import (
     ATTRIBUTION_RULE,
     Attribution,
-    Hardware,
     attribute,
     recorded_hardware,
 )
@@ -75,6 +72,9 @@ from gpubench_nb.economics.offers import (
     resolve_offer,
 )
 from gpubench_nb.errors import EconomicsError
+from gpubench_nb.protocol.bundle import CSV_NAME
+from gpubench_nb.protocol.quality import variant_acceptance
+from gpubench_nb.protocol.records import Phase, read_environment, write_economics
 from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
@@ -103,8 +103,6 @@ UNIT_OF_WORK = (
     "one complete, accepted corpus: every expected ID exactly once, no extra answer, valid "
     "format and the declared quality rules met (R1.5); repeats of one corpus count once (R5.3)"
 )
-MEASURED_PHASES = ("cold", "warm")  # a variant's measured runs; `load` rows carry no acceptance
-PHASES = ("load", *MEASURED_PHASES)
 
 
 class PricingLike(Protocol):
@@ -115,51 +113,6 @@ class PricingLike(Protocol):
     days: int
     lots: int | None
     gpus: int | None
-
-
-def _as_bool(value: Any) -> bool | None:
-    """A typed corpus_accepted cell (results.read_rows): True, False or None = not recorded."""
-    if value is None or isinstance(value, bool):
-        return value
-    raise EconomicsError(f"corpus_accepted must be true, false or empty, got {value!r}", rule="R4")
-
-
-def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per variant (first-seen order): its measured runs and ``accepted_unique_corpora``.
-
-    For one corpus, 1 only when every measured (cold and warm) run was accepted; 0 when any was
-    not, or when there is no measured run; None while some acceptance is not recorded yet and
-    none failed (R4.3: empty = not recorded). Repeats never add up (R5.3).
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        variant, phase = row["variant_id"], row["phase"]
-        if phase not in PHASES:
-            raise EconomicsError(
-                f"variant {variant!r}: phase must be one of {', '.join(PHASES)}, got {phase!r}",
-                rule="R3.2",
-            )
-        entry = out.setdefault(
-            variant, {"measured_runs": 0, "accepted_runs": 0, "failed": [], "unrecorded": []}
-        )
-        if phase in MEASURED_PHASES:
-            entry["measured_runs"] += 1
-            accepted = _as_bool(row.get("corpus_accepted"))
-            run = f"{phase}-{row.get('run_index') or '?'}"
-            if accepted is True:
-                entry["accepted_runs"] += 1
-            elif accepted is False:
-                entry["failed"].append(run)
-            else:
-                entry["unrecorded"].append(run)
-    for entry in out.values():
-        if entry["failed"] or entry["measured_runs"] == 0:
-            entry["accepted_unique_corpora"] = 0
-        elif entry["unrecorded"]:
-            entry["accepted_unique_corpora"] = None
-        else:
-            entry["accepted_unique_corpora"] = 1
-    return out
 
 
 def _quote_for(offer: Offer, pricing: PricingLike) -> PackageQuote:
@@ -198,7 +151,7 @@ def fill_package_columns(
                 "duration_days": quote.days,
                 "lots": quote.lots,
                 "package_total_usd_minor": quote.package_total_usd_minor,
-                "accepted_unique_corpora": acceptance[row["variant_id"]]["accepted_unique_corpora"],
+                "accepted_unique_corpora": acceptance[row["variant_id"]].accepted_unique_corpora,
                 "notes": notes,
             }
         )
@@ -216,45 +169,26 @@ def _read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
 
 
 def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """economics.json ``variants``: the verdict of protocol.quality.variant_acceptance (the one
+    rule, R1.5, R5.7) and, for an accepted variant only, its measured warm times (R3.5)."""
     facts = []
-    for variant, entry in variant_acceptance(rows).items():
-        accepted = entry["accepted_unique_corpora"] == 1
+    for variant, verdict in variant_acceptance(rows).items():
+        accepted = verdict.accepted
         timed = [
             row["elapsed_seconds"]
             for row in rows
             if row["variant_id"] == variant
-            and row["phase"] == "warm"
+            and row["phase"] == Phase.WARM
             and row["elapsed_seconds"] is not None  # a failed run is no time (R3.6)
         ]
-        reason = None
-        if entry["failed"]:
-            reason = (
-                f"not accepted: {len(entry['failed'])} of {entry['measured_runs']} measured runs "
-                f"failed acceptance ({', '.join(entry['failed'])}); a configuration that was not "
-                "accepted does not reach the same goal, whatever its speed, so it gets no cost "
-                "per result (R5.7)"
-            )
-        elif entry["measured_runs"] == 0:
-            reason = "not accepted: no measured run (cold or warm), so no accepted corpus (R5.7)"
-        elif entry["unrecorded"]:
-            reason = (
-                f"acceptance not recorded for {', '.join(entry['unrecorded'])} (run the quality "
-                "checks first); no cost per result without a measured accepted count (R5.5)"
-            )
-        if accepted:
-            status = "accepted"
-        elif entry["accepted_unique_corpora"] is None:
-            status = "acceptance not recorded"
-        else:
-            status = "not accepted"
         facts.append(
             {
                 "variant_id": variant,
-                "status": status,
+                "status": verdict.status,
                 "accepted": accepted,
-                "accepted_unique_corpora": entry["accepted_unique_corpora"],
-                "measured_runs": entry["measured_runs"],
-                "accepted_runs": entry["accepted_runs"],
+                "accepted_unique_corpora": verdict.accepted_unique_corpora,
+                "measured_runs": verdict.measured_runs,
+                "accepted_runs": verdict.accepted_runs,
                 # A fact about accepted runs only (R3.5: median and range), never a rate.
                 "median_seconds_per_accepted_corpus": statistics.median(timed)
                 if accepted and timed
@@ -262,7 +196,7 @@ def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "min_seconds": min(timed) if accepted and timed else None,
                 "max_seconds": max(timed) if accepted and timed else None,
                 "timed_warm_runs": len(timed) if accepted else None,
-                "reason": reason,
+                "reason": verdict.reason,
             }
         )
     return facts
@@ -277,9 +211,9 @@ def write_bundle_economics(
     no cost per result and a reason (R5.7). Break-even counts are thresholds, not forecasts.
     """
     bundle_dir = Path(bundle_dir)
-    rows = _read_bundle_rows(bundle_dir / "resultats-bruts.csv")
-    data = economics_data(pricing, rows, offers_path, _read_environment(bundle_dir))
-    write_json_atomic(bundle_dir / "economics.json", data)
+    rows = _read_bundle_rows(bundle_dir / CSV_NAME)
+    data = economics_data(pricing, rows, offers_path, read_environment(bundle_dir).to_dict())
+    write_economics(bundle_dir, data)
     return data
 
 
@@ -336,7 +270,15 @@ def economics_data(
         quotes = {offer_id: _quote_for(offer, pricing) for offer_id, offer in table.items()}
         owners = {}
         for offer_id, quote in quotes.items():
-            owners[offer_id] = offer_attribution(table[offer_id], quote.lots, hardware, declared.id)
+            offer = table[offer_id]
+            owners[offer_id] = attribute(
+                offer_id=offer.id,
+                offer_gpu_model=offer.gpu_model,
+                gpus_per_lot=offer.gpus_per_lot,
+                lots=quote.lots,
+                hardware=hardware,
+                declared_offer_id=declared.id,
+            )
             data["offers"].append(
                 _offer_entry(table[offer_id], quote, declared.id, variants, owners[offer_id])
             )
@@ -353,35 +295,6 @@ def economics_data(
         else:
             data["break_even"] = break_even(table, pricing, measured)
     return data
-
-
-def _read_environment(bundle_dir: Path) -> dict[str, Any]:
-    """environment.json (R2.4), or {} when the bundle has none (older or hand-made bundles)."""
-    try:
-        data = json.loads((bundle_dir / "environment.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, json.JSONDecodeError) as exc:
-        raise EconomicsError(
-            f"{bundle_dir / 'environment.json'}: unreadable ({exc}); fix: restore it from the "
-            "bundle",
-            rule="R2.4",
-        ) from None
-    return data if isinstance(data, dict) else {}
-
-
-def offer_attribution(
-    offer: Offer, lots: int, hardware: Hardware, declared_id: str | None
-) -> Attribution:
-    """attribution.attribute() for one offer of the table (R2.4, R5.7)."""
-    return attribute(
-        offer_id=offer.id,
-        offer_gpu_model=offer.gpu_model,
-        gpus_per_lot=offer.gpus_per_lot,
-        lots=lots,
-        hardware=hardware,
-        declared_offer_id=declared_id,
-    )
 
 
 def _offer_entry(
@@ -493,15 +406,15 @@ def economics_notebook(
                 lots=pricing_override.get("lots"),
                 gpus=pricing_override.get("gpus"),
             )
-        csv_path = Path(bundle_dir) / "resultats-bruts.csv"
+        csv_path = Path(bundle_dir) / CSV_NAME
         rows = _read_bundle_rows(csv_path)
         table = None
         if pricing is not None:  # validated in full before the first write (transactional)
             table = load_offers(pricing.offers)
             rows = fill_package_columns(rows, pricing, table)
-        environment = _read_environment(Path(bundle_dir))
+        environment = read_environment(Path(bundle_dir)).to_dict()
         data = economics_data(pricing, rows, environment=environment, offers=table)
         if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
             write_rows_atomic(csv_path, rows)
-        write_json_atomic(Path(bundle_dir) / "economics.json", data)
+        write_economics(Path(bundle_dir), data)
         return economics_tables(data)

@@ -20,7 +20,6 @@ from typing import Any
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
-from gpubench_nb.economics.costs import variant_acceptance
 from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
     Offer,
@@ -29,8 +28,21 @@ from gpubench_nb.economics.offers import (
 )
 from gpubench_nb.errors import EconomicsError, GpubenchError
 from gpubench_nb.protocol.audit import kept_corpus, seal_problems
-from gpubench_nb.protocol.bundle import CSV_NAME, ENVIRONMENT_NAME, MANIFEST_NAME, run_dir
-from gpubench_nb.protocol.lock import LOCK_NAME
+from gpubench_nb.protocol.bundle import (
+    CSV_NAME,
+    ENVIRONMENT_NAME,
+    LOCK_NAME,
+    MANIFEST_NAME,
+    run_dir,
+)
+from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.quality import variant_acceptance
+from gpubench_nb.protocol.records import (
+    MEASURED_PHASES,
+    EnvironmentRecord,
+    read_environment,
+    read_run,
+)
 from gpubench_nb.protocol.results import read_rows
 
 FORMATS = ("table", "csv", "json")
@@ -49,10 +61,6 @@ def parse_utc(text: str, what: str = "--start") -> datetime:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
     return moment.astimezone(timezone.utc)
-
-
-def _utc_text(moment: datetime) -> str:
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @dataclass(frozen=True)
@@ -94,22 +102,25 @@ def machine_from(identifiers: Sequence[str]) -> Machine:
 
 def machine_of(bundle: Path) -> Machine | None:
     """The machine a bundle recorded (every GPU it saw, used or not), or None if none."""
-    env = _read_json(bundle / ENVIRONMENT_NAME) or {}
-    uuids = frozenset(env.get("gpu_uuids") or ()) | frozenset(env.get("visible_gpu_uuids") or ())
-    if not env.get("hostname") and not uuids:
+    try:
+        env = read_environment(bundle)
+    except GpubenchError:
+        return None  # _examine names the unreadable file when it reaches this bundle
+    uuids = frozenset(env.gpu_uuids) | frozenset(env.visible_gpu_uuids)
+    if not env.hostname and not uuids:
         return None
-    return Machine(env.get("hostname"), uuids, f"the first bundle, {bundle}")
+    return Machine(env.hostname, uuids, f"the first bundle, {bundle}")
 
 
-def _same_machine(machine: Machine, env: Mapping[str, Any]) -> str | None:
+def _same_machine(machine: Machine, env: EnvironmentRecord) -> str | None:
     """None when the bundle ran on ``machine``; else why not, in words."""
-    used = frozenset(env.get("gpu_uuids") or ())
+    used = frozenset(env.gpu_uuids)
     if machine.gpu_uuids and used:
         if used <= machine.gpu_uuids:
             return None
         foreign = ", ".join(sorted(used - machine.gpu_uuids))
         return f"another machine: GPU(s) {foreign} are not the rented machine's"
-    host = env.get("hostname")
+    host = env.hostname
     if machine.hostname and host:
         return (
             None
@@ -120,25 +131,30 @@ def _same_machine(machine: Machine, env: Mapping[str, Any]) -> str | None:
 
 
 def _times(
-    bundle: Path, rows: Sequence[Mapping[str, Any]], env: Mapping[str, Any]
+    bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
 ) -> tuple[list[datetime], list[str]]:
     """Every recorded moment of the bundle (each run's start and finish, the environment
     capture), and the reasons a moment that should be there cannot be read (issue 22 §3, §9):
     a missing or malformed time is a stated reason, never silently skipped."""
-    stamps = [(f"{ENVIRONMENT_NAME} captured_utc", env.get("captured_utc"))]
+    stamps: list[tuple[str, Any]] = [(f"{ENVIRONMENT_NAME} captured_utc", env.captured_utc)]
+    unreadable = []
     for row in rows:
-        if row["phase"] in ("cold", "warm") and isinstance(row.get("run_index"), int):
+        if row["phase"] in MEASURED_PHASES and isinstance(row.get("run_index"), int):
             folder = run_dir(bundle, str(row["variant_id"]), row["phase"], row["run_index"])
-            record = _read_json(folder / "run.json")
             where = f"{folder.relative_to(bundle)}/run.json"
-            if not isinstance(record, dict):
+            try:
+                record = read_run(folder)
+            except GpubenchError as exc:
+                unreadable.append(f"{where}: {' '.join(str(exc).split())}")
+                continue
+            if record is None:
                 stamps.append((where, None))
                 continue
             stamps += [
-                (f"{where} started_utc", record.get("started_utc")),
-                (f"{where} finished_utc", record.get("finished_utc")),
+                (f"{where} started_utc", record.started_utc),
+                (f"{where} finished_utc", record.finished_utc),
             ]
-    found, unreadable = [], []
+    found = []
     for where, stamp in stamps:
         try:
             if not isinstance(stamp, str) or not stamp:
@@ -211,10 +227,10 @@ def build_ledger(
         "days": days,
         "lots": lots,
         "window": {
-            "start_utc": _utc_text(start),
-            "end_utc": _utc_text(end),
+            "start_utc": utc_text(start),
+            "end_utc": utc_text(end),
             "status": status,
-            "as_of_utc": _utc_text(now),
+            "as_of_utc": utc_text(now),
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
@@ -296,7 +312,10 @@ def _examine(
         rows = read_rows(path / CSV_NAME)
     except GpubenchError as exc:
         return f"unreadable {CSV_NAME}: {' '.join(str(exc).split())}", {}
-    env = _read_json(path / ENVIRONMENT_NAME) or {}
+    try:
+        env = read_environment(path)
+    except GpubenchError as exc:
+        return f"unreadable environment.json: {' '.join(str(exc).split())}", {}
     elsewhere = _same_machine(machine, env)
     if elsewhere is not None:
         return elsewhere, {}
@@ -305,7 +324,7 @@ def _examine(
         offer_gpu_model=offer.gpu_model,
         gpus_per_lot=offer.gpus_per_lot,
         lots=lots,
-        hardware=recorded_hardware(rows, env),
+        hardware=recorded_hardware(rows, env.to_dict()),
         declared_offer_id=offer.id,
     )
     if not owner.attributable:
@@ -320,25 +339,23 @@ def _examine(
     first, last = min(moments), max(moments)
     if first < start or last >= end:
         return (
-            f"outside the package window [{_utc_text(start)}, {_utc_text(end)}): made from "
-            f"{_utc_text(first)} to {_utc_text(last)}"
+            f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
+            f"{utc_text(first)} to {utc_text(last)}"
         ), {}
     lock = _read_json(path / LOCK_NAME) or {}
     try:
         identity = _corpus_identity(path, lock)
     except (GpubenchError, KeyError, TypeError) as exc:
         return f"corpus identity cannot be read: {' '.join(str(exc).split())}", {}
-    accepted_variants = [
-        v for v, e in variant_acceptance(rows).items() if e["accepted_unique_corpora"] == 1
-    ]
+    accepted_variants = [v for v, e in variant_acceptance(rows).items() if e.accepted]
     return None, {
         "bundle": str(path),
         "corpus_identity": identity,
         "corpus_revision": (lock.get("fingerprints") or {}).get("corpus_revision"),
         "accepted": bool(accepted_variants),
         "accepted_variants": accepted_variants,
-        "first_utc": _utc_text(first),
-        "last_utc": _utc_text(last),
+        "first_utc": utc_text(first),
+        "last_utc": utc_text(last),
         "note": owner.lot_note
         or ("" if accepted_variants else "corpus not accepted in this bundle: not counted (R1.5)"),
     }

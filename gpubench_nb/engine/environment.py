@@ -14,12 +14,12 @@ import platform
 import subprocess
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import gpubench_nb
 from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.allocation import allocation_note, slurm_allocation
 from gpubench_nb.engine.numerics import numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
     NOT_OBSERVABLE,
@@ -29,22 +29,11 @@ from gpubench_nb.engine.nvml import (
     sku_details,
     survey_text,
 )
+from gpubench_nb.protocol.clock import utc_now
+from gpubench_nb.protocol.results_schema import ENVIRONMENT_COLUMNS
 
-ROW_FIELDS = (
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
-)
+ROW_FIELDS = ENVIRONMENT_COLUMNS  # the CSV's environment columns (R2.4)
 _PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
-
-
-def utc_now() -> str:
-    """ISO 8601 UTC timestamp with seconds, e.g. ``2026-12-02T10:00:00Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def devices_used(model: Any) -> list[Any]:
@@ -251,6 +240,7 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "platform": platform.platform(),
         "python_executable": sys.executable,
         "pid": os.getpid(),
+        "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
         **_gpu_facts(gpus),
         "numerics": numeric_settings(),
         **_activity("start", gpus),
@@ -327,6 +317,7 @@ def environment_notes(env: dict[str, Any]) -> str:
 
     parts = [
         f"code={env.get('code_revision')}",
+        *filter(None, [allocation_note(env.get("slurm"))]),
         f"cpu={env.get('cpu_model')}",
         f"gpus_visible={env.get('visible_gpu_count')}",
         f"other_gpu_processes_start={processes('start')}",

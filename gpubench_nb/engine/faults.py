@@ -31,6 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.records import MEASURED_PHASES
 
 ENV_VAR = "GPUBENCH_FAULT"
 KINDS = ("oom", "error", "crash", "hang")
@@ -111,7 +112,7 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
             if key == "variant":
                 fields["variant"] = value
             elif key == "phase":
-                if value not in ("cold", "warm"):
+                if value not in MEASURED_PHASES:
                     raise _bad(spec, f"phase must be 'cold' or 'warm', got {value!r}")
                 fields["phase"] = value
             elif key == "run":

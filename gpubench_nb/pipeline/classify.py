@@ -11,7 +11,6 @@ import json
 import shutil
 import statistics
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +23,12 @@ from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.pipeline.steps import environment_step
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import check_bundle
+from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.protocol.results import append_rows, read_rows
 
 CLASSIFY_NOTE = (
@@ -86,7 +87,7 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
         r["quality_value"]
         for r in read_rows(benchmark / layout.CSV_NAME)
         if r["variant_id"] == reference
-        and r["phase"] in ("cold", "warm")
+        and r["phase"] in MEASURED_PHASES
         and r.get("ids_match") is True
         and r.get("format_valid") is True
         and r.get("quality_value") is not None
@@ -106,7 +107,7 @@ def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -
     The folder is made with ``mkdir`` (which fails when the name exists), so two classify of
     one variant started in the same second get distinct folders (issue 22 §1).
     """
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_stamp()
     base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{stamp}"
     base.parent.mkdir(parents=True, exist_ok=True)
     path, number = base, 1
@@ -175,8 +176,8 @@ def _classify_into(
             },
         )
     environment_step(exp.source, bundle_dir)
-    record = execute_run(exp.source, variant_id, "cold", 1, bundle_dir)
-    run = ScheduledRun(position=1, variant_id=variant_id, phase="cold", run_index=1)
+    record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
+    run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)
     row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row
     row["notes"] = f"{CLASSIFY_NOTE} | {row['notes']}" if row.get("notes") else CLASSIFY_NOTE
     csv_path = bundle_dir / layout.CSV_NAME
@@ -190,7 +191,7 @@ def _classify_into(
 def summary(result: ClassifyResult) -> str:
     """What the command prints: the verdict, the quality and where the bundle is."""
     row = result.row
-    checks_path = layout.run_dir(result.bundle_dir, row["variant_id"], "cold", 1) / CHECKS_NAME
+    checks_path = layout.run_dir(result.bundle_dir, row["variant_id"], Phase.COLD, 1) / CHECKS_NAME
     checks = json.loads(checks_path.read_text(encoding="utf-8")) if checks_path.exists() else {}
     verdict = "ACCEPTED" if result.accepted else "NOT accepted"
     quality = row.get("quality_value")

@@ -18,19 +18,19 @@ import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 
 from gpubench_nb.economics.offers import load_offers, package_quote, resolve_offer
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.writer import bundle_writer
 
 
 def _stamp() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return utc_stamp()
 
 
 def backup_path(bundle_dir: Path) -> Path:

@@ -7,6 +7,7 @@ from typing import Any
 from gpubench_nb.engine.environment import ROW_FIELDS
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.records import Phase
 from gpubench_nb.protocol.results_schema import empty_row
 
 MEMORY_KEYS = (
@@ -82,10 +83,10 @@ def rows_for_run(
     error = _join(record.get("error"), failure)
     event = f"FAILED: {error}" if error else None
     rows = []
-    if run.phase == "cold":
+    if run.phase == Phase.COLD:
         load = dict(
             base,
-            phase="load",
+            phase=Phase.LOAD,
             elapsed_seconds=record.get("load_seconds"),
             # The load's own R3.8 readings, as run.json holds them (empty = not recorded).
             **{key: (record.get("load_memory") or {}).get(key) for key in MEMORY_KEYS},

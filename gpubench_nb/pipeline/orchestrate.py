@@ -7,7 +7,6 @@ The CSV is the ledger of what is done: a rerun skips every run that already has 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -15,15 +14,20 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import GpubenchError
+from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
+from gpubench_nb.pipeline.interrupt import (
+    Interrupted,
+    interruption_note,
+    read_interruptions,
+    record_interruption,
+)
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
@@ -36,6 +40,8 @@ from gpubench_nb.protocol.corpus import (
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
+from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
+from gpubench_nb.protocol.records import MEASURED_PHASES, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 KERNEL_NAME = "python3"
@@ -49,9 +55,10 @@ class PipelineResult:
     rows: list[dict[str, Any]]
     report_path: Path | None
 
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    @property
+    def verdicts(self) -> dict[str, VariantAcceptance]:
+        """Each variant's acceptance by the one rule (protocol.quality, R1.5, R5.7)."""
+        return variant_acceptance(self.rows)
 
 
 @contextmanager
@@ -166,22 +173,27 @@ def _done_keys(rows: list[dict[str, Any]]) -> set[str]:
     return {
         f"{r['variant_id']}/{r['phase']}-{r['run_index']}"
         for r in rows
-        if r["phase"] in ("cold", "warm")
+        if r["phase"] in MEASURED_PHASES
     }
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> dict[str, Any] | None:
-    path = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index) / "run.json"
+    """The run's run.json (records.RunRecord), or None when the run left no usable record: the
+    row then says so (R3.6), it is never dropped."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+    except BundleError:
         return None
+    return record.to_dict() if record is not None else None
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
     """``schedule.json``: the drawn order, each run's status and the PID it ran in (R3.7)."""
     csv_path = bundle_dir / layout.CSV_NAME
     done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+    interrupted: dict[str, int] = {}
+    for event in read_interruptions(bundle_dir):
+        interrupted[str(event.get("run"))] = interrupted.get(str(event.get("run")), 0) + 1
     entries = []
     for run in runs:
         record = _read_record(bundle_dir, run) if run.key in done else None
@@ -194,6 +206,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
                 "status": "done" if run.key in done else "pending",
                 "pid": (record or {}).get("pid"),
                 "error": (record or {}).get("error"),
+                **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
             }
         )
     write_json_atomic(
@@ -245,7 +258,12 @@ def run_one(
     record = _read_record(bundle_dir, run)
     if failure and record and record.get("error") and record.get("status") != "running":
         failure = None  # the run recorded its own failure; don't say it twice
+    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
+    earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
+    note = interruption_note(earlier)
+    for row in rows if note else ():
+        row["notes"] = f"{row['notes']} | {note}" if row["notes"] else note
     append_rows(bundle_dir / layout.CSV_NAME, rows)
     return rows
 
@@ -303,7 +321,12 @@ def run_experiment(
             for number, run in enumerate(todo, start=1):
                 if on_progress:
                     on_progress(run, number, len(todo))
-                run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+                try:
+                    run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+                except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
+                    record_interruption(bundle_dir, run.key, stop)
+                    write_schedule(bundle_dir, experiment, schedule)
+                    raise
                 write_schedule(bundle_dir, experiment, schedule)
                 if on_progress:  # `number - 1` runs are finished, the last one included
                     on_progress(run, number + 1, len(todo))

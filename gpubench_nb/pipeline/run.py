@@ -9,13 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.engine.environment import (
     capture_environment,
     environment_notes,
     finish_environment,
     row_fields,
-    utc_now,
 )
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
@@ -28,20 +26,20 @@ from gpubench_nb.engine.timing import (
     synchronizer,
 )
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import require_frozen
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, write_run
 from gpubench_nb.protocol.writer import bundle_writer
 
-PHASES = ("cold", "warm")
-RUN_FILE = "run.json"
-PREDICTIONS_FILE = "predictions.jsonl"
+PHASES = MEASURED_PHASES  # load is timed inside every run (R3.2)
 # What run.json says while the run is in progress: if the process dies (dead kernel, crash,
 # timeout), this record stays, so the event is kept and explained, never dropped (R3.6).
 DIED = "the process ended before the run finished (dead kernel, crash or timeout)"
 
 
 def _phase_note(phase: str, warmups: int) -> str:
-    if phase == "cold":
+    if phase == Phase.COLD:
         return "phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7)"
     return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
 
@@ -50,8 +48,8 @@ def _check_run(exp: Any, variant_id: str, phase: str, run_index: int) -> Any:
     """The declared variant, or a ProtocolError: these are declaration errors, never rows."""
     if phase not in PHASES:
         raise ProtocolError(
-            f"phase {phase!r} is not one of {list(PHASES)}; load is timed inside every run "
-            "and written as its own row",
+            f"phase {phase!r} is not one of {list(map(str, PHASES))}; load is timed inside "
+            "every run and written as its own row",
             rule="R3.2",
         )
     if isinstance(run_index, bool) or not isinstance(run_index, int) or run_index < 1:
@@ -185,10 +183,10 @@ def _refuse_unless_frozen(
         require_frozen(bundle_dir, exp, fingerprints, step="10_measure")
     except ProtocolError as exc:
         out = run_dir(bundle_dir, record["variant_id"], record["phase"], record["run_index"])
-        (out / PREDICTIONS_FILE).unlink(missing_ok=True)
+        (out / PREDICTIONS_NAME).unlink(missing_ok=True)
         record.update(status="refused", error=str(exc), notes=str(exc), predictions=None)
         record.update(elapsed_seconds=None, finished_utc=utc_now())
-        write_json_atomic(out / RUN_FILE, record)
+        write_run(out, record)
         raise
 
 
@@ -211,11 +209,11 @@ def _execute_run(
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
     # runs; from here on only this checked `exp` is used (a later edit of the YAML is not seen).
     require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="10_measure")
-    warmups = exp.timing.warmup_iterations if phase == "warm" else 0
+    warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
 
     out = run_dir(bundle_dir, variant_id, phase, run_index)
     out.mkdir(parents=True, exist_ok=True)
-    predictions = out / PREDICTIONS_FILE
+    predictions = out / PREDICTIONS_NAME
     predictions.unlink(missing_ok=True)
     record: dict[str, Any] = {
         "experiment_id": exp.experiment_id,
@@ -249,7 +247,7 @@ def _execute_run(
         "error": DIED,
         "notes": DIED,
     }
-    write_json_atomic(out / RUN_FILE, record)
+    write_run(out, record)
 
     events: list[str] = []
     backend = device = None
@@ -311,7 +309,7 @@ def _execute_run(
             item_count=result.item_count,
             tokens_processed=result.tokens_processed,
             off_label_answers=result.off_label_answers,
-            predictions=PREDICTIONS_FILE if result.predictions_path is not None else None,
+            predictions=PREDICTIONS_NAME if result.predictions_path is not None else None,
             error=result.error,
         )
         events.extend(result.notes)
@@ -340,7 +338,7 @@ def _execute_run(
         notes="; ".join(notes),
         environment=env,
     )
-    write_json_atomic(out / RUN_FILE, record)
+    write_run(out, record)
     return record
 
 

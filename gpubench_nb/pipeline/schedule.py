@@ -13,8 +13,9 @@ import random
 from dataclasses import dataclass
 
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.records import MEASURED_PHASES
 
-PHASES = ("cold", "warm")
+PHASES = MEASURED_PHASES  # a scheduled run is cold or warm; load is timed inside each
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.quality import fill_quality
+from gpubench_nb.protocol.records import write_environment
 from gpubench_nb.protocol.writer import bundle_writer
 
 
@@ -26,7 +25,7 @@ def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str
         require_frozen(bundle_dir, exp, step="00_environment")  # R1.3, before anything
         device = resolve_device(exp.fixed.get("device", "auto"))
         environment = capture_environment(device)
-        write_json_atomic(Path(bundle_dir) / layout.ENVIRONMENT_NAME, environment)
+        write_environment(Path(bundle_dir), environment)
         return environment
 
 

@@ -20,6 +20,7 @@ from gpubench_nb.protocol.quality import (
     assess_runs,
     kept_reference_value,
 )
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_run
 from gpubench_nb.protocol.results import read_rows, validate_csv
 
 COMPARED_CHECKS = (
@@ -72,7 +73,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     reference = kept_reference_value(root)  # a classify bundle of a non-reference variant
     outcome = assess_runs(root, rows, corpus, declaration["classes"], quality, reference)
     for row in rows:
-        if row["phase"] not in ("cold", "warm"):
+        if row["phase"] not in MEASURED_PHASES:
             continue
         key = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
         report = outcome.reports.get(key)
@@ -104,14 +105,15 @@ def seal_problems(bundle_dir: str | Path) -> list[str]:
 def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
     """A row must say what its run recorded in run.json: the settings applied and the times
     measured (R1.3, R3.6), so a hand-edited CSV cell is caught even under a rewritten manifest."""
-    phase = "cold" if row["phase"] == "load" else row["phase"]
+    phase = Phase.COLD if row["phase"] == Phase.LOAD else row["phase"]
     run = f"{row['variant_id']}/{phase}-{row['run_index']}"
     where = f"{layout.CSV_NAME}: {row['phase']} row of {run}"
     try:
-        record = json.loads((root / "runs" / run / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        record = None
-    if not isinstance(record, dict):
+        found = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
+    except BundleError:
+        found = None
+    record = found.to_dict() if found is not None else None
+    if record is None:
         if row["elapsed_seconds"] is not None:
             return [f"{where}: a time without a readable run.json to support it (R3.6)"]
         return []
@@ -120,7 +122,7 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
         for name in ("precision", "batch", "context")
         if row[name] is not None and row[name] != record.get(name)
     ]
-    measured = record.get("load_seconds" if row["phase"] == "load" else "elapsed_seconds")
+    measured = record.get("load_seconds" if row["phase"] == Phase.LOAD else "elapsed_seconds")
     elapsed = row["elapsed_seconds"]
     if elapsed is not None and (measured is None or not _same(float(elapsed), float(measured))):
         found.append(

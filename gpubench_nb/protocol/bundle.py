@@ -17,6 +17,12 @@ ENVIRONMENT_NAME = "environment.json"
 EXPECTED_IDS_NAME = "expected_ids.txt"
 ECONOMICS_NAME = "economics.json"
 REPORT_NAME = "report.html"
+LOCK_NAME = "protocol.lock.json"
+REFERENCE_NAME = "reference.json"  # the reference value a bundle was judged against (R1.3)
+# One run's folder (run_dir) holds these three.
+RUN_NAME = "run.json"
+PREDICTIONS_NAME = "predictions.jsonl"
+CHECKS_NAME = "checks.json"
 
 
 def bundle_dir_for(output_dir: Path, experiment_id: str) -> Path:
@@ -35,7 +41,7 @@ def is_bundle(folder: Path) -> bool:
     route of a campaign, `run --protocol`) does not make its folder a bundle."""
     if (folder / MANIFEST_NAME).is_file():
         return True
-    frozen = (folder / "protocol.lock.json").is_file()
+    frozen = (folder / LOCK_NAME).is_file()
     return frozen and ((folder / EXPECTED_IDS_NAME).is_file() or (folder / "protocol").is_dir())
 
 

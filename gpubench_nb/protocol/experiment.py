@@ -114,10 +114,12 @@ class Checker:
             )
         return value
 
-    def integer(self, where: str, value: Any, minimum: int) -> int:
+    def integer(self, where: str, value: Any, minimum: int, fix: str | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(
-                where, f"must be an integer >= {minimum}, got {value!r}", "write a whole number"
+                where,
+                f"must be an integer >= {minimum}, got {value!r}",
+                fix or f"write a whole number >= {minimum}",
             )
             return minimum
         return value

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.bundle import LOCK_NAME
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
 
-LOCK_NAME = "protocol.lock.json"
 LOCK_SEAL = "lock_sha256"
 
 
@@ -34,7 +34,7 @@ def build_lock(
         **frozen,
         "sha256": canonical_sha256(frozen),
         "notes": experiment.notes,
-        "created_utc": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created_utc": utc_now(),
     }
     if corpus_identity is not None:
         lock["corpus_identity"] = corpus_identity

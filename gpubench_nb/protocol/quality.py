@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.errors import ResultsError
 from gpubench_nb.protocol.acceptance import AcceptanceReport, check_predictions, write_checks
-from gpubench_nb.protocol.bundle import CSV_NAME, run_dir
+from gpubench_nb.protocol.bundle import (
+    CHECKS_NAME,
+    CSV_NAME,
+    PREDICTIONS_NAME,
+    REFERENCE_NAME,
+    run_dir,
+)
 from gpubench_nb.protocol.corpus import Corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
+from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES
 from gpubench_nb.protocol.results import read_rows, write_rows_atomic
-
-MEASURED_PHASES = ("cold", "warm")
-PREDICTIONS_NAME = "predictions.jsonl"
-CHECKS_NAME = "checks.json"
-# A bundle that holds no run of the reference variant (a `classify` bundle of another variant)
-# keeps the reference value it was judged against here, with where it was measured (R1.3).
-REFERENCE_NAME = "reference.json"
 
 
 @dataclass(frozen=True)
@@ -155,3 +156,102 @@ def fill_quality(
             write_checks(report, folder / CHECKS_NAME)
     write_rows_atomic(csv_path, apply_outcome(rows, outcome, quality))
     return outcome
+
+
+# -- the rule: is a variant accepted (R1.5, R5.3, R5.7) ----------------------------------------
+
+ACCEPTED = "accepted"
+NOT_ACCEPTED = "not accepted"
+NOT_RECORDED = "acceptance not recorded"
+
+
+@dataclass(frozen=True)
+class VariantAcceptance:
+    """One variant's verdict over its measured (cold and warm) runs: the one rule that
+    economics, the decision table, the report and the run summary all read (R1.5, R5.7)."""
+
+    variant_id: str
+    measured_runs: int
+    accepted_runs: int
+    failed: tuple[str, ...]  # runs whose corpus_accepted is false ("cold-1", ...)
+    unrecorded: tuple[str, ...]  # runs whose corpus_accepted is empty (R4.3: not recorded)
+
+    @property
+    def verdict(self) -> bool | None:
+        """True only when there is a measured run and every one was accepted; False when any
+        was not, or there is no measured run; None while some acceptance is not recorded and
+        none failed (empty = not recorded, never "no", R4.3)."""
+        if self.failed or self.measured_runs == 0:
+            return False
+        return None if self.unrecorded else True
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict is True
+
+    @property
+    def status(self) -> str:
+        return {True: ACCEPTED, False: NOT_ACCEPTED, None: NOT_RECORDED}[self.verdict]
+
+    @property
+    def accepted_unique_corpora(self) -> int | None:
+        """1 (the one distinct corpus) when accepted, 0 when not, None when not recorded:
+        repeats of one corpus never add up (R5.3)."""
+        return {True: 1, False: 0, None: None}[self.verdict]
+
+    @property
+    def reason(self) -> str | None:
+        """Why there is no cost per result, in words (R5.5, R5.7); None when accepted."""
+        if self.failed:
+            return (
+                f"not accepted: {len(self.failed)} of {self.measured_runs} measured runs failed "
+                f"acceptance ({', '.join(self.failed)}); a configuration that was not accepted "
+                "does not reach the same goal, whatever its speed, so it gets no cost per "
+                "result (R5.7)"
+            )
+        if self.measured_runs == 0:
+            return "not accepted: no measured run (cold or warm), so no accepted corpus (R5.7)"
+        if self.unrecorded:
+            return (
+                f"acceptance not recorded for {', '.join(self.unrecorded)} (run the quality "
+                "checks first); no cost per result without a measured accepted count (R5.5)"
+            )
+        return None
+
+
+def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAcceptance]:
+    """Per variant (first-seen order), the verdict of :class:`VariantAcceptance` over typed
+    rows (results.read_rows). A phase outside load/cold/warm or a corpus_accepted cell that is
+    not true/false/empty is a ResultsError (R3.2, R4)."""
+    counts: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        variant, phase = str(row["variant_id"]), row["phase"]
+        if phase not in PHASES:
+            raise ResultsError(
+                f"variant {variant!r}: phase must be one of {', '.join(PHASES)}, got {phase!r}",
+                rule="R3.2",
+            )
+        entry = counts.setdefault(variant, {"measured": 0, "ok": 0, "failed": [], "unknown": []})
+        if phase not in MEASURED_PHASES:
+            continue
+        entry["measured"] += 1
+        verdict = row.get("corpus_accepted")
+        run = f"{phase}-{row.get('run_index') or '?'}"
+        if verdict is True:
+            entry["ok"] += 1
+        elif verdict is False:
+            entry["failed"].append(run)
+        elif verdict is None:
+            entry["unknown"].append(run)
+        else:
+            raise ResultsError(
+                f"variant {variant!r} {run}: corpus_accepted must be true, false or empty, "
+                f"got {verdict!r}",
+                rule="R4",
+            )
+    return {
+        variant: VariantAcceptance(
+            variant, e["measured"], e["ok"], tuple(e["failed"]), tuple(e["unknown"])
+        )
+        for variant, e in counts.items()
+    }

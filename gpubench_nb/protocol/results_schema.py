@@ -5,6 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpubench_nb.protocol.records import PHASES
+
+# R2.4: the hardware and environment actually observed, copied from environment.json into
+# every row (engine.environment.ROW_FIELDS is this tuple).
+ENVIRONMENT_COLUMNS: tuple[str, ...] = (
+    "gpu_model",
+    "gpu_count",
+    "device",
+    "driver_version",
+    "python_version",
+    "torch_version",
+    "runtime_version",
+)
 # R4: the columns, in PROTOCOL.md's order. Never derived from data.
 COLUMNS: tuple[str, ...] = (
     "experiment_id",
@@ -13,13 +26,7 @@ COLUMNS: tuple[str, ...] = (
     "model_revision",
     "tokenizer_revision",
     "seed",
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
+    *ENVIRONMENT_COLUMNS,
     "precision",
     "batch",
     "context",
@@ -92,7 +99,6 @@ TYPE_OF_COLUMN: dict[str, type] = {
 }
 assert tuple(TYPE_OF_COLUMN) == COLUMNS
 
-PHASES = ("load", "cold", "warm")  # R3.2: never mix timings
 PACKAGE_DAYS = (3, 7, 30)  # R5.1
 BOUNDED_METRICS = ("macro_f1", "weighted_f1", "accuracy")  # values in [0, 1]
 # A true acceptance must not fail on float rounding of a value equal to its threshold.
@@ -131,7 +137,7 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
             bad(column, f"0 where zero is impossible; {message}")
     phase = row.get("phase")
     if phase is not None and phase not in PHASES:
-        bad("phase", f"R3.2: {phase!r} is not one of {list(PHASES)}")
+        bad("phase", f"R3.2: {phase!r} is not one of {list(map(str, PHASES))}")
     days = row.get("duration_days")
     if days is not None and days not in PACKAGE_DAYS:
         bad("duration_days", f"R5.1: {days} is not a package length; use 3, 7 or 30")

@@ -20,7 +20,6 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from filelock import FileLock, Timeout
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol.bundle import MANIFEST_NAME
+from gpubench_nb.protocol.clock import utc_now
 
 TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
 
@@ -69,10 +69,6 @@ def _refusal(bundle_dir: Path) -> BundleError:
         "released by the system when that process ends, so never delete it by hand",
         rule="R5.6",
     )
-
-
-def _utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @contextmanager
@@ -123,7 +119,7 @@ def bundle_writer(
                 "pid": os.getpid(),
                 "host": socket.gethostname(),
                 "command": command or " ".join(sys.argv),
-                "started_utc": _utc_now(),
+                "started_utc": utc_now(),
                 "token": token,
             },
         )

@@ -11,11 +11,21 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import results
-from gpubench_nb.protocol.bundle import run_dir
+from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.quality import variant_acceptance
+from gpubench_nb.protocol.records import (
+    PHASES,
+    EconomicsRecord,
+    OfferEconomics,
+    read_economics,
+    read_environment,
+    read_run,
+)
 from gpubench_nb.protocol.yamlio import parse_yaml
-from gpubench_nb.report.stats import PHASES, rows_to_frame
+from gpubench_nb.report.stats import rows_to_frame
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
 COMPARED_FIELDS: tuple[str, ...] = (
@@ -33,9 +43,33 @@ class Bundle:
     path: Path
     label: str
     lock: Mapping[str, Any]
-    environment: Mapping[str, Any]
-    economics: Mapping[str, Any] | None
+    environment: Mapping[str, Any]  # environment.json as validated (records.EnvironmentRecord)
+    economics: EconomicsRecord | None  # None: 30_economics never ran in this bundle
     rows: list[dict[str, Any]] = field(hash=False)
+
+    def verdicts(self) -> dict[str, tuple[bool | None, str | None]]:
+        """variant -> (accepted, reason): economics.json's verdict (R1.5, R5.7), which the
+        report reads and never re-derives; a bundle without economics.json gets the same rule
+        (protocol.quality.variant_acceptance) applied to its rows."""
+        if self.economics is not None and self.economics.variants:
+            return {v.variant_id: (v.verdict, v.reason) for v in self.economics.variants}
+        return {v: (a.verdict, a.reason) for v, a in variant_acceptance(self.rows).items()}
+
+    def attribution(self, offer: OfferEconomics) -> Attribution:
+        """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
+        economics.json records it; for one written before attribution was recorded, the same
+        rule (economics.attribution.attribute) applied once here."""
+        if offer.attribution is not None:
+            return Attribution.from_dict(offer.attribution)
+        declared = self.economics.declared_offer if self.economics is not None else None
+        return attribute(
+            offer_id=offer.offer_id,
+            offer_gpu_model=offer.gpu_model,
+            gpus_per_lot=offer.gpus_per_lot,
+            lots=offer.lots,
+            hardware=recorded_hardware(self.rows, self.environment),
+            declared_offer_id=declared.offer_id if declared is not None else None,
+        )
 
     def declared(self, *keys: str) -> Any:
         """A value of the frozen declaration by key path, or None (lock absent or older)."""
@@ -90,15 +124,15 @@ def _read_rows(path: Path) -> list[dict[str, Any]]:
 def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     """Add run.json's error and truncation and checks.json's reference comparison to a row."""
     folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
-    run = _read_json(folder / "run.json") or {}
-    checks = _read_json(folder / "checks.json") or {}
+    run = read_run(folder)
+    checks = _read_json(folder / CHECKS_NAME) or {}
     return {
         **row,
-        "error": run.get("error"),
-        "truncated_texts": run.get("truncated_texts"),
-        "dropped_tokens": run.get("dropped_tokens"),
-        "tokens_processed": run.get("tokens_processed"),  # where the backend counts them
-        "off_label_answers": run.get("off_label_answers"),
+        "error": run.error if run else None,
+        "truncated_texts": run.truncated_texts if run else None,
+        "dropped_tokens": run.dropped_tokens if run else None,
+        "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
+        "off_label_answers": run.off_label_answers if run else None,
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
@@ -140,8 +174,8 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
             raise BundleError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
         if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
             raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
-        lock = _read_json(path / "protocol.lock.json") or {}
-        rows = [_with_run_files(path, r) for r in _read_rows(path / "resultats-bruts.csv")]
+        lock = _read_json(path / LOCK_NAME) or {}
+        rows = [_with_run_files(path, r) for r in _read_rows(path / CSV_NAME)]
         bundles.append((path, lock, sorted(rows, key=_declared_order(lock))))
     labels = [_label(path, lock, rows) for path, lock, rows in bundles]
     # Two bundles of one experiment on one GPU model are told apart by their folder, then path.
@@ -155,8 +189,8 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
             path=path,
             label=label,
             lock=lock,
-            environment=_read_json(path / "environment.json") or {},
-            economics=_read_json(path / "economics.json"),
+            environment=read_environment(path).to_dict(),
+            economics=read_economics(path),
             rows=[{**r, "bundle": label} for r in rows],
         )
         for label, (path, lock, rows) in zip(labels, bundles, strict=True)

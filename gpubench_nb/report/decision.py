@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 
 from gpubench_nb import formats
-from gpubench_nb.economics.attribution import NOT_MEASURED, attribute, recorded_hardware
-from gpubench_nb.economics.offers import cost_per_accepted_usd_minor
+from gpubench_nb.economics.attribution import NOT_MEASURED
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import Bundle, load_bundles
 
 PROTOCOL_REPEATS = 5  # R3.4: each variant measured five times
@@ -118,55 +118,45 @@ def why_not(runs: Sequence[Mapping[str, Any]]) -> str | None:
     return "; ".join(f"{reason} ({n} of {total} runs)" for reason, n in reasons.items())
 
 
-def _declared_offer(bundle: Bundle) -> Mapping[str, Any] | None:
-    offers = (bundle.economics or {}).get("offers") or []
-    return next((offer for offer in offers if offer.get("declared")), None)
+def _cost(
+    bundle: Bundle, variant: str, accepted: bool | None
+) -> tuple[int | None, str | None, str | None]:
+    """(cost per accepted corpus, why none, GPUs billed but not used) on the declared offer, as
+    economics.json holds them: the report reads the one computation (R5.3, R5.7)."""
+    offer = bundle.economics.declared_offer if bundle.economics is not None else None
+    if offer is None:
+        return None, "no package declared (no pricing section)", None
+    owner = bundle.attribution(offer)
+    if accepted is not True:
+        return None, "not accepted: no accepted corpus, no cost (R5.7)", owner.lot_note
+    if not owner.attributable:
+        return None, owner.reason, None
+    cell = offer.cell(variant)
+    if cell is None or cell.cost_per_accepted_usd_minor is None:
+        why = (cell.reason if cell else None) or "economics.json records no cost for it"
+        return None, why, owner.lot_note
+    return cell.cost_per_accepted_usd_minor, None, owner.lot_note
 
 
 def bundle_options(bundle: Bundle) -> list[Option]:
     """The options of one bundle, variants in the declared order."""
-    hardware = recorded_hardware(bundle.rows, bundle.environment)
-    offer = _declared_offer(bundle)
-    owner = None
-    if offer is not None:
-        owner = attribute(
-            offer_id=str(offer.get("offer_id")),
-            offer_gpu_model=str(offer.get("gpu_model")),
-            gpus_per_lot=int(offer.get("gpus_per_lot") or 1),
-            lots=int(offer.get("lots") or 1),
-            hardware=hardware,
-            declared_offer_id=str(offer.get("offer_id")),
-        )
+    offer = bundle.economics.declared_offer if bundle.economics is not None else None
+    verdicts = bundle.verdicts()
     knob = bundle.declared("knob")
     values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or [] if knob}
     options = []
     for variant in dict.fromkeys(r["variant_id"] for r in bundle.rows):
         mine = [r for r in bundle.rows if r["variant_id"] == variant]
-        measured = [r for r in mine if r["phase"] in ("cold", "warm")]
+        measured = [r for r in mine if r["phase"] in MEASURED_PHASES]
 
         def timed(phase: str, rows: list[dict[str, Any]] = mine) -> list[float]:
             return [
                 float(r["elapsed_seconds"]) for r in rows if r["phase"] == phase and not _failed(r)
             ]
 
-        verdicts = [r.get("corpus_accepted") for r in measured]
-        if measured and all(v is True for v in verdicts):
-            accepted: bool | None = True
-        elif not measured or any(v is False for v in verdicts):
-            accepted = False
-        else:
-            accepted = None
-        warm = [r for r in mine if r["phase"] == "warm" and not _failed(r)]
-        total = offer.get("package_total_usd_minor") if offer else None
-        cost, note = None, None
-        if offer is None:
-            note = "no package declared (no pricing section)"
-        elif accepted is not True:
-            note = "not accepted: no accepted corpus, no cost (R5.7)"
-        elif owner is not None and not owner.attributable:
-            note = owner.reason
-        else:
-            cost = cost_per_accepted_usd_minor(int(total), 1)  # its one corpus (R5.3)
+        accepted = verdicts.get(str(variant), (False, None))[0]
+        warm = [r for r in mine if r["phase"] == Phase.WARM and not _failed(r)]
+        cost, note, lot_note = _cost(bundle, str(variant), accepted)
         options.append(
             Option(
                 bundle=bundle.label,
@@ -174,21 +164,21 @@ def bundle_options(bundle: Bundle) -> list[Option]:
                 knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
                 accepted=accepted,
                 why_not=None if accepted else (why_not(measured) or "no measured run"),
-                warm_seconds=tuple(timed("warm")),
-                cold_median_seconds=_median(timed("cold")),
-                load_median_seconds=_median(timed("load")),
+                warm_seconds=tuple(timed(Phase.WARM)),
+                cold_median_seconds=_median(timed(Phase.COLD)),
+                load_median_seconds=_median(timed(Phase.LOAD)),
                 peak_allocated_bytes=_median(
                     [r["peak_allocated_bytes"] for r in warm if r.get("peak_allocated_bytes")]
                 ),
                 peak_reserved_bytes=_median(
                     [r["peak_reserved_bytes"] for r in warm if r.get("peak_reserved_bytes")]
                 ),
-                offer_id=offer.get("offer_id") if offer else None,
-                package=f"{offer.get('days')} days × {offer.get('lots')} lot(s)" if offer else None,
-                package_total_usd_minor=total,
+                offer_id=offer.offer_id if offer else None,
+                package=f"{offer.days} days × {offer.lots} lot(s)" if offer else None,
+                package_total_usd_minor=offer.package_total_usd_minor if offer else None,
                 cost_per_accepted_usd_minor=cost,
                 cost_note=note,
-                lot_note=owner.lot_note if owner is not None else None,
+                lot_note=lot_note,
             )
         )
     return options

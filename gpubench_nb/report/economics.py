@@ -2,83 +2,45 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import pandas as pd
 
 from gpubench_nb import formats
-from gpubench_nb.economics import costs as economics
-from gpubench_nb.economics.attribution import (
-    ATTRIBUTION_RULE,
-    NOT_MEASURED,
-    Attribution,
-    attribute,
-    recorded_hardware,
-)
+from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
+from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.stats import NOT_RECORDED, shown, summarise
-
-
-def _usd(cents: Any) -> str:
-    """Integer cents as dollars, without floats (R4.2)."""
-    if cents is None:
-        return NOT_RECORDED
-    whole, part = divmod(int(cents), 100)
-    return f"{whole:,}.{part:02d}"
-
-
-def offer_owner(bundle: Bundle, offer: Mapping[str, Any]) -> Attribution:
-    """Whether ``offer`` (an economics.json entry) accepted this bundle's corpus (R2.4, R5.7).
-
-    Re-derived from the bundle's recorded hardware with the same rule economics.json applies,
-    so an economics.json written before the rule existed is read correctly too.
-    """
-    declared = next(
-        (
-            o.get("offer_id")
-            for o in (bundle.economics or {}).get("offers") or []
-            if o.get("declared")
-        ),
-        None,
-    )
-    return attribute(
-        offer_id=str(offer.get("offer_id")),
-        offer_gpu_model=str(offer.get("gpu_model")),
-        gpus_per_lot=int(offer.get("gpus_per_lot") or 1),
-        lots=int(offer.get("lots") or 1),
-        hardware=recorded_hardware(bundle.rows, bundle.environment),
-        declared_offer_id=declared,
-    )
+from gpubench_nb.report.stats import shown, summarise
 
 
 def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
-    """Per bundle and offer: the package total and the cost per accepted corpus per variant."""
+    """Per bundle and offer: the package total and the cost per accepted corpus per variant,
+    as economics.json holds them (never re-derived here, R5.3, R5.7)."""
     records = []
     for b in bundles:
-        for offer in (b.economics or {}).get("offers") or []:
-            owner = offer_owner(b, offer)
+        for offer in b.economics.offers if b.economics else ():
+            owner = b.attribution(offer)
             record = {
                 "bundle": b.label,
-                "offer": offer.get("offer_id"),
-                "declared offer": offer.get("declared"),
-                "offer GPU": offer.get("gpu_model"),
-                "days": offer.get("days"),
-                "lots": offer.get("lots"),
-                "package total (USD)": _usd(offer.get("package_total_usd_minor")),
+                "offer": offer.offer_id,
+                "declared offer": offer.declared,
+                "offer GPU": offer.gpu_model,
+                "days": offer.days,
+                "lots": offer.lots,
+                "package total (USD)": formats.usd(offer.package_total_usd_minor),
                 "measured on this hardware?": owner.reason
                 + (f"; {owner.lot_note}" if owner.lot_note else ""),
             }
-            for cell in offer.get("variants") or []:
-                cost = cell.get("cost_per_accepted_usd_minor")
+            for cell in offer.cells:
+                cost = cell.cost_per_accepted_usd_minor
                 if not owner.attributable:
                     text = NOT_MEASURED
                 elif cost is not None:
-                    text = _usd(cost)
+                    text = formats.usd(cost)
                 else:
                     text = "none (not accepted)"
-                record[f"{cell.get('variant_id')}: USD per accepted corpus"] = text
+                record[f"{cell.variant_id}: USD per accepted corpus"] = text
             records.append(record)
     if not records:
         return None
@@ -90,15 +52,15 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
     lines = [f"**How costs are attributed.** {ATTRIBUTION_RULE}"]
     for b in bundles:
         data = b.economics
-        if not data:
+        if data is None:
             lines.append(
                 f"**{md_text(b.label)}**: no economics.json in the bundle: no package is priced."
             )
             continue
-        lines.append(f"**{md_text(b.label)}**: {md_text(data.get('note') or '')}")
-        if data.get("unit_of_work"):
-            lines.append(f"Unit of work (R5.4): {md_text(data['unit_of_work'])}.")
-        if not data.get("offers"):
+        lines.append(f"**{md_text(b.label)}**: {md_text(data.note or '')}")
+        if data.unit_of_work:
+            lines.append(f"Unit of work (R5.4): {md_text(data.unit_of_work)}.")
+        if not data.offers:
             lines.append("No offer was priced (no pricing section declared, R5.5).")
     return "\n\n".join(lines)
 
@@ -112,28 +74,29 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
     """
     lines, reasons = [], []
     for b in bundles:
-        data = b.economics or {}
-        block = data.get("break_even") or {}
-        offers = {o.get("offer_id"): o for o in data.get("offers") or []}
+        data = b.economics
+        offers = {o.offer_id: o for o in data.offers} if data else {}
+        found = data.break_even_pairs if data else ()
         pairs = [
             p
-            for p in block.get("pairs") or []
-            if p.get("reference") in offers and offer_owner(b, offers[p["reference"]]).attributable
+            for p in found
+            if p.reference in offers and b.attribution(offers[p.reference]).attributable
         ]
         if not pairs:
-            why = block.get("reason") or (
+            why = (data.break_even_reason if data else None) or (
                 "no offer's hardware accepted the corpus: no measured cost per result to beat"
-                if block.get("pairs")
+                if found
                 else "economics.json records no break-even threshold"
             )
             reasons.append(f"- {md_text(b.label)}: {md_text(why)}.")
             continue
         lines.append(f"**{md_text(b.label)}**")
         for pair in pairs:
-            challenger, reference = md_text(pair.get("challenger")), md_text(pair.get("reference"))
-            needed = pair.get("accepted_corpora_needed")
-            ch_total = (offers.get(pair.get("challenger")) or {}).get("package_total_usd_minor")
-            ref_total = offers[pair["reference"]].get("package_total_usd_minor")
+            challenger, reference = md_text(pair.challenger), md_text(pair.reference)
+            needed = pair.accepted_corpora_needed
+            ch_offer = offers.get(pair.challenger)
+            ch_total = ch_offer.package_total_usd_minor if ch_offer else None
+            ref_total = offers[pair.reference].package_total_usd_minor
             if needed is None:
                 lines.append(
                     f"- {reference}'s package costs {formats.usd(ref_total)}: no count of "
@@ -151,32 +114,6 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
     return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."
 
 
-def _variant_status(bundle: Bundle) -> dict[str, tuple[bool | None, str | None]]:
-    """variant -> (accepted, reason): economics.json's verdict, else re-derived from the rows."""
-    facts = (bundle.economics or {}).get("variants")
-    if facts:
-        return {
-            f["variant_id"]: (
-                True
-                if f.get("accepted")
-                else None
-                if f.get("status") == "acceptance not recorded"  # R4.3: unknown is not "no"
-                else False,
-                f.get("reason"),
-            )
-            for f in facts
-        }
-    out = {}
-    for variant, entry in economics.variant_acceptance(bundle.rows).items():
-        verdict = {1: True, 0: False}.get(entry["accepted_unique_corpora"])
-        reason = None
-        if verdict is False:
-            measured = entry["measured_runs"]
-            reason = f"{measured - entry['accepted_runs']} of {measured} measured runs not accepted"
-        out[variant] = (verdict, reason)
-    return out
-
-
 def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
     """A visible sentence for each variant faster than the fastest accepted one but not accepted.
 
@@ -186,10 +123,10 @@ def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
     summary = summarise(rows)
     lines = []
     for b in bundles:
-        status = _variant_status(b)
+        status = b.verdicts()
         mine = summary[summary["bundle"] == b.label]
         speed = {}
-        for phase in ("cold", "warm"):  # warm overrides cold where both were timed
+        for phase in MEASURED_PHASES:  # warm overrides cold where both were timed
             part = mine[(mine["phase"] == phase) & (mine["n"] > 0)]
             speed.update(zip(part["variant_id"], part["median_seconds"], strict=True))
         accepted = {v: s for v, s in speed.items() if status.get(v, (None,))[0] is True}

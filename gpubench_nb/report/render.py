@@ -26,6 +26,7 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.kernel import papermill_options
 from gpubench_nb.notebook_files import notebook_path
+from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
     Bundle,
@@ -142,7 +143,7 @@ def _truncation(bundle: Bundle) -> dict[str, str]:
     """Per variant, the largest truncation of one pass (R2.3); run.json holds the counts."""
     out = {}
     for variant in dict.fromkeys(r["variant_id"] for r in bundle.rows):
-        runs = [r for r in bundle.rows if r["variant_id"] == variant and r["phase"] != "load"]
+        runs = [r for r in bundle.rows if r["variant_id"] == variant and r["phase"] != Phase.LOAD]
         texts = [r["truncated_texts"] for r in runs if r.get("truncated_texts") is not None]
         tokens = [r["dropped_tokens"] for r in runs if r.get("dropped_tokens") is not None]
         out[f"truncation, {variant} (R2.3)"] = (

@@ -10,10 +10,9 @@ from typing import Any
 import pandas as pd
 
 from gpubench_nb.formats import number
+from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
 from gpubench_nb.protocol.results_schema import COLUMNS
 
-PHASES: tuple[str, ...] = ("load", "cold", "warm")  # R3.2: never mixed on one axis
-MEASURED_PHASES: tuple[str, ...] = ("cold", "warm")  # passes over the corpus: throughput exists
 MEMORY_COLUMNS: tuple[str, ...] = (
     "baseline_allocated_bytes",
     "baseline_reserved_bytes",
@@ -138,7 +137,7 @@ def anchor_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[st
     for bundle, variant, phase in _groups(frame):
         timed = _select(frame, bundle, variant, phase)
         timed = timed[~timed["failed"].astype(bool)]
-        if phase == "cold":
+        if phase == Phase.COLD:
             first = timed[timed["run_index"] == 1]
             others = [float(v) for v in timed.loc[timed["run_index"] != 1, "elapsed_seconds"]]
             if len(first) == 1 and others:

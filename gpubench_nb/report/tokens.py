@@ -8,7 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.report.stats import MEASURED_PHASES, rows_to_frame, shown
+from gpubench_nb.protocol.records import MEASURED_PHASES
+from gpubench_nb.report.stats import rows_to_frame, shown
 
 
 def _number(value: Any) -> float:

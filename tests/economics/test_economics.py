@@ -371,7 +371,8 @@ def test_fill_package_columns_rejects_unknown_offer_and_phase(offers_file: Path)
     with pytest.raises(EconomicsError, match="unknown offer 'a100'"):
         fill_package_columns(rows, Pricing(offers_file, "a100", 7))
     rows[1]["phase"] = "hot"
-    with pytest.raises(EconomicsError, match=r"R3\.2: .*'hot'"):
+    # the phase is checked by the one acceptance rule (protocol.quality), a CSV fact (R3.2)
+    with pytest.raises(ResultsError, match=r"R3\.2: .*'hot'"):
         fill_package_columns(rows, Pricing(offers_file, "h100-test", 7))
 
 

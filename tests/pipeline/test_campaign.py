@@ -211,8 +211,10 @@ def test_a_killed_job_is_a_recorded_failure_and_the_other_target_finishes(
     targets = round_one["state"]["targets"]
     t1, t2 = targets["t1"], targets["t2"]
     assert t1["state"] == "failed" and "ended without a result" in t1["error"]
+    assert "killed, or it crashed" in t1["error"]  # a local job: no scheduler to say more
     log = Path(t1["logs"]["stdout"]).read_text(encoding="utf-8")  # its log is kept
     assert "run 1/2: b4/cold-1" in log and "done:" not in log
+    assert "finished run 1/2: b4/cold-1" in log and "run 2/1" not in log
     assert "CUDA_VISIBLE_DEVICES=''" in log  # local gpus: 0 -> no GPU visible to the job
     # local targets run one after the other: t2 was submitted once t1's job had ended
     assert t2["submitted_utc"] >= t1["finished_utc"]
@@ -233,6 +235,10 @@ def test_resume_finishes_the_killed_target_and_redoes_no_finished_run(
     assert t1["state"] == "completed" and t1["attempts"] == 2
     assert t1["history"][0]["state"] == "failed"  # the killed attempt stays on record
     assert t1["job_id"] != t1["history"][0]["job_id"]
+    # the resumed job counts over the whole schedule: not "run 1/1" then "run 2/1" (issue 26 §6)
+    log = Path(t1["logs"]["stdout"]).read_text(encoding="utf-8")
+    assert "run 2/2: b4/warm-1" in log and "finished run 2/2: b4/warm-1" in log
+    assert "run 1/1" not in log and "run 2/1" not in log
     bundle = study["out"] / "twobox" / "t1"
     rows = read_rows(bundle / "resultats-bruts.csv")
     assert sorted(r["phase"] for r in rows) == ["cold", "load", "warm"]  # one row per run
@@ -372,7 +378,7 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
         "#SBATCH --gres=gpu:1",
         "#SBATCH --time=90",
         "#SBATCH --exclusive",
-        "module load cuda/12.4",
+        "{ module load cuda/12.4",  # checked: a failing setup line stops the job (issue 26)
     ):
         assert line in script, line
     # no sacct here: the job's state is unknown, so it is never submitted a second time
@@ -406,8 +412,63 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
     assert entry["job_id"] == "4245" and entry["attempts"] == 4
     errors = {h["job_id"]: h["error"] for h in entry["history"]}
     assert errors["4243"] == "gpubench_nb.errors.ProtocolError: R1.3: the protocol changed"
-    assert errors["4244"] == "Slurm ended the job without a result: NODE_FAIL"
+    assert errors["4244"].startswith("Slurm job 4244 ended without a result: NODE_FAIL (sacct)")
+    assert "stopped from outside" in errors["4244"]
     assert len(calls.read_text().splitlines()) == 4
+
+
+def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
+    study: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No sacct (accounting off): scontrol knows the job FAILED; its exit code and .err tail
+    reach campaign status and campaign.json, and it is resubmitted (issue 26 §3, §4)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch-calls.txt"
+    tools = {
+        "srun": "#!/bin/sh\nexit 0\n",
+        "sbatch": f'#!/bin/sh\necho "$@" >> {calls}\n'
+        f'echo "Submitted batch job $((600 + $(wc -l < {calls})))"\n',
+        "sacct": "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n",
+        "scontrol": '#!/bin/sh\necho "JobId=$4 JobState=FAILED Reason=NonZeroExitCode '
+        'ExitCode=2:0"\n',
+    }
+    for name, text in tools.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    node = {
+        "id": "cpu-node",
+        "offer": {"id": "h100-example", "days": 7, "lots": 1},
+        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
+    }
+    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
+    data.update(campaign_id="noacct", targets=[node])
+    campaign = study["folder"] / "campaign-noacct.yaml"
+    campaign.write_text(yaml.safe_dump(data), encoding="utf-8")
+    first = run_campaign(campaign, output_dir=study["out"], wait=False, echo=lambda _: None)
+    entry = json.loads((first.campaign_dir / "campaign.json").read_text())["targets"]["cpu-node"]
+    assert entry["job_id"] == "601"
+    Path(entry["logs"]["stderr"]).parent.mkdir(parents=True, exist_ok=True)
+    Path(entry["logs"]["stderr"]).write_text(
+        "slurmstepd: error: execve(): /shared/venv/bin/python: No such file or directory\n"
+        "srun: error: gpubench-node: task 0: Exited with exit code 2\n"
+    )
+    [row] = campaign_status(campaign, output_dir=study["out"])  # before campaign run knows
+    assert row["state"] == "failed (Slurm: FAILED, exit code 2 (reason NonZeroExitCode; scontrol))"
+    assert "execve(): /shared/venv/bin/python: No such file" in row["error"]
+    assert "Bypassing" not in row["error"]
+    # wait=True: without sacct the wait used to last forever (`Slurm: UNKNOWN`); now it ends
+    again = run_campaign(
+        campaign, output_dir=study["out"], wait=True, poll_seconds=0.1, echo=lambda _: None
+    )
+    state = json.loads((first.campaign_dir / "campaign.json").read_text())["targets"]["cpu-node"]
+    [earlier] = state["history"]
+    assert earlier["job_id"] == "601" and earlier["state"] == "failed"
+    assert "FAILED, exit code 2" in earlier["error"] and "killed" not in earlier["error"]
+    assert "Exited with exit code 2" in earlier["error"]
+    assert again.states == {"cpu-node": "failed"} and state["job_id"] == "602"
+    assert "#SBATCH --gres" not in Path(state["sbatch_script"]).read_text()
 
 
 def test_a_new_offer_reprices_a_finished_target_without_redoing_a_run(

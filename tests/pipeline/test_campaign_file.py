@@ -12,7 +12,12 @@ pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[
 from gpubench_nb.cli import main
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.campaign.file import load_campaign
-from gpubench_nb.pipeline.campaign.jobs import error_of_trace, sbatch_script, slurm_parameters
+from gpubench_nb.pipeline.campaign.jobs import (
+    checked_setup,
+    error_of_trace,
+    sbatch_script,
+    slurm_parameters,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 EXPERIMENT = REPO / "parameters" / "demo.yaml"
@@ -161,7 +166,9 @@ def test_the_sbatch_script_requests_whole_gpus_the_partition_and_the_setup(
     ):
         assert expected in lines, expected
     setup = lines.index("# setup")
-    assert lines[setup + 1 : setup + 3] == SLURM_TARGET["slurm"]["setup"]
+    first, second = SLURM_TARGET["slurm"]["setup"]
+    assert lines[setup + 1 : setup + 5 : 2] == [f"{{ {first}", f"{{ {second}"]  # in order
+    assert "--wckey" not in script  # submitit's default workload key is not sent (issue 26 §6)
     command = next(line for line in lines if "submitit.core._submit" in line)
     assert command.startswith("srun --unbuffered")
     assert "/shared/venvs/gpubench/bin/python -u -m submitit.core._submit" in command
@@ -176,8 +183,60 @@ def test_gres_defaults_to_the_gpu_count_and_exclusive_can_be_turned_off(tmp_path
     }
     node = load_campaign(write_campaign(tmp_path, [plain])).targets[0]
     params = slurm_parameters(node)
-    assert params["slurm_gres"] == "gpu:1" and "slurm_exclusive" not in params
-    assert "slurm_account" not in params and params["timeout_min"] == 30
+    assert params["gres"] == "gpu:1" and "exclusive" not in params
+    assert "account" not in params and params["time"] == 30
+
+
+def test_a_cpu_partition_target_requests_no_gpu_at_all(tmp_path: Path) -> None:
+    """gpus: 0 is a CPU partition: no --gres (sbatch refuses a gres on a node without GPUs)."""
+    cpu = {
+        "id": "cpu-node",
+        "offer": {"id": "h100-example", "days": 7, "lots": 1},
+        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
+    }
+    node = load_campaign(write_campaign(tmp_path, [cpu])).targets[0]
+    assert (node.gpus, node.gres) == (0, None)
+    assert node.describe()["gpus"] == 0  # campaign.json keeps the request as submitted
+    script = sbatch_script(node, tmp_path / "jobs" / "cpu-node")
+    assert "#SBATCH --partition=debug" in script.splitlines()
+    assert "--gres" not in script and "--gpus" not in script
+
+
+def test_gpu_counts_below_zero_and_a_gres_on_a_cpu_target_say_the_right_fix(
+    tmp_path: Path,
+) -> None:
+    slurm = {"partition": "p", "time_limit_minutes": 30}
+    targets = [
+        {"id": "a", "offer": {"id": "h100-example", "days": 7, "lots": 1}, "slurm": {**slurm}},
+        {"id": "b", "offer": {"id": "h100-example", "days": 7, "lots": 1}, "slurm": {**slurm}},
+    ]
+    targets[0]["slurm"]["gpus"] = -1
+    targets[1]["slurm"].update(gpus=0, gres="gpu:1")
+    with pytest.raises(ProtocolError) as caught:
+        load_campaign(write_campaign(tmp_path, targets))
+    text = str(caught.value)
+    assert "slurm.gpus: must be an integer >= 0, got -1" in text
+    assert "Fix: write a whole number of GPUs, e.g. 1, or 0 for a CPU-only partition" in text
+    assert "'gpu:1' requests GPUs, but gpus is 0 (a CPU-only target)" in text
+
+
+def test_a_failing_setup_line_stops_the_job_and_names_itself(tmp_path: Path) -> None:
+    """The checked setup lines, run by bash as the sbatch script runs them (issue 26 §4)."""
+    import subprocess
+
+    lines = ["echo one  # a comment stays a comment", "(exit 3)", "echo never"]
+    script = "\n".join(checked_setup(lines)) + "\necho the job\n"
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False)
+    assert done.returncode == 3
+    assert done.stdout == "one\n"
+    assert done.stderr.strip() == "gpubench: setup line 2 failed with exit code 3: (exit 3)"
+    ok = subprocess.run(
+        ["bash", "-c", " && ".join([*checked_setup(["true"]), "echo the job"])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (ok.returncode, ok.stdout) == (0, "the job\n")  # the local executor joins with &&
 
 
 def test_the_error_of_a_job_trace_keeps_a_multi_line_message() -> None:

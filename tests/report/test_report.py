@@ -380,11 +380,11 @@ def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     table = report.economics_table(bundles)
     # The corpus was accepted on an H100: the B200 package shows its total, no cost (R5.7).
     offer = table.loc[(bundles[0].label, "b200-pair")]
-    assert offer["package total (USD)"] == "2,500.05"
+    assert offer["package total (USD)"] == "USD 2,500.05"  # formats.usd, the one USD format
     assert offer["b4: USD per accepted corpus"] == "not measured on this hardware"
     assert offer["measured on this hardware?"].startswith("not measured on this hardware")
     h100 = table.loc[(bundles[0].label, "h100-example")]
-    assert h100["b4: USD per accepted corpus"] == "1,234.56"
+    assert h100["b4: USD per accepted corpus"] == "USD 1,234.56"
     assert h100["b8: USD per accepted corpus"].startswith("none")
     text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
     # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
@@ -403,8 +403,8 @@ def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle
     economics.write_bundle_economics(gpu_bundle, pricing)  # replaces the golden economics.json
     bundles = report.load_bundles([gpu_bundle])
     row = report.economics_table(bundles).loc[(bundles[0].label, "one")]
-    assert row["package total (USD)"] == "84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
-    assert row["b1: USD per accepted corpus"] == "84.00"  # one accepted corpus, not five (R5.3)
+    assert row["package total (USD)"] == "USD 84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
+    assert row["b1: USD per accepted corpus"] == "USD 84.00"  # one accepted corpus, not five (R5.3)
     assert row["b8: USD per accepted corpus"].startswith("none")
     text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
     assert "b8 was faster but not accepted" in text and len(text.splitlines()) == 1

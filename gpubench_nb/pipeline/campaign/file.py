@@ -270,16 +270,29 @@ def _slurm(check: Checker, where: str, value: Any) -> dict[str, Any]:
     data = check.keys(where, value, SLURM_KEYS)
     for key, fix in (
         ("partition", "the Slurm partition holding this target's GPUs"),
-        ("gpus", "the number of whole GPUs the job gets (gres gpu:N)"),
+        ("gpus", "the number of whole GPUs the job gets (gres gpu:N; 0 for a CPU partition)"),
         ("time_limit_minutes", "the job's wall-clock limit, e.g. 240"),
     ):
         if key not in data:
             check.fail(f"{where}.{key}", "missing", fix)
-    gpus = check.integer(f"{where}.gpus", data.get("gpus", 1), 1)
+    # gpus: 0 is a CPU partition: no --gres at all (a gres on a node without GPUs is refused
+    # by sbatch); the request is kept in campaign.json and the bundle's environment (R2.4).
+    gpus = check.integer(
+        f"{where}.gpus",
+        data.get("gpus", 1),
+        0,
+        fix="write a whole number of GPUs, e.g. 1, or 0 for a CPU-only partition",
+    )
     gres = data.get("gres")
     if gres is not None:
         match = _GRES.match(str(gres))
-        if match is None or int(match.group(2)) != gpus:
+        if gpus == 0:
+            check.fail(
+                f"{where}.gres",
+                f"{gres!r} requests GPUs, but gpus is 0 (a CPU-only target)",
+                "leave gres out, or set gpus to the number of GPUs it requests",
+            )
+        elif match is None or int(match.group(2)) != gpus:
             check.fail(
                 f"{where}.gres",
                 f"{gres!r} does not request the target's {gpus} whole GPU(s)",
@@ -311,7 +324,7 @@ def _slurm(check: Checker, where: str, value: Any) -> dict[str, Any]:
         "setup": _setup(check, f"{where}.setup", data.get("setup")),
         "partition": check.text(f"{where}.partition", data.get("partition", "-")),
         "account": None if account is None else check.text(f"{where}.account", account),
-        "gres": str(gres) if gres is not None else f"gpu:{gpus}",
+        "gres": str(gres) if gres is not None else (f"gpu:{gpus}" if gpus else None),
         "exclusive": bool(exclusive),
         "sbatch": dict(sbatch),
         "python": None if python is None else check.text(f"{where}.python", python),

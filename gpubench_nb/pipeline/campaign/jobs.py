@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import submitit
 from submitit.core.utils import JobPaths, pickle_load
 
+from gpubench_nb.engine.allocation import GPUS_REQUESTED_ENV
 from gpubench_nb.errors import GpubenchError
 from gpubench_nb.pipeline.campaign.file import Target
 
@@ -29,8 +31,10 @@ MAX_REQUEUES = 3
 class TargetJob(submitit.helpers.Checkpointable):
     """What runs on the node: the pipeline into the target's bundle, with the frozen lock.
 
-    Checkpointable: on Slurm, a pre-empted or timed-out job is requeued with the same arguments;
-    the pipeline then resumes its bundle (finished runs are never redone).
+    Checkpointable: on Slurm, a job warned before its time limit (USR2) is requeued with the
+    same arguments; the pipeline then resumes its bundle (finished runs are never redone).
+    SIGTERM (scancel, pre-emption) and USR2 stop the schedule at once: the run in progress is
+    discarded and recorded, never a row (R3.6), and is redone on resume.
     """
 
     def __init__(
@@ -40,42 +44,82 @@ class TargetJob(submitit.helpers.Checkpointable):
         bundle_dir: str,
         pricing: dict[str, Any],
         run_timeout_seconds: int,
+        gpus: int | None = None,
     ) -> None:
         self.experiment = experiment
         self.lock = lock
         self.bundle_dir = bundle_dir
         self.pricing = pricing
         self.run_timeout_seconds = run_timeout_seconds
+        self.gpus = gpus
 
     def __call__(self) -> dict[str, Any]:
+        from gpubench_nb.pipeline.interrupt import Interrupted, stop_on_signals, terminate_children
         from gpubench_nb.pipeline.orchestrate import run_experiment
 
-        def progress(run: Any, number: int, total: int) -> None:
-            print(f"run {number}/{total}: {run.key}", flush=True)
-
+        progress = _ProgressLog(Path(self.bundle_dir))
         print(f"bundle {self.bundle_dir} with lock {self.lock}", flush=True)
         # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
         print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
-        result = run_experiment(
-            self.experiment,
-            protocol=self.lock,
-            bundle_dir=self.bundle_dir,
-            pricing=self.pricing,
-            run_timeout_seconds=self.run_timeout_seconds,
-            on_progress=progress,
-        )
+        if getattr(self, "gpus", None) is not None:  # kernels record the request (R2.4):
+            # environment.json keeps it beside what Slurm allocated; 0: no GPU requested
+            os.environ[GPUS_REQUESTED_ENV] = str(self.gpus)
+        try:
+            with stop_on_signals():
+                result = run_experiment(
+                    self.experiment,
+                    protocol=self.lock,
+                    bundle_dir=self.bundle_dir,
+                    pricing=self.pricing,
+                    run_timeout_seconds=self.run_timeout_seconds,
+                    on_progress=progress,
+                )
+        except Interrupted as stop:
+            terminate_children()
+            print(
+                f"gpubench: interrupted by {stop.signal_name}; the run in progress is discarded "
+                "(not an observation, R3.6), recorded in the bundle's logs/interruptions.jsonl, "
+                "and redone when the campaign resumes",
+                file=sys.stderr,
+                flush=True,
+            )
+            if stop.then is not None:  # USR2: submitit checkpoints and requeues, then exits
+                stop.then()
+            raise SystemExit(128 + int(getattr(signal, stop.signal_name))) from None
         failed = sum(1 for row in result.rows if row["elapsed_seconds"] is None)
         print(f"done: {len(result.rows)} rows, {failed} failed observations", flush=True)
         return {"bundle_dir": str(result.bundle_dir), "rows": len(result.rows), "failed": failed}
 
 
+class _ProgressLog:
+    """The job log's run count over the whole schedule, a resumed job included (``run 5/6``)."""
+
+    def __init__(self, bundle_dir: Path) -> None:
+        self.bundle_dir = bundle_dir
+        self.base: tuple[int, int] | None = None  # runs done before this job, schedule size
+        self.started: set[str] = set()
+
+    def __call__(self, run: Any, number: int, total: int) -> None:
+        if self.base is None:  # schedule.json is written before the first run starts
+            from gpubench_nb.pipeline.campaign.state import bundle_progress
+
+            progress = bundle_progress(self.bundle_dir)
+            done = progress.runs_done
+            self.base = (done, progress.runs_total or done + total)
+        done, size = self.base
+        if run.key in self.started:
+            print(f"finished run {done + number - 1}/{size}: {run.key}", flush=True)
+        else:
+            self.started.add(run.key)
+            print(f"run {done + number}/{size}: {run.key}", flush=True)
+
+
 def executor_for(target: Target, folder: Path, local_executor: str = "local") -> Any:
     """The submitit executor of one target, its parameters set (whole GPUs, time, setup)."""
-    if target.reach == "slurm":
-        kwargs = {"slurm_python": target.python} if target.python else {}
-        executor = submitit.AutoExecutor(
-            folder=folder, cluster="slurm", slurm_max_num_timeout=MAX_REQUEUES, **kwargs
+    if target.reach == "slurm":  # submitit's own Slurm executor: its None means "no option"
+        executor = submitit.SlurmExecutor(
+            folder=folder, max_num_timeout=MAX_REQUEUES, python=target.python
         )
         executor.update_parameters(**slurm_parameters(target))
         return executor
@@ -87,7 +131,7 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
             name=job_name_of(target),
             timeout_min=target.time_limit_minutes,
             gpus_per_node=target.gpus,  # CUDA_VISIBLE_DEVICES=0..gpus-1 ("" for 0: CPU only)
-            local_setup=list(target.setup),
+            local_setup=checked_setup(target.setup),
         )
     return executor
 
@@ -96,24 +140,48 @@ def job_name_of(target: Target) -> str:
     return f"gpubench-{target.id}"
 
 
+def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
+    """Each setup line stops the job when it fails, saying which line and its exit code.
+
+    A plain script would go on after a failed ``module load`` and fail later for an unrelated
+    reason; the message lands in the job's .err log, which `campaign status` shows. The line
+    stays on a line of its own inside ``{ ... }`` so a trailing ``# comment`` is harmless.
+    """
+    checked = []
+    for number, line in enumerate(lines, start=1):
+        say = shlex.quote(f"gpubench: setup line {number} failed with exit code")
+        checked.append(
+            f'{{ {line}\n}} || {{ rc=$?; echo {say} "$rc:" {shlex.quote(line)} >&2; exit "$rc"; }}'
+        )
+    return checked
+
+
 def slurm_parameters(target: Target) -> dict[str, Any]:
-    """AutoExecutor parameters of a Slurm target: whole GPUs by gres, exclusive node, limit."""
+    """sbatch options of a Slurm target (submitit's SlurmExecutor names): whole GPUs by gres,
+    exclusive node, time limit, requeue signal, the checked setup lines.
+
+    ``gpus: 0`` (a CPU partition) requests no gres at all. submitit's default
+    ``--wckey=submitit`` is dropped (``wckey: None``): a cluster that enforces workload keys
+    would refuse it, and no one asked for it (``sbatch: {wckey: ...}`` sets one).
+    """
     params: dict[str, Any] = {
-        "name": job_name_of(target),
-        "timeout_min": target.time_limit_minutes,
+        "job_name": job_name_of(target),
+        "time": target.time_limit_minutes,
         "nodes": 1,
-        "tasks_per_node": 1,
-        "slurm_partition": target.partition,
-        "slurm_gres": target.gres,
-        "slurm_signal_delay_s": SIGNAL_DELAY_SECONDS,
-        "slurm_setup": list(target.setup),
+        "ntasks_per_node": 1,
+        "partition": target.partition,
+        "signal_delay_s": SIGNAL_DELAY_SECONDS,
+        "setup": checked_setup(target.setup),
+        "wckey": None,
     }
+    if target.gres:
+        params["gres"] = target.gres
     if target.account:
-        params["slurm_account"] = target.account
+        params["account"] = target.account
     if target.exclusive:
-        params["slurm_exclusive"] = True
+        params["exclusive"] = True
     if target.sbatch:
-        params["slurm_additional_parameters"] = {
+        params["additional_parameters"] = {
             str(k).replace("_", "-"): v for k, v in target.sbatch.items()
         }
     return params
@@ -123,17 +191,9 @@ def sbatch_script(target: Target, folder: Path) -> str:
     """The sbatch file submitit would submit for ``target``, written without any cluster."""
     from submitit.slurm.slurm import _make_sbatch_string
 
-    params = slurm_parameters(target)
-    sbatch = {
-        "job_name": params.pop("name"),
-        "time": params.pop("timeout_min"),
-        "nodes": params.pop("nodes"),
-        "ntasks_per_node": params.pop("tasks_per_node"),
-        **{key.removeprefix("slurm_"): value for key, value in params.items()},
-    }
     python = target.python or shlex.quote(sys.executable)
     command = f"{python} -u -m submitit.core._submit {shlex.quote(str(folder))}"
-    return _make_sbatch_string(command=command, folder=folder, **sbatch)
+    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(target))
 
 
 @dataclass(frozen=True)
@@ -193,12 +253,3 @@ def process_alive(pid: int) -> bool:
 def slurm_job(folder: Path, job_id: str) -> Any:
     """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
     return submitit.SlurmJob(folder=folder, job_id=job_id)
-
-
-def slurm_state(folder: Path, job_id: str) -> str:
-    """Slurm's state of a job (sacct through submitit), or UNKNOWN with the reason."""
-    try:
-        job = slurm_job(folder, job_id)
-        return str(job.watcher.get_state(job.job_id, mode="force"))  # not a cached answer
-    except Exception as exc:  # no sacct here, or the accounting database is down
-        return f"UNKNOWN ({type(exc).__name__}: {exc})"

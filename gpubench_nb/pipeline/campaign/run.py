@@ -21,6 +21,12 @@ from typing import Any
 
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
+from gpubench_nb.pipeline.campaign.slurm import (
+    ENDED,
+    JobState,
+    ended_without_result,
+    job_state,
+)
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -28,17 +34,14 @@ from gpubench_nb.pipeline.campaign.state import (
     frozen_dir_for,
     read_state,
     record_attempt,
-    utc_now,
     write_state,
 )
+from gpubench_nb.pipeline.interrupt import read_interruptions
 from gpubench_nb.pipeline.orchestrate import DEFAULT_RUN_TIMEOUT_SECONDS, prepare_bundle
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
 
-# Slurm states in which a job may still produce its result: never submit a second one then.
-SLURM_LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
-SLURM_LIVE += ("RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
-SLURM_LIVE += ("PREEMPTED",)  # as submitit reads it: a pre-empted job is requeued, same id
 GUARD_NAME = ".campaign-run.lock"
 
 
@@ -214,13 +217,19 @@ class _Runner:
             return entry["state"] == "completed"
         if entry.get("executor") == "local" and self.jobs.process_alive(int(entry["job_id"])):
             return True  # a killed `campaign run` left its job running: wait for it
+        slurm = None
         if entry.get("executor") == "slurm":
-            slurm = self.jobs.slurm_state(self.folder(target), entry["job_id"])
-            if slurm.split(" ")[0] in SLURM_LIVE or slurm.startswith("UNKNOWN"):
-                entry["slurm_state"] = slurm
+            slurm = job_state(entry["job_id"])  # sacct, else scontrol / squeue (no accounting)
+            entry["slurm_state"] = slurm.describe()
+            if slurm.live:  # UNKNOWN included: never submit a job twice
                 return True
-            return self._fail(target, f"Slurm ended the job without a result: {slurm}")
-        return self._fail(target, "the job ended without a result (killed or pre-empted)")
+        return self._ended(target, slurm)
+
+    def _ended(self, target: Target, slurm: JobState | None) -> bool:
+        """A job gone without a result file: record Slurm's state, exit code and .err tail."""
+        entry = self.entry(target)
+        stderr = (entry.get("logs") or {}).get("stderr")
+        return self._fail(target, ended_without_result(entry["job_id"], slurm, stderr))
 
     def submit(self, target: Target, run_timeout_seconds: int) -> None:
         entry = self.entry(target)
@@ -232,6 +241,7 @@ class _Runner:
             str(self.dir / target.id),
             target.offer.pricing(),
             run_timeout_seconds,
+            target.gpus,
         )
         entry.update(
             target=target.describe(),
@@ -271,7 +281,7 @@ class _Runner:
         if outcome is not None:
             self._finish(target, outcome)
         else:
-            self._fail(target, "the job ended without a result (killed or pre-empted)")
+            self._ended(target, None)
 
     def wait(self, target: Target, poll_seconds: float) -> None:
         """Wait for this target's job of this run, then record how it ended."""
@@ -288,9 +298,13 @@ class _Runner:
             return
         entry["state"] = "running" if entry["executor"] == "local" else entry["state"]
         self.save()
+        slurm = None
         try:
-            while not job.done():
-                time.sleep(poll_seconds)
+            if entry["executor"] == "slurm":
+                slurm = self._wait_slurm(target, str(job.job_id), poll_seconds)
+            else:
+                while not job.done():
+                    time.sleep(poll_seconds)
         except KeyboardInterrupt:
             if entry["executor"] == "slurm":  # stop waiting only: the cluster job goes on
                 self.save()
@@ -300,10 +314,32 @@ class _Runner:
             raise
         outcome = self.jobs.read_outcome(self.folder(target), job.job_id)
         if outcome is None:
-            how = f" ({job.state})" if entry["executor"] == "slurm" else ""
-            self._fail(target, f"the job ended without a result{how} (killed or pre-empted)")
+            self._ended(target, slurm)
         else:
             self._finish(target, outcome)
+
+    def _wait_slurm(self, target: Target, job_id: str, poll_seconds: float) -> JobState | None:
+        """Poll until the result file appears or Slurm says the job is over (None: result).
+
+        One query per poll, ours (sacct, else scontrol / squeue): without accounting a failed
+        or cancelled job is still seen to end, and nothing is printed per poll.
+        """
+        entry = self.entry(target)
+        while self.jobs.read_outcome(self.folder(target), job_id) is None:
+            slurm = job_state(job_id)
+            if not slurm.live:
+                entry["slurm_state"] = slurm.describe()
+                # a job that ended well may show its result file a moment later (shared disk)
+                for _ in range(3 if slurm.state in ("COMPLETED", ENDED) else 0):
+                    if self.jobs.read_outcome(self.folder(target), job_id) is not None:
+                        return None
+                    time.sleep(min(poll_seconds, 1.0))
+                return slurm
+            if entry.get("slurm_state") != slurm.describe():
+                entry["slurm_state"] = slurm.describe()
+                self.save()
+            time.sleep(poll_seconds)
+        return None
 
     def _run_debug(self, job: Any) -> Any:
         """submitit's debug executor runs the job here, now; exception() avoids its pdb."""
@@ -324,11 +360,39 @@ class _Runner:
         entry = self.entry(target)
         entry.update(state="completed", error=None, finished_utc=utc_now())
         entry["priced_with"] = target.offer.pricing()
+        entry.pop("slurm_state", None)  # a last "RUNNING" seen while waiting says nothing now
+        self._note_interruptions(target)
         self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
         self.save()
 
+    def _note_interruptions(self, target: Target) -> list[dict[str, Any]]:
+        """The bundle's interruptions during this job (R3.6), copied into campaign.json."""
+        entry = self.entry(target)
+        since = entry.get("submitted_utc") or ""
+        found = [
+            event
+            for event in read_interruptions(self.dir / target.id)
+            if str(event.get("utc") or "") >= since
+            and (entry.get("executor") != "slurm" or event.get("slurm_job_id") == entry["job_id"])
+        ]
+        if found:
+            entry["interruptions"] = found
+        else:
+            entry.pop("interruptions", None)
+        return found
+
     def _fail(self, target: Target, error: str) -> bool:
         entry = self.entry(target)
+        if entry.get("job_id"):
+            events = self._note_interruptions(target)
+            if events:
+                what = "; ".join(
+                    f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
+                )
+                error = (
+                    f"interrupted ({what}): an interrupted run is discarded (not an "
+                    f"observation, R3.6) and redone on resume; {error}"
+                )
         entry.update(state="failed", error=error, finished_utc=utc_now())
         logs = entry.get("logs") or {}
         where = f"; log: {logs.get('stderr')}" if logs else ""

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME
 
 STATE_NAME = "campaign.json"
@@ -25,10 +25,6 @@ JOBS_DIR = "jobs"
 # protocol.lock.json is a bundle, and the targets' bundles must not lie inside one (R5.6).
 FROZEN_DIR = "frozen"
 STATES = ("pending", "submitted", "running", "completed", "failed", "manual")
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def campaign_dir_for(output_dir: Path, campaign_id: str) -> Path:
@@ -126,4 +122,8 @@ def record_attempt(entry: dict[str, Any]) -> None:
         for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error")
     }
     kept.update(logs=entry.get("logs"), target=entry.get("target"))
+    if entry.get("interruptions"):  # R3.6: the discarded runs stay on record
+        kept["interruptions"] = entry["interruptions"]
+    entry.pop("interruptions", None)
+    entry.pop("slurm_state", None)
     entry.setdefault("history", []).append(kept)

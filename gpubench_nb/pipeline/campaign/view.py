@@ -1,9 +1,10 @@
 """`campaign status` and `campaign report`: per-target progress, and one merged decision.
 
-Status reads campaign.json, the job engine (result files, Slurm's accounting) and each bundle
-(schedule, manifest, check-bundle); it changes nothing. The report merges the targets'
-bundles with the ordinary `report` (R2.1): they share one frozen lock, so a campaign never
-needs ``--allow-mismatch``, and a bundle made from another protocol is refused by name.
+Status reads campaign.json, the job engine (result files; Slurm: sacct, else scontrol or
+squeue) and each bundle (schedule, manifest, check-bundle); it changes nothing. The report
+merges the targets' bundles with the ordinary `report` (R2.1): they share one frozen lock, so
+a campaign never needs ``--allow-mismatch``, and a bundle made from another protocol is
+refused by name.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from gpubench_nb.errors import BundleError
 from gpubench_nb.pipeline.campaign.file import load_campaign
+from gpubench_nb.pipeline.campaign.slurm import ended_without_result, job_state
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -42,38 +44,49 @@ def campaign_status(
         bundle = campaign_dir / target.id
         progress = bundle_progress(bundle)
         total = "?" if progress.runs_total is None else str(progress.runs_total)
+        live, why = _live_state(campaign_dir / JOBS_DIR / target.id, entry, target.reach)
         rows.append(
             {
                 "target": target.id,
                 "reach": target.reach,
                 "offer": f"{target.offer.offer} {target.offer.days}d x{target.offer.lots}",
                 "job": entry.get("job_id") or "-",
-                "state": _live_state(campaign_dir / JOBS_DIR / target.id, entry, target.reach),
+                "state": live,
                 "runs": f"{progress.runs_done}/{total}",
                 "bundle": verification(bundle, lock_sha256) if lock_sha256 else "not frozen yet",
-                "error": entry.get("error"),
+                "error": why or entry.get("error"),
                 "log": (entry.get("logs") or {}).get("stderr"),
             }
         )
     return rows
 
 
-def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> str:
+def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, str | None]:
+    """The state now (job engine asked, nothing written) and, for a job that ended without a
+    result since `campaign run` last looked, why (Slurm's state, exit code, .err tail)."""
     recorded = entry.get("state") or ("manual" if reach == "manual" else "pending")
     if recorded not in ("submitted", "running") or not entry.get("job_id"):
-        return recorded
+        return recorded, None
     try:
         from gpubench_nb.pipeline.campaign import jobs
     except ImportError:
-        return f"{recorded} (submitit not installed: state not refreshed)"
+        return f"{recorded} (submitit not installed: state not refreshed)", None
     outcome = jobs.read_outcome(folder, entry["job_id"])
     if outcome is not None:
-        return "finished (ok; `campaign run` records it)" if outcome.ok else "failed"
+        if outcome.ok:
+            return "finished (ok; `campaign run` records it)", None
+        return "failed", outcome.error
+    stderr = (entry.get("logs") or {}).get("stderr")
     if entry.get("executor") == "slurm":
-        return f"{recorded} (Slurm: {jobs.slurm_state(folder, entry['job_id'])})"
+        slurm = job_state(entry["job_id"])
+        if slurm.live:
+            return f"{recorded} (Slurm: {slurm.describe()})", None
+        return f"failed (Slurm: {slurm.describe()})", ended_without_result(
+            entry["job_id"], slurm, stderr
+        )
     if entry.get("executor") == "local" and jobs.process_alive(int(entry["job_id"])):
-        return "running"
-    return "ended without a result (killed or pre-empted)"
+        return "running", None
+    return "failed (ended without a result)", ended_without_result(entry["job_id"], None, stderr)
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:

@@ -1,0 +1,78 @@
+"""What a batch scheduler gave this process: the Slurm job, partition, nodes, CPUs, GPUs (R2.4).
+
+Read from the ``SLURM_*`` variables Slurm exports to a job (and its kernels inherit), never
+from a declaration: a bundle made on a cluster names the job it was measured in (R2.4, R2.5),
+and ``gpus_requested`` (exported by a campaign job, ``0`` on a CPU partition) stands beside
+what was allocated, so "no GPU was requested" is written down, not inferred. Pure; no torch.
+``protocol.records.SlurmAllocation`` is the typed record readers get from environment.json.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+# Exported by a campaign's job (pipeline/campaign/jobs.py) to its kernels: the target's `gpus`.
+GPUS_REQUESTED_ENV = "GPUBENCH_GPUS_REQUESTED"
+_INT = re.compile(r"^\d+")
+
+
+def _first_int(text: str | None) -> int | None:
+    match = _INT.match(text or "")
+    return int(match.group()) if match else None
+
+
+def _gpus_allocated(env: Mapping[str, str]) -> int:
+    """GPUs Slurm bound to the job on this node: SLURM_GPUS_ON_NODE, else SLURM_JOB_GPUS
+    (indices); none of them set means no GPU was allocated (0, truly zero, R4.3)."""
+    on_node = _first_int(env.get("SLURM_GPUS_ON_NODE"))
+    if on_node is not None:
+        return on_node
+    indices = [i for i in (env.get("SLURM_JOB_GPUS") or "").split(",") if i.strip()]
+    return len(indices)
+
+
+def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The Slurm job this process runs in, or None outside Slurm.
+
+    ``cpus_allocated``: SLURM_CPUS_ON_NODE (CPUs of this node given to the job);
+    ``cpus_per_node``: SLURM_JOB_CPUS_PER_NODE as Slurm writes it (e.g. ``2`` or ``8(x2)``).
+    """
+    env = os.environ if environ is None else environ
+    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    if not job_id:
+        return None
+    requested = _first_int(env.get(GPUS_REQUESTED_ENV))
+    return {
+        "job_id": job_id,
+        "array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
+        "restart_count": _first_int(env.get("SLURM_RESTART_COUNT")) or 0,  # requeued: >0
+        "cluster": env.get("SLURM_CLUSTER_NAME"),
+        "partition": env.get("SLURM_JOB_PARTITION"),
+        "node_list": env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
+        "node": env.get("SLURMD_NODENAME"),
+        "cpus_allocated": _first_int(env.get("SLURM_CPUS_ON_NODE")),
+        "cpus_per_node": env.get("SLURM_JOB_CPUS_PER_NODE"),
+        "gpus_allocated": _gpus_allocated(env),
+        "gpu_indices": env.get("SLURM_JOB_GPUS"),
+        "gpus_requested": requested,
+    }
+
+
+def allocation_note(slurm: Mapping[str, Any] | None) -> str | None:
+    """The R2.5 part of `notes` for a Slurm job: job, partition, nodes, CPUs, GPUs."""
+    if not slurm:
+        return None
+    requested = slurm.get("gpus_requested")
+    request = (
+        " (no GPU requested)"
+        if requested == 0
+        else (f" ({requested} requested)" if requested is not None else "")
+    )
+    return (
+        f"slurm job={slurm.get('job_id')} partition={slurm.get('partition')} "
+        f"nodes={slurm.get('node_list')} cpus={slurm.get('cpus_allocated')} "
+        f"gpus={slurm.get('gpus_allocated')}{request}"
+    )

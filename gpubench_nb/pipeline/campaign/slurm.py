@@ -1,0 +1,155 @@
+"""What Slurm says about a job, with or without accounting, and why a job ended without result.
+
+``sacct`` answers only where accounting is on (often not for users). Without it, the job is
+asked to the controller (``scontrol show job``: state, exit code, reason, kept for MinJobAge
+after the end), then to ``squeue``; a job that none of them lists any more has ended. Only
+when no tool answers at all is the state UNKNOWN, and a job in that state is never submitted
+twice (``campaign run --resubmit`` is the user's word that it is gone).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# Slurm states in which a job may still produce its result: never submit a second one then.
+LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
+LIVE += ("RESIZING", "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT")
+LIVE += ("PREEMPTED",)  # as sacct may show it before the requeue: same id, runs again
+# Ended from outside the job's own commands: cancelled, pre-empted, over its limits, node lost.
+STOPPED_FROM_OUTSIDE = ("CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "BOOT_FAIL")
+STOPPED_FROM_OUTSIDE += ("DEADLINE", "OUT_OF_MEMORY", "REVOKED")
+ENDED = "ENDED"  # no longer known to the controller, and no accounting to say how it ended
+UNKNOWN = "UNKNOWN"
+TOOL_TIMEOUT_SECONDS = 30
+ERR_TAIL_LINES = 12
+
+
+@dataclass(frozen=True)
+class JobState:
+    """One answer about a job: its state, exit code (``code:signal``), reason, and source."""
+
+    state: str
+    exit_code: str | None = None
+    reason: str | None = None
+    source: str = "none"  # sacct | scontrol | squeue | none
+    detail: str | None = None  # why no tool answered (UNKNOWN)
+
+    @property
+    def live(self) -> bool:
+        """May still produce a result: running, queued, or not known at all (never resubmit)."""
+        return self.state in LIVE or self.state == UNKNOWN
+
+    def describe(self) -> str:
+        """e.g. ``FAILED, exit code 1 (reason NonZeroExitCode; scontrol)``."""
+        if self.state == UNKNOWN:
+            return f"{UNKNOWN} ({self.detail})"
+        parts = []
+        # a job still queued or running has no exit code yet (scontrol shows 0:0)
+        code, _, sig = ("" if self.live else self.exit_code or "").partition(":")
+        if code and (code != "0" or sig in ("", "0")):
+            parts.append(f"exit code {code}")
+        if sig and sig != "0":
+            parts.append(f"signal {sig}")
+        extra = [f"reason {self.reason}"] if self.reason and self.reason != "None" else []
+        extra.append(self.source)
+        head = ", ".join([self.state, *parts])
+        return f"{head} ({'; '.join(extra)})"
+
+
+def _run(command: list[str]) -> tuple[int, str, str]:
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=TOOL_TIMEOUT_SECONDS, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return 127, "", f"{type(exc).__name__}: {exc}"
+    return done.returncode, done.stdout, done.stderr.strip()
+
+
+def _from_sacct(job_id: str) -> tuple[JobState | None, str]:
+    code, out, err = _run(["sacct", "-j", job_id, "-X", "-P", "-o", "JobID,State,ExitCode"])
+    lines = [line for line in out.splitlines() if line.strip()]
+    if code != 0 or len(lines) < 2:
+        return None, f"sacct: {err or 'no record of the job'}"
+    header = [h.strip().lower() for h in lines[0].split("|")]
+    for line in lines[1:]:
+        row = dict(zip(header, line.split("|"), strict=False))
+        if row.get("jobid") == job_id and row.get("state"):
+            state = row["state"].split()[0]  # "CANCELLED by 0" -> CANCELLED
+            return JobState(state, row.get("exitcode"), None, "sacct"), ""
+    return None, "sacct: no record of the job"
+
+
+def _from_scontrol(job_id: str) -> tuple[JobState | None, bool, str]:
+    """(state, gone, why): ``gone`` when the controller answers but no longer knows the job."""
+    code, out, err = _run(["scontrol", "show", "job", "-o", job_id])
+    if code != 0:
+        return None, "invalid job id" in err.lower(), f"scontrol: {err or f'exit {code}'}"
+    fields = dict(token.partition("=")[::2] for token in out.split() if "=" in token)
+    if not fields.get("JobState"):
+        return None, False, "scontrol: no JobState in its answer"
+    found = JobState(fields["JobState"], fields.get("ExitCode"), fields.get("Reason"), "scontrol")
+    return found, False, ""
+
+
+def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
+    code, out, err = _run(["squeue", "-h", "-j", job_id, "-t", "all", "-o", "%T"])
+    state = out.strip().splitlines()[0].strip() if out.strip() else ""
+    if code == 0 and state:
+        return JobState(state, None, None, "squeue"), False, ""
+    gone = (code == 0 and not state) or "invalid job id" in err.lower()
+    return None, gone, f"squeue: {err or 'no such job'}"
+
+
+def job_state(job_id: str) -> JobState:
+    """Slurm's word on ``job_id``: sacct, else scontrol, else squeue (see the module doc)."""
+    found, why_sacct = _from_sacct(job_id)
+    if found is not None:
+        return found
+    found, gone_scontrol, why_scontrol = _from_scontrol(job_id)
+    if found is not None:
+        return found
+    found, gone_squeue, why_squeue = _from_squeue(job_id)
+    if found is not None:
+        return found
+    if gone_scontrol or gone_squeue:
+        return JobState(ENDED, None, "no longer known to the controller", "scontrol/squeue")
+    return JobState(UNKNOWN, detail="; ".join((why_sacct, why_scontrol, why_squeue)))
+
+
+def log_tail(path: str | Path | None, lines: int = ERR_TAIL_LINES) -> str:
+    """The last ``lines`` non-empty lines of a job log (``""`` when there is none)."""
+    if not path:
+        return ""
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [line.rstrip()[:400] for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+def ended_without_result(job_id: str, state: JobState | None, stderr_log: str | None) -> str:
+    """Why a job left no result: Slurm's state and exit code, how it ended, its .err tail."""
+    if state is None:  # a local job: no scheduler to ask
+        head = f"job {job_id} ended without a result"
+        how = "its process is gone (killed, or it crashed before writing its result)"
+    else:
+        head = f"Slurm job {job_id} ended without a result: {state.describe()}"
+        if state.state in STOPPED_FROM_OUTSIDE:
+            how = "stopped from outside (scancel, pre-emption, time limit or node failure)"
+        elif state.state == ENDED:
+            how = "no accounting here to say how it ended; see its log"
+        else:
+            how = "its own commands failed (a setup line, the python interpreter, or the job)"
+    tail = log_tail(stderr_log)
+    where = f"\nits .err log ({stderr_log}) ends with:\n{_indent(tail)}" if tail else ""
+    if stderr_log and not tail:
+        where = f"\nits .err log ({stderr_log}) is empty or missing"
+    return f"{head}; {how}{where}"
+
+
+def _indent(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.splitlines())

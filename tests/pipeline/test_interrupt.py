@@ -1,0 +1,158 @@
+"""A signal stops the schedule: no row for the run in progress, recorded, redone (R3.6, issue 26).
+
+The kernel is stood in for by a fake ``execute_notebook`` (the real-Slurm test runs real
+kernels): the first warm run receives SIGTERM while "measuring"; the schedule stops with no
+row for it, the bundle records the interruption, and the rerun redoes that run only, with a
+note saying why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gpubench_nb.pipeline import orchestrate
+from gpubench_nb.pipeline.interrupt import (
+    Interrupted,
+    interruption_note,
+    read_interruptions,
+    stop_on_signals,
+)
+from gpubench_nb.protocol.experiment import SECTION_KEYS
+from gpubench_nb.protocol.results import read_rows
+
+CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
+REASON = {"repeats_reason": "unit test"} if "repeats_reason" in SECTION_KEYS["timing"] else {}
+
+
+def test_sigterm_becomes_interrupted_and_the_old_handlers_come_back() -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Interrupted) as caught, stop_on_signals():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # the handler raises here, at once
+    assert caught.value.signal_name == "SIGTERM" and caught.value.then is None
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_usr2_is_handed_to_the_requeue_handler_after_the_record() -> None:
+    called: list[int] = []
+    previous = signal.signal(signal.SIGUSR2, lambda signum, frame: called.append(signum))
+    try:
+        with pytest.raises(Interrupted) as caught, stop_on_signals():
+            os.kill(os.getpid(), signal.SIGUSR2)
+            time.sleep(5)
+        assert called == []  # not yet: the interruption is recorded first
+        assert caught.value.then is not None
+        caught.value.then()
+        assert called == [signal.SIGUSR2]
+    finally:
+        signal.signal(signal.SIGUSR2, previous)
+
+
+def _experiment(folder: Path, data_dir: Path) -> Path:
+    def subset(name: str, count: int) -> None:
+        lines = (data_dir / name).read_text(encoding="utf-8").splitlines()[::3][:count]
+        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    subset("eval.jsonl", 20)
+    subset("train.jsonl", 400)
+    subset("tune.jsonl", 100)
+    declaration = {
+        "experiment_id": "stop",
+        "seed": 3,
+        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
+        "classes": CLASSES,
+        "quality": {
+            "metric": "accuracy",
+            "threshold": 0.0,
+            "tolerance": 1.0,
+            "reference_variant": "b4",
+        },
+        "model": {"backend": "bow", "path": "model", "build": {}},
+        "tokenizer": {"path": "model"},
+        "fixed": {"precision": "fp32", "context": 32, "device": "cpu"},
+        "knob": "batch",
+        "variants": [{"id": "b4", "batch": 4}],
+        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1, **REASON},
+    }
+    path = folder / "experiment.yaml"
+    path.write_text(yaml.safe_dump(declaration), encoding="utf-8")
+    return path
+
+
+def _fake_kernels(monkeypatch: pytest.MonkeyPatch, interrupt_key: str | None) -> list[str]:
+    """execute_notebook stand-in: 10_measure writes a plausible run.json; the run named
+    ``interrupt_key`` gets SIGTERM mid-run instead; other notebooks do nothing."""
+    calls: list[str] = []
+
+    def fake(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+        bundle = Path(parameters["bundle_dir"])
+        if name == "00_environment.ipynb":
+            (bundle / "environment.json").write_text("{}", encoding="utf-8")
+            return
+        if name != "10_measure.ipynb":
+            return
+        key = f"{parameters['variant_id']}/{parameters['phase']}-{parameters['run_index']}"
+        calls.append(key)
+        folder = bundle / "runs" / parameters["variant_id"]
+        folder = folder / f"{parameters['phase']}-{parameters['run_index']}"
+        folder.mkdir(parents=True, exist_ok=True)
+        record = {"pid": 4242, "status": "running", "error": "the process died"}
+        (folder / "run.json").write_text(json.dumps(record), encoding="utf-8")
+        if key == interrupt_key:
+            os.kill(os.getpid(), signal.SIGTERM)  # scancel, as the job sees it
+            time.sleep(5)
+            raise AssertionError("SIGTERM did not stop the run")
+        record.update(
+            status="ok",
+            error=None,
+            elapsed_seconds=0.25,
+            load_seconds=0.5,
+            precision="fp32",
+            batch=4,
+            context=32,
+            warmup_iterations=1 if parameters["phase"] == "warm" else 0,
+        )
+        (folder / "run.json").write_text(json.dumps(record), encoding="utf-8")
+
+    monkeypatch.setattr(orchestrate, "execute_notebook", fake)
+    monkeypatch.setattr(orchestrate, "_render_report", lambda bundle: None)
+    return calls
+
+
+def test_an_interrupted_run_is_no_row_is_recorded_and_is_redone_with_a_note(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    experiment = _experiment(tmp_path, data_dir)
+    bundle = tmp_path / "out" / "stop"
+    _fake_kernels(monkeypatch, interrupt_key="b4/warm-1")
+    with pytest.raises(Interrupted), stop_on_signals():
+        orchestrate.run_experiment(experiment, output_dir=tmp_path / "out")
+    rows = read_rows(bundle / "resultats-bruts.csv")
+    assert [r["phase"] for r in rows] == ["load", "cold"]  # no failed warm row (R3.6)
+    [event] = read_interruptions(bundle)
+    assert (event["run"], event["signal"]) == ("b4/warm-1", "SIGTERM")
+    schedule = json.loads((bundle / "schedule.json").read_text(encoding="utf-8"))
+    assert [(r["status"], r.get("interrupted")) for r in schedule["runs"]] == [
+        ("done", None),
+        ("pending", 1),
+    ]
+    assert not (bundle / "MANIFEST.sha256").exists()
+    # resume: only the interrupted run is redone, and its row says why
+    calls = _fake_kernels(monkeypatch, interrupt_key=None)
+    orchestrate.run_experiment(experiment, output_dir=tmp_path / "out")
+    assert calls == ["b4/warm-1"]
+    rows = read_rows(bundle / "resultats-bruts.csv")
+    assert [r["phase"] for r in rows] == ["load", "cold", "warm"]
+    assert rows[2]["elapsed_seconds"] == 0.25
+    assert interruption_note([event]) in rows[2]["notes"]
+    assert "R3.6: 1 earlier attempt of this run interrupted by SIGTERM" in rows[2]["notes"]
+    assert "R3.6" not in (rows[1]["notes"] or "")  # the cold run was never interrupted
+    assert (bundle / "MANIFEST.sha256").exists()
