@@ -238,3 +238,27 @@ def test_ledger_out_naming_a_folder_names_the_users_path(tmp_path: Path, capsys)
     err = capsys.readouterr().err
     assert f"--out {folder} is a folder" in err
     assert ".tmp" not in err and "Traceback" not in err
+
+
+# --- bundles made by main before issue 22: readable, and counted by their content -----------
+
+MAIN_BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "main-bundle"
+
+
+def test_a_bundle_from_main_verifies_and_counts_by_its_kept_corpus(tmp_path: Path) -> None:
+    """Its lock has no corpus_identity and no lock_sha256: its seal still verifies (sha256,
+    experiment_id = the declaration's) and the ledger computes its identity from the kept
+    corpus copy that the manifest seals, so it counts as the same corpus as a new bundle."""
+    import shutil
+
+    from gpubench_nb.economics.ledger import _corpus_identity
+    from gpubench_nb.protocol.audit import check_bundle, kept_corpus, seal_problems
+
+    bundle = Path(shutil.copytree(MAIN_BUNDLE, tmp_path / "main-bundle"))
+    lock = json.loads((bundle / "protocol.lock.json").read_text(encoding="utf-8"))
+    assert "corpus_identity" not in lock and "lock_sha256" not in lock
+    assert seal_problems(bundle) == [] and check_bundle(bundle) == []
+    kept = kept_corpus(bundle, lock["declaration"])
+    assert _corpus_identity(bundle, lock) == corpus_identity(kept.items)
+    reordered = list(reversed(kept.items))
+    assert _corpus_identity(bundle, lock) == corpus_identity(reordered)
