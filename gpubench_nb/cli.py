@@ -8,7 +8,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from gpubench_nb.errors import GpubenchError
 
@@ -18,38 +17,9 @@ EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer who
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.corpus import check_disjoint, load_experiment_corpus
-    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.pipeline.validate import validate_experiment
 
-    exp = load_experiment(args.experiment)
-    corpus = load_experiment_corpus(exp, "eval")
-    others = {
-        s: load_experiment_corpus(exp, s)
-        for s in ("train", "tune")
-        if getattr(exp.corpus, s) is not None
-    }
-    check_disjoint(corpus, others)
-    q = exp.quality
-    print(f"experiment  {exp.experiment_id}  ({exp.source})")
-    print(f"classes     {len(exp.classes)}: {', '.join(exp.classes)}")
-    print(f"corpus      {len(corpus)} items, revision {corpus.revision}")
-    for split, other in others.items():
-        print(f"{split:<11} {len(other)} items, disjoint from eval (R1.4)")
-    print(f"model       {exp.model.backend} at {exp.model.path}")
-    from gpubench_nb.engine.backends.model_check import check_declared_model
-
-    for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
-        print(line)
-    print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}")
-    print(f"variants    {', '.join(f'{v.id} ({exp.knob}={v.knob_value})' for v in exp.variants)}")
-    print(
-        f"quality     {q.metric} >= {q.threshold}, drop <= {q.tolerance} vs {q.reference_variant}"
-    )
-    t = exp.timing
-    print(
-        f"timing      scope {t.scope}, warm-up {t.warmup_iterations}, repeats {t.repeats}, "
-        f"order {t.order}" + (f" (seed {t.order_seed})" if t.order_seed is not None else "")
-    )
+    validate_experiment(args.experiment, sys.stdout)
     return 0
 
 
@@ -63,138 +33,72 @@ def _build_model(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
+    from gpubench_nb.pipeline.progress import run_with_progress
 
-    from gpubench_nb.pipeline.orchestrate import run_experiment
-    from gpubench_nb.protocol.outputs import check_output_folder
-    from gpubench_nb.protocol.records import PHASES
-    from gpubench_nb.summary import summary_text
-
-    check_output_folder(Path(args.output_dir), option="--output-dir")
-
-    bars: list[tqdm] = []  # made at the first scheduled run: a refusal before it shows none
-
-    def progress(run, number: int, total: int) -> None:
-        if not bars:
-            bars.append(tqdm(total=total, unit="run", file=sys.stderr, dynamic_ncols=True))
-        bar = bars[0]
-        bar.n = number - 1  # runs finished so far
-        bar.set_description(f"{run.variant_id} {run.phase} {run.run_index}")
-        bar.refresh()
-
-    finished = False
-    try:
-        result = run_experiment(
-            args.experiment,
-            output_dir=args.output_dir,
-            variants=args.variants,
-            fresh=args.fresh,
-            run_timeout_seconds=args.run_timeout,
-            on_progress=progress,
-            protocol=args.protocol,
-        )
-        finished = True
-    finally:
-        for bar in bars:  # closed at the real count; a refusal is printed after it (issue 16)
-            if finished:
-                bar.n = bar.total
-            bar.close()
-    rows, bundle, report = result.rows, result.bundle_dir, result.report_path
-    print(summary_text(rows, bundle, report, verdicts=result.verdicts, phases=PHASES))
+    summary = run_with_progress(
+        args.experiment,
+        output_dir=args.output_dir,
+        variants=args.variants,
+        fresh=args.fresh,
+        run_timeout_seconds=args.run_timeout,
+        protocol=args.protocol,
+        stream=sys.stderr,
+    )
+    print(summary)
     return 0
 
 
 def _accept(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.acceptance import check_predictions, summarise, write_checks
-    from gpubench_nb.protocol.corpus import load_experiment_corpus
-    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.accept import accept_predictions
 
-    exp = load_experiment(args.experiment)
-    checks = _accept_output(args, exp)  # refused before anything is read or written
-    corpus = load_experiment_corpus(exp, "eval")
-    report = check_predictions(
-        corpus,
-        Path(args.predictions),
-        exp.classes,
-        exp.quality,
+    accepted = accept_predictions(
+        args.experiment,
+        args.predictions,
+        checks=args.checks,
         reference_value=args.reference_value,
     )
-    write_checks(report, checks)
-    print(summarise(report))
-    print(f"checks archived in {checks} (R1.6)")
-    return 0 if report.corpus_accepted else EXIT_NOT_ACCEPTED
-
-
-def _accept_output(args: argparse.Namespace, exp: Any) -> Path:
-    """Where `accept` writes checks.json: never over an input, never into a sealed bundle."""
-    from gpubench_nb.protocol.bundle import CHECKS_NAME
-    from gpubench_nb.protocol.outputs import check_output_file
-
-    predictions = Path(args.predictions)
-    checks = Path(args.checks) if args.checks else predictions.with_name(CHECKS_NAME)
-    splits = (exp.corpus.path, exp.corpus.train, exp.corpus.tune)
-    inputs = [exp.source, predictions, *(p for p in splits if p is not None)]
-    suggestion = Path.cwd() / f"{predictions.stem}.checks.json"
-    return check_output_file(
-        checks,
-        option="--checks" if args.checks else "the default checks path",
-        inputs=inputs,
-        instead=f"pass --checks with a new file outside any finished bundle, e.g. --checks "
-        f"{suggestion}",
-    )
+    print(accepted.text())
+    return 0 if accepted.report.corpus_accepted else EXIT_NOT_ACCEPTED
 
 
 def _csv_check(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.results import validate_csv
 
     problems = validate_csv(Path(args.file))
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    if not problems:
-        print(f"{args.file}: valid (38 columns, R4)")
-    return 2 if problems else 0
+    return _verdict(problems, f"{args.file}: valid (38 columns, R4)", refused=2)
 
 
 def _check_bundle(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.audit import check_bundle
 
     problems = check_bundle(args.bundle)
-    for problem in problems:
-        print(problem, file=sys.stderr)
-    if not problems:
-        print(f"{args.bundle}: every check re-derived and matching; manifest intact")
-    return 1 if problems else 0
+    ok = f"{args.bundle}: every check re-derived and matching; manifest intact"
+    return _verdict(problems, ok, refused=1)
+
+
+def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
+    """Each problem on stderr and exit ``refused``, or ``ok`` on stdout and exit 0."""
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        return refused
+    print(ok)
+    return 0
 
 
 def _notebooks(args: argparse.Namespace) -> int:
     from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
 
-    if args.copy is None:
-        print(notebooks_dir())
-        return 0
-    for path in copy_notebooks(args.copy):
-        print(path)
+    paths = [notebooks_dir()] if args.copy is None else copy_notebooks(args.copy)
+    print(*paths, sep="\n")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.bundle import comparison_report_path
-    from gpubench_nb.protocol.outputs import check_output_file
-    from gpubench_nb.report.render import render_report
+    from gpubench_nb.report.comparison import render_comparison
 
-    bundles = [Path(b) for b in args.bundles]
-    default = comparison_report_path(bundles)
-    out = Path(args.out) if args.out else default
-    ledger = [Path(args.ledger)] if args.ledger and Path(args.ledger).is_file() else []
-    inputs = [*bundles, *ledger]  # a ledger that is no file is refused when read
-    check_output_file(
-        out,
-        option="--out",
-        inputs=inputs,
-        instead=f"use the default {default} (a bundle's own report.html is written by "
-        "`gpubench-nb run`)",
+    path = render_comparison(
+        args.bundles, args.out, allow_mismatch=args.allow_mismatch, ledger=args.ledger
     )
-    path = render_report(bundles, out, allow_mismatch=args.allow_mismatch, ledger=args.ledger)
     print(f"report written: {path}")
     return 0
 
@@ -237,34 +141,22 @@ def _classify(args: argparse.Namespace) -> int:
 
 
 def _ledger(args: argparse.Namespace) -> int:
-    from gpubench_nb.atomic import write_json_atomic
-    from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
-    from gpubench_nb.economics.offers import load_offers, resolve_offer
-    from gpubench_nb.protocol.outputs import check_output_file
+    from gpubench_nb.economics.ledger import ledger_report
 
-    out = None
-    if args.out:  # refused before anything is read (R5.6, issue 22 §2)
-        out = check_output_file(
-            Path(args.out),
-            option="--out",
-            inputs=[Path(args.offers), *map(Path, args.bundles)],
-            instead="name a new file outside every bundle, e.g. --out "
-            f"{Path.cwd() / 'ledger.json'}",
-        )
-    offer = resolve_offer(load_offers(args.offers), args.offer)
-    ledger = build_ledger(
-        offer,
-        args.days,
-        args.lots,
-        parse_utc(args.start),
-        args.bundles,
-        machine=machine_from(args.machine) if args.machine else None,
+    text = ledger_report(
+        args.offers,
+        args.offer,
+        days=args.days,
+        lots=args.lots,
+        start=args.start,
+        bundle_dirs=args.bundles,
+        machines=args.machine,
+        fmt=args.format,
+        out=args.out,
     )
-    if out is not None:
-        write_json_atomic(out, ledger)
-    sys.stdout.write(format_ledger(ledger, args.format))
-    if out is not None:
-        print(f"ledger written: {out}", file=sys.stderr)
+    sys.stdout.write(text)
+    if args.out:
+        print(f"ledger written: {args.out}", file=sys.stderr)
     return 0
 
 
@@ -280,9 +172,8 @@ def _campaign_run(args: argparse.Namespace) -> int:
         wait=not args.no_wait,
         run_timeout_seconds=args.run_timeout,
     )
-    for target, state in result.states.items():
-        print(f"{target}: {state}")
-    if any(state == "failed" for state in result.states.values()):
+    sys.stdout.write(result.states_text())
+    if result.failed:
         print(
             "some targets failed (see `gpubench-nb campaign status`); run `campaign run` again "
             "to resume them",

@@ -109,3 +109,37 @@ def test_run_refused_part_way_closes_progress_at_the_real_count(
     assert bar and message.startswith(": fixed.context: 128 -> 8")
     last = bar.replace("\r", "\n").strip().splitlines()[-1]
     assert " 1/3 " in last and "100%" not in last and "3/3" not in last
+
+
+def test_campaign_run_prints_each_state_and_exits_1_when_a_target_failed(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    # The CLI makes one call (run_campaign) and shows its outcome: one line per target, the
+    # resume hint on stderr and exit 1 when any target failed.
+    from gpubench_nb.pipeline.campaign import run as campaign_run
+
+    calls = []
+
+    def fake(path, **kwargs):
+        calls.append((path, kwargs))
+        states = {"t1": "completed", "t2": "failed"}
+        return campaign_run.CampaignResult(tmp_path, states, None)
+
+    monkeypatch.setattr(campaign_run, "run_campaign", fake)
+    assert main(["campaign", "run", "c.yaml", "--no-wait", "--targets", "t1", "t2"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "t1: completed\nt2: failed\n"
+    assert "some targets failed" in err and "campaign run` again" in err
+    assert calls == [
+        (
+            "c.yaml",
+            {
+                "output_dir": "outputs",
+                "targets": ["t1", "t2"],
+                "resubmit": None,
+                "local_executor": "local",
+                "wait": False,
+                "run_timeout_seconds": 1800,
+            },
+        )
+    ]

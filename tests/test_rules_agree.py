@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb import cli
-from gpubench_nb.economics.costs import write_bundle_economics
+from gpubench_nb.economics.bundle_economics import write_bundle_economics
 from gpubench_nb.economics.ledger import build_ledger
 from gpubench_nb.economics.offers import cost_per_accepted_usd_minor, load_offers
 from gpubench_nb.pipeline import orchestrate

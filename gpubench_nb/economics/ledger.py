@@ -19,12 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb import formats
+from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
 from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
     Offer,
     cost_per_accepted_usd_minor,
+    load_offers,
     package_quote,
+    resolve_offer,
 )
 from gpubench_nb.errors import EconomicsError, GpubenchError
 from gpubench_nb.protocol.audit import kept_corpus, seal_problems
@@ -36,6 +39,7 @@ from gpubench_nb.protocol.bundle import (
     run_dir,
 )
 from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -175,6 +179,47 @@ def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
     if isinstance(frozen, str) and frozen:
         return frozen
     return kept_corpus(bundle, lock["declaration"]).identity
+
+
+def ledger_report(
+    offers_path: str | Path,
+    offer_id: str,
+    *,
+    days: int,
+    lots: int,
+    start: str,
+    bundle_dirs: Sequence[str | Path],
+    machines: Sequence[str] | None = None,
+    fmt: str = "table",
+    out: str | Path | None = None,
+) -> str:
+    """`gpubench-nb ledger`: the ledger of ``offer_id`` (or its unique prefix) from the offers
+    table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
+    given (atomically, for ``report --ledger``), returned formatted as ``fmt``.
+
+    ``out`` goes through the one output guard before anything is read (R5.6, issue 22 §2):
+    never over the offers table or a file of a bundle, never into a bundle.
+    """
+    if out:
+        out = check_output_file(
+            Path(out),
+            option="--out",
+            inputs=[Path(offers_path), *map(Path, bundle_dirs)],
+            instead="name a new file outside every bundle, e.g. --out "
+            f"{Path.cwd() / 'ledger.json'}",
+        )
+    offer = resolve_offer(load_offers(offers_path), offer_id)
+    ledger = build_ledger(
+        offer,
+        days,
+        lots,
+        parse_utc(start),
+        bundle_dirs,
+        machine=machine_from(machines) if machines else None,
+    )
+    if out:
+        write_json_atomic(Path(out), ledger)
+    return format_ledger(ledger, fmt)
 
 
 def build_ledger(

@@ -31,12 +31,7 @@ from gpubench_nb.pipeline.interrupt import (
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
-from gpubench_nb.protocol.corpus import (
-    Corpus,
-    check_disjoint,
-    load_experiment_corpus,
-    write_expected_ids,
-)
+from gpubench_nb.protocol.corpus import Corpus, load_declared_corpora, write_expected_ids
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
@@ -136,13 +131,7 @@ def prepare_bundle(
     """
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
 
-    corpus = load_experiment_corpus(experiment, "eval")
-    others = {
-        split: load_experiment_corpus(experiment, split)
-        for split in ("train", "tune")
-        if getattr(experiment.corpus, split) is not None
-    }
-    check_disjoint(corpus, others)
+    corpus, others = load_declared_corpora(experiment)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal

@@ -362,6 +362,18 @@ def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
     )
 
 
+def load_declared_corpora(exp: Any) -> tuple[Corpus, dict[str, Corpus]]:
+    """The eval split and each declared train/tune split, checked disjoint from eval (R1.4)."""
+    corpus = load_experiment_corpus(exp, "eval")
+    others = {
+        split: load_experiment_corpus(exp, split)
+        for split in ("train", "tune")
+        if getattr(exp.corpus, split) is not None
+    }
+    check_disjoint(corpus, others)
+    return corpus, others
+
+
 def write_expected_ids(corpus: Corpus, path: Path) -> None:
     """Write the expected IDs, one a line, in corpus order (R1.2), atomically."""
     write_text_atomic(Path(path), "".join(f"{item_id}\n" for item_id in corpus.ids))

@@ -376,7 +376,7 @@ class BreakEvenPair:
 
 @dataclass(frozen=True)
 class EconomicsRecord(_Record):
-    """``economics.json`` (economics.costs writes it): what the report and ledger read (R5)."""
+    """``economics.json`` (economics.bundle_economics writes it): what report and ledger read."""
 
     NAME = ECONOMICS_NAME
     RULE = "R5.6"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.economics.costs import economics_notebook
+from gpubench_nb.economics.reprice import economics_notebook
 
 
 def step(

@@ -18,19 +18,18 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpubench_nb.economics.costs import (
+from gpubench_nb.economics.bundle_economics import UNIT_OF_WORK, write_bundle_economics
+from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
-    UNIT_OF_WORK,
+    Offer,
     break_even_accepted,
     cost_per_accepted_usd_minor,
-    economics_notebook,
-    fill_package_columns,
     load_offers,
     package_quote,
     resolve_offer,
-    write_bundle_economics,
 )
-from gpubench_nb.economics.offers import Offer
+from gpubench_nb.economics.package_columns import fill_package_columns
+from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 

@@ -35,7 +35,7 @@ EXPERIMENT_ID = "guarded"
 
 def in_process(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """What each stage notebook calls, run here instead of in a papermill kernel."""
-    from gpubench_nb.economics.costs import economics_notebook
+    from gpubench_nb.economics.reprice import economics_notebook
     from gpubench_nb.pipeline.run import execute_run
     from gpubench_nb.pipeline.steps import environment_step, quality_step
 
@@ -254,7 +254,7 @@ def test_a_kernel_step_alone_is_refused_while_a_run_holds_the_bundle(
 def test_a_kernel_step_alone_never_writes_into_a_finished_bundle(
     sealed: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from gpubench_nb.economics.costs import economics_notebook
+    from gpubench_nb.economics.reprice import economics_notebook
 
     experiment, bundle = copy_of(sealed, tmp_path)
     before = snapshot(bundle)
@@ -406,7 +406,7 @@ def test_rows_carry_the_settings_the_run_applied_not_the_declaration(
 def test_every_stage_kernel_refuses_an_edited_declaration(
     sealed: tuple[Path, Path], tmp_path: Path, step: str
 ) -> None:
-    from gpubench_nb.economics.costs import economics_notebook
+    from gpubench_nb.economics.reprice import economics_notebook
     from gpubench_nb.pipeline.steps import environment_step, quality_step
 
     experiment, bundle = copy_of(sealed, tmp_path)

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 from matplotlib.collections import PathCollection
 
-from gpubench_nb.economics import costs as economics
+from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import render as report

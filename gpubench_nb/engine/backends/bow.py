@@ -20,11 +20,12 @@ from gpubench_nb.engine.backends.base import (
 )
 from gpubench_nb.engine.backends.presets import (
     BuildReport,
+    build_subsets,
+    built_report,
     copy_tokenizer,
-    encode_labels,
     macro_f1,
     minilm_source_dir,
-    select_subset,
+    preset_metadata,
     staged_build,
     write_metadata,
 )
@@ -143,29 +144,67 @@ def build_bow(
     """Train the bow classifier on train (texts cut to ``context``), choose the epoch count on
     tune macro-F1 (R1.4), and write ``out_dir`` (safetensors, gpubench_model.json, tokenizer).
     Built on CPU with deterministic algorithms: the same seed gives byte-identical files."""
-    import torch
     from safetensors.torch import save_file
 
     started = time.perf_counter()
+    opts = _bow_options(options)
+    classes = tuple(classes)
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else minilm_source_dir()
+    tokenizer = TextTokenizer(tokenizer_dir)
+    subsets = build_subsets(train_labels, tune_labels, classes, opts)
+    x_train = tokenizer.tokenize(subsets.train(train_texts), context).input_ids
+    x_tune = tokenizer.tokenize(subsets.tune(tune_texts), context).input_ids
+    shape = (tokenizer.vocab_size, opts["dim"], len(classes))
+    best_state, scores = _train(x_train, subsets.y_train, x_tune, subsets.y_tune, shape, opts, seed)
+    metadata = preset_metadata(
+        "bow",
+        classes,
+        seed=seed,
+        context=context,
+        options=opts,
+        provenance=provenance,
+        architecture={"vocab_size": tokenizer.vocab_size, "dim": opts["dim"], "mode": "mean"},
+        tokenizer_revision=tokenizer.revision,
+        chosen={"epochs": scores.index(max(scores)) + 1},
+        tune_macro_f1_by_epoch=scores,
+        tune_macro_f1=max(scores),
+        train_count=len(x_train),
+        tune_count=len(x_tune),
+    )
+    with staged_build(out_dir) as staged:
+        weights = {k: v.contiguous() for k, v in best_state.items()}
+        save_file(weights, str(staged / WEIGHTS_FILE))
+        copy_tokenizer(tokenizer_dir, staged)
+        write_metadata(staged, metadata)
+    return built_report(out_dir, started, metadata)
+
+
+def _bow_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """model.build of the bow preset, defaults filled in and each value checked."""
     opts = require_mapping(options or {}, BOW_OPTIONS, "the bow preset")
     for key in ("dim", "max_epochs", "train_batch"):
         require_positive(opts, key, int)
     require_positive(opts, "learning_rate", float)
-    classes = tuple(classes)
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else minilm_source_dir()
-    tokenizer = TextTokenizer(tokenizer_dir)
-    y_train = encode_labels(train_labels, classes, "train")
-    y_tune = encode_labels(tune_labels, classes, "tune")
-    keep_train = select_subset(y_train, opts["train_limit"], opts["subset"])
-    keep_tune = select_subset(y_tune, opts["tune_limit"], opts["subset"])
-    x_train = tokenizer.tokenize([train_texts[i] for i in keep_train], context).input_ids
-    x_tune = tokenizer.tokenize([tune_texts[i] for i in keep_tune], context).input_ids
-    y_train = [y_train[i] for i in keep_train]
-    y_tune = [y_tune[i] for i in keep_tune]
+    return opts
+
+
+def _train(
+    x_train: list[list[int]],
+    y_train: list[int],
+    x_tune: list[list[int]],
+    y_tune: list[int],
+    shape: tuple[int, int, int],
+    opts: Mapping[str, Any],
+    seed: int,
+) -> tuple[dict[str, torch.Tensor], list[float]]:
+    """Up to ``max_epochs`` seeded epochs on train of a bow module of ``shape`` (vocabulary
+    size, dim, classes); the weights after the epoch with the best tune macro-F1 (R1.4) and
+    the tune macro-F1 of every epoch."""
+    import torch
 
     scores: list[float] = []
     with _deterministic(seed):
-        module = bow_module(tokenizer.vocab_size, opts["dim"], len(classes), sparse=True)
+        module = bow_module(*shape, sparse=True)
         # A dense Adam step over all 2M embedding values dominated the build time on CPU;
         # SparseAdam updates only the rows of the tokens in the batch.
         optimisers = [
@@ -177,57 +216,35 @@ def build_bow(
         best_state: dict[str, torch.Tensor] = {}
         best = -1.0
         for _epoch in range(opts["max_epochs"]):
-            module.train()
-            for chunk in torch.randperm(len(x_train), generator=shuffler).split(
-                opts["train_batch"]
-            ):
-                rows = [x_train[i] for i in chunk.tolist()]
-                loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
-                for optimiser in optimisers:
-                    optimiser.zero_grad()
-                loss.backward()
-                for optimiser in optimisers:
-                    optimiser.step()
+            order = torch.randperm(len(x_train), generator=shuffler)
+            _train_epoch(module, optimisers, x_train, labels, order.split(opts["train_batch"]))
             module.eval()
-            scores.append(macro_f1(y_tune, _predict_all(module, x_tune), len(classes)))
+            scores.append(macro_f1(y_tune, _predict_all(module, x_tune), shape[2]))
             if scores[-1] > best:  # ties keep the earlier (shorter) training
                 best = scores[-1]
                 best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-    epochs = scores.index(max(scores)) + 1
+    return best_state, scores
 
-    metadata = {
-        "backend": "bow",
-        "classes": list(classes),
-        "declaration": {
-            "backend": "bow",
-            "seed": seed,
-            "context": context,
-            "options": opts,
-            **dict(provenance or {}),
-        },
-        "architecture": {"vocab_size": tokenizer.vocab_size, "dim": opts["dim"], "mode": "mean"},
-        "tokenizer_revision": tokenizer.revision,
-        "chosen": {"epochs": epochs},
-        "tune_macro_f1_by_epoch": scores,
-        "tune_macro_f1": max(scores),
-        "train_count": len(x_train),
-        "tune_count": len(x_tune),
-    }
-    with staged_build(out_dir) as staged:
-        weights = {k: v.contiguous() for k, v in best_state.items()}
-        save_file(weights, str(staged / WEIGHTS_FILE))
-        copy_tokenizer(tokenizer_dir, staged)
-        write_metadata(staged, metadata)
-    return BuildReport(
-        path=Path(out_dir),
-        backend="bow",
-        build_seconds=time.perf_counter() - started,
-        tune_macro_f1=max(scores),
-        chosen={"epochs": epochs},
-        train_count=len(x_train),
-        tune_count=len(x_tune),
-        metadata=metadata,
-    )
+
+def _train_epoch(
+    module: torch.nn.Module,
+    optimisers: Sequence[torch.optim.Optimizer],
+    x_train: list[list[int]],
+    labels: torch.Tensor,
+    chunks: Sequence[torch.Tensor],
+) -> None:
+    """One pass over train in the drawn ``chunks`` (positions), one optimiser step each."""
+    import torch
+
+    module.train()
+    for chunk in chunks:
+        rows = [x_train[i] for i in chunk.tolist()]
+        loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
+        for optimiser in optimisers:
+            optimiser.zero_grad()
+        loss.backward()
+        for optimiser in optimisers:
+            optimiser.step()
 
 
 class BowBackend(Backend):

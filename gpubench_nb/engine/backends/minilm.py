@@ -6,6 +6,7 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +21,12 @@ from gpubench_nb.engine.backends.base import (
 from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.presets import (
     BuildReport,
+    build_subsets,
+    built_report,
     copy_tokenizer,
-    encode_labels,
     macro_f1,
     minilm_source_dir,
-    select_subset,
+    preset_metadata,
     staged_build,
     write_metadata,
 )
@@ -120,12 +122,50 @@ def build_minilm(
     """Embed train and tune with the encoder (fp32), fit a logistic regression on train for
     each C of the grid, keep the C with the best tune macro-F1 (R1.4), and write ``out_dir``:
     encoder config + weights (copied verbatim), head.safetensors, tokenizer, metadata."""
-    import torch
     from safetensors.torch import save_file
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import LogisticRegression
 
     started = time.perf_counter()
+    opts = _minilm_options(options)
+    classes = tuple(classes)
+    source = Path(source_dir) if source_dir else minilm_source_dir()
+    tokenizer = TextTokenizer(source)
+    subsets = build_subsets(train_labels, tune_labels, classes, opts)
+    _require_every_class(classes, subsets.y_train)
+    module, device = _untrained_module(source, len(classes), opts["device"])
+    batch = opts["embed_batch"]
+    x_train = _embed(module, tokenizer, subsets.train(train_texts), context, batch, device)
+    x_tune = _embed(module, tokenizer, subsets.tune(tune_texts), context, batch, device)
+    search = _fit_head(x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, seed)
+    dim = module.encoder.config.hidden_size
+    weight, bias = _head_rows(search.chosen, len(classes), dim)
+    metadata = preset_metadata(
+        "minilm",
+        classes,
+        seed=seed,
+        context=context,
+        options=opts,
+        provenance=provenance,
+        architecture={"pooling": "mean", "normalize": True, "hidden_size": dim},
+        encoder_revision=sha256_files([source / n for n in ENCODER_FILES], source),
+        tokenizer_revision=tokenizer.revision,
+        chosen={"C": float(search.chosen.C)},
+        tune_macro_f1_by_c=search.scores,
+        unconverged_c=search.unconverged,
+        tune_macro_f1=search.tune_score,
+        train_count=len(subsets.y_train),
+        tune_count=len(subsets.y_tune),
+    )
+    with staged_build(out_dir) as staged:
+        for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
+            shutil.copyfile(source / name, staged / name)
+        save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
+        copy_tokenizer(source, staged)
+        write_metadata(staged, metadata)
+    return built_report(out_dir, started, metadata)
+
+
+def _minilm_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """model.build of the minilm preset, defaults filled in and each value checked."""
     opts = require_mapping(options or {}, MINILM_OPTIONS, "the minilm preset")
     for key in ("max_iter", "embed_batch"):
         require_positive(opts, key, int)
@@ -134,15 +174,11 @@ def build_minilm(
             f"model.build.c_grid must be a non-empty list of positive numbers, got "
             f"{opts['c_grid']!r}"
         )
-    classes = tuple(classes)
-    source = Path(source_dir) if source_dir else minilm_source_dir()
-    tokenizer = TextTokenizer(source)
-    y_train = encode_labels(train_labels, classes, "train")
-    y_tune = encode_labels(tune_labels, classes, "tune")
-    keep_train = select_subset(y_train, opts["train_limit"], opts["subset"])
-    keep_tune = select_subset(y_tune, opts["tune_limit"], opts["subset"])
-    y_train = [y_train[i] for i in keep_train]
-    y_tune = [y_tune[i] for i in keep_tune]
+    return opts
+
+
+def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None:
+    """A logistic head cannot learn a class the train subset never shows (R1.4)."""
     absent = [c for i, c in enumerate(classes) if i not in set(y_train)]
     if absent:
         raise BackendError(
@@ -151,23 +187,40 @@ def build_minilm(
             rule="R1.4",
         )
 
+
+def _untrained_module(source: Path, n_classes: int, device_name: str) -> tuple[Any, Any]:
+    """The fp32 encoder of ``source`` with an untrained head, on the build device."""
+    import torch
     from transformers import AutoModel
 
-    device = resolve_device(opts["device"])
+    device = resolve_device(device_name)
     encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
-    dim = encoder.config.hidden_size
-    module = minilm_module(encoder, torch.nn.Linear(dim, len(classes)).to(device))
-    x_train = _embed(
-        module,
-        tokenizer,
-        [train_texts[i] for i in keep_train],
-        context,
-        opts["embed_batch"],
-        device,
-    )
-    x_tune = _embed(
-        module, tokenizer, [tune_texts[i] for i in keep_tune], context, opts["embed_batch"], device
-    )
+    head = torch.nn.Linear(encoder.config.hidden_size, n_classes).to(device)
+    return minilm_module(encoder, head), device
+
+
+@dataclass(frozen=True)
+class _HeadSearch:
+    """The C grid's outcome: tune macro-F1 by C, the Cs that did not converge, the best fit."""
+
+    scores: dict[str, float]
+    unconverged: list[float]
+    tune_score: float
+    chosen: Any  # the fitted sklearn LogisticRegression
+
+
+def _fit_head(
+    x_train: Any,
+    y_train: list[int],
+    x_tune: Any,
+    y_tune: list[int],
+    n_classes: int,
+    opts: Mapping[str, Any],
+    seed: int,
+) -> _HeadSearch:
+    """A logistic regression on train for each C of the grid; the best on tune macro-F1."""
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
 
     scores: dict[str, float] = {}
     unconverged: list[float] = []
@@ -181,50 +234,12 @@ def build_minilm(
             fitted.fit(x_train, y_train)
         if any(issubclass(w.category, ConvergenceWarning) for w in caught):
             unconverged.append(float(c))
-        score = macro_f1(y_tune, fitted.predict(x_tune).tolist(), len(classes))
+        score = macro_f1(y_tune, fitted.predict(x_tune).tolist(), n_classes)
         scores[repr(float(c))] = score
         if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
             best = (score, fitted)
     assert best is not None
-    tune_score, chosen = best
-    weight, bias = _head_rows(chosen, len(classes), dim)
-
-    metadata = {
-        "backend": "minilm",
-        "classes": list(classes),
-        "declaration": {
-            "backend": "minilm",
-            "seed": seed,
-            "context": context,
-            "options": opts,
-            **dict(provenance or {}),
-        },
-        "architecture": {"pooling": "mean", "normalize": True, "hidden_size": dim},
-        "encoder_revision": sha256_files([source / n for n in ENCODER_FILES], source),
-        "tokenizer_revision": tokenizer.revision,
-        "chosen": {"C": float(chosen.C)},
-        "tune_macro_f1_by_c": scores,
-        "unconverged_c": unconverged,
-        "tune_macro_f1": tune_score,
-        "train_count": len(y_train),
-        "tune_count": len(y_tune),
-    }
-    with staged_build(out_dir) as staged:
-        for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
-            shutil.copyfile(source / name, staged / name)
-        save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
-        copy_tokenizer(source, staged)
-        write_metadata(staged, metadata)
-    return BuildReport(
-        path=Path(out_dir),
-        backend="minilm",
-        build_seconds=time.perf_counter() - started,
-        tune_macro_f1=tune_score,
-        chosen={"C": float(chosen.C)},
-        train_count=len(y_train),
-        tune_count=len(y_tune),
-        metadata=metadata,
-    )
+    return _HeadSearch(scores, unconverged, best[0], best[1])
 
 
 def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:

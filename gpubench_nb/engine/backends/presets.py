@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -144,3 +145,73 @@ def _install(staged: Path, out_dir: Path) -> None:
     staged.rename(out_dir)
     if old is not None:
         shutil.rmtree(old)
+
+
+@dataclass(frozen=True)
+class Subsets:
+    """The train and tune items a preset is built on: positions in each split, in corpus order,
+    and their class indices."""
+
+    keep_train: list[int]
+    y_train: list[int]
+    keep_tune: list[int]
+    y_tune: list[int]
+
+    def train(self, texts: Sequence[str]) -> list[str]:
+        return [texts[i] for i in self.keep_train]
+
+    def tune(self, texts: Sequence[str]) -> list[str]:
+        return [texts[i] for i in self.keep_tune]
+
+
+def build_subsets(
+    train_labels: Sequence[str],
+    tune_labels: Sequence[str],
+    classes: Sequence[str],
+    options: Mapping[str, Any],
+) -> Subsets:
+    """Labels as class indices (R1.3) and the subsets ``options`` asks for (``train_limit``,
+    ``tune_limit``, ``subset``) of the train and tune splits."""
+    y_train = encode_labels(train_labels, classes, "train")
+    y_tune = encode_labels(tune_labels, classes, "tune")
+    keep_train = select_subset(y_train, options["train_limit"], options["subset"])
+    keep_tune = select_subset(y_tune, options["tune_limit"], options["subset"])
+    return Subsets(
+        keep_train, [y_train[i] for i in keep_train], keep_tune, [y_tune[i] for i in keep_tune]
+    )
+
+
+def preset_metadata(
+    backend: str,
+    classes: Sequence[str],
+    *,
+    seed: int,
+    context: int,
+    options: Mapping[str, Any],
+    provenance: Mapping[str, Any] | None,
+    **facts: Any,
+) -> dict[str, Any]:
+    """gpubench_model.json's data: the backend, its classes, the declaration it was built from
+    (seed, context, options, provenance) and the build's ``facts``."""
+    declaration = {
+        "backend": backend,
+        "seed": seed,
+        "context": context,
+        "options": options,
+        **dict(provenance or {}),
+    }
+    return {"backend": backend, "classes": list(classes), "declaration": declaration, **facts}
+
+
+def built_report(out_dir: Path, started: float, metadata: dict[str, Any]) -> BuildReport:
+    """The BuildReport of a folder written with ``metadata`` (``started``: perf_counter)."""
+    return BuildReport(
+        path=Path(out_dir),
+        backend=metadata["backend"],
+        build_seconds=time.perf_counter() - started,
+        tune_macro_f1=metadata["tune_macro_f1"],
+        chosen=metadata["chosen"],
+        train_count=metadata["train_count"],
+        tune_count=metadata["tune_count"],
+        metadata=metadata,
+    )

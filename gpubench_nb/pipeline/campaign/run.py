@@ -51,6 +51,15 @@ class CampaignResult:
     states: dict[str, str]  # target id -> state
     report_path: Path | None
 
+    @property
+    def failed(self) -> bool:
+        """Whether any target failed (a later `campaign run` resumes it)."""
+        return any(state == "failed" for state in self.states.values())
+
+    def states_text(self) -> str:
+        """One ``target: state`` line per target."""
+        return "".join(f"{target}: {state}\n" for target, state in self.states.items())
+
 
 def _jobs_module() -> Any:
     try:

@@ -1,4 +1,4 @@
-"""Whole-package totals and cost per accepted corpus, in integer cents, never extrapolated (R5).
+"""A bundle's economics.json: package totals and cost per accepted corpus, never extrapolated (R5).
 
 Money is integer US cents end to end (``*_usd_minor``). A package total is the whole 3-, 7- or
 30-day package price times the billed lots (R5.1, R5.2). A cost per accepted corpus exists only
@@ -48,55 +48,33 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 from gpubench_nb.economics.attribution import (
     ATTRIBUTION_RULE,
     Attribution,
+    Hardware,
     attribute,
     recorded_hardware,
 )
 from gpubench_nb.economics.break_even import break_even
 from gpubench_nb.economics.offers import (
-    DURATIONS_DAYS,
     ROUNDING_RULE,
     Offer,
     PackageQuote,
-    break_even_accepted,
     cost_per_accepted_usd_minor,
     load_offers,
-    package_quote,
     package_terms,
     resolve_offer,
 )
+from gpubench_nb.economics.package_columns import PricingLike, quote_for
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.protocol.bundle import CSV_NAME
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import Phase, read_environment, write_economics
-from gpubench_nb.protocol.results import read_rows, write_rows_atomic
-
-if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
-    import pandas
-
-__all__ = [
-    "DURATIONS_DAYS",
-    "ROUNDING_RULE",
-    "UNIT_OF_WORK",
-    "Offer",
-    "PackageQuote",
-    "break_even_accepted",
-    "cost_per_accepted_usd_minor",
-    "economics_notebook",
-    "economics_tables",
-    "fill_package_columns",
-    "load_offers",
-    "package_quote",
-    "resolve_offer",
-    "variant_acceptance",
-    "write_bundle_economics",
-]
+from gpubench_nb.protocol.results import read_rows
 
 # R5.4: one unit of useful work, declared once, the same for every variant and offer.
 UNIT_OF_WORK = (
@@ -105,60 +83,7 @@ UNIT_OF_WORK = (
 )
 
 
-class PricingLike(Protocol):
-    """What is read from an experiment's ``pricing`` section (experiment_spec.PricingSpec)."""
-
-    offers: Path
-    offer: str
-    days: int
-    lots: int | None
-    gpus: int | None
-
-
-def _quote_for(offer: Offer, pricing: PricingLike) -> PackageQuote:
-    return package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
-
-
-def fill_package_columns(
-    rows: Sequence[Mapping[str, Any]],
-    pricing: PricingLike | None,
-    offers: Mapping[str, Offer] | None = None,
-) -> list[dict[str, Any]]:
-    """New rows with duration_days, lots, package_total_usd_minor, accepted_unique_corpora.
-
-    The same package total on every row: one spend for the whole experiment, not one per run
-    (R4, R5.3). ``pricing`` None leaves the four columns empty (R4.3). ``offers`` defaults to
-    the table at ``pricing.offers``.
-    """
-    package = ("duration_days", "lots", "package_total_usd_minor", "accepted_unique_corpora")
-    if pricing is None:
-        return [{**row, **dict.fromkeys(package)} for row in rows]
-    table = load_offers(pricing.offers) if offers is None else offers
-    quote = _quote_for(resolve_offer(table, pricing.offer), pricing)
-    statement = (
-        f"package: one spend of {quote.package_total_usd_minor} cents ({quote.offer_id}, "
-        f"{quote.days} days x {quote.lots} lot(s)) for the whole experiment, not per run (R5.3)"
-    )
-    acceptance = variant_acceptance(rows)
-    filled = []
-    for row in rows:
-        notes = row.get("notes") or ""
-        if statement not in notes:  # idempotent: a second fill does not repeat it
-            notes = f"{notes}; {statement}" if notes else statement
-        filled.append(
-            {
-                **row,
-                "duration_days": quote.days,
-                "lots": quote.lots,
-                "package_total_usd_minor": quote.package_total_usd_minor,
-                "accepted_unique_corpora": acceptance[row["variant_id"]].accepted_unique_corpora,
-                "notes": notes,
-            }
-        )
-    return filled
-
-
-def _read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
+def read_bundle_rows(csv_path: Path) -> list[dict[str, Any]]:
     """The bundle's typed rows, validated by the fixed schema (R4); a missing file is named."""
     if not csv_path.is_file():
         raise EconomicsError(
@@ -211,7 +136,7 @@ def write_bundle_economics(
     no cost per result and a reason (R5.7). Break-even counts are thresholds, not forecasts.
     """
     bundle_dir = Path(bundle_dir)
-    rows = _read_bundle_rows(bundle_dir / CSV_NAME)
+    rows = read_bundle_rows(bundle_dir / CSV_NAME)
     data = economics_data(pricing, rows, offers_path, read_environment(bundle_dir).to_dict())
     write_economics(bundle_dir, data)
     return data
@@ -259,42 +184,53 @@ def economics_data(
     if pricing is not None:
         offers_file = Path(offers_path if offers_path is not None else pricing.offers)
         table = dict(offers) if offers is not None else load_offers(offers_file)
-        declared = resolve_offer(table, pricing.offer)
-        data["pricing"] = {
-            "offers_file": str(offers_file),
-            "offer": declared.id,
-            "days": pricing.days,
-            "lots": pricing.lots,
-            "gpus": pricing.gpus,
-        }
-        quotes = {offer_id: _quote_for(offer, pricing) for offer_id, offer in table.items()}
-        owners = {}
-        for offer_id, quote in quotes.items():
-            offer = table[offer_id]
-            owners[offer_id] = attribute(
-                offer_id=offer.id,
-                offer_gpu_model=offer.gpu_model,
-                gpus_per_lot=offer.gpus_per_lot,
-                lots=quote.lots,
-                hardware=hardware,
-                declared_offer_id=declared.id,
-            )
-            data["offers"].append(
-                _offer_entry(table[offer_id], quote, declared.id, variants, owners[offer_id])
-            )
-        measured = [offer_id for offer_id, owner in owners.items() if owner.attributable]
-        if not any(fact["accepted"] for fact in variants):
-            data["break_even"]["reason"] = (
-                "no variant was accepted: there is no measured cost per result to beat (R5.5, R5.7)"
-            )
-        elif not measured:
-            data["break_even"]["reason"] = (
-                f"no offer's hardware accepted the corpus (it was accepted on "
-                f"{hardware.describe()}): there is no measured cost per result to beat (R5.7)"
-            )
-        else:
-            data["break_even"] = break_even(table, pricing, measured)
+        _price_offers(data, pricing, table, offers_file, hardware)
     return data
+
+
+def _price_offers(
+    data: dict[str, Any],
+    pricing: PricingLike,
+    table: Mapping[str, Offer],
+    offers_file: Path,
+    hardware: Hardware,
+) -> None:
+    """Fill ``data``'s ``pricing``, ``offers`` (each with its attribution, R5.3, R5.7) and
+    ``break_even`` (thresholds against the offers whose hardware accepted the corpus)."""
+    variants = data["variants"]
+    declared = resolve_offer(table, pricing.offer)
+    data["pricing"] = {
+        "offers_file": str(offers_file),
+        "offer": declared.id,
+        "days": pricing.days,
+        "lots": pricing.lots,
+        "gpus": pricing.gpus,
+    }
+    quotes = {offer_id: quote_for(offer, pricing) for offer_id, offer in table.items()}
+    owners = {}
+    for offer_id, quote in quotes.items():
+        offer = table[offer_id]
+        owners[offer_id] = attribute(
+            offer_id=offer.id,
+            offer_gpu_model=offer.gpu_model,
+            gpus_per_lot=offer.gpus_per_lot,
+            lots=quote.lots,
+            hardware=hardware,
+            declared_offer_id=declared.id,
+        )
+        data["offers"].append(_offer_entry(offer, quote, declared.id, variants, owners[offer_id]))
+    measured = [offer_id for offer_id, owner in owners.items() if owner.attributable]
+    if not any(fact["accepted"] for fact in variants):
+        data["break_even"]["reason"] = (
+            "no variant was accepted: there is no measured cost per result to beat (R5.5, R5.7)"
+        )
+    elif not measured:
+        data["break_even"]["reason"] = (
+            f"no offer's hardware accepted the corpus (it was accepted on "
+            f"{hardware.describe()}): there is no measured cost per result to beat (R5.7)"
+        )
+    else:
+        data["break_even"] = break_even(table, pricing, measured)
 
 
 def _offer_entry(
@@ -334,87 +270,3 @@ def _offer_entry(
         "attribution": owner.to_dict(),
         "variants": per_variant,
     }
-
-
-def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
-    """One table per offer (variants as rows) from ``economics.json`` data; {} if none priced."""
-    import pandas as pd
-
-    facts = {fact["variant_id"]: fact for fact in data["variants"]}
-    declared = (data.get("pricing") or {}).get("offer")
-    thresholds = {
-        pair["challenger"]: pair["accepted_corpora_needed"]
-        for pair in data["break_even"]["pairs"]
-        if pair["reference"] == declared
-    }
-    tables = {}
-    for offer in data["offers"]:
-        records = []
-        for cell in offer["variants"]:
-            fact = facts[cell["variant_id"]]
-            records.append(
-                {
-                    "offer_id": offer["offer_id"],
-                    "variant_id": cell["variant_id"],
-                    "status": fact["status"],
-                    "median_seconds_per_accepted_corpus (measured)": fact[
-                        "median_seconds_per_accepted_corpus"
-                    ],
-                    "days": offer["days"],
-                    "lots": offer["lots"],
-                    "package_total_usd_minor": offer["package_total_usd_minor"],
-                    "on this hardware": (offer.get("attribution") or {}).get("reason"),
-                    "accepted_results": cell["accepted_results"],
-                    "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],
-                    f"break_even_vs_{declared} (threshold, not a forecast)": thresholds.get(
-                        offer["offer_id"]
-                    )
-                    if fact["accepted"]
-                    else None,
-                    "reason": cell["reason"],
-                }
-            )
-        tables[offer["offer_id"]] = pd.DataFrame(records, dtype=object)  # None stays None
-    return tables
-
-
-def economics_notebook(
-    experiment_path: str | Path,
-    bundle_dir: str | Path,
-    pricing_override: Mapping[str, Any] | None = None,
-) -> dict[str, pandas.DataFrame]:
-    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
-
-    ``pricing_override`` (a campaign target's offer: ``offers``, ``offer``, ``days``, ``lots``)
-    replaces the experiment's pricing section, which is not part of the frozen protocol.
-    """
-    from gpubench_nb.protocol.experiment import load_experiment
-    from gpubench_nb.protocol.experiment_spec import PricingSpec
-    from gpubench_nb.protocol.lock import require_frozen
-    from gpubench_nb.protocol.writer import bundle_writer
-
-    with bundle_writer(bundle_dir, "30_economics", step=True):
-        experiment = load_experiment(experiment_path)
-        # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
-        require_frozen(bundle_dir, experiment, step="30_economics")
-        pricing = experiment.pricing
-        if pricing_override is not None:  # a campaign target's own offer (one frozen protocol)
-            pricing = PricingSpec(
-                offers=Path(pricing_override["offers"]),
-                offer=str(pricing_override["offer"]),
-                days=int(pricing_override["days"]),
-                lots=pricing_override.get("lots"),
-                gpus=pricing_override.get("gpus"),
-            )
-        csv_path = Path(bundle_dir) / CSV_NAME
-        rows = _read_bundle_rows(csv_path)
-        table = None
-        if pricing is not None:  # validated in full before the first write (transactional)
-            table = load_offers(pricing.offers)
-            rows = fill_package_columns(rows, pricing, table)
-        environment = read_environment(Path(bundle_dir)).to_dict()
-        data = economics_data(pricing, rows, environment=environment, offers=table)
-        if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
-            write_rows_atomic(csv_path, rows)
-        write_economics(Path(bundle_dir), data)
-        return economics_tables(data)

@@ -1,0 +1,42 @@
+"""`gpubench-nb report`: one report over finished bundles, written outside every bundle (R5.6)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gpubench_nb.protocol.bundle import comparison_report_path
+from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.report.render import render_report
+
+
+def render_comparison(
+    bundle_dirs: Sequence[str | Path],
+    out: str | Path | None = None,
+    *,
+    allow_mismatch: bool = False,
+    ledger: str | Path | None = None,
+) -> Path:
+    """Render 90_report over ``bundle_dirs`` into ``out`` (default: beside the first bundle,
+    report-<names>.html), refused before any kernel starts when ``out`` is no place for it."""
+    bundles = [Path(b) for b in bundle_dirs]
+    html = report_destination(bundles, out, ledger)
+    return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)
+
+
+def report_destination(
+    bundles: list[Path], out: str | Path | None, ledger: str | Path | None = None
+) -> Path:
+    """``out`` (or the default) through the one output guard (R5.6, issue 22 §2): never over
+    an input, never in or inside a bundle, finished or not, read by the report or not."""
+    default = comparison_report_path(bundles)
+    html = Path(out) if out else default
+    ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
+    check_output_file(
+        html,
+        option="--out",
+        inputs=[*bundles, *ledgers],
+        instead=f"use the default {default} (a bundle's own report.html is written by "
+        "`gpubench-nb run`)",
+    )
+    return html
