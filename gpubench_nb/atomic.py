@@ -39,6 +39,18 @@ def _final_mode(path: Path) -> int:
         return 0o666 & ~_current_umask()
 
 
+def give_plain_modes(root: Path) -> None:
+    """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would: folders
+    0777 & ~umask, files 0666 & ~umask (a folder staged with ``mkdtemp`` is 0700 and some
+    writers leave 0600 files; a model folder is meant for colleagues too, issue 25)."""
+    mask = _current_umask()
+    root = Path(root)
+    for folder, _, files in os.walk(root):
+        os.chmod(folder, 0o777 & ~mask)
+        for name in files:
+            os.chmod(os.path.join(folder, name), 0o666 & ~mask)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix.
 

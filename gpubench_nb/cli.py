@@ -28,7 +28,7 @@ def _build_model(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.experiment import load_experiment
 
     path = build_model(load_experiment(args.experiment), force=args.force)
-    print(f"model ready: {path}")
+    print(f"model ready: {Path(path).resolve()}")
     return 0
 
 
@@ -99,7 +99,7 @@ def _report(args: argparse.Namespace) -> int:
     path = render_comparison(
         args.bundles, args.out, allow_mismatch=args.allow_mismatch, ledger=args.ledger
     )
-    print(f"report written: {path}")
+    print(f"report written: {Path(path).resolve()}")
     return 0
 
 
@@ -156,7 +156,7 @@ def _ledger(args: argparse.Namespace) -> int:
     )
     sys.stdout.write(text)
     if args.out:
-        print(f"ledger written: {args.out}", file=sys.stderr)
+        print(f"ledger written: {Path(args.out).resolve()}", file=sys.stderr)
     return 0
 
 
@@ -196,61 +196,96 @@ def _campaign_report(args: argparse.Namespace) -> int:
     path = campaign_report(
         args.campaign, output_dir=args.output_dir, out=args.out, partial=args.partial
     )
-    print(f"report written: {path}")
+    print(f"report written: {Path(path).resolve()}")
     return 0
 
 
-def _add_campaign(sub: argparse._SubParsersAction) -> None:
-    campaign = sub.add_parser("campaign", help="one frozen experiment on several machines")
-    actions = campaign.add_subparsers(dest="action", required=True)
-    p = actions.add_parser("run", help="freeze once, submit one job per target, resume the rest")
-    p.add_argument("campaign", help="parameters/campaign-*.yaml")
-    p.add_argument("--targets", nargs="+", metavar="ID", help="only these targets")
-    p.add_argument(
-        "--resubmit",
-        nargs="+",
-        metavar="ID",
-        help="submit these targets again even if their recorded job may still be alive "
-        "(a cluster whose sacct cannot tell)",
-    )
-    p.add_argument("--output-dir", default="outputs")
-    p.add_argument(
-        "--local-executor",
-        choices=("local", "debug"),
-        default="local",
-        help="submitit executor of local targets (debug: in this process, for debugging)",
-    )
-    p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
-    p.add_argument("--run-timeout", type=_positive_int, default=1800, metavar="SECONDS")
-    p.set_defaults(func=_campaign_run)
-    p = actions.add_parser("status", help="per target: job, state, runs done, bundle verified")
-    p.add_argument("campaign")
-    p.add_argument("--output-dir", default="outputs")
-    p.set_defaults(func=_campaign_status)
-    p = actions.add_parser("report", help="the merged report of the targets' bundles")
-    p.add_argument("campaign")
-    p.add_argument("--output-dir", default="outputs")
-    p.add_argument("--out", help="HTML path (default: outputs/<campaign>/report.html)")
-    p.add_argument(
-        "--partial", action="store_true", help="report the verified targets even if some are not"
-    )
-    p.set_defaults(func=_campaign_report)
+EXPERIMENT_HELP = "the experiment YAML (e.g. parameters/demo.yaml); see `gpubench-nb --help`"
+OUTPUT_DIR_HELP = (
+    "folder that receives one bundle per experiment, relative to the current folder "
+    "(default: outputs)"
+)
+TOP_DESCRIPTION = """\
+Which GPU rental package classifies your text corpus at the lowest cost per accepted result:
+first prove the outputs complete and good enough, then time them, then price them.
+
+An experiment is one YAML file (e.g. parameters/demo.yaml) that declares, before anything
+runs: the corpus and its classes, the model and tokenizer, the quality rule (metric, threshold,
+tolerance), the one setting its variants change (e.g. batch 1, 4, 8), how runs are timed, and
+optionally the rental offer to price. Its results go to one folder, the bundle,
+outputs/<experiment_id>/.
+
+The usual path:
+  gpubench-nb validate parameters/demo.yaml    check the declaration and every file it names
+  gpubench-nb run parameters/demo.yaml         measure, accept, price; writes the bundle
+  gpubench-nb report outputs/demo-bow-batch    one HTML report over one or more bundles
+"""
+TOP_EPILOG = """\
+Paths: a path you type (the experiment, --output-dir, --offers, a bundle) is relative to the
+current folder; a path written inside a YAML is relative to that YAML's folder. Each command
+prints the absolute path of what it wrote. Exit codes: 0 done, 1 not accepted or some target
+failed, 2 unusable input (the message names the rule and the fix).
+"""
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gpubench-nb", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("validate", help="validate an experiment YAML and print its summary")
-    p.add_argument("experiment")
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and examples keep their line breaks; defaults are shown where given."""
+
+
+def _command(
+    sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose help has a short summary, a description and one example."""
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=f"{summary}.\n\n{description}",
+        epilog=f"example:\n  {example}",
+        formatter_class=_HelpFormatter,
+    )
+
+
+def _add_validate(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "validate",
+        "check an experiment before running it",
+        "Reads the experiment YAML, every file it names (corpus splits, offers table, model\n"
+        "folder) and prints what a run would do. Nothing is written.",
+        "gpubench-nb validate parameters/demo.yaml",
+    )
+    p.add_argument("experiment", help=EXPERIMENT_HELP)
     p.set_defaults(func=_validate)
-    p = sub.add_parser("build-model", help="build the preset model (bow, minilm) from its seed")
-    p.add_argument("experiment")
+
+
+def _add_build_model(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "build-model",
+        "build the preset model (bow, minilm) from the experiment's train/tune splits",
+        "Seeded and repeatable (R1.1); a folder already built from the same declaration is\n"
+        "reused. The folder is written at model.path with the usual file modes (readable by\n"
+        "colleagues under umask 022).",
+        "gpubench-nb build-model parameters/demo.yaml",
+    )
+    p.add_argument("experiment", help=EXPERIMENT_HELP)
     p.add_argument("--force", action="store_true", help="rebuild over a differing model folder")
     p.set_defaults(func=_build_model)
-    p = sub.add_parser("run", help="run the whole schedule into outputs/<experiment_id>")
-    p.add_argument("experiment")
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "run",
+        "run the whole experiment into its bundle",
+        "Freezes the declaration (protocol.lock.json), runs every variant 5 cold + 5 warm times,\n"
+        "each in a fresh kernel (R3.7), checks every run's predictions (R1.5), prices the\n"
+        "packages (R5) and writes report.html. Rerunning resumes: finished runs are kept.",
+        "gpubench-nb run parameters/demo.yaml",
+    )
+    p.add_argument("experiment", help=EXPERIMENT_HELP)
     p.add_argument("--variants", nargs="+", metavar="ID", help="run only these variants")
-    p.add_argument("--output-dir", default="outputs")
+    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
     p.add_argument(
         "--fresh",
         action="store_true",
@@ -270,9 +305,21 @@ def build_parser() -> argparse.ArgumentParser:
         "declaration and fingerprints equal it, then freeze the bundle with it (R1.3)",
     )
     p.set_defaults(func=_run)
-    p = sub.add_parser("accept", help="acceptance checks of one predictions file (R1.5, R1.6)")
-    p.add_argument("experiment")
-    p.add_argument("predictions")
+
+
+def _add_accept(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "accept",
+        "check one predictions file against the experiment's corpus (R1.5, R1.6)",
+        "Every expected ID exactly once, no extra answer, a valid format and the declared\n"
+        "quality; the checks are archived as checks.json. Exit 0 accepted, 1 not accepted.",
+        "gpubench-nb accept parameters/demo.yaml my-run/predictions.jsonl",
+    )
+    p.add_argument("experiment", help=EXPERIMENT_HELP)
+    p.add_argument(
+        "predictions", help='the predictions file: one {"id": ..., "label": ...} per line'
+    )
     p.add_argument(
         "--reference-value",
         type=_metric_value,
@@ -281,14 +328,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--checks", help="where to write checks.json (default: beside predictions)")
     p.set_defaults(func=_accept)
-    p = sub.add_parser("csv-check", help="validate a resultats-bruts.csv (R4)")
-    p.add_argument("file")
+
+
+def _add_csv_check(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "csv-check",
+        "check a resultats-bruts.csv against the fixed 38-column schema (R4)",
+        "Lists every problem with its line and column; nothing is written.",
+        "gpubench-nb csv-check outputs/demo-bow-batch/resultats-bruts.csv",
+    )
+    p.add_argument("file", help="the CSV file to check")
     p.set_defaults(func=_csv_check)
-    p = sub.add_parser("check-bundle", help="re-derive every check of a bundle")
-    p.add_argument("bundle")
+
+
+def _add_check_bundle(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "check-bundle",
+        "re-derive every check of a finished bundle and verify its manifest (R5.6)",
+        "Acceptance, prices and the CSV are recomputed from the kept files and compared.",
+        "gpubench-nb check-bundle outputs/demo-bow-batch",
+    )
+    p.add_argument("bundle", help="a bundle folder written by `gpubench-nb run`")
     p.set_defaults(func=_check_bundle)
-    p = sub.add_parser("report", help="render one report over one or more bundles")
-    p.add_argument("bundles", nargs="+")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "report",
+        "render one HTML report over one or more finished bundles",
+        "Each bundle already holds its own report.html; this command compares several (e.g.\n"
+        "the same experiment on two machines).",
+        "gpubench-nb report outputs/demo-bow-batch outputs/demo-bow-batch-h100",
+    )
+    p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle folders to report on")
     p.add_argument(
         "--out",
         help="HTML path outside any finished bundle (default: beside the first bundle, "
@@ -301,14 +376,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--ledger", help="a ledger.json from `gpubench-nb ledger --out`, shown (R5.3)")
     p.set_defaults(func=_report)
-    p = sub.add_parser(
+
+
+def _add_ledger(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
         "ledger",
-        help="count the distinct corpora accepted on one rented machine within its package "
-        "(R5.3); the count behind calcul-forfaits --accepted-results",
+        "count the distinct corpora accepted on one rented machine within its package (R5.3)",
+        "The count behind calcul-forfaits --accepted-results: five repeats of one corpus are\n"
+        "one accepted corpus, not five.",
+        "gpubench-nb ledger outputs/demo-bow-batch --offer h100 --days 7 --lots 1 "
+        "--start 2026-12-01",
     )
-    p.add_argument("bundles", nargs="+", metavar="BUNDLE")
+    p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle folders to count")
     p.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. h100)")
-    p.add_argument("--offers", default="parameters/offers.yaml", help="offers table")
+    p.add_argument(
+        "--offers",
+        default="parameters/offers.yaml",
+        help="offers table, relative to the current folder (default: parameters/offers.yaml)",
+    )
     p.add_argument(
         "--days", required=True, type=_positive_int, help="package length: 3, 7 or 30 (R5.1)"
     )
@@ -325,14 +411,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument("--out", help="also write the ledger as JSON (for `report --ledger`)")
     p.set_defaults(func=_ledger)
-    p = sub.add_parser(
+
+
+def _add_classify(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
         "classify",
-        help="one accepted-or-not pass of a declared variant (no repeats, no timing), sealed as "
-        "a small bundle the ledger counts (R5.3)",
+        "one accepted-or-not pass of a declared variant, sealed as a small bundle (R5.3)",
+        "No repeats and no timing: the deliverable the ledger counts.",
+        "gpubench-nb classify parameters/demo.yaml --variant b8 "
+        "--reference-bundle outputs/demo-bow-batch",
     )
-    p.add_argument("experiment")
+    p.add_argument("experiment", help=EXPERIMENT_HELP)
     p.add_argument("--variant", required=True, metavar="ID", help="a declared variant")
-    p.add_argument("--output-dir", default="outputs")
+    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
     p.add_argument(
         "--reference-bundle",
         metavar="DIR",
@@ -340,15 +432,119 @@ def build_parser() -> argparse.ArgumentParser:
         "tolerance is measured against (needed unless --variant is the reference, R1.3)",
     )
     p.set_defaults(func=_classify)
-    p = sub.add_parser(
+
+
+def _add_notebooks(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
         "notebooks",
-        help="print the folder of the installed notebooks (for the plain papermill CLI)",
+        "print the folder of the installed notebooks (for the plain papermill CLI)",
+        "The notebooks ship inside the package; run them with papermill from that folder, or\n"
+        "copy them somewhere to edit them. Nothing is overwritten.",
+        "gpubench-nb notebooks --copy my-notebooks",
     )
     p.add_argument(
         "--copy", metavar="DIR", help="copy them into DIR instead (an existing copy is refused)"
     )
     p.set_defaults(func=_notebooks)
-    _add_campaign(sub)
+
+
+CAMPAIGN_HELP = (
+    "the campaign YAML (e.g. parameters/campaign-offers.yaml): one experiment, its targets"
+)
+
+
+def _add_campaign(sub: argparse._SubParsersAction) -> None:
+    campaign = _command(
+        sub,
+        "campaign",
+        "one frozen experiment on several machines",
+        "`campaign run` freezes the experiment once and runs it on each target (Slurm or\n"
+        "local); `campaign status` shows each target; `campaign report` merges their bundles.",
+        "gpubench-nb campaign run parameters/campaign-offers.yaml",
+    )
+    actions = campaign.add_subparsers(dest="action", required=True)
+    p = _command(
+        actions,
+        "run",
+        "freeze once, submit one job per target, resume the rest",
+        "A target already finished is not run again.",
+        "gpubench-nb campaign run parameters/campaign-offers.yaml --targets here-cpu",
+    )
+    p.add_argument("campaign", help=CAMPAIGN_HELP)
+    p.add_argument("--targets", nargs="+", metavar="ID", help="only these targets")
+    p.add_argument(
+        "--resubmit",
+        nargs="+",
+        metavar="ID",
+        help="submit these targets again even if their recorded job may still be alive "
+        "(a cluster whose sacct cannot tell)",
+    )
+    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
+    p.add_argument(
+        "--local-executor",
+        choices=("local", "debug"),
+        default="local",
+        help="submitit executor of local targets (debug: in this process, for debugging)",
+    )
+    p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
+    p.add_argument("--run-timeout", type=_positive_int, default=1800, metavar="SECONDS")
+    p.set_defaults(func=_campaign_run)
+    p = _command(
+        actions,
+        "status",
+        "per target: job, state, runs done, bundle verified",
+        "Reads the campaign folder; nothing is submitted.",
+        "gpubench-nb campaign status parameters/campaign-offers.yaml",
+    )
+    p.add_argument("campaign", help=CAMPAIGN_HELP)
+    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
+    p.set_defaults(func=_campaign_status)
+    p = _command(
+        actions,
+        "report",
+        "the merged report of the targets' bundles",
+        "Refused while a target is not verified, unless --partial.",
+        "gpubench-nb campaign report parameters/campaign-offers.yaml",
+    )
+    p.add_argument("campaign", help=CAMPAIGN_HELP)
+    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
+    p.add_argument("--out", help="HTML path (default: outputs/<campaign>/report.html)")
+    p.add_argument(
+        "--partial", action="store_true", help="report the verified targets even if some are not"
+    )
+    p.set_defaults(func=_campaign_report)
+
+
+SUBCOMMANDS = (
+    _add_validate,
+    _add_build_model,
+    _add_run,
+    _add_accept,
+    _add_csv_check,
+    _add_check_bundle,
+    _add_report,
+    _add_ledger,
+    _add_classify,
+    _add_notebooks,
+    _add_campaign,
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `gpubench-nb` parser: one small function per subcommand (issue 25)."""
+    from gpubench_nb import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="gpubench-nb",
+        description=TOP_DESCRIPTION,
+        epilog=TOP_EPILOG,
+        formatter_class=_HelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"gpubench-nb {__version__}")
+    sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    for add in SUBCOMMANDS:
+        add(sub)
     return parser
 
 

@@ -6,6 +6,8 @@ import math
 from decimal import Decimal
 
 NOT_RECORDED = "—"  # an empty cell is shown as a dash, never as 0 or NaN (R4.3)
+# How a price from an offer marked ``placeholder: true`` is shown, everywhere (issue 24 §3).
+PLACEHOLDER_MARK = "PLACEHOLDER, not a quote"
 
 
 def _missing(value: object) -> bool:
@@ -111,3 +113,10 @@ def usd(cents: int | None) -> str:
     sign = "-" if cents < 0 else ""
     whole, part = divmod(abs(cents), 100)
     return f"{sign}USD {whole:,}.{part:02d}"
+
+
+def price(cents: int | None, *, placeholder: bool = False) -> str:
+    """A price: ``USD 420.00``, or ``USD 420.00 [PLACEHOLDER, not a quote]`` when the offer
+    declares its prices invented examples (issue 24 §3): never shown as a bare price."""
+    text = usd(cents)
+    return f"{text} [{PLACEHOLDER_MARK}]" if placeholder and not _missing(cents) else text

@@ -13,11 +13,14 @@ check FAILs. The checks:
   at least the sum of the delays.
 - ``memory/peak-reset-allocated`` and ``memory/peak-reset-reserved``: a 1 GiB temporary freed
   before ``MemoryProbe.begin`` must not appear in the next peaks (reserved: after empty_cache).
-- ``cold/<backend>/<precision>/b<batch>``: a real fresh process per row runs the production load
-  (``pipeline.run._load``: context, fingerprints, timed load) then a cold pass, warm-up passes
-  and a warm pass: no forward during load, the cold pass is the first forward, context and
-  fingerprint times recorded apart, events within bounds of each pass, peak >= weight bytes,
-  allocated <= reserved (R3.8, R3.9). bf16 included.
+- ``cold/<backend>/<precision>/b<batch>`` (``--rows``, six by default: each fresh process pays
+  8-11 s of imports on a GPU server): a real fresh process per row runs the production load
+  (``pipeline.run._load``: imports, context, fingerprints, residency, timed load) then a cold
+  pass, warm-up passes and a warm pass: no forward during load, the cold pass is the first
+  forward, import, context and fingerprint times recorded apart, events within bounds of each
+  pass, peak >= weight bytes, allocated <= reserved (R3.8, R3.9). bf16 included.
+- the issue-23 figures, ``scripts/gpu_check_figures.py`` (imports, residency, clocks, module
+  loading, asynchronous errors, cuBLAS workspace, generation options).
 - ``environment``: the numerics, SKU and process survey are recorded, "not observable" where
   NVML cannot be asked, never empty (R2.4, R2.5).
 
@@ -45,10 +48,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for _path in (ROOT, ROOT / "scripts"):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import gpu_check_figures as figures  # noqa: E402  (scripts/, issue 23's checks)
 
 from gpubench_nb.engine.backends.tokenization import tokenizer_files  # noqa: E402
 from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
@@ -58,10 +64,23 @@ SOURCE_DIR = ROOT / "models" / "gpu-check" / "minilm-source"
 DEMO = ROOT / "parameters" / "demo.yaml"
 CHILD_TAG = "GPU_CHECK_CHILD "
 VERDICTS: list[tuple[str, str, str]] = []
+DEFAULT_ROWS = "bow/fp32/b16,minilm/fp32/b1,minilm/bf16/b16,hf/fp32/b16,hf/bf16/b1,hf/fp16/b16"
+
+
+def parse_rows(text: str) -> list[tuple[str, str, int]]:
+    """``bow/fp32/b16,hf/bf16/b1`` -> [(backend, precision, batch), ...]."""
+    rows = []
+    for item in text.split(","):
+        backend, precision, batch = item.strip().split("/")
+        rows.append((backend, precision, int(batch.removeprefix("b"))))
+    return rows
+
+
 CSV_COLUMNS = (
     "backend",
     "precision",
     "batch",
+    "import_seconds",
     "cuda_context_seconds",
     "fingerprint_seconds",
     "load_seconds",
@@ -289,6 +308,22 @@ def child(args: Any) -> int:
         return out
 
     cls.forward = forward
+    # Issue 23 §1: the modules imported while the load clock runs (the first Stopwatch).
+    from gpubench_nb.engine import timing
+
+    clock_modules: dict[str, set[str]] = {}
+    real_start, real_stop = timing.Stopwatch.start, timing.Stopwatch.stop
+
+    def start(self: Any) -> None:
+        real_start(self)
+        clock_modules.setdefault("start", set(sys.modules))
+
+    def stop(self: Any) -> float:
+        elapsed = real_stop(self)
+        clock_modules.setdefault("stop", set(sys.modules))
+        return elapsed
+
+    timing.Stopwatch.start, timing.Stopwatch.stop = start, stop
     exp = load_experiment(DEMO)
     if args.backend != "bow":
         exp = dataclasses.replace(
@@ -304,7 +339,11 @@ def child(args: Any) -> int:
         corpus = make_corpus(corpus.path, corpus.items[: args.limit])
     device = torch.device(args.device)
     loaded = runmod._load(exp, settings, device, FaultPlan())
+    during = clock_modules.get("stop", set()) - clock_modules.get("start", set())
     out: dict[str, Any] = {
+        "import_seconds": loaded.import_seconds,
+        "imported_during_load": sorted(during),
+        "residency": loaded.residency,
         "cuda_context_seconds": loaded.cuda_context_seconds,
         "fingerprint_seconds": loaded.fingerprint_seconds,
         "load_seconds": loaded.load_seconds,
@@ -331,6 +370,8 @@ def child(args: Any) -> int:
         out[f"{phase}_event_seconds"] = events
         out[f"{phase}_memory"] = result.memory.to_dict()
         out["error"] = out["error"] or result.error
+        out[f"{phase}_telemetry"] = result.gpu_telemetry
+    out["heavy_modules"] = [m for m in figures.HEAVY if m in sys.modules]
     print(CHILD_TAG + json.dumps(out))
     return 0
 
@@ -436,9 +477,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda")
     default_out = Path(os.environ.get("OUT") or "outputs/gpu-check")
     parser.add_argument("--out", type=Path, default=default_out)
-    parser.add_argument("--backends", default="bow,minilm,hf")
-    parser.add_argument("--precisions", default="fp32,fp16,bf16")
-    parser.add_argument("--batches", default="1,16")
+    parser.add_argument(
+        "--rows",
+        default=DEFAULT_ROWS,
+        help="cold rows, each a fresh process: BACKEND/PRECISION/bBATCH,... (8-11 s of imports "
+        "each on a GPU server, so six rows keep the whole check within 5 minutes)",
+    )
     parser.add_argument("--limit", type=int, default=200, help="first N eval items (0 = all)")
     parser.add_argument("--child-timeout", type=int, default=90)
     parser.add_argument("--source", type=Path, default=None, help="MiniLM config+tokenizer")
@@ -468,29 +512,37 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     name = torch.cuda.get_device_name(device) if gpu else "cpu (smoke test)"
     print(f"device={device} {name} torch={torch.__version__}", flush=True)
+    settings = exp.variants[0].settings
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         if gpu:
             check_stopwatch(torch, device)
-            check_measure_pass(torch, device, corpus, exp.variants[0].settings, tmp)
+            check_measure_pass(torch, device, corpus, settings, tmp)
             check_peak_reset(torch, device)
             check_environment(torch, device)
+            figures.check_module_loading(verdict)
+            figures.check_clocks(torch, device, corpus, settings, verdict)
+            figures.check_cublas_workspace(verdict)
+            figures.check_async_errors(verdict)
+            figures.check_generation(device, tmp, verdict)
         else:
-            for check in ("timing", "memory", "environment"):
+            for check in ("timing", "memory", "environment", "issue-23 figures"):
                 verdict(check, "SKIP", "needs a CUDA device")
-        source = minilm_source(args.source)
+        plan = parse_rows(args.rows)
+        source = minilm_source(args.source) if any(b != "bow" for b, _, _ in plan) else None
         folders = {"bow": exp.model.path}
-        if "minilm" in args.backends:
+        if any(b == "minilm" for b, _, _ in plan):
             folders["minilm"] = random_minilm_folder(tmp / "minilm", exp.classes, source)
-        if "hf" in args.backends:
+        if any(b == "hf" for b, _, _ in plan):
             folders["hf"] = random_hf_folder(tmp / "hf", exp.classes, source)
         rows = []
-        for backend in args.backends.split(","):
-            for precision in args.precisions.split(","):
-                for batch in [int(b) for b in args.batches.split(",")]:
-                    row = run_child(args, backend, precision, batch, folders[backend])
-                    judge_cold(f"cold/{backend}/{precision}/b{batch}", row, gpu)
-                    rows.append(dict(row, backend=backend, precision=precision, batch=batch))
+        for backend, precision, batch in plan:
+            name = f"cold/{backend}/{precision}/b{batch}"
+            row = run_child(args, backend, precision, batch, folders[backend])
+            judge_cold(name, row, gpu)
+            rows.append(dict(row, backend=backend, precision=precision, batch=batch, name=name))
+        figures.judge_imports(rows, verdict)
+        figures.judge_residency(rows, verdict)
     path = args.out / "gpu_check.csv"
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")

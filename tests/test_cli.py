@@ -128,7 +128,8 @@ def test_campaign_run_prints_each_state_and_exits_1_when_a_target_failed(
     monkeypatch.setattr(campaign_run, "run_campaign", fake)
     assert main(["campaign", "run", "c.yaml", "--no-wait", "--targets", "t1", "t2"]) == 1
     out, err = capsys.readouterr()
-    assert out == "t1: completed\nt2: failed\n"
+    # Issue 25: each target's bundle, as an absolute path.
+    assert out == f"t1: completed  bundle {tmp_path / 't1'}\nt2: failed  bundle {tmp_path / 't2'}\n"
     assert "some targets failed" in err and "campaign run` again" in err
     assert calls == [
         (

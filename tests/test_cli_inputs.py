@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def demo(tmp_path: Path, data_dir: Path) -> Iterator[str]:
     """A copy of the demo experiment and its corpus: a regression must not destroy the repo's."""
     (tmp_path / "parameters").mkdir()
-    shutil.copy(ROOT / "parameters" / "demo.yaml", tmp_path / "parameters" / "demo.yaml")
+    for name in ("demo.yaml", "offers.yaml"):  # validate reads every file it names (issue 25)
+        shutil.copy(ROOT / "parameters" / name, tmp_path / "parameters" / name)
     shutil.copytree(data_dir, tmp_path / "data" / "debian-sections")
     yield str(tmp_path / "parameters" / "demo.yaml")
 

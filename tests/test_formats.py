@@ -84,3 +84,10 @@ def test_rate_and_count() -> None:
     assert formats.rate(30420.7) == "30,421 texts/s"
     assert formats.count(1000, "texts") == "1,000 texts"
     assert formats.count(None) == "—"
+
+
+def test_price_marks_a_placeholder_and_never_an_empty_cell() -> None:
+    """Issue 24 §3: an example price is never shown as a bare price."""
+    assert formats.price(42_000) == "USD 420.00"
+    assert formats.price(42_000, placeholder=True) == "USD 420.00 [PLACEHOLDER, not a quote]"
+    assert formats.price(None, placeholder=True) == formats.NOT_RECORDED  # nothing to mark

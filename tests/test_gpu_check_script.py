@@ -70,3 +70,33 @@ def test_cold_row_verdicts(gpu_check, capsys) -> None:
         "cpu": "PASS",
     }
     assert "VERDICT probe: FAIL (1 forward(s) ran during load)" in capsys.readouterr().out
+
+
+def test_issue_23_verdicts_fail_on_what_the_h200_showed(gpu_check) -> None:
+    """Imports inside the load clock, a heavy module in the kernel, residency not observed:
+    each FAILs; the good rows PASS with their figures (scripts/gpu_check_figures.py)."""
+    figures = gpu_check.figures
+    good = {
+        "name": "cold/hf/fp32/b1",
+        "import_seconds": 8.3,
+        "load_seconds": 0.15,
+        "imported_during_load": [],
+        "heavy_modules": [],
+        "residency": {"observable": True, "resident_fraction": 1.0},
+    }
+    verdicts: list[tuple[str, str, str]] = []
+
+    def record(name, status, detail):
+        verdicts.append((name, status, detail))
+
+    figures.judge_imports([good], record)
+    figures.judge_imports([dict(good, imported_during_load=["transformers.models.bert"])], record)
+    figures.judge_imports([dict(good, heavy_modules=["pandas"])], record)
+    figures.judge_residency([good], record)
+    figures.judge_residency([dict(good, residency={"observable": False})], record)
+    assert [v[1] for v in verdicts] == ["PASS", "FAIL", "FAIL", "PASS", "FAIL"]
+    assert "import 8.30 s / load 0.150 s" in verdicts[0][2]
+    assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1") == [
+        ("bow", "fp32", 16),
+        ("hf", "bf16", 1),
+    ]

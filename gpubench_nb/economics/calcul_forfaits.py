@@ -99,14 +99,19 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         writer.writerow({k: "" if v is None else v for k, v in data.items()})
         return buffer.getvalue()
     shown = dict(data)
-    shown["package_total_usd_minor"] = (
-        f"{quote.package_total_usd_minor} ({formats.usd(quote.package_total_usd_minor)})"
-    )
+    mark = quote.placeholder
+    total = quote.package_total_usd_minor
+    shown["package_total_usd_minor"] = f"{total} ({formats.price(total, placeholder=mark)})"
     cost = quote.cost_per_accepted_usd_minor
     shown["cost_per_accepted_usd_minor"] = (
-        f"{cost} ({formats.usd(cost)})"
+        f"{cost} ({formats.price(cost, placeholder=mark)})"
         if cost is not None
         else "(empty: no measured accepted result, R5.5)"
+    )
+    shown["placeholder"] = (
+        "yes: invented example prices, not a quote (see note for how to enter a real quote)"
+        if mark
+        else "no"
     )
     if quote.accepted_results is None:
         shown["accepted_results"] = "(not given)"

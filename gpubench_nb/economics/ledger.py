@@ -22,6 +22,7 @@ from gpubench_nb import formats
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
 from gpubench_nb.economics.offers import (
+    REAL_QUOTE_HOWTO,
     ROUNDING_RULE,
     Offer,
     cost_per_accepted_usd_minor,
@@ -208,6 +209,13 @@ def ledger_report(
             instead="name a new file outside every bundle, e.g. --out "
             f"{Path.cwd() / 'ledger.json'}",
         )
+    if not Path(offers_path).exists():  # a typed path is read from the current folder (issue 25)
+        raise EconomicsError(
+            f"--offers {offers_path}: no such file, looked for at {Path(offers_path).resolve()} "
+            "(a path you type is relative to the current folder); pass --offers with your "
+            "offers table's path",
+            rule="R5.1",
+        )
     offer = resolve_offer(load_offers(offers_path), offer_id)
     ledger = build_ledger(
         offer,
@@ -279,6 +287,7 @@ def build_ledger(
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
+        "placeholder": offer.placeholder,  # invented example prices, not a quote (issue 24 §3)
         "accepted_corpora": count,
         "cost_per_accepted_usd_minor": quote.cost_per_accepted_usd_minor,
         "rounding_rule": ROUNDING_RULE,
@@ -296,6 +305,7 @@ def build_ledger(
             offer.id,
             days,
             lots,
+            offer.placeholder,
         ),
     }
 
@@ -308,22 +318,33 @@ def window_status(start: datetime, end: datetime, now: datetime) -> str:
 
 
 def _statement(
-    total: int, count: int, cost: int | None, status: str, offer_id: str, days: int, lots: int
+    total: int,
+    count: int,
+    cost: int | None,
+    status: str,
+    offer_id: str,
+    days: int,
+    lots: int,
+    placeholder: bool = False,
 ) -> str:
     so_far = {
         "so far": " so far (the package window is still running)",
         "not begun": " (the package window has not begun yet)",
     }.get(status, "")
-    package = f"{offer_id}, {days} days × {lots} lot(s): {formats.usd(total)}"
+    package = (
+        f"{offer_id}, {days} days × {lots} lot(s): {formats.price(total, placeholder=placeholder)}"
+    )
+    howto = f" The prices are invented examples: {REAL_QUOTE_HOWTO}." if placeholder else ""
     if cost is None:
         return (
             f"{package}; {count} distinct corpora accepted{so_far}: no accepted corpus, so no "
-            "cost per accepted corpus (R5.5)."
+            f"cost per accepted corpus (R5.5).{howto}"
         )
     corpora = "corpus" if count == 1 else "corpora"
     return (
-        f"{package}; {count} distinct accepted {corpora}{so_far}, so {formats.usd(cost)} per "
-        "accepted corpus (the same arithmetic as calcul-forfaits --accepted-results, R5.3)."
+        f"{package}; {count} distinct accepted {corpora}{so_far}, so "
+        f"{formats.price(cost, placeholder=placeholder)} per accepted corpus (the same "
+        f"arithmetic as calcul-forfaits --accepted-results, R5.3).{howto}"
     )
 
 
@@ -415,19 +436,21 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     if fmt != "table":
         raise EconomicsError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     window, total = ledger["window"], ledger["package_total_usd_minor"]
+    mark = bool(ledger.get("placeholder"))  # ledgers written before issue 24 have no such key
     lines = [
         ledger["statement"],
         f"window      [{window['start_utc']}, {window['end_utc']}) {window['status']}"
         f" (as of {window['as_of_utc']})",
         f"machine     host {ledger['machine']['hostname'] or '—'}; GPUs "
         f"{', '.join(ledger['machine']['gpu_uuids']) or '—'} (from {ledger['machine']['source']})",
-        f"package     {total} cents ({formats.usd(total)})",
+        f"package     {total} cents ({formats.price(total, placeholder=mark)})",
         f"accepted    {ledger['accepted_corpora']} distinct corpora (repeats and re-runs of one "
         "corpus count once, R5.3)",
         "cost        "
         + (
             f"{ledger['cost_per_accepted_usd_minor']} cents "
-            f"({formats.usd(ledger['cost_per_accepted_usd_minor'])}) per accepted corpus"
+            f"({formats.price(ledger['cost_per_accepted_usd_minor'], placeholder=mark)}) per "
+            "accepted corpus"
             if ledger["cost_per_accepted_usd_minor"] is not None
             else "(empty: no accepted corpus, R5.5)"
         ),
@@ -447,7 +470,7 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
 
 def _csv(ledger: Mapping[str, Any]) -> str:
     names = [
-        "offer_id", "days", "lots", "window_status", "package_total_usd_minor",
+        "offer_id", "days", "lots", "window_status", "package_total_usd_minor", "placeholder",
         "accepted_corpora", "cost_per_accepted_usd_minor", "bundle", "kept",
         "corpus_identity", "accepted", "reason",
     ]  # fmt: skip
@@ -460,6 +483,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
         "lots": ledger["lots"],
         "window_status": ledger["window"]["status"],
         "package_total_usd_minor": ledger["package_total_usd_minor"],
+        "placeholder": str(bool(ledger.get("placeholder"))).lower(),
         "accepted_corpora": ledger["accepted_corpora"],
         "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
     }

@@ -18,6 +18,14 @@ ROUNDING_RULE = (
 )
 
 _OFFER_FIELDS = ("id", "provider", "gpu_model", "gpus_per_lot", "package_price_usd_minor")
+# Optional: ``placeholder: true`` declares the prices invented examples, not a quote (issue 24
+# §3). Every price of such an offer is marked wherever it is shown (formats.price).
+_OPTIONAL_FIELDS = ("placeholder",)
+REAL_QUOTE_HOWTO = (
+    "to enter a real quote, write the provider's whole-package prices in "
+    "package_price_usd_minor, say who quoted them and when in provider, and remove "
+    "'placeholder: true' from that offer in the offers table"
+)
 
 
 @dataclass(frozen=True)
@@ -30,6 +38,7 @@ class Offer:
     gpus_per_lot: int
     # days -> USD cents for the whole package of one lot; always exactly the keys 3, 7, 30.
     package_price_usd_minor: Mapping[int, int] = field(hash=False)
+    placeholder: bool = False  # invented example prices, not a quote (issue 24 §3)
 
     def price_usd_minor(self, days: int) -> int:
         """The whole ``days``-day package price of one lot, in cents (R5.1)."""
@@ -95,12 +104,21 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
         )
     where = f"{path}: offer {offer_id!r} (offers[{index}])"
 
-    unknown = sorted(set(entry) - set(_OFFER_FIELDS), key=str)
+    unknown = sorted(set(entry) - set(_OFFER_FIELDS) - set(_OPTIONAL_FIELDS), key=str)
     missing = [name for name in _OFFER_FIELDS if name not in entry]
     if unknown or missing:
         raise EconomicsError(
             f"{where}: unknown fields {unknown} / missing fields {missing}; "
-            f"fix: an offer has exactly the fields {list(_OFFER_FIELDS)}",
+            f"fix: an offer has exactly the fields {list(_OFFER_FIELDS)}, and optionally "
+            f"{list(_OPTIONAL_FIELDS)}",
+            rule="R5.1",
+        )
+    placeholder = entry.get("placeholder", False)
+    if not isinstance(placeholder, bool):
+        raise EconomicsError(
+            f"{where} field 'placeholder': must be true (invented example prices, not a quote) "
+            f"or false, got {placeholder!r}; fix: write placeholder: true, or remove the field "
+            "once the prices are a real quote",
             rule="R5.1",
         )
     for name in ("provider", "gpu_model"):
@@ -156,6 +174,7 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
         gpu_model=entry["gpu_model"],
         gpus_per_lot=gpus,
         package_price_usd_minor={d: prices[d] for d in DURATIONS_DAYS},
+        placeholder=placeholder,
     )
 
 
@@ -185,6 +204,7 @@ class PackageQuote:
     cost_per_accepted_usd_minor: int | None
     rounding_rule: str
     note: str
+    placeholder: bool = False  # the offer's prices are invented examples, not a quote
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -246,6 +266,11 @@ def package_quote(
             f"Cost per accepted corpus = {total} / {accepted_results} distinct accepted corpora "
             f"= {cost} cents (nearest cent, halves up; R5.3)."
         )
+    if offer.placeholder:
+        notes.append(
+            f"PLACEHOLDER: {offer.id}'s prices are invented examples, not a quote; "
+            f"{REAL_QUOTE_HOWTO}."
+        )
     return PackageQuote(
         offer_id=offer.id,
         gpu_model=offer.gpu_model,
@@ -257,6 +282,7 @@ def package_quote(
         cost_per_accepted_usd_minor=cost,
         rounding_rule=ROUNDING_RULE,
         note=" ".join(notes),
+        placeholder=offer.placeholder,
     )
 
 

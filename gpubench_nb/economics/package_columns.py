@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpubench_nb import formats
 from gpubench_nb.economics.offers import (
     Offer,
     PackageQuote,
@@ -50,6 +51,7 @@ def fill_package_columns(
     statement = (
         f"package: one spend of {quote.package_total_usd_minor} cents ({quote.offer_id}, "
         f"{quote.days} days x {quote.lots} lot(s)) for the whole experiment, not per run (R5.3)"
+        + (f" [{formats.PLACEHOLDER_MARK}: example price]" if quote.placeholder else "")
     )
     acceptance = variant_acceptance(rows)
     filled = []

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from gpubench_nb import formats
+
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
     import pandas
 
@@ -36,6 +38,9 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
                     "days": offer["days"],
                     "lots": offer["lots"],
                     "package_total_usd_minor": offer["package_total_usd_minor"],
+                    "price": formats.price(  # marked when the offer is an example (issue 24)
+                        offer["package_total_usd_minor"], placeholder=bool(offer.get("placeholder"))
+                    ),
                     "on this hardware": (offer.get("attribution") or {}).get("reason"),
                     "accepted_results": cell["accepted_results"],
                     "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],

@@ -8,6 +8,11 @@ Grammar (whitespace ignored, case-sensitive)::
            | "error"    raise InjectedFault (a RuntimeError)
            | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
            | "hang"     sleep forever (for dead-kernel / timeout handling)
+           | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
+                        raised at the next device synchronisation (``surface_pending``), or at
+                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would (issue 23 §5)
+           | "delay:" SECONDS   sleep SECONDS (> 0, at most 3600) and go on: a genuinely slow
+                        run inside the timed pass, not a failure (issue 24 §5, R3.6)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
            | "load"       inside the timed load phase, before the backend loads
     FILTER = "variant:" ID                the variant id (e.g. b4)
@@ -16,7 +21,9 @@ Grammar (whitespace ignored, case-sensitive)::
            | "pass:" ("measured" | "warmup" | "any")   which pass; default "measured"
 
 Examples: ``oom@batch:3`` (every measured pass), ``oom@batch:3@variant:b4@phase:warm@run:2``,
-``crash@load@variant:b8``, ``error@batch:1@pass:warmup;hang@batch:2@variant:b1``.
+``crash@load@variant:b8``, ``error@batch:1@pass:warmup;hang@batch:2@variant:b1``,
+``delay:1.5@batch:1@variant:b64@phase:warm@run:3`` (run 3 of b64's warm runs is 1.5 s slower;
+a batch site sleeps inside the timed pass, a load site inside the timed load).
 
 A filter only matches when the caller states that field: a fault scoped to ``variant:b4`` never
 fires in a pass whose variant is unknown. The plan is resolved once, before the timer starts, so
@@ -25,6 +32,7 @@ an unset variable costs one truthiness check per batch.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -34,7 +42,8 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.records import MEASURED_PHASES
 
 ENV_VAR = "GPUBENCH_FAULT"
-KINDS = ("oom", "error", "crash", "hang")
+KINDS = ("oom", "error", "crash", "hang", "delay", "cudaerror")
+MAX_DELAY_SECONDS = 3600.0
 PASSES = ("measured", "warmup", "any")
 CRASH_EXIT_CODE = 13
 
@@ -47,6 +56,25 @@ class InjectedFault(RuntimeError):
     """The exception raised by an ``error@...`` fault."""
 
 
+class InjectedDeviceError(RuntimeError):
+    """The exception of a ``cudaerror@...`` fault; its text reads as a CUDA error does."""
+
+
+_PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
+
+
+def clear_pending() -> None:
+    """Forget launched errors (tests only: a real CUDA error lasts as long as the process)."""
+    _PENDING.clear()
+
+
+def surface_pending() -> None:
+    """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
+    error, as CUDA's: it stays until the process ends)."""
+    if _PENDING:
+        raise _PENDING[0]
+
+
 @dataclass(frozen=True)
 class Fault:
     kind: str
@@ -57,6 +85,7 @@ class Fault:
     run: int | None = None
     pass_kind: str = "measured"
     spec: str = ""
+    seconds: float | None = None  # "delay" only: how long the pass sleeps
 
     def matches(
         self, *, variant: str | None, phase: str | None, run: int | None, pass_kind: str | None
@@ -84,6 +113,27 @@ def _positive_int(spec: str, name: str, value: str) -> int:
     return int(value)
 
 
+def _kind_and_seconds(spec: str, kind: str) -> tuple[str, float | None]:
+    """``oom`` -> ("oom", None); ``delay:1.5`` -> ("delay", 1.5); anything else is refused."""
+    name, sep, value = kind.partition(":")
+    if name not in KINDS:
+        raise _bad(spec, f"kind {name!r} is not one of {list(KINDS)}")
+    if name != "delay":
+        if sep:
+            raise _bad(spec, f"kind {name!r} takes no value, got {kind!r}")
+        return name, None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds <= MAX_DELAY_SECONDS):  # NaN and inf fail too
+        raise _bad(
+            spec,
+            f"delay needs SECONDS > 0 and <= {MAX_DELAY_SECONDS:g} ('delay:1.5'), got {value!r}",
+        )
+    return name, seconds
+
+
 def parse_faults(text: str | None) -> tuple[Fault, ...]:
     """Parse a GPUBENCH_FAULT value; empty or ``None`` means no fault."""
     faults = []
@@ -92,12 +142,11 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         if not spec:
             continue
         kind, *parts = spec.split("@")
-        if kind not in KINDS:
-            raise _bad(spec, f"kind {kind!r} is not one of {list(KINDS)}")
+        kind, seconds = _kind_and_seconds(spec, kind)
         if not parts:
             raise _bad(spec, "a SITE ('batch:N' or 'load') is required")
         site, *filters = parts
-        fields: dict[str, object] = {"kind": kind, "spec": spec}
+        fields: dict[str, object] = {"kind": kind, "spec": spec, "seconds": seconds}
         if site == "load":
             fields["site"] = "load"
         elif site.startswith("batch:"):
@@ -169,7 +218,15 @@ class FaultPlan:
 
 
 def trigger(fault: Fault, where: str) -> None:
-    """Make ``fault`` happen now; ``where`` says where, for the message (never returns)."""
+    """Make ``fault`` happen now; ``where`` says where, for the message.
+
+    Only ``delay`` (after sleeping, so the caller's timer counts the sleep) and ``cudaerror``
+    without CUDA_LAUNCH_BLOCKING=1 (which only launches its error) return; every other kind
+    raises, kills the process or never returns.
+    """
+    if fault.kind == "delay":
+        time.sleep(fault.seconds or 0.0)
+        return
     message = f"injected by {ENV_VAR}={fault.spec} at {where}"
     if fault.kind == "oom":
         import torch
@@ -177,6 +234,12 @@ def trigger(fault: Fault, where: str) -> None:
         raise torch.cuda.OutOfMemoryError(f"CUDA out of memory ({message})")
     if fault.kind == "error":
         raise InjectedFault(message)
+    if fault.kind == "cudaerror":
+        error = InjectedDeviceError(f"CUDA error: device-side assert triggered ({message})")
+        if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":
+            raise error  # synchronous launches: the error shows at its own batch
+        _PENDING.append(error)
+        return
     if fault.kind == "crash":
         os._exit(CRASH_EXIT_CODE)
     while True:  # "hang": only an outside timeout or kill ends this

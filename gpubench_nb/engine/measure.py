@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -12,7 +14,8 @@ from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
-from gpubench_nb.engine.faults import FaultPlan, trigger
+from gpubench_nb.engine.clocks import sampler_for
+from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
@@ -33,6 +36,7 @@ class PassResult:
     item_count: int | None = None
     tokens_processed: int | None = None  # where the backend counts them (tokens/s)
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
+    gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
 
     @property
     def ok(self) -> bool:
@@ -111,6 +115,8 @@ def measure_pass(
     faults: FaultPlan | None = None,
     pass_kind: str = "measured",
     reader: Callable[[], Any] | None = None,
+    sampler: Any = None,
+    prepared: dict[str, Any] | None = None,
 ) -> PassResult:
     """Classify ``corpus`` once with ``backend`` at ``settings`` and time the declared scope.
 
@@ -121,16 +127,28 @@ def measure_pass(
     default: the backend device's probe). Any exception -- ``torch.OutOfMemoryError``
     included -- becomes a failed observation (R3.6, R5.8), and no predictions file is left.
     ``predictions_path=None`` writes nothing (only for passes whose output is not kept).
+    ``sampler`` (default: ``clocks.sampler_for(device)`` for a measured pass on a GPU) samples
+    clocks, power and energy on its own thread, started just before the timer and stopped just
+    after it (issue 23 §3). A CUDA error is located truthfully: it surfaces at a
+    synchronisation after the kernel that caused it, so the note names the batches launched
+    since the last one (issue 23 §5).
+    ``prepared``: a dict kept by the caller across the passes of one process; in the
+    ``processing`` scope the tokenisation and the batches are built on the first pass and
+    reused by the next (issue 25: they do not change between passes, and stay outside the
+    timer). In ``end_to_end`` they are inside the timer (R3.1), so redone every pass.
     """
     import torch
 
     check_scope(scope)
+    if sampler is None and pass_kind == "measured":
+        sampler = sampler_for(backend.device)
     path = None if predictions_path is None else Path(predictions_path)
     if path is not None:
         # A stale file from an earlier (e.g. warm-up) pass must never stand in for this one.
         path.unlink(missing_ok=True)
     probe = probe if probe is not None else probe_for(backend.device)
-    watch = Stopwatch(clock, sync if sync is not None else synchronizer(backend.device))
+    track = SyncTracker(sync if sync is not None else synchronizer(backend.device))
+    watch = Stopwatch(clock, track)
     batch_faults = (faults if faults is not None else FaultPlan.from_env()).batch_faults(pass_kind)
     reader = reader if reader is not None else _default_reader(corpus)
     context = settings.context
@@ -140,18 +158,26 @@ def measure_pass(
     total_batches: int | str = "?"
     try:
         if scope == "processing":
-            stage = "tokenisation"
-            items, ids = corpus.texts, corpus.ids
-            tokenized = backend.tokenize(items, context)
-            stage = "batch building"
-            batches = backend.batches(tokenized, settings.batch, settings.batching)
+            ids = corpus.ids
+            key = (id(backend), corpus.revision, context, settings.batch, settings.batching)
+            if prepared is not None and prepared.get("key") == key:
+                tokenized, batches = prepared["tokenized"], prepared["batches"]
+            else:
+                stage = "tokenisation"
+                tokenized = backend.tokenize(corpus.texts, context)
+                stage = "batch building"
+                batches = backend.batches(tokenized, settings.batch, settings.batching)
+                if prepared is not None:
+                    prepared.update(key=key, tokenized=tokenized, batches=batches)
             total_batches = len(batches)
             _settle()
             probe.begin()
+            _start(sampler)
             watch.start()
         else:
             _settle()
             probe.begin()
+            _start(sampler)
             watch.start()
             stage = "reading the corpus"
             current = reader()
@@ -165,11 +191,14 @@ def measure_pass(
         outputs = []
         with torch.inference_mode():
             for number, batch in enumerate(batches, 1):
+                track.batch = number
                 if batch_faults and number in batch_faults:
                     trigger(batch_faults[number], f"batch {number} of {total_batches}")
                 outputs.append(backend.predict(batch))
+        stage = "synchronisation"
         if scope == "processing":
             elapsed = watch.stop()
+            _stop(sampler)
             memory = probe.end()
             stage = "writing predictions"
             labels = _labels(backend, batches, outputs, len(ids))
@@ -181,6 +210,7 @@ def measure_pass(
             if path is not None:
                 write_text_atomic(path, prediction_lines(ids, labels))
             elapsed = watch.stop()
+            _stop(sampler)
             memory = probe.end()
             if current.revision != corpus.revision:
                 raise CorpusError(
@@ -189,9 +219,11 @@ def measure_pass(
                     rule="R1.1",
                 )
     except Exception as exc:
+        _stop(sampler)
         if path is not None:
             path.unlink(missing_ok=True)
-        return _failed(exc, probe, tokenized, stage, number, total_batches)
+        where = _where(exc, stage, number, total_batches, track)
+        return _failed(exc, probe, tokenized, where, _telemetry(sampler))
     return PassResult(
         elapsed_seconds=elapsed,
         memory=memory,
@@ -204,11 +236,70 @@ def measure_pass(
         off_label_answers=sum(1 for label in labels if label not in backend.classes)
         if hasattr(backend, "off_label_answer")
         else None,
+        gpu_telemetry=_telemetry(sampler),
+    )
+
+
+class SyncTracker:
+    """The stopwatch's device synchronise, remembering after which batch it last ran: a CUDA
+    error surfaces at the first synchronisation after the failing kernel, so the batches
+    launched since the previous one are where it may have come from (issue 23 §5)."""
+
+    def __init__(self, sync: Callable[[], None]) -> None:
+        self._sync = sync
+        self.batch = 0  # the batch being launched (0: none yet)
+        self.synced_after = 0  # the last batch completed by a successful synchronise
+
+    def __call__(self) -> None:
+        self._sync()
+        surface_pending()  # an injected asynchronous error surfaces here, as a real one would
+        self.synced_after = self.batch
+
+
+def _start(sampler: Any) -> None:
+    if sampler is not None:
+        sampler.start()
+
+
+def _stop(sampler: Any) -> None:
+    if sampler is not None:
+        with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
+            sampler.stop()
+
+
+def _telemetry(sampler: Any) -> dict | None:
+    if sampler is None or not getattr(sampler, "observable", False):
+        return None
+    return sampler.summary()
+
+
+def _where(exc: Exception, stage: str, number: int, total: int | str, track: SyncTracker) -> str:
+    """Where the failure showed. A device (CUDA) error is asynchronous: it names the
+    synchronisation or the launch where it surfaced and the batches launched since the last
+    successful synchronisation, never "batch N" as if N had caused it (issue 23 §5)."""
+    synchronised = stage in ("synchronisation", "writing predictions") and number > 0
+    if failure_kind(exc) != "device" or not (stage == "forward" or synchronised):
+        return f"batch {number} of {total}" if stage == "forward" else stage
+    if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":  # every launch synchronous
+        return (
+            f"batch {number} of {total} (a CUDA error; CUDA_LAUNCH_BLOCKING=1 makes every "
+            "launch synchronous, so the failing kernel is in this batch)"
+        )
+    first = track.synced_after + 1
+    launched = f"batch {first}" if first >= number else f"batches {first}-{number}"
+    if synchronised:
+        where = f"the synchronisation after batch {number} of {total}"
+    else:
+        where = f"the launch of batch {number} of {total}"
+    return (
+        f"{where} (a CUDA error surfaced there; CUDA reports errors asynchronously, so the "
+        f"failing kernel was launched in {launched}, since the last synchronisation; a rerun "
+        "with CUDA_LAUNCH_BLOCKING=1 outside the schedule locates it)"
     )
 
 
 def _failed(
-    exc: Exception, probe: Any, tokenized: Any, stage: str, number: int, total: int | str
+    exc: Exception, probe: Any, tokenized: Any, where: str, telemetry: dict | None = None
 ) -> PassResult:
     """The failed observation: elapsed empty, the memory readings taken so far (R5.8)."""
     import torch
@@ -220,7 +311,6 @@ def _failed(
             memory = probe.partial()
         except Exception:
             memory = NOT_RECORDED
-    where = f"batch {number} of {total}" if stage == "forward" else stage
     message = " ".join(str(exc).split())[:500]
     error = f"{type(exc).__name__}: {message}"
     if isinstance(exc, torch.cuda.OutOfMemoryError):
@@ -246,4 +336,5 @@ def _failed(
         notes=(event,),
         predictions_path=None,
         item_count=None,
+        gpu_telemetry=telemetry,
     )

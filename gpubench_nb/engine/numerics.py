@@ -41,8 +41,67 @@ def _read(getter: Callable[[], Any]) -> Any:
     return value if isinstance(value, (bool, int, float, str)) or value is None else str(value)
 
 
-def numeric_settings(torch_module: Any = None, environ: Mapping[str, str] | None = None) -> dict:
-    """What changes a number in this process, as JSON-able values (R2.4)."""
+def _libc_getenv(name: str) -> str | None:
+    """The process's C-level environment variable ``name``: torch sets CUDA_MODULE_LOADING
+    with C ``setenv`` when it initialises CUDA, which Python's ``os.environ`` (a copy taken at
+    start-up) never sees."""
+    import ctypes
+
+    try:
+        getenv = ctypes.CDLL(None).getenv
+    except (OSError, AttributeError):
+        return os.environ.get(name)
+    getenv.restype = ctypes.c_char_p
+    getenv.argtypes = (ctypes.c_char_p,)
+    value = getenv(name.encode())
+    return None if value is None else value.decode(errors="replace")
+
+
+def module_loading(
+    cuda: Any = None,
+    *,
+    getenv: Callable[[str], str | None] = _libc_getenv,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The effective ``CUDA_MODULE_LOADING`` (issue 23 §4), read after CUDA is initialised:
+    ``{"effective", "at_start", "source"}``. ``at_start`` is what the process was started
+    with (``os.environ``); torch sets ``LAZY`` at CUDA initialisation when it was unset.
+    Before CUDA is initialised (or on CPU) the effective value is ``"not observable"``."""
+    env = os.environ if environ is None else environ
+    at_start = env.get("CUDA_MODULE_LOADING")
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda
+    try:
+        initialised = bool(cuda.is_initialized())
+    except Exception:
+        initialised = False
+    if not initialised:
+        return {
+            "effective": NOT_OBSERVABLE,
+            "at_start": at_start,
+            "source": "CUDA not initialised in this process",
+        }
+    effective = getenv("CUDA_MODULE_LOADING")
+    if effective is None:
+        source = "unset after CUDA initialisation: the driver's default (LAZY from CUDA 12.2)"
+        effective = NOT_OBSERVABLE
+    elif at_start == effective:
+        source = "set before the process started"
+    else:
+        source = "set by torch when it initialised CUDA"
+    return {"effective": effective, "at_start": at_start, "source": source}
+
+
+def numeric_settings(
+    torch_module: Any = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    getenv: Callable[[str], str | None] = _libc_getenv,
+) -> dict:
+    """What changes a number in this process, as JSON-able values (R2.4). Call it after
+    CUDA is initialised, so that ``cuda_module_loading`` is the effective mode."""
     if torch_module is None:
         import torch as torch_module
     torch = torch_module
@@ -66,7 +125,10 @@ def numeric_settings(torch_module: Any = None, environ: Mapping[str, str] | None
         "cudnn_benchmark": _read(lambda: cudnn.benchmark),
         "deterministic_algorithms": _read(torch.are_deterministic_algorithms_enabled),
         "cpu_threads": _read(torch.get_num_threads),
-        "environment": {name: env.get(name) for name in ENV_VARS},  # None = unset
+        "environment": {name: env.get(name) for name in ENV_VARS},  # None = unset at start
+        "cuda_module_loading": module_loading(
+            getattr(torch, "cuda", object()), getenv=getenv, environ=env
+        ),
     }
 
 
@@ -90,8 +152,14 @@ def numerics_note(settings: Mapping[str, Any]) -> str:
     env = settings.get("environment") or {}
     env_text = " ".join(
         f"{name}={'unset' if env.get(name) is None else env.get(name)}"
-        for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
+        for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF")
     )
+    loading = settings.get("cuda_module_loading")
+    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init (issue 23 §4)
+        env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
+    else:  # a record written before issue 23: the variable as the process started
+        cml = env.get("CUDA_MODULE_LOADING")
+        env_text += f" CUDA_MODULE_LOADING={'unset' if cml is None else cml}"
     others = [
         f"{name}={value}"
         for name, value in env.items()

@@ -22,6 +22,7 @@ from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
+from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.interrupt import (
     Interrupted,
     interruption_note,
@@ -319,6 +320,18 @@ def run_experiment(
                 write_schedule(bundle_dir, experiment, schedule)
                 if on_progress:  # `number - 1` runs are finished, the last one included
                     on_progress(run, number + 1, len(todo))
+            # Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an
+            # untimed rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row).
+            for run in todo:
+                if needs_diagnosis(_read_record(bundle_dir, run)):
+                    diagnose_run(
+                        experiment.source,
+                        run.variant_id,
+                        run.phase,
+                        run.run_index,
+                        bundle_dir,
+                        timeout_seconds=run_timeout_seconds,
+                    )
 
             execute_notebook(
                 "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import (
     capture_environment,
     environment_notes,
@@ -18,6 +19,7 @@ from gpubench_nb.engine.environment import (
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import (
     LOAD_SCOPE,
     Stopwatch,
@@ -38,9 +40,18 @@ PHASES = MEASURED_PHASES  # load is timed inside every run (R3.2)
 DIED = "the process ended before the run finished (dead kernel, crash or timeout)"
 
 
+# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
+# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps
+# (issue 23 §6): part of what a fresh process pays, reported with the cold row.
+CUBLAS_NOTE = (
+    "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
+    "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
+)
+
+
 def _phase_note(phase: str, warmups: int) -> str:
     if phase == Phase.COLD:
-        return "phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7)"
+        return f"phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7); {CUBLAS_NOTE}"
     return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
 
 
@@ -64,8 +75,10 @@ class LoadOutcome:
     backend: Any = None
     load_seconds: float | None = None
     memory: MemoryReading = NOT_RECORDED
+    import_seconds: float | None = None
     fingerprint_seconds: float | None = None
     cuda_context_seconds: float | None = None
+    residency: dict[str, Any] | None = None
     error: str | None = None
     event: str | None = None
 
@@ -77,25 +90,32 @@ def _load(
     plan: FaultPlan,
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
 ) -> LoadOutcome:
-    """Create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
+    """Import, create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
 
     ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
     files that differ from the lock are refused (R1.3, raised) before they are loaded.
 
-    Three figures, in this order and never inside each other: ``cuda_context_seconds``
-    (context creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
+    Four figures, in this order and never inside each other: ``import_seconds`` (importing
+    every module the backend's load uses, issue 23 §1), ``cuda_context_seconds`` (context
+    creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
     ``load_seconds`` (reading each file once and placing it on the device, synchronised, with
-    its R3.8 memory readings). No forward pass runs here. A failure is returned, not raised:
-    out of memory is R5.8 and keeps the readings taken so far, anything else is R3.6.
+    its R3.8 memory readings). Just before the load clock the page-cache residency of the files
+    is recorded (``residency``; fingerprinting has just read them). No forward pass runs here.
+    A failure is returned, not raised: out of memory is R5.8 and keeps the readings taken so
+    far, anything else is R3.6.
     """
-    import torch
-
-    from gpubench_nb.engine.backends import fingerprints_for, load_backend
+    started = time.perf_counter_ns()
+    from gpubench_nb.engine.backends.imports import import_backend_modules
 
     out = LoadOutcome()
-    stage = "CUDA context creation"
+    stage = "imports"
     probe = None
     try:
+        import_backend_modules(exp.model, exp.tokenizer)
+        out.import_seconds = (time.perf_counter_ns() - started) / 1e9
+        from gpubench_nb.engine.backends import fingerprints_for, load_backend, revision_files
+
+        stage = "CUDA context creation"
         out.cuda_context_seconds = cuda_context_seconds(device)
         stage = "fingerprinting"
         started = time.perf_counter_ns()
@@ -104,6 +124,8 @@ def _load(
         if check_frozen is not None:
             check_frozen(revisions)
         stage = "load"
+        model_files, tokenizer_files = revision_files(exp.model, exp.tokenizer)
+        out.residency = residency(dict.fromkeys([*model_files, *tokenizer_files]))
         probe = probe_for(device)
         watch = Stopwatch(sync=synchronizer(device))
         probe.begin()
@@ -129,7 +151,7 @@ def _load(
         out.memory = _readings_so_far(probe)
         message = " ".join(str(exc).split())[:500]
         out.error = f"load failed: {type(exc).__name__}: {message}"
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
+        if _is_oom(exc):
             out.event = (
                 f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
                 "(never 0); memory readings taken so far kept; no pass was run"
@@ -137,6 +159,41 @@ def _load(
         else:
             out.event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
     return out
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError)
+
+
+def _generation_facts(record: dict[str, Any], notes: list[str]) -> None:
+    """A causal LM's effective generation config, top-level in run.json and in the notes
+    (R2.5, issue 23 §7): only declared options; the folder's others are named as overridden."""
+    described = record.get("backend") or {}
+    if "generation_config_effective" not in described:
+        return
+    effective = described["generation_config_effective"]
+    overridden = described.get("generation_config_folder_overridden") or []
+    record["generation_config_effective"] = effective
+    record["generation_config_folder_overridden"] = overridden
+    options = " ".join(f"{k}={v}" for k, v in sorted(effective.items()))
+    notes.append(
+        f"R2.5 generation config effective: {options}; model folder options overridden: "
+        + (", ".join(overridden) or "none")
+    )
+
+
+def _seconds_note(loaded: LoadOutcome) -> str:
+    """The figures kept apart from load_seconds, for the notes (R3.2, issue 23 §1)."""
+
+    def text(value: float | None) -> str:
+        return "not recorded" if value is None else f"{value:.3f} s"
+
+    return (
+        f"outside the load clock: imports {text(loaded.import_seconds)}, CUDA context "
+        f"{text(loaded.cuda_context_seconds)}, fingerprinting {text(loaded.fingerprint_seconds)}"
+    )
 
 
 def _readings_so_far(probe: Any) -> MemoryReading:
@@ -238,7 +295,9 @@ def _execute_run(
         "load_seconds": None,
         "memory": NOT_RECORDED.to_dict(),
         "load_memory": NOT_RECORDED.to_dict(),
+        "import_seconds": None,  # importing the backend's modules, before the load clock
         "fingerprint_seconds": None,  # SHA-256 of model + tokenizer files, outside the load
+        "weight_residency_at_load_start": None,  # page cache (engine/residency.py)
         "cuda_context_seconds": None,  # CUDA context creation, outside every timer; CPU: None
         "truncated_texts": None,
         "dropped_tokens": None,
@@ -250,6 +309,7 @@ def _execute_run(
     write_run(out, record)
 
     events: list[str] = []
+    load_facts: list[str] = []
     backend = device = None
     try:
         from gpubench_nb.engine.backends import resolve_device
@@ -276,9 +336,14 @@ def _execute_run(
         record.update(
             load_seconds=loaded.load_seconds,
             load_memory=loaded.memory.to_dict(),
+            import_seconds=loaded.import_seconds,
             fingerprint_seconds=loaded.fingerprint_seconds,
             cuda_context_seconds=loaded.cuda_context_seconds,
+            weight_residency_at_load_start=loaded.residency,
         )
+        load_facts = [_seconds_note(loaded)]
+        if loaded.residency is not None:
+            load_facts.append(residency_text(loaded.residency))
         if loaded.error is not None:
             record["error"] = loaded.error
             events.append(loaded.event or "")
@@ -288,6 +353,7 @@ def _execute_run(
             record["tokenizer_revision"] = backend.tokenizer_revision
             if hasattr(backend, "describe"):
                 record["backend"] = backend.describe()
+                _generation_facts(record, load_facts)
 
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
@@ -311,7 +377,10 @@ def _execute_run(
             off_label_answers=result.off_label_answers,
             predictions=PREDICTIONS_NAME if result.predictions_path is not None else None,
             error=result.error,
+            gpu_telemetry=result.gpu_telemetry,
         )
+        if result.gpu_telemetry is not None:
+            load_facts.append(telemetry_text(result.gpu_telemetry))
         events.extend(result.notes)
         if result.off_label_answers:
             events.append(
@@ -323,7 +392,13 @@ def _execute_run(
             _refuse_unless_frozen(exp, bundle_dir, record, {"corpus_revision": revision})
     env = finish_environment(env)
 
-    notes = [scope_note(exp.timing.scope), LOAD_SCOPE, _phase_note(phase, warmups), *events]
+    notes = [
+        scope_note(exp.timing.scope),
+        LOAD_SCOPE,
+        _phase_note(phase, warmups),
+        *load_facts,
+        *events,
+    ]
     if exp.model.prompt is not None:  # a prompted causal LM's generation options (R2.5)
         record["generation"] = exp.model.prompt.options()
         notes.insert(1, exp.model.prompt.note())
@@ -352,7 +427,9 @@ def _passes(
     warmups: int,
     reader: Any,
 ) -> PassResult:
-    """The declared warm-up passes (unrecorded), then the measured pass (R3.4)."""
+    """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
+    processing scope, tokenisation and batches are built once and reused (issue 25)."""
+    prepared: dict[str, Any] = {}
     for number in range(1, warmups + 1):
         warm = measure_pass(
             backend,
@@ -363,6 +440,7 @@ def _passes(
             faults=plan,
             pass_kind="warmup",
             reader=reader,
+            prepared=prepared,
         )
         if not warm.ok:
             predictions.unlink(missing_ok=True)
@@ -374,4 +452,6 @@ def _passes(
                 error=f"warm-up pass {number} of {warmups} failed: {warm.error}",
                 notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
             )
-    return measure_pass(backend, corpus, settings, scope, predictions, faults=plan, reader=reader)
+    return measure_pass(
+        backend, corpus, settings, scope, predictions, faults=plan, reader=reader, prepared=prepared
+    )

@@ -34,7 +34,7 @@ def quality_step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame
     bundle_dir = Path(bundle_dir)
     with bundle_writer(bundle_dir, "20_quality", step=True):
         exp = load_experiment(experiment)
-        corpus = load_experiment_corpus(exp, "eval")
+        corpus = load_experiment_corpus(exp, "eval", texts=False)  # acceptance: IDs, labels
         # R1.3, R1.1: the declaration and the corpus read are the frozen ones, or nothing runs.
         require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="20_quality")
         outcome = fill_quality(bundle_dir, corpus, exp.classes, exp.quality)

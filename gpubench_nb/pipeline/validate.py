@@ -6,16 +6,19 @@ from pathlib import Path
 from typing import TextIO
 
 from gpubench_nb.engine.backends.model_check import check_declared_model
+from gpubench_nb.pipeline.preflight import check_files, check_pricing, model_line
 from gpubench_nb.protocol.corpus import load_declared_corpora
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 
 
 def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
-    """Validate the YAML, its corpora (R1.4) and the model folder it declares (R1.1), writing
+    """Validate the YAML, every file it names (issue 25), its corpora (R1.4), the model folder
+    it declares (R1.1) and its pricing (R5.1), writing
     one summary line per part to ``out`` as each check passes (what passed stays shown when a
     later check refuses)."""
     exp = load_experiment(path)
+    check_files(exp)  # every file the YAML names, listed at once (issue 25)
     corpus, others = load_declared_corpora(exp)
     q = exp.quality
     print(f"experiment  {exp.experiment_id}  ({exp.source})", file=out)
@@ -26,6 +29,8 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
     print(f"model       {exp.model.backend} at {exp.model.path}", file=out)
     for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
         print(line, file=out)
+    if (line := model_line(exp, Path(path))) is not None:  # a preset not built yet
+        print(f"            {line}", file=out)
     print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}", file=out)
     variants = ", ".join(f"{v.id} ({exp.knob}={v.knob_value})" for v in exp.variants)
     print(f"variants    {variants}", file=out)
@@ -40,4 +45,6 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
         f"order {t.order}{seed}",
         file=out,
     )
+    pricing = check_pricing(exp)  # the offers table read as `run` will read it (R5.1)
+    print(f"pricing     {pricing or 'none declared (no package is priced, R5.5)'}", file=out)
     return exp

@@ -27,7 +27,8 @@ class Accepted:
 
     def text(self) -> str:
         """The verdict and where the checks are, as the CLI prints them."""
-        return f"{summarise(self.report)}\nchecks archived in {self.checks_path} (R1.6)"
+        where = self.checks_path.resolve()
+        return f"{summarise(self.report)}\nchecks archived in {where} (R1.6)"
 
 
 def accept_predictions(
@@ -43,7 +44,7 @@ def accept_predictions(
     exp = load_experiment(experiment_path)
     checks_path = _checks_path(exp, Path(predictions), checks)
     report = check_predictions(
-        load_experiment_corpus(exp, "eval"),
+        load_experiment_corpus(exp, "eval", texts=False),  # IDs and labels only (issue 25)
         Path(predictions),
         exp.classes,
         exp.quality,

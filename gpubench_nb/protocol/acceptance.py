@@ -15,7 +15,13 @@ from gpubench_nb.errors import CorpusError, PredictionsError, ProtocolError
 from gpubench_nb.protocol.experiment_spec import (
     METRICS,  # the metrics a declaration may name (R1.3)
 )
-from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_loads
+from gpubench_nb.protocol.ids import (
+    DuplicateKeyError,
+    id_key,
+    id_problem,
+    strict_json_line,
+    strict_json_loads,
+)
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
@@ -138,7 +144,7 @@ def _read(path: Path, class_index: dict[str, int]) -> tuple[list, list, list, li
     skipped: list[int] = []
     malformed: list[dict[str, Any]] = []
     add_id, add_label, class_of = ids.append, labels.append, class_index.get
-    loads = strict_json_loads  # a key given twice is refused, not "last one wins"
+    loads = strict_json_line  # a key given twice is refused, not "last one wins"
     with handle:
         try:
             for raw in handle:

@@ -49,13 +49,17 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     csv_path = root / layout.CSV_NAME
     declaration = lock["declaration"]
     try:
-        corpus = kept_corpus(root, declaration)
+        corpus = kept_corpus(root, declaration, texts=False)  # acceptance: IDs and labels
     except CorpusError as exc:
         return [str(exc)]
     if corpus.revision != lock["fingerprints"]["corpus_revision"]:
         problems.append("protocol/corpus: revision differs from the frozen corpus_revision (R1.1)")
-    if "corpus_identity" in lock and corpus.identity != lock["corpus_identity"]:
-        problems.append("protocol/corpus: identity differs from the frozen corpus_identity (R5.3)")
+    if "corpus_identity" in lock:  # the identity needs the texts: read them for it alone
+        with_texts = kept_corpus(root, declaration)
+        if with_texts.identity != lock["corpus_identity"]:
+            problems.append(
+                "protocol/corpus: identity differs from the frozen corpus_identity (R5.3)"
+            )
     # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
     # str.splitlines would also split on \x1c, \x85, U+2028 ...
     text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
@@ -131,9 +135,10 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
     return found
 
 
-def kept_corpus(root: Path, declaration: dict[str, Any]) -> Corpus:
+def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) -> Corpus:
     """The bundle's kept copy of its corpus (``protocol/corpus.*``), read as the lock declares
-    it; CorpusError naming the file when it is missing or unreadable (R5.6)."""
+    it (``texts=False``: IDs and labels only, as acceptance needs); CorpusError naming the file
+    when it is missing or unreadable (R5.6)."""
     corpus_decl = declaration["corpus"]
     kept = next((Path(root) / "protocol").glob("corpus.*"), None)
     if kept is None:
@@ -146,6 +151,7 @@ def kept_corpus(root: Path, declaration: dict[str, Any]) -> Corpus:
             text_field=corpus_decl["text_field"],
             label_field=corpus_decl["label_field"],
             classes=declaration["classes"],
+            texts=texts,
         )
     except CorpusError as exc:
         raise CorpusError(f"protocol/{kept.name}: the kept corpus cannot be read: {exc}") from None

@@ -23,6 +23,7 @@ REFERENCE_NAME = "reference.json"  # the reference value a bundle was judged aga
 RUN_NAME = "run.json"
 PREDICTIONS_NAME = "predictions.jsonl"
 CHECKS_NAME = "checks.json"
+DIAGNOSIS_NAME = "diagnosis.json"  # a CUDA_LAUNCH_BLOCKING=1 rerun of a device error, not a row
 
 
 def bundle_dir_for(output_dir: Path, experiment_id: str) -> Path:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import json
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -16,19 +13,30 @@ from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
-from gpubench_nb.protocol.ids import DuplicateKeyError, id_key, id_problem, strict_json_loads
+from gpubench_nb.protocol.corpus_file import (
+    HASH_CHUNK,
+    JsonStrings,
+    Problems,
+    Records,
+    Revision,
+    byte_lines,
+    canonical_record,
+    csv_records,
+    json_string,
+    jsonl_records,
+    looks_like_csv,
+    text_lines,
+)
+from gpubench_nb.protocol.ids import id_key, id_problem
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
-_BOM = b"\xef\xbb\xbf"
-# Version tag of the canonical form: changing the serialisation must change every revision.
-_CANONICAL_TAG = b"gpubench-nb corpus v1\n"
 _IDENTITY_TAG = b"gpubench-nb corpus identity v1\n"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class CorpusItem:
     id: str
-    text: str
+    text: str  # "" when the corpus was loaded without its texts (``Corpus.texts_kept``)
     label: str
 
 
@@ -39,6 +47,9 @@ class Corpus:
     path: Path
     items: tuple[CorpusItem, ...]
     revision: str
+    # False: loaded for acceptance, which reads IDs and labels only (issue 25: a 535 MB corpus
+    # held 3.3 GB); the revision is still that of the texts, checked while reading them.
+    texts_kept: bool = True
 
     def __post_init__(self) -> None:
         # Acceptance relies on this: a ledger lists each expected ID once (R1.2, R1.5), two IDs
@@ -57,6 +68,11 @@ class Corpus:
 
     @cached_property
     def texts(self) -> tuple[str, ...]:
+        if not self.texts_kept:
+            raise CorpusError(
+                f"corpus {self.path} was loaded without its texts (for acceptance); load it "
+                "with texts=True to classify it"
+            )
         return tuple(item.text for item in self.items)
 
     @cached_property
@@ -68,7 +84,12 @@ class Corpus:
 
     @cached_property
     def identity(self) -> str:
-        """What the corpus *is* (R5.3): :func:`corpus_identity` of its items."""
+        """What the corpus *is* (R5.3): :func:`corpus_identity` of its items (texts needed)."""
+        if not self.texts_kept:
+            raise CorpusError(
+                f"corpus {self.path} was loaded without its texts; its identity needs them "
+                "(load it with texts=True)"
+            )
         return corpus_identity(self.items)
 
 
@@ -80,14 +101,12 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
     without a BOM, CRLF or LF, any field names and any key order give the same revision for the
     same items in the same order; any change to an ID, a text, a label or the order changes it.
     """
-    digest = hashlib.sha256(_CANONICAL_TAG)
+    revision = Revision()
     for item in items:
-        record = json.dumps(
-            [item.id, item.text, item.label], ensure_ascii=False, separators=(",", ":")
-        )
-        digest.update(record.encode("utf-8"))
-        digest.update(b"\n")
-    return digest.hexdigest()
+        revision.pending.append(canonical_record(item.id, item.text, item.label))
+        if len(revision.pending) >= HASH_CHUNK:
+            revision.flush()
+    return revision.hexdigest()
 
 
 def corpus_identity(items: Sequence[CorpusItem]) -> str:
@@ -99,12 +118,7 @@ def corpus_identity(items: Sequence[CorpusItem]) -> str:
     one corpus (issue 22 §4). Each item is the compact JSON array ``[NFC id, text, label]``;
     the arrays are sorted, then hashed one per line after a version tag.
     """
-    records = sorted(
-        json.dumps(
-            [id_key(item.id), item.text, item.label], ensure_ascii=False, separators=(",", ":")
-        )
-        for item in items
-    )
+    records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
     digest = hashlib.sha256(_IDENTITY_TAG)
     for record in records:
         digest.update(record.encode("utf-8"))
@@ -120,99 +134,6 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
 
 # ---------------------------------------------------------------------------------------------
 # Reading
-
-
-def _decode_lines(path: Path, raw: bytes, problems: list[str]) -> str | None:
-    """Decode UTF-8 (BOM tolerated); list every line holding non-UTF-8 bytes (R1.1)."""
-    if raw.startswith(_BOM):
-        raw = raw[len(_BOM) :]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        pass
-    for number, line in enumerate(raw.split(b"\n"), start=1):
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            problems.append(
-                f"line {number} [R1.1]: bytes that are not UTF-8 at byte {exc.start + 1} of the "
-                f"line ({line[exc.start : exc.start + 4]!r}); re-save the file as UTF-8"
-            )
-    return None
-
-
-def _records_jsonl(
-    text: str, fields: tuple[str, str, str], problems: list[str]
-) -> list[tuple[int, dict[str, Any]]]:
-    records = []
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not open a new one
-    for number, line in enumerate(lines, start=1):
-        line = line.removesuffix("\r")  # CRLF tolerated
-        if not line.strip():
-            problems.append(f"line {number}: blank line; remove it (one JSON object per line)")
-            continue
-        try:
-            obj = strict_json_loads(line)
-        except DuplicateKeyError as exc:
-            problems.append(
-                f"line {number}: {exc}; a record gives each field once (JSON would keep the last "
-                "silently)"
-            )
-            continue
-        except ValueError as exc:
-            problems.append(f"line {number}: not valid JSON ({exc}); fix or remove the line")
-            continue
-        if not isinstance(obj, dict):
-            problems.append(
-                f"line {number}: a JSON {type(obj).__name__}, not an object; write one "
-                f'{{"{fields[0]}": ..., "{fields[1]}": ..., "{fields[2]}": ...}} per line'
-            )
-            continue
-        records.append((number, obj))
-    return records
-
-
-def _records_csv(
-    text: str, fields: tuple[str, str, str], problems: list[str]
-) -> list[tuple[int, dict[str, Any]]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
-    try:
-        header = next(reader)
-    except StopIteration:
-        return []
-    except csv.Error as exc:
-        problems.append(f"line 1: unreadable CSV header ({exc})")
-        return []
-    if len(set(header)) != len(header):
-        twice = sorted({name for name in header if header.count(name) > 1})
-        problems.append(f"line 1: header names {twice} appear more than once; rename them")
-        return []
-    absent = [name for name in fields if name not in header]
-    if absent:
-        problems.append(
-            f"line 1: header lacks the declared field(s) {absent} (header: {header}); fix "
-            "corpus.id_field / text_field / label_field or the header"
-        )
-        return []
-    records = []
-    start = reader.line_num + 1
-    try:
-        for row in reader:
-            if not row or row == [""]:
-                problems.append(f"line {start}: blank line; remove it (one record per line)")
-            elif len(row) != len(header):
-                problems.append(
-                    f"line {start}: {len(row)} fields where the header has {len(header)}; "
-                    "quote fields that contain commas, quotes or newlines (RFC 4180)"
-                )
-            else:
-                records.append((start, dict(zip(header, row, strict=True))))
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        problems.append(f"line {start}: unreadable CSV ({exc}); check the quoting")
-    return records
 
 
 def _clean_text(value: str) -> str:
@@ -237,108 +158,180 @@ def load_corpus(
     text_field: str = "text",
     label_field: str = "label",
     classes: Sequence[str] | None = None,
+    key: str = "corpus.path",
+    texts: bool = True,
 ) -> Corpus:
     """Load a JSONL or CSV corpus; refuse it, listing every problem with its line (R1.1, R1.2).
 
     Refused: bytes that are not UTF-8, unreadable records, missing fields, empty or
     whitespace-padded IDs, duplicate IDs, missing or empty texts, labels outside ``classes``.
     Texts are kept verbatim (only CRLF becomes LF): any shortening is the backend's, and is
-    counted there (R2.3).
+    counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
+    ...): a file that cannot be read is reported under it. The file is read as a stream;
+    ``texts=False`` checks and fingerprints the texts but does not keep them (acceptance reads
+    IDs and labels only: memory stays near the file's size, issue 25).
     """
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
         raise CorpusError(
             f"{path}: corpus format {fmt!r} is not supported; use 'jsonl' or 'csv'", rule="R1.1"
         )
+    fields = (id_field, text_field, label_field)
     try:
-        raw = path.read_bytes()
+        with open(path, "rb") as handle:
+            head = handle.readline(4096)
+        problems = Problems()
+        try:
+            if fmt == "jsonl":
+                records = jsonl_records(text_lines(path), fields, problems)
+            else:
+                records = csv_records(path, fields, problems)
+            items, revision = _checked_items(records, fields, classes, problems, texts)
+        except UnicodeDecodeError:  # read again, naming every line that is not UTF-8 (R1.1)
+            problems = Problems()
+            if fmt == "jsonl":
+                records = jsonl_records(byte_lines(path, problems), fields, problems)
+                items, revision = _checked_items(records, fields, classes, problems, texts)
+            else:
+                for _ in byte_lines(path, problems):
+                    pass
+                items, revision = [], ""
     except OSError as exc:
         raise CorpusError(
-            f"cannot read corpus {path} ({exc.strerror or exc}); fix corpus.path", rule="R1.1"
+            f"{key}: cannot read the corpus file {path} ({exc.strerror or exc}); fix {key} in the "
+            "experiment YAML (a relative path there is relative to the YAML's folder)",
+            rule="R1.1",
         ) from exc
-
-    fields = (id_field, text_field, label_field)
-    problems: list[str] = []
-    text = _decode_lines(path, raw, problems)
-    records: list[tuple[int, dict[str, Any]]] = []
-    if text is not None:
-        reader = _records_jsonl if fmt == "jsonl" else _records_csv
-        records = reader(text, fields, problems)
-
-    allowed = None if classes is None else frozenset(classes)
-    first_line: dict[str, tuple[int, str]] = {}  # NFC key -> (line, ID as written)
-    items: list[CorpusItem] = []
-    for number, record in records:
-        item_id = record.get(id_field)
-        body = record.get(text_field)
-        label = record.get(label_field)
-        bad = False
-        if not isinstance(item_id, str):
-            what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
-            problems.append(
-                f"line {number} [R1.2]: field {id_field!r} is {what}; give every item "
-                "a unique string ID"
-            )
-            bad = True
-        elif (why := id_problem(item_id)) is not None:
-            problems.append(
-                f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
-                "non-empty, no surrounding whitespace, no control or line-separator character"
-            )
-            bad = True
-        elif not _encodable(item_id):
-            problems.append(f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode")
-            bad = True
-        elif (key := id_key(item_id)) in first_line:
-            first, first_id = first_line[key]
-            same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
-            problems.append(
-                f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
-                f"{first}); every ID must be unique"
-            )
-            bad = True
-        else:
-            first_line[key] = (number, item_id)
-        if not isinstance(body, str) or not body.strip():
-            what = "missing" if body is None else repr(body)[:40]
-            problems.append(
-                f"line {number}: text field {text_field!r} is {what}; every item "
-                "needs a non-empty text"
-            )
-            bad = True
-        elif not _encodable(body):
-            problems.append(f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)")
-            bad = True
-        if not isinstance(label, str) or not label:
-            what = "missing" if label is None else repr(label)[:40]
-            problems.append(
-                f"line {number} [R1.3]: label field {label_field!r} is {what}; "
-                "every item needs its verified gold label"
-            )
-            bad = True
-        elif allowed is not None and label not in allowed:
-            problems.append(
-                f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
-                f"{sorted(allowed)}; fix the label or declare the class"
-            )
-            bad = True
-        if not bad:
-            items.append(CorpusItem(item_id, _clean_text(body), label))
-
     if not problems and not items:
-        problems.append("the corpus holds no item; the evaluation needs at least one")
+        problems.add("empty", 0, "the corpus holds no item; the evaluation needs at least one")
     if problems:
-        listed = "; ".join(problems[:MAX_LISTED])
-        more = f"; ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        kinds = problems.lines()
+        if fmt == "jsonl" and looks_like_csv(head):
+            kinds.insert(
+                0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
+            )
+        listed = "; ".join(kinds[:MAX_LISTED])
+        more = (
+            f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
+        )
         raise CorpusError(
             f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
             rule="R1.1",
         )
-    return make_corpus(path, items)
+    return Corpus(path=path, items=tuple(items), revision=revision, texts_kept=texts)
 
 
-def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
-    """Load the declared ``eval``, ``train`` or ``tune`` split with the declared fields."""
+def _checked_items(
+    records: Records,
+    fields: tuple[str, str, str],
+    classes: Sequence[str] | None,
+    problems: Problems,
+    keep_texts: bool,
+) -> tuple[list[CorpusItem], str]:
+    """Check each record's ID, text and label; the items and the canonical revision."""
+    id_field, text_field, label_field = fields
+    allowed = None if classes is None else frozenset(classes)
+    first_line: dict[str, int] = {}  # NFC key -> line of first use
+    written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
+    items: list[CorpusItem] = []
+    revision = Revision()
+    pending, kinds = revision.pending, problems.kinds
+    label_json = JsonStrings()  # few labels, each escaped once (as _canonical would)
+    for number, record, escaped in records:
+        item_id = record.get(id_field)
+        body = record.get(text_field)
+        label = record.get(label_field)
+        bad = False
+        if type(item_id) is not str:
+            what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
+            problems.add(
+                f"id-{type(item_id).__name__}",
+                number,
+                f"line {number} [R1.2]: field {id_field!r} is {what}; give every item "
+                "a unique string ID",
+            )
+            bad = True
+        elif (
+            not (  # the usual ID, printable ASCII without an edge space (id_problem's own)
+                item_id.isascii()
+                and item_id.isprintable()
+                and item_id[:1] not in ("", " ")
+                and item_id[-1] != " "
+            )
+            and (why := id_problem(item_id)) is not None
+        ):
+            problems.add(
+                "id-form",
+                number,
+                f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
+                "non-empty, no surrounding whitespace, no control or line-separator character",
+            )
+            bad = True
+        elif escaped and not _encodable(item_id):
+            problems.add(
+                "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
+            )
+            bad = True
+        elif (key := item_id if item_id.isascii() else id_key(item_id)) in first_line:
+            first = first_line[key]
+            first_id = written.get(key, key)
+            same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
+            problems.add(
+                "id-duplicate",
+                number,
+                f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
+                f"{first}); every ID must be unique",
+            )
+            bad = True
+        else:
+            first_line[key] = number
+            if key is not item_id and key != item_id:
+                written[key] = item_id
+        if type(body) is not str or not body or body.isspace():  # no copy of the text
+            what = "missing" if body is None else repr(body)[:40]
+            problems.add(
+                "text-missing" if body is None else "text-empty",
+                number,
+                f"line {number}: text field {text_field!r} is {what}; every item "
+                "needs a non-empty text",
+            )
+            bad = True
+        elif escaped and not _encodable(body):
+            problems.add(
+                "text-unicode",
+                number,
+                f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
+            )
+            bad = True
+        if type(label) is not str or not label:
+            what = "missing" if label is None else repr(label)[:40]
+            problems.add(
+                "label-missing" if label is None else "label-empty",
+                number,
+                f"line {number} [R1.3]: label field {label_field!r} is {what}; "
+                "every item needs its verified gold label",
+            )
+            bad = True
+        elif allowed is not None and label not in allowed:
+            problems.add(
+                f"label-undeclared {label!r}",
+                number,
+                f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
+                f"{sorted(allowed)}; fix the label or declare the class",
+            )
+            bad = True
+        if not bad and not kinds:  # once refused, only the problems are still of use
+            text = body.replace("\r\n", "\n") if "\r" in body else body  # _clean_text
+            pending.append(f"[{json_string(item_id)},{json_string(text)},{label_json[label]}]")
+            if len(pending) >= HASH_CHUNK:
+                revision.flush()
+            items.append(CorpusItem(item_id, text if keep_texts else "", label))
+    return items, revision.hexdigest()
+
+
+def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True) -> Corpus:
+    """Load the declared ``eval``, ``train`` or ``tune`` split with the declared fields
+    (``texts=False``: IDs and labels only, for acceptance; see ``load_corpus``)."""
     spec = exp.corpus
     if split == "eval":
         path = spec.path
@@ -359,6 +352,8 @@ def load_experiment_corpus(exp: Any, split: str = "eval") -> Corpus:
         text_field=spec.text_field,
         label_field=spec.label_field,
         classes=exp.classes,
+        key="corpus.path" if split == "eval" else f"corpus.{split}",
+        texts=texts,
     )
 
 

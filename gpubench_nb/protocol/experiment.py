@@ -219,7 +219,7 @@ def _corpus(check: Checker, value: Any) -> CorpusSpec:
         for split in ("train", "tune")
     }
     fmt = check.choice("corpus.format", corpus.get("format", default_format), ("jsonl", "csv"))
-    _one_format(check, fmt, optional)
+    _one_format(check, fmt, {"path": path, **optional})
     return CorpusSpec(
         path=path,
         format=fmt,

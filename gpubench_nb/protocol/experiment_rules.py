@@ -77,17 +77,38 @@ def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:
 
 
 def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> None:
-    """One ``corpus.format`` reads every split: a train/tune file in another format is refused."""
-    for split, path in splits.items():
-        if path is None:
-            continue
-        looks = _SUFFIX_FORMATS.get(path.suffix.lower())
-        if looks is not None and looks != fmt:
-            check.fail(
-                f"corpus.{split}",
-                f"{path.name} looks like {looks.upper()} but corpus.format is {fmt!r}, and one "
-                "format reads every split (eval, train, tune)",
-                f"save the {split} split as {fmt.upper()} with the same field names "
-                f"(id_field, text_field, label_field), or convert the eval file to {looks}",
-                rule="R1.1",
-            )
+    """One ``corpus.format`` reads every split (``path`` is the eval file, then ``train``,
+    ``tune``). When every file's suffix names the same other format, the fix is the format
+    itself, said first; otherwise each odd file is named with its own fix (R1.1)."""
+    looks = {
+        split: _SUFFIX_FORMATS.get(path.suffix.lower())
+        for split, path in splits.items()
+        if path is not None
+    }
+    odd = {split: kind for split, kind in looks.items() if kind is not None and kind != fmt}
+    if not odd:
+        return
+    named = [split for split, kind in looks.items() if kind is not None]
+    kinds = set(odd.values())
+    if len(kinds) == 1 and set(odd) == set(named):
+        kind = kinds.pop()
+        files = ", ".join(splits[split].name for split in odd)  # type: ignore[union-attr]
+        check.fail(
+            "corpus.format",
+            f"{fmt!r} is declared but every corpus file is {kind.upper()} ({files})",
+            f"write corpus.format: {kind}",
+            rule="R1.1",
+        )
+        return
+    for split, kind in odd.items():
+        key = "corpus.path" if split == "path" else f"corpus.{split}"
+        what = "eval" if split == "path" else split
+        check.fail(
+            key,
+            f"{splits[split].name} looks like {kind.upper()} but corpus.format is {fmt!r}, and "  # type: ignore[union-attr]
+            "one format reads every file (eval, train, tune)",
+            f"save the {what} split as {fmt.upper()} with the same field names (id_field, "
+            f"text_field, label_field), or, if every file is {kind.upper()}, write "
+            f"corpus.format: {kind}",
+            rule="R1.1",
+        )

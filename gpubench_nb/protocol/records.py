@@ -189,6 +189,13 @@ class RunRecord(_Record):
     dropped_tokens: int | None
     tokens_processed: int | None
     off_label_answers: int | None
+    # Issue 23: figures kept apart from load_seconds, and what the GPU ran at (engine/clocks.py)
+    import_seconds: float | None
+    fingerprint_seconds: float | None
+    cuda_context_seconds: float | None
+    weight_residency_at_load_start: Mapping[str, Any] | None  # engine/residency.py
+    gpu_telemetry: GpuTelemetry | None  # the measured pass; None on CPU or before issue 23
+    generation_config_effective: Mapping[str, Any] | None  # causal_lm (R2.5)
     environment: Mapping[str, Any] = field(repr=False)
     data: Mapping[str, Any] = field(repr=False, compare=False)
 
@@ -218,8 +225,47 @@ class RunRecord(_Record):
             dropped_tokens=r.get("dropped_tokens", _INT),
             tokens_processed=r.get("tokens_processed", _INT),
             off_label_answers=r.get("off_label_answers", _INT),
+            import_seconds=r.get("import_seconds", _NUMBER),
+            fingerprint_seconds=r.get("fingerprint_seconds", _NUMBER),
+            cuda_context_seconds=r.get("cuda_context_seconds", _NUMBER),
+            weight_residency_at_load_start=r.get("weight_residency_at_load_start", _MAP),
+            gpu_telemetry=GpuTelemetry.from_reader(r, "gpu_telemetry"),
+            generation_config_effective=r.get("generation_config_effective", _MAP),
             environment=EnvironmentRecord.from_dict(environment, f"{where} (environment)").data,
             data=dict(data),
+        )
+
+
+@dataclass(frozen=True)
+class GpuTelemetry:
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass (issue 23).
+
+    ``flags`` are the sentences the report shows (throttled, low clock); ``energy_joules`` is
+    the energy counter's difference over the pass, None where it was not read."""
+
+    observable: bool
+    flags: tuple[str, ...]
+    energy_joules: float | None
+    throttled: bool | None
+    low_clock: bool | None
+    data: Mapping[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_reader(cls, parent: _Reader, key: str) -> GpuTelemetry | None:
+        value = parent.get(key, _MAP)
+        if value is None:
+            return None
+        r = parent.child(key, value)
+        energy = r.data.get("energy_joules")  # a number, or "not observable"
+        if energy is not None and not isinstance(energy, str):
+            energy = r.get("energy_joules", _NUMBER)
+        return cls(
+            observable=bool(r.flag("observable")),
+            flags=r.texts("flags"),
+            energy_joules=energy if isinstance(energy, float) else None,
+            throttled=r.flag("throttled"),
+            low_clock=r.flag("low_clock"),
+            data=dict(value),
         )
 
 
@@ -281,12 +327,17 @@ class EnvironmentRecord(_Record):
     gpu_uuids: tuple[str, ...]
     visible_gpu_uuids: tuple[str, ...]
     code_revision: str | None
+    cuda_module_loading: str | None  # effective, read after CUDA init (issue 23 §4)
     slurm: SlurmAllocation | None  # None: not measured inside a Slurm job (or an older bundle)
     data: Mapping[str, Any] = field(repr=False, compare=False)
 
     @classmethod
     def from_dict(cls, data: Any, where: str = ENVIRONMENT_NAME) -> EnvironmentRecord:
         r = _Reader(data, where, BundleError, "R2.4")
+        numerics = r.child("numerics", r.get("numerics", _MAP) or {})
+        loading = numerics.child(
+            "cuda_module_loading", numerics.get("cuda_module_loading", _MAP) or {}
+        )
         slurm = r.get("slurm", _MAP)
         return cls(
             captured_utc=r.get("captured_utc", _TEXT),
@@ -297,12 +348,13 @@ class EnvironmentRecord(_Record):
             gpu_uuids=r.texts("gpu_uuids"),
             visible_gpu_uuids=r.texts("visible_gpu_uuids"),
             code_revision=r.get("code_revision", _TEXT),
+            cuda_module_loading=loading.get("effective", _TEXT),
             slurm=None if slurm is None else SlurmAllocation.from_reader(r.child("slurm", slurm)),
             data=dict(data),
         )
 
 
-EMPTY_ENVIRONMENT = EnvironmentRecord(None, None, None, None, None, (), (), None, None, {})
+EMPTY_ENVIRONMENT = EnvironmentRecord(None, None, None, None, None, (), (), None, None, None, {})
 
 
 def read_environment(bundle_dir: Path) -> EnvironmentRecord:
@@ -360,6 +412,9 @@ class OfferEconomics:
     declared: bool
     attribution: Mapping[str, Any] | None  # None in economics.json written before the rule
     cells: tuple[OfferCell, ...]
+    # The offers table declares its prices invented examples (issue 24 §3); false in
+    # economics.json written before the field existed.
+    placeholder: bool = False
 
     def cell(self, variant_id: str) -> OfferCell | None:
         return next((c for c in self.cells if c.variant_id == variant_id), None)
@@ -427,6 +482,7 @@ class EconomicsRecord(_Record):
                     declared=bool(o.flag("declared")),
                     attribution=o.get("attribution", _MAP),
                     cells=tuple(cells),
+                    placeholder=bool(o.flag("placeholder")),
                 )
             )
         block = r.child("break_even", r.get("break_even", _MAP) or {})

@@ -25,6 +25,7 @@ from gpubench_nb.protocol.records import (
     read_run,
 )
 from gpubench_nb.protocol.yamlio import parse_yaml
+from gpubench_nb.report.conditions import run_conditions
 from gpubench_nb.report.stats import rows_to_frame
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
@@ -125,6 +126,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     """Add run.json's error and truncation and checks.json's reference comparison to a row."""
     folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
     run = read_run(folder)
+    telemetry = run.gpu_telemetry if run else None
     checks = _read_json(folder / CHECKS_NAME) or {}
     return {
         **row,
@@ -133,9 +135,14 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "dropped_tokens": run.dropped_tokens if run else None,
         "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
         "off_label_answers": run.off_label_answers if run else None,
+        # issue 23 §3: what the GPU ran at during the timed pass (engine/clocks.py)
+        "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
+        "energy_joules": telemetry.energy_joules if telemetry else None,
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
+        # load, busy processes, GPU processes, clocks at that moment (R2.5, issue 24 §2)
+        "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
 
 

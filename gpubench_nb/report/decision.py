@@ -21,8 +21,25 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import NOT_MEASURED
+from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import Bundle, load_bundles
+from gpubench_nb.report.conditions import (
+    RunConditions,
+    VariantConditions,
+    conditions_banner,
+    variant_conditions,
+)
+from gpubench_nb.report.verdict import (
+    DISTINGUISHABLE,
+    NOT_DISTINGUISHABLE,
+    OUTLIER_K,
+    RULE_TEXT,
+    TOO_FEW,
+    compare_runs,
+    outlier_fence,
+    outlier_indices,
+)
 
 PROTOCOL_REPEATS = 5  # R3.4: each variant measured five times
 TABLE_ID = "decision-table"
@@ -48,6 +65,18 @@ class Option:
     cost_per_accepted_usd_minor: int | None
     cost_note: str | None  # why there is no cost per accepted corpus
     lot_note: str | None = None  # GPUs billed but not used (R2.5)
+    warm_runs: tuple[int, ...] = ()  # run_index of each value of warm_seconds
+    warm_conditions: tuple[RunConditions | None, ...] = ()  # aligned with warm_seconds
+    conditions: VariantConditions | None = None  # over the warm runs (R2.5)
+    quality: str | None = None  # "macro_f1 0.781 (threshold 0.70)"
+    texts: int | None = None  # the corpus size: texts per pass
+    warm_tokens_per_second: float | None = None  # median, where the backend counts tokens
+    placeholder: bool = False  # the declared offer's prices are examples, not a quote
+
+    @property
+    def warm_outliers(self) -> tuple[int, ...]:
+        """Positions in warm_seconds beyond the variant's fence (verdict.outlier_fence)."""
+        return tuple(outlier_indices(self.warm_seconds))
 
     @property
     def warm_median_seconds(self) -> float | None:
@@ -118,6 +147,33 @@ def why_not(runs: Sequence[Mapping[str, Any]]) -> str | None:
     return "; ".join(f"{reason} ({n} of {total} runs)" for reason, n in reasons.items())
 
 
+def quality_text(runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """The declared metric's median over the measured runs against its threshold (R1.5)."""
+    values = [float(r["quality_value"]) for r in runs if r.get("quality_value") is not None]
+    if not values:
+        return None
+    metric = next((r.get("quality_metric") for r in runs if r.get("quality_metric")), "quality")
+    threshold = next(
+        (r.get("quality_threshold") for r in runs if r.get("quality_threshold") is not None), None
+    )
+    low, high = min(values), max(values)
+    spread = "" if low == high else f" ({formats.number(low)} – {formats.number(high)})"
+    text = f"{metric} {formats.number(statistics.median(values))}{spread}"
+    if threshold is None:
+        return text
+    sign = "≥" if low >= float(threshold) else "<" if high < float(threshold) else "vs"
+    return f"{text} {sign} {formats.number(float(threshold))}"
+
+
+def _median_tokens_per_second(warm: Sequence[Mapping[str, Any]]) -> float | None:
+    rates = [
+        float(r["tokens_processed"]) / float(r["elapsed_seconds"])
+        for r in warm
+        if r.get("tokens_processed") and r.get("elapsed_seconds")
+    ]
+    return statistics.median(rates) if rates else None
+
+
 def _cost(
     bundle: Bundle, variant: str, accepted: bool | None
 ) -> tuple[int | None, str | None, str | None]:
@@ -144,6 +200,8 @@ def bundle_options(bundle: Bundle) -> list[Option]:
     verdicts = bundle.verdicts()
     knob = bundle.declared("knob")
     values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or [] if knob}
+    rows = [{**r, "bundle": bundle.label} for r in bundle.rows]
+    conditions = {c.variant_id: c for c in variant_conditions(rows)}
     options = []
     for variant in dict.fromkeys(r["variant_id"] for r in bundle.rows):
         mine = [r for r in bundle.rows if r["variant_id"] == variant]
@@ -156,6 +214,7 @@ def bundle_options(bundle: Bundle) -> list[Option]:
 
         accepted = verdicts.get(str(variant), (False, None))[0]
         warm = [r for r in mine if r["phase"] == Phase.WARM and not _failed(r)]
+        texts = next((r.get("expected_ids") for r in measured if r.get("expected_ids")), None)
         cost, note, lot_note = _cost(bundle, str(variant), accepted)
         options.append(
             Option(
@@ -179,13 +238,47 @@ def bundle_options(bundle: Bundle) -> list[Option]:
                 cost_per_accepted_usd_minor=cost,
                 cost_note=note,
                 lot_note=lot_note,
+                warm_runs=tuple(int(r["run_index"]) for r in warm),
+                warm_conditions=tuple(r.get("conditions") for r in warm),
+                conditions=conditions.get(str(variant)),
+                quality=quality_text(measured),
+                texts=int(texts) if texts else None,
+                warm_tokens_per_second=_median_tokens_per_second(warm),
+                placeholder=bool(offer.placeholder) if offer else False,
             )
         )
     return options
 
 
-def _overlaps(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return a[0] <= b[1] and b[0] <= a[1]
+def fastest_sentence(fastest: Option, others: Sequence[Option]) -> str:
+    """The fastest accepted option, and against each other one the verdict of THE rule
+    (report.verdict.compare_runs, stated in the sentence); min–max stays shown (R3.5)."""
+    low, high = fastest.warm_range  # type: ignore[misc]
+    sentence = (
+        f"Fastest accepted option: {fastest.name}, median warm time per corpus "
+        f"{formats.seconds(fastest.warm_median_seconds)} ({formats.seconds(low)} – "
+        f"{formats.seconds(high)} over {len(fastest.warm_seconds)} runs)."
+    )
+    if not others:
+        return sentence
+    groups: dict[str, list[str]] = {}
+    for o in others:
+        verdict = compare_runs(fastest.warm_seconds, o.warm_seconds)
+        shown = (
+            f"{o.name} ({formats.seconds_range(o.warm_median_seconds, *o.warm_range)}; "  # type: ignore[misc]
+            f"{verdict.evidence()})"
+        )
+        groups.setdefault(verdict.verdict, []).append(shown)
+    if groups.get(DISTINGUISHABLE):
+        sentence += f" Faster than {', '.join(groups[DISTINGUISHABLE])}."
+    if groups.get(NOT_DISTINGUISHABLE):
+        sentence += (
+            f" Not distinguishable from {', '.join(groups[NOT_DISTINGUISHABLE])}: these runs "
+            "do not show which is faster."
+        )
+    if groups.get(TOO_FEW):
+        sentence += f" Too few runs to decide against {', '.join(groups[TOO_FEW])}."
+    return sentence + f" Rule: {RULE_TEXT} (R3.5, R3.6)."
 
 
 def decision_sentences(options: Sequence[Option]) -> list[str]:
@@ -209,11 +302,12 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
             f"{', '.join(o.variant_id for o in group)})"
             for bundle, group in by_bundle.items()
         ]
+        example = any(o.placeholder for o in cheapest)  # marked; how to fix: its own sentence
         out.append(
-            f"Cheapest accepted option: {' and, tied, '.join(names)} at {formats.usd(best)} per "
-            "accepted corpus: the whole package divided by the 1 distinct corpus accepted on "
-            "that hardware (R5.3). Every accepted variant of one package costs the same; speed "
-            "decides between them."
+            f"Cheapest accepted option: {' and, tied, '.join(names)} at "
+            f"{formats.price(best, placeholder=example)} per accepted corpus: the whole package "
+            "divided by the 1 distinct corpus accepted on that hardware (R5.3). Every accepted "
+            "variant of one package costs the same; speed decides between them."
         )
     else:
         why = sorted({o.cost_note for o in accepted if o.cost_note})
@@ -226,28 +320,7 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
         out.append("No accepted option has a timed warm run: no fastest option can be named.")
         return out
     fastest = min(timed, key=lambda o: o.warm_median_seconds)  # type: ignore[arg-type, return-value]
-    low, high = fastest.warm_range  # type: ignore[misc]
-    runs = len(fastest.warm_seconds)
-    sentence = (
-        f"Fastest accepted option: {fastest.name}, median warm time per corpus "
-        f"{formats.seconds(fastest.warm_median_seconds)} ({formats.seconds(low)} – "
-        f"{formats.seconds(high)} over {runs} runs)."
-    )
-    close = [
-        o
-        for o in timed
-        if o is not fastest and _overlaps(fastest.warm_range, o.warm_range)  # type: ignore[arg-type]
-    ]
-    if close:
-        sentence += (
-            f" Not distinguishable on these {runs} runs from "
-            + ", ".join(
-                f"{o.name} ({formats.seconds_range(o.warm_median_seconds, *o.warm_range)})"  # type: ignore[misc]
-                for o in close
-            )
-            + ": the min–max ranges overlap (R3.5)."
-        )
-    out.append(sentence)
+    out.append(fastest_sentence(fastest, [o for o in timed if o is not fastest]))
     for o in options:
         if (
             o.accepted is not True
@@ -271,10 +344,22 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
     return out
 
 
+def placeholder_sentences(options: Sequence[Option]) -> list[str]:
+    """Say that example prices are not prices, and how to enter a real quote (issue 24 §3)."""
+    examples = list(dict.fromkeys(str(o.offer_id) for o in options if o.placeholder))
+    if not examples:
+        return []
+    return [
+        f"Prices marked [{formats.PLACEHOLDER_MARK}] ({', '.join(examples)}) are invented "
+        f"examples from the offers table, not quotes: no cost here is a real cost; "
+        f"{REAL_QUOTE_HOWTO}, then rerun gpubench-nb run (no run is redone)."
+    ]
+
+
 def decision_view_of(bundles: Sequence[Bundle]) -> DecisionView:
     """The decision view of bundles already loaded."""
     options = [option for bundle in bundles for option in bundle_options(bundle)]
-    return DecisionView(options, decision_sentences(options))
+    return DecisionView(options, decision_sentences(options) + placeholder_sentences(options))
 
 
 def decision_view(
@@ -301,34 +386,69 @@ def _memory_text(option: Option) -> str:
     )
 
 
+# The first screen holds the whole table (1400 × 900): compact cells, and the words that
+# carry the answer kept on one line.
+_TABLE_STYLE = (
+    "<style>#decision-table{font-size:12px;line-height:1.25}"
+    "#decision-table td,#decision-table th{padding:3px 6px}</style>"
+)
+
+
 def _cost_text(option: Option) -> str:
     if option.cost_per_accepted_usd_minor is not None:
-        return formats.usd(option.cost_per_accepted_usd_minor)
+        return formats.price(option.cost_per_accepted_usd_minor, placeholder=option.placeholder)
     note = option.cost_note or ""
     return NOT_MEASURED if note.startswith(NOT_MEASURED) else note.split(":")[0]
+
+
+def _warm_text(o: Option) -> str:
+    """``500 ms (480 ms – 1.03 s), 5 runs; outlier: run 3``: the range stays (R3.5)."""
+    if not o.warm_seconds:
+        return formats.NOT_RECORDED
+    text = (
+        f"{formats.seconds_range(o.warm_median_seconds, *o.warm_range)}"  # type: ignore[misc]
+        f", {len(o.warm_seconds)} runs"
+    )
+    marked = [o.warm_runs[i] for i in o.warm_outliers if i < len(o.warm_runs)]
+    if marked:
+        text += f"; outlier: run {', '.join(map(str, marked))} (kept, R3.6)"
+    return text
+
+
+def _per_text(o: Option) -> str:
+    """Time per text and texts per second at the median warm time; tokens/s where counted."""
+    median = o.warm_median_seconds
+    if not median or not o.texts:
+        return formats.NOT_RECORDED
+    parts = [f"{formats.seconds(median / o.texts)} per text", formats.rate(o.texts / median)]
+    if o.warm_tokens_per_second:
+        parts.append(formats.rate(o.warm_tokens_per_second, "tokens/s"))
+    return "; ".join(parts)
 
 
 def decision_frame(view: DecisionView) -> pd.DataFrame:
     """The decision table, every number in human form (formats), indexed by bundle and variant."""
     records = []
     for o in view.options:
-        warm = formats.NOT_RECORDED
-        if o.warm_seconds:
-            warm = (
-                f"{formats.seconds_range(o.warm_median_seconds, *o.warm_range)}"  # type: ignore[misc]
-                f", {len(o.warm_seconds)} runs"
-            )
         records.append(
             {
                 "bundle (machine)": o.bundle,
                 "variant": f"{o.variant_id} ({o.knob})" if o.knob else o.variant_id,
                 "accepted": _accepted_text(o),
-                "warm per corpus: median (min – max)": warm,
-                "cold (median)": formats.seconds(o.cold_median_seconds),
-                "load (median)": formats.seconds(o.load_median_seconds),
+                "quality vs threshold": o.quality or formats.NOT_RECORDED,
+                "warm per corpus: median (min – max)": _warm_text(o),
+                "warm per text, throughput": _per_text(o),
+                "cold · load (median)": (
+                    f"{formats.seconds(o.cold_median_seconds)} · "
+                    f"{formats.seconds(o.load_median_seconds)}"
+                ),
                 "peak memory (warm, median)": _memory_text(o),
+                "machine during warm runs": o.conditions.text()
+                if o.conditions
+                else formats.NOT_RECORDED,
                 "declared package": (
-                    f"{formats.usd(o.package_total_usd_minor)} ({o.offer_id}, {o.package})"
+                    f"{formats.price(o.package_total_usd_minor, placeholder=o.placeholder)} "
+                    f"({o.offer_id}, {o.package})"
                     if o.offer_id
                     else formats.NOT_RECORDED
                 ),
@@ -341,6 +461,29 @@ def decision_frame(view: DecisionView) -> pd.DataFrame:
     return frame.set_index(["bundle (machine)", "variant"])
 
 
+def outlier_lines(options: Sequence[Option]) -> list[str]:
+    """Each warm outlier, kept (R3.6), with what its run recorded at that moment (R2.5)."""
+    lines = []
+    for o in options:
+        fence = outlier_fence(o.warm_seconds)
+        for i in o.warm_outliers:
+            value = o.warm_seconds[i]
+            ratio = value / fence.median_seconds if fence and fence.median_seconds > 0 else None
+            run = o.warm_runs[i] if i < len(o.warm_runs) else "?"
+            seen = o.warm_conditions[i] if i < len(o.warm_conditions) else None
+            lines.append(
+                f"{o.name}, warm run {run}: {formats.seconds(value)}"
+                + (f", {formats.number(ratio)}× its variant's median" if ratio else "")
+                + f" (fence {formats.seconds(fence.high_seconds)}). "  # type: ignore[union-attr]
+                + (
+                    f"Recorded then: {seen.text()}."
+                    if seen is not None
+                    else "Its run.json records no machine conditions."
+                )
+            )
+    return lines
+
+
 def decision_html(view: DecisionView) -> str:
     """The decision table (id ``decision-table``) followed by its sentences, as HTML."""
     frame = decision_frame(view)
@@ -349,5 +492,23 @@ def decision_html(view: DecisionView) -> str:
         if not frame.empty
         else "<p>No row in any bundle yet.</p>"
     )
+    banner = conditions_banner([o.conditions for o in view.options if o.conditions])
+    banner_html = (
+        f'<p class="conditions-banner" style="border:2px solid #d62728;padding:4px 8px">'
+        f"<strong>{html.escape(banner)}</strong></p>"
+        if banner
+        else ""
+    )
     items = "".join(f"<li>{html.escape(s)}</li>" for s in view.sentences)
-    return f'{table}\n<ul class="decision-sentences">{items}</ul>'
+    outliers = outlier_lines(view.options)
+    outliers_html = (
+        f"<p>Warm runs above their variant's median + {OUTLIER_K:g} × MAD: kept and marked, "
+        "never dropped (R3.6):</p>"
+        f'<ul class="outliers">{"".join(f"<li>{html.escape(x)}</li>" for x in outliers)}</ul>'
+        if outliers
+        else ""
+    )
+    return (
+        f"{table}\n{_TABLE_STYLE}{banner_html}"
+        f'<ul class="decision-sentences">{items}</ul>{outliers_html}'
+    )

@@ -8,6 +8,7 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
+from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
@@ -28,7 +29,9 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 "offer GPU": offer.gpu_model,
                 "days": offer.days,
                 "lots": offer.lots,
-                "package total (USD)": formats.usd(offer.package_total_usd_minor),
+                "package total (USD)": formats.price(
+                    offer.package_total_usd_minor, placeholder=offer.placeholder
+                ),
                 "measured on this hardware?": owner.reason
                 + (f"; {owner.lot_note}" if owner.lot_note else ""),
             }
@@ -37,7 +40,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 if not owner.attributable:
                     text = NOT_MEASURED
                 elif cost is not None:
-                    text = formats.usd(cost)
+                    text = formats.price(cost, placeholder=offer.placeholder)
                 else:
                     text = "none (not accepted)"
                 record[f"{cell.variant_id}: USD per accepted corpus"] = text
@@ -62,7 +65,20 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
             lines.append(f"Unit of work (R5.4): {md_text(data.unit_of_work)}.")
         if not data.offers:
             lines.append("No offer was priced (no pricing section declared, R5.5).")
+        examples = [o.offer_id for o in data.offers if o.placeholder]
+        if examples:
+            lines.append(placeholder_markdown(examples))
     return "\n\n".join(lines)
+
+
+def placeholder_markdown(offer_ids: Sequence[str]) -> str:
+    """The warning for offers whose prices are invented examples (issue 24 §3)."""
+    return (
+        f"**Placeholder prices ({', '.join(offer_ids)}):** the offers table marks these prices "
+        f"as invented examples (`placeholder: true`), so each is shown as "
+        f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
+        f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
+    )
 
 
 def break_even_markdown(bundles: Sequence[Bundle]) -> str:
@@ -97,16 +113,18 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
             ch_offer = offers.get(pair.challenger)
             ch_total = ch_offer.package_total_usd_minor if ch_offer else None
             ref_total = offers[pair.reference].package_total_usd_minor
+            ch_price = formats.price(ch_total, placeholder=bool(ch_offer and ch_offer.placeholder))
+            ref_price = formats.price(ref_total, placeholder=offers[pair.reference].placeholder)
             if needed is None:
                 lines.append(
-                    f"- {reference}'s package costs {formats.usd(ref_total)}: no count of "
+                    f"- {reference}'s package costs {ref_price}: no count of "
                     f"accepted corpora makes {challenger} cheaper."
                 )
                 continue
             corpora = "accepted corpus" if needed == 1 else "accepted corpora"
             lines.append(
-                f"- {challenger}'s package ({formats.usd(ch_total)}) costs less per accepted "
-                f"corpus than {reference}'s single measured corpus ({formats.usd(ref_total)}) "
+                f"- {challenger}'s package ({ch_price}) costs less per accepted "
+                f"corpus than {reference}'s single measured corpus ({ref_price}) "
                 f"once {challenger} delivers **{formats.count(needed)}** {corpora} (a "
                 "threshold, not a forecast)."
             )

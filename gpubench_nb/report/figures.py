@@ -18,6 +18,12 @@ from gpubench_nb.report.stats import (
     memory_summary,
     rows_to_frame,
 )
+from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
+
+# Above this max/min ratio within one facet, the axis is logarithmic: one slow run must not
+# flatten the others against zero (issue 24 §4).
+LOG_SPAN_RATIO = 10.0
+_OUTLIER_COLOUR = "#ff7f0e"
 
 # Figures are built without pyplot: nothing is registered globally, nothing shows twice.
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
@@ -45,6 +51,7 @@ def _runs_figure(
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     for ax, phase in zip(axes, phases, strict=True):
         labels = []
+        drawn: list[float] = []
         for i, variant in enumerate(variants):
             failed_here = 0
             for j, bundle in enumerate(bundles):
@@ -55,9 +62,13 @@ def _runs_figure(
                 ]
                 failed = part["failed"].astype(bool)
                 failed_here += int(failed.sum())
-                values = [float(v) for v in part.loc[~failed, column] if not math.isnan(v)]
+                timed = part[~failed]
+                keep = [not math.isnan(v) for v in timed[column]]
+                values = [float(v) for v, k in zip(timed[column], keep, strict=True) if k]
+                runs = [r for r, k in zip(timed["run_index"], keep, strict=True) if k]
                 if not values:
                     continue  # a failed run is listed in the failures table, never drawn (R5.8)
+                drawn += values
                 x = i + (j - (len(bundles) - 1) / 2) * width
                 colour = _COLOURS[j % len(_COLOURS)]
                 spread = [
@@ -65,6 +76,15 @@ def _runs_figure(
                     for k in range(len(values))
                 ]
                 ax.scatter(spread, values, s=18, color=colour, alpha=0.75, zorder=3)
+                for k in outlier_indices(values):  # kept and marked, never dropped (R3.6)
+                    ax.scatter(
+                        [spread[k]], [values[k]], s=90, marker="o", facecolors="none",
+                        edgecolors=_OUTLIER_COLOUR, linewidths=2, zorder=5,
+                    )  # fmt: skip
+                    ax.annotate(
+                        f"run {runs[k]}", (spread[k], values[k]), xytext=(6, 0),
+                        textcoords="offset points", fontsize=8, color=_OUTLIER_COLOUR,
+                    )  # fmt: skip
                 ax.vlines(x, min(values), max(values), color=colour, linewidth=1.5, zorder=2)
                 ax.hlines(
                     statistics.median(values),
@@ -77,15 +97,25 @@ def _runs_figure(
             labels.append(f"{variant}\n({failed_here} failed)" if failed_here else variant)
         ax.set_xticks(range(len(variants)), labels)
         ax.set_xlim(-0.6, len(variants) - 0.4)
-        ax.set_ylim(bottom=0)
+        positive = [v for v in drawn if v > 0]
+        if positive and max(positive) > LOG_SPAN_RATIO * min(positive):
+            ax.set_yscale("log")
+            ax.set_ylabel(f"{ylabel} (log scale: values span > {LOG_SPAN_RATIO:g}×)")
+        else:
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel(ylabel)
         ax.set_title(phase)
-        ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
     handles = [
         Line2D([], [], marker="o", linestyle="", color="grey", label="one run"),
         Line2D([], [], color="black", linewidth=2.5, label="median"),
         Line2D([], [], color="grey", linewidth=1.5, label="min–max"),
-    ]
+        Line2D(
+            [], [], marker="o", linestyle="", markerfacecolor="none",
+            markeredgecolor=_OUTLIER_COLOUR, markeredgewidth=2, markersize=9,
+            label=f"outlier: above median + {OUTLIER_K:g} × MAD (kept)",
+        ),
+    ]  # fmt: skip
     if len(bundles) > 1:
         handles += [
             Line2D([], [], marker="o", linestyle="", color=_COLOURS[j % len(_COLOURS)], label=b)
@@ -100,7 +130,7 @@ def elapsed_figure(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> Figure |
     """Elapsed seconds per variant, one facet per phase: load, cold, warm (R3.2, R3.5)."""
     frame = rows_to_frame(rows)
     return _runs_figure(
-        frame, "elapsed_seconds", PHASES, "elapsed_seconds", "Elapsed time per variant and phase"
+        frame, "elapsed_seconds", PHASES, "seconds per pass", "Elapsed time per variant and phase"
     )
 
 

@@ -35,6 +35,7 @@ from gpubench_nb.report.bundles import (
     parse_bundle_dirs,
     rows_frame,
 )
+from gpubench_nb.report.conditions import conditions_banner, variant_conditions
 from gpubench_nb.report.decision import (
     DecisionView,
     decision_frame,
@@ -53,11 +54,13 @@ from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
+    MEASURED_PHASES,
     MEMORY_COLUMNS,
     NOT_RECORDED,
     SPREAD_RATIO,
     acceptance,
     anchor_warnings,
+    clock_warnings,
     failures,
     memory_summary,
     rows_to_frame,
@@ -65,6 +68,7 @@ from gpubench_nb.report.stats import (
     summarise,
 )
 from gpubench_nb.report.tokens import token_table
+from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
 
 __all__ = [
     "COLD_FIRST_RATIO",
@@ -74,6 +78,8 @@ __all__ = [
     "acceptance_table",
     "DecisionView",
     "break_even_markdown",
+    "conditions_banner",
+    "conditions_table",
     "decision_frame",
     "decision_html",
     "decision_view",
@@ -104,13 +110,17 @@ __all__ = [
 
 NOTEBOOK_NAME = "90_report.ipynb"
 _ACCEPTANCE_LABELS = {
+    "ids_match": "IDs match",
+    "format_valid": "format valid",
     "quality_value": "quality",
     "meets_threshold": "≥ threshold",
     "reference_value": "reference",
     "drop_vs_reference": "drop vs reference",
     "within_tolerance": "drop ≤ tolerance",
-    "corpus_accepted": "corpus_accepted",
+    "corpus_accepted": "corpus accepted",
 }
+# Index levels in words (issue 24 §4), for every detail table.
+_INDEX_LABELS = {"variant_id": "variant", "run_index": "run"}
 # nbconvert's lab template loads require.js, MathJax and Mermaid from a CDN; the report needs
 # none of them, and a file forwarded by e-mail or opened offline must not fetch anything.
 _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
@@ -269,10 +279,11 @@ def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
 
 def warnings_markdown(rows: pd.DataFrame) -> str:
     """The anchors' warnings as a list, or a sentence saying there is none."""
-    found = anchor_warnings(rows)
+    found = anchor_warnings(rows) + clock_warnings(rows)
     rule = (
         f"(first cold run > {COLD_FIRST_RATIO}× the median of the other cold runs; "
-        f"(max − min) / median > {SPREAD_RATIO})"
+        f"(max − min) / median > {SPREAD_RATIO}; a GPU throttled or well below its maximum "
+        "clock during the timed pass, as sampled by NVML)"
     )
     if not found:
         return f"No warning {rule}."
@@ -280,9 +291,56 @@ def warnings_markdown(rows: pd.DataFrame) -> str:
 
 
 def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """n, failed, median, min and max elapsed seconds, median texts/s; no p95 (R3.5)."""
-    table = summarise(rows).set_index(["bundle", "variant_id", "phase"])
-    return shown(table)
+    """Per bundle, variant and phase: runs, median (min–max) per pass, per text and texts/s,
+    in units with 3 significant digits; outliers marked, never dropped (R3.5, R3.6)."""
+    frame = rows_to_frame(rows)
+    records = []
+    for s in summarise(frame).itertuples(index=False):
+        part = frame[
+            (frame["bundle"] == s.bundle)
+            & (frame["variant_id"] == s.variant_id)
+            & (frame["phase"] == s.phase)
+            & ~frame["failed"].astype(bool)
+        ]
+        values = [float(v) for v in part["elapsed_seconds"]]
+        runs = list(part["run_index"])
+        marked = [f"run {runs[i]} ({formats.seconds(values[i])})" for i in outlier_indices(values)]
+        texts = next((float(v) for v in part["expected_ids"] if v), None)
+        per_text = s.median_seconds / texts if texts and s.phase in MEASURED_PHASES else None
+        records.append(
+            {
+                "bundle": s.bundle,
+                "variant": s.variant_id,
+                "phase": s.phase,
+                "timed runs": s.n,
+                "failed runs": s.n_failed,
+                "median per pass": formats.seconds(s.median_seconds),
+                "min – max": f"{formats.seconds(s.min_seconds)} – {formats.seconds(s.max_seconds)}"
+                if s.n
+                else NOT_RECORDED,
+                "median per text": formats.seconds(per_text),
+                "texts/s (median)": formats.rate(s.median_texts_per_second),
+                f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(marked) or "none",
+            }
+        )
+    table = pd.DataFrame.from_records(records)
+    return table if table.empty else table.set_index(["bundle", "variant", "phase"])
+
+
+def conditions_table(rows: pd.DataFrame) -> pd.DataFrame | str:
+    """Per bundle, variant and phase: the machine's load and other busy processes during its
+    runs, as each run.json recorded them (R2.5, issue 24 §2); a sentence when none did."""
+    records = [
+        {"bundle": c.bundle, "variant": c.variant_id, "phase": phase, "machine": c.text()}
+        for phase in MEASURED_PHASES  # a cold run's load row shares its run.json
+        for c in variant_conditions(rows_to_frame(rows).to_dict(orient="records"), (phase,))
+    ]
+    if not records:
+        return "No run recorded the machine's conditions."
+    order = {phase: i for i, phase in enumerate(MEASURED_PHASES)}
+    records.sort(key=lambda r: order[r["phase"]])
+    table = pd.DataFrame.from_records(records).set_index(["bundle", "variant", "phase"])
+    return table.sort_index(level=["bundle", "variant"], sort_remaining=False)
 
 
 def memory_note(rows: pd.DataFrame) -> str:
@@ -315,9 +373,10 @@ def memory_table(rows: pd.DataFrame) -> pd.DataFrame | None:
     summary = memory_summary(rows)
     if summary.empty:
         return None
-    table = summary[["bundle", "variant_id", "phase"]].copy()
+    table = summary[["bundle", "variant_id", "phase"]].copy().rename(columns=_INDEX_LABELS)
     for name in MEMORY_COLUMNS:
-        table[name.replace("_bytes", "_MiB median (min–max)")] = [
+        words = name.replace("_bytes", "").replace("_", " ")
+        table[f"{words}, MiB: median (min–max)"] = [
             NOT_RECORDED
             if math.isnan(m)
             else f"{m / 2**20:.1f} ({lo / 2**20:.1f}–{hi / 2**20:.1f})"
@@ -328,7 +387,7 @@ def memory_table(rows: pd.DataFrame) -> pd.DataFrame | None:
                 strict=True,
             )
         ]
-    return table.set_index(["bundle", "variant_id", "phase"])
+    return table.set_index(["bundle", "variant", "phase"])
 
 
 def acceptance_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -337,8 +396,8 @@ def acceptance_table(rows: pd.DataFrame) -> pd.DataFrame:
     table = acceptance(rows).drop(
         columns=["failed", "quality_metric", "quality_threshold", "quality_tolerance"]
     )
-    table = table.rename(columns=_ACCEPTANCE_LABELS)
-    return shown(table.set_index(["bundle", "variant_id", "phase", "run_index"]))
+    table = table.rename(columns={**_ACCEPTANCE_LABELS, **_INDEX_LABELS})
+    return shown(table.set_index(["bundle", "variant", "phase", "run"]))
 
 
 def failures_table(rows: pd.DataFrame) -> pd.DataFrame | str:
@@ -346,7 +405,8 @@ def failures_table(rows: pd.DataFrame) -> pd.DataFrame | str:
     table = failures(rows)
     if table.empty:
         return "No failed observation: every run has a recorded elapsed time and no error."
-    return shown(table.set_index(["bundle", "variant_id", "phase", "run_index"]))
+    table = table.rename(columns={**_INDEX_LABELS, "elapsed_seconds": "elapsed"})
+    return shown(table.set_index(["bundle", "variant", "phase", "run"]))
 
 
 def render_report(

@@ -91,7 +91,8 @@ def _select(frame: pd.DataFrame, bundle: str, variant: str, phase: str) -> pd.Da
 
 
 def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Per (bundle, variant, phase): n, n_failed, median, min, max elapsed, median texts/s.
+    """Per (bundle, variant, phase): n, n_failed, median, min, max elapsed, median texts/s,
+    median energy per corpus pass in joules (empty where NVML's energy counter was not read).
 
     Median and min–max only: five observations do not support a p95 (R3.5). ``n`` counts the
     timed runs; failed runs are counted apart and never enter a statistic (R3.6, R5.8).
@@ -103,6 +104,9 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         timed = part[~part["failed"].astype(bool)]
         seconds = [float(v) for v in timed["elapsed_seconds"]]
         rates = [float(v) for v in timed["texts_per_second"] if not math.isnan(v)]
+        joules = [  # energy per corpus pass, where NVML's counter was read (issue 23 §3)
+            float(v) for v in timed.get("energy_joules", []) if not math.isnan(_number(v))
+        ]
         records.append(
             {
                 "bundle": bundle,
@@ -114,6 +118,7 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
                 "min_seconds": min(seconds) if seconds else math.nan,
                 "max_seconds": max(seconds) if seconds else math.nan,
                 "median_texts_per_second": statistics.median(rates) if rates else math.nan,
+                "median_energy_joules": statistics.median(joules) if joules else math.nan,
             }
         )
     columns = [
@@ -126,6 +131,7 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         "min_seconds",
         "max_seconds",
         "median_texts_per_second",
+        "median_energy_joules",
     ]
     return pd.DataFrame.from_records(records, columns=columns)
 
@@ -159,6 +165,23 @@ def anchor_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[st
                     f"over {len(seconds)} runs (warning above {SPREAD_RATIO}); read the range, "
                     "not only the median (R3.5)."
                 )
+    return found
+
+
+def clock_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[str]:
+    """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
+    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``, issue 23 §3)."""
+    frame = rows_to_frame(rows)
+    if "gpu_clock_flags" not in frame.columns:
+        return []
+    found = []
+    for row in frame.to_dict(orient="records"):
+        flags = row.get("gpu_clock_flags")
+        if isinstance(flags, str) and flags:
+            found.append(
+                f"{row['bundle']} / {row['variant_id']} / {row['phase']} run {row['run_index']}: "
+                f"{flags}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
+            )
     return found
 
 
@@ -272,7 +295,7 @@ def shown(frame: pd.DataFrame) -> pd.DataFrame:
         if isinstance(value, bool):
             return "true" if value else "false"
         if isinstance(value, float):
-            return number(value, 4)  # separators, never e-notation (3.042e+04 -> 30,421)
+            return number(value, 3)  # separators, never e-notation (3.042e+04 -> 30,421)
         return value
 
     return frame.astype(object).map(cell)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench_nb import formats
 from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.report.stats import rows_to_frame, shown
 
@@ -27,9 +28,11 @@ def token_table(rows: Any) -> pd.DataFrame | str:
     if "tokens_processed" not in frame.columns or frame["tokens_processed"].isna().all():
         return "No backend of these bundles counted tokens: throughput is per text only."
     records = []
-    keys = ["bundle", "variant_id", "phase"]
+    keys = ["bundle", "variant", "phase"]
     measured = frame[frame["phase"].isin(MEASURED_PHASES)]
-    for (bundle, variant, phase), part in measured.groupby(keys, sort=False):
+    for (bundle, variant, phase), part in measured.groupby(
+        ["bundle", "variant_id", "phase"], sort=False
+    ):
         rates = [
             _number(t) / _number(e)
             for t, e, failed in zip(
@@ -43,10 +46,12 @@ def token_table(rows: Any) -> pd.DataFrame | str:
         records.append(
             {
                 "bundle": bundle,
-                "variant_id": variant,
+                "variant": variant,
                 "phase": phase,
-                "median_tokens_per_second": statistics.median(rates) if rates else math.nan,
-                "off_label_answers": ", ".join(map(str, off)) if off else None,
+                "tokens/s (median)": formats.rate(statistics.median(rates), "tokens/s")
+                if rates
+                else None,
+                "off-label answers per run": ", ".join(map(str, off)) if off else None,
             }
         )
     return shown(pd.DataFrame.from_records(records).set_index(keys))

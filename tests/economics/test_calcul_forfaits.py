@@ -211,3 +211,43 @@ def test_a_zero_price_is_refused_as_the_csv_schema_refuses_it(
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     row = dict(empty_row(), package_total_usd_minor=0)
     assert [column for column, _ in check_row(row)] == ["package_total_usd_minor"]
+
+
+def test_placeholder_offer_is_marked_in_every_format(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 24 §3: example prices (``placeholder: true``) are never printed as bare prices."""
+    example = tmp_path / "example.yaml"
+    example.write_text(
+        OFFERS_YAML.replace("gpus_per_lot: 1", "gpus_per_lot: 1\n    placeholder: true", 1),
+        encoding="utf-8",
+    )
+    args = ["--offers", str(example), "--offer", "h100", "--days", "7"]
+    code, out, _ = run(capsys, *args, "--lots", "1", "--accepted-results", "2")
+    assert code == 0
+    assert "65000 (USD 650.00 [PLACEHOLDER, not a quote])" in out
+    assert "32500 (USD 325.00 [PLACEHOLDER, not a quote])" in out
+    assert "remove 'placeholder: true'" in out  # how to enter a real quote
+    code, out, _ = run(capsys, *args, "--lots", "1", "--format", "json")
+    assert json.loads(out)["placeholder"] is True
+    code, out, _ = run(capsys, *args, "--lots", "1", "--format", "csv")
+    assert next(csv.DictReader(io.StringIO(out)))["placeholder"] == "True"
+    real = tmp_path / "real.yaml"
+    real.write_text(OFFERS_YAML, encoding="utf-8")  # no placeholder field: a real quote
+    code, out, _ = run(
+        capsys, "--offers", str(real), "--offer", "h100", "--days", "7", "--lots", "1"
+    )
+    assert code == 0 and "PLACEHOLDER" not in out and "(USD 650.00)" in out
+
+
+def test_a_placeholder_field_that_is_not_a_boolean_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "offers.yaml"
+    text = OFFERS_YAML.replace("gpus_per_lot: 1", "gpus_per_lot: 1\n    placeholder: yes please", 1)
+    bad.write_text(text, encoding="utf-8")
+    code, _, err = run(
+        capsys, "--offers", str(bad), "--offer", "h100", "--days", "7", "--lots", "1"
+    )
+    assert code == 2
+    assert "field 'placeholder': must be true" in err and "R5.1" in err

@@ -84,6 +84,7 @@ def test_shipped_offers_are_labelled_examples_with_a_b200_lot_of_two() -> None:
         assert sorted(offer.package_price_usd_minor) == [3, 7, 30]
         assert all(type(cents) is int for cents in offer.package_price_usd_minor.values())
     assert "placeholder" in path.read_text(encoding="utf-8").lower()
+    assert all(offer.placeholder for offer in offers.values())  # declared, not parsed (issue 24)
 
 
 def test_demo_experiment_names_an_offer_of_the_shipped_table() -> None:

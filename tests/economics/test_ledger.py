@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 from contextlib import redirect_stdout
@@ -211,3 +212,19 @@ def test_cli_ledger_writes_json_and_exits_2_on_bad_input(rental, capsys) -> None
     buffer = io.StringIO()
     with redirect_stdout(buffer):
         assert cli_main([*argv[: -len(rental)], "--format", "csv", *map(str, rental)]) == 0
+
+
+def test_placeholder_prices_are_marked_in_every_ledger_format(rental) -> None:
+    """Issue 24 §3: an example offer's price is never shown as a bare price."""
+    example = dataclasses.replace(H100, placeholder=True)
+    ledger = build_ledger(example, 7, 1, START, rental, now=AFTER)
+    assert ledger["placeholder"] is True
+    assert "USD 650.00 [PLACEHOLDER, not a quote]" in ledger["statement"]
+    assert "USD 325.00 [PLACEHOLDER, not a quote] per accepted corpus" in ledger["statement"]
+    assert "remove 'placeholder: true'" in ledger["statement"]  # how to enter a real quote
+    table = format_ledger(ledger, "table")
+    assert "cost        32500 cents (USD 325.00 [PLACEHOLDER, not a quote])" in table
+    rows = list(csv.DictReader(io.StringIO(format_ledger(ledger, "csv"))))
+    assert {r["placeholder"] for r in rows} == {"true"}
+    real = build_ledger(H100, 7, 1, START, rental, now=AFTER)
+    assert real["placeholder"] is False and "PLACEHOLDER" not in format_ledger(real, "table")

@@ -34,6 +34,7 @@ def test_busy_foreign_processes_are_found_and_self_is_excluded(tmp_path) -> None
         _stat(proc, 50, "new", 999, 0)  # started during the window: no before reading
 
     record = cpu_activity(
+        window_seconds=2.0,
         proc=proc,
         sleep=sleep,
         clock=lambda: next(now),
@@ -56,8 +57,45 @@ def test_unreadable_proc_is_not_observable_and_quiet_is_none(tmp_path) -> None:
     assert activity_text(record) == "load1=0.10 busy_cpu=not observable"
     quiet = tmp_path / "proc"
     quiet.mkdir()
-    record = cpu_activity(proc=quiet, sleep=lambda s: None, load_average=lambda: 0.1)
+    now = iter([0.0, 1.0])
+    record = cpu_activity(
+        window_seconds=1.0,
+        proc=quiet,
+        sleep=lambda s: None,
+        clock=lambda: next(now),
+        load_average=lambda: 0.1,
+    )
     assert activity_text(record) == "load1=0.10 busy_cpu=none"
+
+
+def _no_sleep(seconds: float) -> None:
+    raise AssertionError(f"slept {seconds} s on the run's path")
+
+
+def test_the_run_path_never_sleeps_and_measures_since_the_previous_reading(tmp_path) -> None:
+    # Issue 25: two fixed 0.2 s windows per run (0.41 s) are gone; the start's window is the
+    # time since the previous reading, the end's the whole run.
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    _stat(proc, 20, "bench", 100, 0)
+    _stat(proc, 30, "idle", 100, 0)
+    clock = iter([10.0, 10.0, 14.0])
+    first = cpu_activity(
+        proc=proc, sleep=_no_sleep, clock=lambda: next(clock), ticks_per_second=100
+    )
+    assert first["busy_processes"] == "not observable"  # no earlier reading: no window yet
+    _stat(proc, 20, "bench", 500, 0)  # 400 ticks over 4 s = 1 core
+    later = cpu_activity(
+        proc=proc, sleep=_no_sleep, clock=lambda: next(clock), ticks_per_second=100
+    )
+    assert later["window_seconds"] == 4.0
+    assert later["busy_processes"] == [{"pid": 20, "name": "bench", "cpu_share": 1.0}]
+
+
+def test_the_default_reading_on_real_proc_does_not_sleep() -> None:
+    record = cpu_activity(sleep=_no_sleep)  # the window since this module's import
+    assert record["window_seconds"] > 0
+    assert isinstance(record["busy_processes"], list | str)
 
 
 def test_real_proc_sample_runs_here() -> None:

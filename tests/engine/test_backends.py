@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -576,6 +578,25 @@ def test_build_model_reuses_a_matching_build_and_refuses_a_different_one(small_e
     assert json.loads((path / "gpubench_model.json").read_text())["declaration"]["seed"] == (
         SEED + 1
     )
+
+
+@pytest.mark.parametrize(
+    ("umask", "folder", "file"), [(0o022, 0o755, 0o644), (0o077, 0o700, 0o600)]
+)
+def test_build_model_gives_the_bundle_modes_under_the_umask(
+    small_exp, umask: int, folder: int, file: int
+) -> None:
+    # Issue 25: under umask 022 the model folder was 0700 and its weights 0600 (mkdtemp), while
+    # the README promises files a colleague can read: the rule of bundles, 0777/0666 & ~umask.
+    previous = os.umask(umask)
+    try:
+        path = build_model(small_exp)
+    finally:
+        os.umask(previous)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in [path, *path.rglob("*")]}
+    assert modes.pop(path.name) == folder
+    assert "model.safetensors" in modes and "gpubench_model.json" in modes
+    assert all(mode == (folder if (path / name).is_dir() else file) for name, mode in modes.items())
 
 
 def test_build_model_never_deletes_a_foreign_folder(small_exp) -> None:

@@ -203,3 +203,115 @@ def test_chat_template_wraps_the_prompt(tmp_path) -> None:
 def test_a_verbalisation_that_merges_with_the_prompt_is_refused(folder) -> None:
     with pytest.raises(BackendError, match=r"R1\.3.*merges with the end of the prompt"):
         _load(folder, _prompt(template="{text} section", verbalisations=(":",) * 5))
+
+
+# --- issue 23 §7: the folder's generation options never leak; every file read is fingerprinted
+
+
+def _leaky_copy(folder: Path, target: Path, words: list[str]) -> Path:
+    """A copy of ``folder`` whose generation_config.json holds the options the issue found in
+    a test folder: suppress_tokens (the words the model answers with), min_new_tokens: 2,
+    bad_words_ids, cache_implementation: static."""
+    import json
+    import shutil
+
+    shutil.copytree(folder, target)
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(target), local_files_only=True)
+    ids = sorted({hf.convert_tokens_to_ids(w) for w in words})
+    path = target / "generation_config.json"
+    config = json.loads(path.read_text())
+    config.update(
+        suppress_tokens=ids,
+        min_new_tokens=2,
+        bad_words_ids=[[i] for i in ids[:2]],
+        cache_implementation="static",
+    )
+    path.write_text(json.dumps(config))
+    return target
+
+
+def test_generation_config_json_changes_the_revision_not_the_answers(folder, tmp_path) -> None:
+    """Before issue 23, generate used the folder's generation_config.json (suppress_tokens
+    changed answers; min_new_tokens forced two tokens) while the model revision stayed the
+    same. Now the file is part of the model revision, and only the declared options apply."""
+    from gpubench_nb.engine.backends import fingerprints_for
+
+    prompt = _generate_prompt()
+    plain = _load(folder, prompt)
+    before = _answers(plain, 4)
+    words = sorted({w for answer in before for w in answer.split()})
+    assert words, "the tiny model answers with some words"
+    leaky = _leaky_copy(folder, tmp_path / "leaky", words)
+    spec = SimpleNamespace(backend="causal_lm", path=leaky, build={}, prompt=prompt)
+    original = SimpleNamespace(backend="causal_lm", path=folder, build={}, prompt=prompt)
+    assert (
+        fingerprints_for(spec, SimpleNamespace(path=leaky))[0]
+        != (fingerprints_for(original, SimpleNamespace(path=folder))[0])
+    )
+    backend = _load(leaky, prompt)
+    assert _answers(backend, 4) == before
+    effective = backend.describe()["generation_config_effective"]
+    assert effective["max_new_tokens"] == 3 and effective["do_sample"] is False
+    assert "suppress_tokens" not in effective and "min_new_tokens" not in effective
+    overridden = backend.describe()["generation_config_folder_overridden"]
+    assert {"suppress_tokens", "min_new_tokens", "bad_words_ids"} <= set(overridden)
+
+
+def test_a_chat_template_file_is_part_of_the_tokenizer_revision(tmp_path) -> None:
+    """chat_template.jinja changes the rendered prompt, so it changes the tokenizer revision."""
+    from gpubench_nb.engine.backends import fingerprints_for
+
+    folder = tiny_causal_lm(tmp_path / "chat", "llama", chat_template=True)
+    assert (folder / "chat_template.jinja").is_file()
+    spec = SimpleNamespace(backend="causal_lm", path=folder, build={}, prompt=None)
+    before = fingerprints_for(spec, SimpleNamespace(path=folder))
+    template = folder / "chat_template.jinja"
+    template.write_text(template.read_text().replace(" : ", " :: "))
+    after = fingerprints_for(spec, SimpleNamespace(path=folder))
+    assert after[0] == before[0] and after[1] != before[1]
+
+
+_OPENED = r"""
+import json, sys
+from pathlib import Path
+from types import SimpleNamespace
+folder = Path(sys.argv[1]).resolve()
+opened = set()
+def hook(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)):
+        path = Path(args[0].decode() if isinstance(args[0], bytes) else args[0])
+        if path.is_absolute() and folder in path.resolve().parents:
+            opened.add(str(path.resolve()))
+sys.addaudithook(hook)
+from gpubench_nb.engine.backends import load_backend, revision_files
+from gpubench_nb.protocol.prompting import PromptSpec
+prompt = PromptSpec(template="text : {text} section :", chat_template=True,
+    verbalisations=(" games", " net"), decision="generate", length_normalisation="none",
+    max_new_tokens=2, stop=(), normalise=("strip",))
+model = SimpleNamespace(backend="causal_lm", path=folder, build={}, prompt=prompt)
+tok = SimpleNamespace(path=folder)
+listed = {str(p.resolve()) for files in revision_files(model, tok) for p in files}
+load_backend(model, tok, classes=("games", "net"), device="cpu", precision="fp32")
+print(json.dumps({"opened": sorted(opened), "unlisted": sorted(opened - listed)}))
+"""
+
+
+def test_every_file_transformers_opens_is_fingerprinted(tmp_path) -> None:
+    """An audit hook sees every file Python opens while the model and tokenizer load: each
+    one in the folder is among the fingerprinted files (weights are opened by safetensors'
+    Rust code, outside the hook, and were always listed)."""
+    import json
+    import subprocess
+    import sys
+
+    folder = tiny_causal_lm(tmp_path / "m", "gpt2", chat_template=True)
+    done = subprocess.run(
+        [sys.executable, "-c", _OPENED, str(folder)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    names = {Path(p).name for p in out["opened"]}
+    assert {"config.json", "generation_config.json", "chat_template.jinja"} <= names
+    assert out["unlisted"] == []

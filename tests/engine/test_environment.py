@@ -204,3 +204,74 @@ def test_cuda_environment_is_filled() -> None:
     if getattr(torch.version, "hip", None):
         assert env["cuda_driver_runtime"] == "not observable"
     assert env["numerics"]["cudnn_version"] is not None
+
+
+# --- issue 23 §4: the effective CUDA_MODULE_LOADING, read after CUDA initialisation -----------
+
+
+class FakeCuda:
+    def __init__(self, initialised: bool) -> None:
+        self.initialised = initialised
+
+    def is_initialized(self) -> bool:
+        return self.initialised
+
+
+def test_module_loading_set_by_torch_at_init_is_recorded_as_effective() -> None:
+    """The H200 case: the process started without CUDA_MODULE_LOADING (os.environ says
+    unset), torch set LAZY with C setenv when it initialised CUDA; the record says LAZY, and
+    who set it. Before issue 23 the notes said CUDA_MODULE_LOADING=unset."""
+    from gpubench_nb.engine.numerics import module_loading, numerics_note
+
+    c_env = {"CUDA_MODULE_LOADING": "LAZY"}  # what libc getenv sees after init
+    record = module_loading(FakeCuda(True), getenv=c_env.get, environ={})
+    assert record == {
+        "effective": "LAZY",
+        "at_start": None,
+        "source": "set by torch when it initialised CUDA",
+    }
+    note = numerics_note({"environment": {}, "cuda_module_loading": record})
+    assert "CUDA_MODULE_LOADING=LAZY (set by torch when it initialised CUDA)" in note
+    assert "CUDA_MODULE_LOADING=unset" not in note
+
+
+def test_module_loading_given_by_the_user_and_before_init() -> None:
+    from gpubench_nb.engine.numerics import module_loading
+
+    user = module_loading(
+        FakeCuda(True),
+        getenv={"CUDA_MODULE_LOADING": "EAGER"}.get,
+        environ={"CUDA_MODULE_LOADING": "EAGER"},
+    )
+    assert user["effective"] == "EAGER" and user["source"] == "set before the process started"
+    before = module_loading(FakeCuda(False), getenv=lambda name: "LAZY", environ={})
+    assert before["effective"] == "not observable"
+    assert before["source"] == "CUDA not initialised in this process"
+
+
+def test_libc_getenv_sees_what_c_setenv_wrote() -> None:
+    """The reason os.environ is not enough: a C-level setenv (what torch's CUDA init does)
+    is invisible to os.environ and visible to the reader used for the record."""
+    import ctypes
+    import os
+
+    from gpubench_nb.engine.numerics import _libc_getenv
+
+    libc = ctypes.CDLL(None)
+    libc.setenv(b"GPUBENCH_TEST_C_ONLY", b"LAZY", 1)
+    try:
+        assert "GPUBENCH_TEST_C_ONLY" not in os.environ
+        assert _libc_getenv("GPUBENCH_TEST_C_ONLY") == "LAZY"
+    finally:
+        libc.unsetenv(b"GPUBENCH_TEST_C_ONLY")
+
+
+@pytest.mark.gpu
+def test_effective_module_loading_on_a_real_gpu() -> None:
+    """On a GPU, after CUDA init, the record names the mode in force (LAZY where torch set it),
+    never 'unset' or not observable (issue 23 §4)."""
+    from gpubench_nb.engine.numerics import numeric_settings
+
+    torch.cuda.init()
+    record = numeric_settings()["cuda_module_loading"]
+    assert record["effective"] in ("LAZY", "EAGER"), record

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from gpubench_nb.engine import faults as faults_module
 from gpubench_nb.engine import measure as measure_module
 from gpubench_nb.engine.backends.base import Batch, Tokenized, batch_order
 from gpubench_nb.engine.faults import (
@@ -192,6 +193,31 @@ def test_end_to_end_timer_includes_reading_and_writing_r3_1(setup) -> None:
     assert [r["label"] for r in read_predictions(out)] == expected_labels()
 
 
+@pytest.mark.parametrize(
+    ("scope", "tokenisations"), [("processing", 1), ("end_to_end", 3)], ids=["processing", "e2e"]
+)
+def test_passes_of_one_process_tokenise_once_only_in_the_processing_scope(
+    setup, scope: str, tokenisations: int
+) -> None:
+    # Issue 25: warm-up passes redid tokenisation and batches (17.7 s of a 0.5 s pass at 100k
+    # texts). In `processing` they are outside the timer and built once; in `end_to_end` they
+    # are inside it (R3.1), so every pass redoes them.
+    backend, corpus, out, log, kwargs = setup
+    prepared: dict = {}
+    results = [
+        measure_pass(backend, corpus, FakeSettings(), scope, out, prepared=prepared, **kwargs)
+        for _ in range(3)
+    ]
+    assert all(r.error is None for r in results)
+    assert log.count("tokenize") == tokenisations and log.count("batches") == tokenisations
+    assert log.count("predict") == 9  # every pass still runs its forward passes
+    assert [r["label"] for r in read_predictions(out)] == expected_labels()
+    assert {(r.truncated_texts, r.dropped_tokens) for r in results} == {(3, 9)}
+    log.clear()
+    measure_pass(backend, corpus, FakeSettings(batch=4), scope, out, prepared=prepared, **kwargs)
+    assert log.count("tokenize") == 1  # other settings: built anew
+
+
 def test_end_to_end_default_reader_rereads_the_file(setup) -> None:
     backend, corpus, out, _, kwargs = setup
     result = measure_pass(backend, corpus, FakeSettings(batch=8), "end_to_end", out, **kwargs)
@@ -295,6 +321,33 @@ def test_warmup_fault_does_not_fire_in_the_measured_pass(setup, monkeypatch) -> 
     assert "batch 3 of 3" in warm.notes[0]
 
 
+def test_delay_fault_sleeps_inside_the_timed_pass_and_succeeds(setup, monkeypatch) -> None:
+    """Issue 24 §5: ``delay:S`` makes a genuinely slow run, timed, not failed (R3.6)."""
+    backend, corpus, out, log, kwargs = setup
+    clock = kwargs["clock"]
+
+    def fake_sleep(seconds: float) -> None:
+        log.append(f"sleep {seconds}")
+        clock.now += round(seconds * 1e9)
+
+    monkeypatch.setattr(faults_module.time, "sleep", fake_sleep)
+    monkeypatch.setenv("GPUBENCH_FAULT", "delay:1.5@batch:2@variant:b4@phase:warm@run:3")
+    here = FaultPlan.from_env(variant="b4", phase="warm", run=3)
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, faults=here, **kwargs)
+    assert result.ok and read_predictions(out)[0]["id"] == "id00"
+    start = log.index("clock(file=no)")
+    timed = log[start : log.index("clock(file=no)", start + 1) + 1]  # between the two readings
+    assert timed[1:4] == ["predict", "sleep 1.5", "predict"]  # just before batch 2's predict
+    assert result.elapsed_seconds == pytest.approx(0.25 + 1.5)  # the fake clock's tick + delay
+    assert "delay:1.5@batch:2@variant:b4@phase:warm@run:3" in here.describe()  # in the notes
+    log.clear()
+    other = FaultPlan.from_env(variant="b4", phase="warm", run=2)
+    assert measure_pass(
+        backend, corpus, FakeSettings(), "processing", out, faults=other, **kwargs
+    ).ok
+    assert not [entry for entry in log if entry.startswith("sleep")]
+
+
 def test_unknown_scope_is_refused_r3_1(setup) -> None:
     backend, corpus, out, _, kwargs = setup
     with pytest.raises(ValueError, match="R3.1"):
@@ -312,6 +365,10 @@ def test_parse_full_grammar() -> None:
         Fault("hang", "batch", batch=1, pass_kind="any", spec="hang@batch:1@pass:any"),
     )
     assert parse_faults("") == () and parse_faults(None) == ()
+    (delay,) = parse_faults("delay:1.5@batch:1@variant:b64@phase:warm@run:3")
+    assert (delay.kind, delay.seconds, delay.batch, delay.variant, delay.phase, delay.run) == (
+        "delay", 1.5, 1, "b64", "warm", 3,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -326,6 +383,14 @@ def test_parse_full_grammar() -> None:
         ("oom@batch:1@color:red", "unknown filter"),
         ("oom@batch:1@run", "KEY:VALUE"),
         ("oom@batch:1@pass:sometimes", "pass"),
+        ("delay@batch:1", "SECONDS > 0"),
+        ("delay:0@batch:1", "SECONDS > 0"),
+        ("delay:-1@batch:1", "SECONDS > 0"),
+        ("delay:nan@batch:1", "SECONDS > 0"),
+        ("delay:inf@batch:1", "SECONDS > 0"),
+        ("delay:1e9@batch:1", "SECONDS > 0"),
+        ("delay:soon@batch:1", "SECONDS > 0"),
+        ("oom:2@batch:1", "takes no value"),
     ],
 )
 def test_bad_fault_specs_are_protocol_errors(spec: str, why: str) -> None:
@@ -367,3 +432,120 @@ def test_hang_never_returns() -> None:
     )
     with pytest.raises(subprocess.TimeoutExpired):
         subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=1.5)
+
+
+# --- issue 23 §5: asynchronous CUDA errors are located truthfully ----------------------------
+
+
+@pytest.fixture
+def no_pending():
+    from gpubench_nb.engine.faults import clear_pending
+
+    clear_pending()
+    yield
+    clear_pending()
+
+
+def test_async_cuda_error_is_located_at_the_synchronisation_not_at_batch_n(
+    setup, monkeypatch, no_pending
+) -> None:
+    """The H200 case: an error injected at batch 2 was reported "during batch 5 of 5". A CUDA
+    error surfaces at the next synchronisation, so the note says where it surfaced and which
+    batches were launched since the last synchronisation (here 1-3), never "during batch 3"."""
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    monkeypatch.setenv("GPUBENCH_FAULT", "cudaerror@batch:2")
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert result.elapsed_seconds is None
+    assert "CUDA error" in result.error
+    assert log.count("predict") == 3  # batches 2 and 3 were launched after the failing kernel
+    note = result.notes[0]
+    assert note.startswith("R3.6 InjectedDeviceError during the synchronisation after batch 3")
+    assert "launched in batches 1-3, since the last synchronisation" in note
+    assert "CUDA_LAUNCH_BLOCKING=1" in note
+    assert "during batch 3 of 3" not in note and not out.exists()
+
+
+def test_under_launch_blocking_the_error_shows_at_its_own_batch(
+    setup, monkeypatch, no_pending
+) -> None:
+    """With CUDA_LAUNCH_BLOCKING=1 (the diagnosis rerun) launches are synchronous: the error
+    shows at batch 2 and no later batch runs."""
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.setenv("CUDA_LAUNCH_BLOCKING", "1")
+    monkeypatch.setenv("GPUBENCH_FAULT", "cudaerror@batch:2")
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert log.count("predict") == 1
+    assert "during batch 2 of 3 (a CUDA error; CUDA_LAUNCH_BLOCKING=1" in result.notes[0]
+
+
+def test_an_error_raised_at_a_later_launch_names_the_batches_since_the_last_sync(
+    setup, monkeypatch, no_pending
+) -> None:
+    """A real CUDA error may also surface when a later batch launches (sticky context): the
+    note names that launch and every batch launched since the timer's synchronise."""
+    backend, corpus, out, _, kwargs = setup
+    monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
+    calls = {"n": 0}
+    original = backend.predict
+
+    def failing(batch):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return original(batch)
+
+    backend.predict = failing
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert "during the launch of batch 3 of 3" in result.notes[0]
+    assert "launched in batches 1-3" in result.notes[0]
+
+
+def test_a_non_device_error_keeps_its_batch(setup, no_pending) -> None:
+    """A Python exception is synchronous: "during batch 1 of 3" stays exact."""
+    backend, corpus, out, _, kwargs = setup
+    backend.predict = lambda batch: (_ for _ in ()).throw(ValueError("bad shape"))
+    result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
+    assert result.notes[0].startswith("R3.6 ValueError during batch 1 of 3: failed")
+
+
+# --- issue 23 §3: telemetry sampled outside the timed code path -------------------------------
+
+
+class RecordingSampler:
+    observable = True
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def start(self) -> None:
+        self.log.append("sampler.start")
+
+    def stop(self) -> None:
+        self.log.append("sampler.stop")
+
+    def summary(self) -> dict:
+        return {"observable": True, "flags": ["throttled: clock-event reasons sw_power_cap"]}
+
+
+@pytest.mark.parametrize("scope", ["processing", "end_to_end"])
+def test_sampler_starts_before_the_timer_and_stops_after_it(setup, scope) -> None:
+    backend, corpus, out, log, kwargs = setup
+    result = measure_pass(
+        backend, corpus, FakeSettings(), scope, out, sampler=RecordingSampler(log), **kwargs
+    )
+    start, stop = log.index("sampler.start"), log.index("sampler.stop")
+    clocks = [i for i, entry in enumerate(log) if entry.startswith("clock")]
+    assert start < log.index("sync") < clocks[0]  # started before the timer's synchronise
+    assert stop > clocks[-1]  # stopped after the timer's last reading
+    assert result.gpu_telemetry["flags"] == ["throttled: clock-event reasons sw_power_cap"]
+
+
+def test_a_failed_pass_stops_its_sampler(setup, monkeypatch) -> None:
+    backend, corpus, out, log, kwargs = setup
+    monkeypatch.setenv("GPUBENCH_FAULT", "error@batch:2")
+    result = measure_pass(
+        backend, corpus, FakeSettings(), "processing", out, sampler=RecordingSampler(log), **kwargs
+    )
+    assert not result.ok and log.count("sampler.stop") == 1
+    assert result.gpu_telemetry is not None

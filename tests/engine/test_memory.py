@@ -151,6 +151,9 @@ def test_companion_notebook_is_thin_and_saved_without_outputs_r3_3() -> None:
     assert "memory.step(device)" in "".join(c.source for c in code)  # steps/memory.py
     prose = " ".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert "R3.8" in prose and "R3.9" in prose and "empty" in prose
+    # issue 23 §6: the cold row's peak includes the 32 MiB cuBLAS workspace
+    assert "cuBLAS/cuBLASLt workspaces are covered" in prose and "32 MiB" in prose
+    assert "part of a cold\n  pass's memory" in prose
 
 
 def test_companion_notebook_cells_run_on_cpu() -> None:

@@ -87,12 +87,15 @@ def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: ob
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> tuple[Path, Path]:
-    """One full run, with an injected OOM and a dead kernel in variant b4 (R3.6, R5.8)."""
+    """One full run, with an injected OOM, a dead kernel and an asynchronous CUDA error in
+    variant b4 (R3.6, R5.8, issue 23 §5)."""
     root = tmp_path_factory.mktemp("e2e")
     experiment = make_experiment(root, data_dir, "e2e")
-    # An OOM in b4's first warm pass, and a kernel that dies in b4's second cold run.
+    # An OOM in b4's first warm pass, a kernel that dies in b4's second cold run, and a CUDA
+    # error launched at batch 2 of b4's first cold run (it surfaces at the synchronisation).
     os.environ["GPUBENCH_FAULT"] = (
-        "oom@batch:3@variant:b4@phase:warm@run:1;crash@batch:2@variant:b4@phase:cold@run:2"
+        "oom@batch:3@variant:b4@phase:warm@run:1;crash@batch:2@variant:b4@phase:cold@run:2;"
+        "cudaerror@batch:2@variant:b4@phase:cold@run:1"
     )
     try:
         result = run_experiment(experiment, output_dir=root / "outputs")
@@ -163,13 +166,38 @@ def test_injected_oom_is_a_failed_row_not_a_zero_r5_8(finished: tuple[Path, Path
     ][0]
     assert died["elapsed_seconds"] is None and "DeadKernelError" in died["notes"]
     assert died["corpus_accepted"] is False  # detected, not waited on; the schedule went on
-    others = [r for r in rows if r["phase"] in ("cold", "warm") and r not in (failed, died)]
+    device = [
+        r for r in rows if r["variant_id"] == "b4" and r["phase"] == "cold" and r["run_index"] == 1
+    ][0]
+    assert device["elapsed_seconds"] is None and "CUDA error" in device["notes"]
+    others = [r for r in rows if r["phase"] in ("cold", "warm") and r not in (failed, died, device)]
     assert all(r["elapsed_seconds"] > 0 for r in others)
     # b1 is accepted on every run; b4 is not, since one of its runs failed (R5.7).
     assert all(r["corpus_accepted"] for r in others if r["variant_id"] == "b1")
     b1 = {r["accepted_unique_corpora"] for r in rows if r["variant_id"] == "b1"}
     b4 = {r["accepted_unique_corpora"] for r in rows if r["variant_id"] == "b4"}
     assert (b1, b4) == ({1}, {0})
+
+
+def test_a_cuda_error_is_located_truthfully_then_diagnosed_outside_the_schedule(
+    finished: tuple[Path, Path],
+) -> None:
+    """The row says where the error surfaced and which batches were launched; after the
+    schedule, a CUDA_LAUNCH_BLOCKING=1 rerun located it at batch 2 in diagnosis.json, sealed
+    in the manifest and never a row (issue 23 §5)."""
+    _, bundle = finished
+    rows = read_rows(bundle / "resultats-bruts.csv")
+    row = [
+        r for r in rows if r["variant_id"] == "b4" and r["phase"] == "cold" and r["run_index"] == 1
+    ][0]
+    assert "during the synchronisation after batch" in row["notes"]
+    assert "launched in batches 1-" in row["notes"]
+    diagnosis = json.loads((bundle / "runs" / "b4" / "cold-1" / "diagnosis.json").read_text())
+    assert diagnosis["reproduced"] is True
+    assert diagnosis["environment"] == {"CUDA_LAUNCH_BLOCKING": "1"}
+    assert "batch 2 of" in diagnosis["located"] and "CUDA_LAUNCH_BLOCKING=1" in diagnosis["located"]
+    assert "runs/b4/cold-1/diagnosis.json" in (bundle / "MANIFEST.sha256").read_text()
+    assert not (bundle / "runs" / "b4" / "warm-1" / "diagnosis.json").exists()  # an OOM: none
 
 
 def test_check_bundle_passes_then_detects_a_tampered_prediction(

@@ -237,7 +237,7 @@ def test_non_utf8_bytes_are_refused_with_their_lines(tmp_path):
     path.write_bytes(b"\n".join([good, bad, good.replace(b'"a"', b'"c"'), bad]) + b"\n")
     message = refusal(path)
     assert "line 2 [R1.1]: bytes that are not UTF-8" in message
-    assert "line 4 [R1.1]" in message
+    assert "(the same on 1 more line(s): 4)" in message  # one failure, said once (issue 25)
     assert "line 3" not in message
 
 
@@ -261,12 +261,42 @@ def test_csv_problems_carry_physical_line_numbers(tmp_path):
     assert "header lacks the declared field(s) ['text']" in refusal(missing_column, fmt="csv")
 
 
-def test_many_problems_are_counted_and_the_listing_capped(tmp_path):
+def test_the_same_failure_on_many_lines_is_said_once_with_its_count(tmp_path):
+    # Issue 25: 25 rows with the same undeclared label were 20 sentences and "5 more".
     recs = [{"id": f"x{i}", "text": "t", "label": "cooking"} for i in range(25)]
     message = refusal(write_jsonl(tmp_path / "c.jsonl", recs))
     assert "25 problem(s)" in message
+    assert message.count("is not one of the declared classes") == 1
+    assert "line 1 [R1.3]: label 'cooking'" in message
+    assert "(the same on 24 more line(s): 2, 3, 4, 5, 6, ...)" in message
+
+
+def test_many_kinds_of_problems_are_counted_and_the_listing_capped(tmp_path):
+    recs = [{"id": f"x{i}", "text": "t", "label": f"other{i}"} for i in range(25)]
+    message = refusal(write_jsonl(tmp_path / "c.jsonl", recs))
+    assert "25 problem(s)" in message
     assert "line 20 [R1.3]" in message and "line 21 [R1.3]" not in message
-    assert "and 5 more" in message
+    assert "and 5 more kind(s)" in message
+
+
+def test_a_csv_file_read_as_jsonl_says_corpus_format_first(tmp_path):
+    # Issue 25: 1,000 "not valid JSON" sentences for a CSV file declared as JSONL.
+    rows = [["a", "t", "web"], ["b", "u", "admin"], ["c", "v", "web"]]
+    path = write_csv(tmp_path / "c.txt", ["id", "text", "label"], rows)
+    message = refusal(path)
+    assert "refused, 4 problem(s): the file looks like CSV, not JSONL" in message
+    assert "write corpus.format: csv" in message
+    assert message.count("not valid JSON") == 1 and "(the same on 3 more line(s)" in message
+
+
+def test_an_unreadable_tune_file_names_its_key(tmp_path):
+    # Issue 25: "cannot read corpus ... fix corpus.path" for a missing tune file.
+    exp = Exp(Spec(path=tmp_path / "eval.jsonl", tune=tmp_path / "absent-tune.jsonl"))
+    with pytest.raises(CorpusError) as caught:
+        load_experiment_corpus(exp, "tune")
+    message = str(caught.value)
+    assert message.startswith("R1.1: corpus.tune: cannot read the corpus file ")
+    assert "fix corpus.tune in the experiment YAML" in message and "corpus.path" not in message
 
 
 def test_empty_corpus_unknown_format_and_missing_file(tmp_path):
@@ -274,7 +304,7 @@ def test_empty_corpus_unknown_format_and_missing_file(tmp_path):
     empty.write_bytes(b"")
     assert "holds no item" in refusal(empty)
     assert "format 'xml' is not supported" in refusal(empty, fmt="xml")
-    assert "cannot read corpus" in refusal(tmp_path / "absent.jsonl")
+    assert "corpus.path: cannot read the corpus file" in refusal(tmp_path / "absent.jsonl")
 
 
 def test_crlf_inside_a_text_becomes_lf_and_nothing_else_changes(tmp_path):
@@ -321,3 +351,31 @@ def test_train_and_tune_overlap_is_refused_too():
 
 def test_normalise_text_casefolds_and_collapses_whitespace():
     assert normalise_text("  Straße\t\nGAME ") == "strasse game"
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_without_texts_the_revision_ids_and_labels_are_the_same(tmp_path, fmt):
+    # Issue 25: acceptance reads IDs and labels only; the texts are checked and fingerprinted
+    # while streaming, not kept (a 535 MB corpus held 3.3 GB).
+    if fmt == "jsonl":
+        path = write_jsonl(tmp_path / "c.jsonl", records(), newline="\r\n")
+    else:
+        rows = [[i.id, i.text, i.label] for i in ITEMS]
+        path = write_csv(tmp_path / "c.csv", ["id", "text", "label"], rows)
+    full = load_corpus(path, fmt=fmt, classes=CLASSES)
+    light = load_corpus(path, fmt=fmt, classes=CLASSES, texts=False)
+    assert light.revision == full.revision == make_corpus(path, ITEMS).revision
+    assert (light.ids, light.labels) == (full.ids, full.labels)
+    with pytest.raises(CorpusError, match="loaded without its texts"):
+        _ = light.texts
+    assert full.texts == tuple(i.text for i in ITEMS)
+
+
+def test_a_lone_surrogate_escape_is_still_refused_while_streaming(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(
+        '{"id": "a", "text": "ok", "label": "web"}\n{"id": "b", "text": "x\\ud800", '
+        '"label": "web"}\n',
+        encoding="utf-8",
+    )
+    assert "line 2 [R1.1]: text is not valid Unicode (lone surrogate)" in refusal(path)

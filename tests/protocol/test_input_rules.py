@@ -212,3 +212,15 @@ def test_variant_ids_differing_only_in_case_are_one_folder(tmp_path: Path) -> No
     data = _declaration()
     data["variants"][1]["id"] = "B1"
     assert "variant id 'b1' is used twice" in _error(tmp_path, data)
+
+
+def test_every_file_in_another_format_says_corpus_format_first(tmp_path: Path) -> None:
+    # Issue 25: three CSV files declared `format: jsonl`; the fix is the format, said first,
+    # not "save the train split as JSONL ... or convert the eval file".
+    data = _declaration()
+    data["corpus"].update(path="eval.csv", train="train.csv", tune="tune.csv", format="jsonl")
+    message = _error(tmp_path, data)
+    first = message.splitlines()[0]
+    assert "corpus.format: 'jsonl' is declared but every corpus file is CSV" in first
+    assert "Fix: write corpus.format: csv" in first and first.startswith("R1.1: ")
+    assert "save the train split" not in message and "convert the eval file" not in message

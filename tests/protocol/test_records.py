@@ -160,3 +160,44 @@ def test_clock_writes_utc_to_the_second() -> None:
     assert utc_text(datetime(2026, 12, 4, 20, 0, 5, tzinfo=paris)) == "2026-12-04T19:00:05Z"
     assert utc_text(datetime(2026, 12, 4, 19, 0, 5)) == "2026-12-04T19:00:05Z"  # naive = UTC
     assert len(utc_now()) == 20 and utc_now().endswith("Z")
+
+
+def test_issue_23_run_and_environment_fields_are_typed(tmp_path: Path) -> None:
+    """import/fingerprint/context seconds, residency, the GPU telemetry of the pass and the
+    effective CUDA_MODULE_LOADING are read as typed fields; a record without them (made before
+    issue 23) still reads, with None."""
+    from gpubench_nb.protocol.records import EnvironmentRecord
+
+    data = {
+        "variant_id": "b1",
+        "phase": "cold",
+        "run_index": 1,
+        "import_seconds": 8.3,
+        "fingerprint_seconds": 0.2,
+        "cuda_context_seconds": 0.4,
+        "weight_residency_at_load_start": {"observable": True, "resident_fraction": 1.0},
+        "gpu_telemetry": {
+            "observable": True,
+            "energy_joules": 12.5,
+            "throttled": False,
+            "low_clock": True,
+            "flags": ["low clock: median SM clock 1507 MHz is below 85% of the maximum 1980 MHz"],
+        },
+        "environment": {"numerics": {"cuda_module_loading": {"effective": "LAZY"}}},
+    }
+    run = RunRecord.from_dict(data, "run.json")
+    assert (run.import_seconds, run.fingerprint_seconds, run.cuda_context_seconds) == (
+        8.3,
+        0.2,
+        0.4,
+    )
+    assert run.weight_residency_at_load_start["resident_fraction"] == 1.0
+    assert run.gpu_telemetry.energy_joules == 12.5 and run.gpu_telemetry.low_clock is True
+    assert run.gpu_telemetry.flags[0].startswith("low clock")
+    assert EnvironmentRecord.from_dict(data["environment"]).cuda_module_loading == "LAZY"
+    unobserved = dict(data, gpu_telemetry={"observable": False, "energy_joules": "not observable"})
+    assert RunRecord.from_dict(unobserved).gpu_telemetry.energy_joules is None
+    old = RunRecord.from_dict({"variant_id": "b1", "phase": "warm", "run_index": 2})
+    assert old.gpu_telemetry is None and old.import_seconds is None
+    with pytest.raises(BundleError, match="gpu_telemetry.flags"):
+        RunRecord.from_dict(dict(data, gpu_telemetry={"flags": "throttled"}), "run.json")

@@ -8,11 +8,13 @@ from pathlib import Path
 from test_report import write_bundle
 
 from gpubench_nb.report.decision import (
+    DecisionView,
     Option,
     decision_frame,
     decision_html,
     decision_sentences,
     decision_view,
+    placeholder_sentences,
 )
 
 
@@ -62,24 +64,59 @@ def test_no_cost_when_no_accepted_option_was_measured_on_its_package_hardware() 
     assert first.startswith("No accepted option has a cost per accepted corpus") and note in first
 
 
-def test_fastest_distinct_when_ranges_do_not_overlap() -> None:
+def test_fastest_distinct_by_the_stated_rank_rule() -> None:
     sentences = decision_sentences(
         [_option("box", "b1", FIVE_SLOW), _option("box", "b4", FIVE_FAST)]
     )
-    assert sentences[1] == (
+    assert sentences[1].startswith(
         "Fastest accepted option: box / b4, median warm time per corpus 500 ms "
-        "(480 ms – 520 ms over 5 runs)."
+        "(480 ms – 520 ms over 5 runs). Faster than box / b1 (810 ms (790 ms – 830 ms); "
+        "p = 0.00794 ≤ α = 0.05, 5 + 5 runs). Rule: exact two-sided Mann–Whitney U test on the "
+        "raw warm times, α = 0.05;"
     )
 
 
-def test_overlapping_ranges_are_not_distinguishable() -> None:
-    close = (0.505, 0.53, 0.515, 0.51, 0.52)  # median 0.515, range 0.505-0.53: overlaps b4's
-    sentences = decision_sentences([_option("box", "b4", FIVE_FAST), _option("box", "b8", close)])
+def test_one_slow_run_of_five_does_not_flip_a_clear_median_gap() -> None:
+    """Issue 24's example: batch 16 ~3.54 ms, nine times faster than batch 1 (~31.7 ms), but one
+    of its five warm runs took 369 ms; the min–max overlap said "not distinguishable"."""
+    b1 = (0.0317, 0.0315, 0.0320, 0.0318, 0.0316)
+    b16 = (0.00354, 0.00350, 0.369, 0.00356, 0.00352)
+    options = [_option("wn", "b1", b1), _option("wn", "b16", b16, warm_runs=(1, 2, 3, 4, 5))]
+    sentence = decision_sentences(options)[1]
+    assert sentence.startswith("Fastest accepted option: wn / b16, median warm time per corpus")
+    assert "(3.50 ms – 369 ms over 5 runs)" in sentence  # min–max stays reported (R3.5)
+    assert (
+        "Faster than wn / b1 (31.7 ms (31.5 ms – 32.0 ms); p = 0.00794 ≤ α = 0.05, 5 + 5 runs; "
+        "1 outlier run(s) ranked at the fence (uncapped p = 0.151, which one slow run would "
+        "have flipped))."
+    ) in sentence
+    assert "Not distinguishable" not in sentence
+    frame = decision_frame(DecisionView(options, []))
+    assert frame.loc[("wn", "b16"), "warm per corpus: median (min – max)"].endswith(
+        "5 runs; outlier: run 3 (kept, R3.6)"
+    )
+
+
+def test_same_distribution_is_not_distinguishable() -> None:
+    a = (0.50, 0.52, 0.54, 0.56, 0.58)  # interleaved ranks: U = 10, exact p = 0.690
+    b = (0.51, 0.53, 0.55, 0.57, 0.59)
+    sentences = decision_sentences([_option("box", "b4", a), _option("box", "b8", b)])
     assert "Fastest accepted option: box / b4" in sentences[1]
     assert (
-        "Not distinguishable on these 5 runs from box / b8 (515 ms (505 ms – 530 ms))"
-        in (sentences[1])
+        "Not distinguishable from box / b8 (550 ms (510 ms – 590 ms); p = 0.69 > α = 0.05, "
+        "5 + 5 runs): these runs do not show which is faster."
+    ) in sentences[1]
+
+
+def test_too_few_runs_to_decide_is_said_as_such() -> None:
+    sentences = decision_sentences(
+        [_option("box", "b1", (0.80, 0.81, 0.82)), _option("box", "b4", (0.50, 0.51, 0.52))]
     )
+    assert (
+        "Too few runs to decide against box / b1 (810 ms (800 ms – 820 ms); 3 + 3 runs: the "
+        "smallest p the exact test can give is 0.1 > α = 0.05)."
+    ) in sentences[1]
+    assert "Faster than" not in sentences[1]
 
 
 def test_faster_but_rejected_and_fewer_than_five_runs_are_said() -> None:
@@ -115,7 +152,9 @@ def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     b4 = frame.loc[(h100, "b4 (batch=4)")]
     assert b4["accepted"] == "yes"
     assert b4["warm per corpus: median (min – max)"] == "500 ms (480 ms – 520 ms), 5 runs"
-    assert b4["cold (median)"] == "600 ms" and b4["load (median)"] == "420 ms"
+    assert b4["cold · load (median)"] == "600 ms · 420 ms"
+    assert b4["quality vs threshold"] == "macro_f1 0.780 ≥ 0.700"  # issue 24 §4
+    assert b4["warm per text, throughput"] == "500 µs per text; 2,000 texts/s"
     assert b4["peak memory (warm, median)"] == "120 MiB allocated, 184 MiB reserved"
     assert b4["declared package"] == "USD 1,234.56 (h100-example, 7 days × 1 lot(s))"
     assert b4["per accepted corpus"] == "USD 1,234.56"
@@ -132,3 +171,26 @@ def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     assert f"{h100} / b8 was faster (median 305 ms) but not accepted" in " ".join(view.sentences)
     html = decision_html(view)
     assert html.startswith('<table border="1" class="dataframe" id="decision-table">')
+
+
+def test_placeholder_prices_are_marked_and_say_how_to_enter_a_quote() -> None:
+    """Issue 24 §3: the decision table and its sentences never show an example price bare."""
+    options = [
+        _option("box", "b1", FIVE_SLOW, placeholder=True),
+        _option("box", "b4", FIVE_FAST, placeholder=True),
+    ]
+    view = DecisionView(options, decision_sentences(options) + placeholder_sentences(options))
+    assert view.sentences[0].startswith(
+        "Cheapest accepted option: box (h100, 7 days × 1 lot(s); variants b1, b4) at "
+        "USD 420.00 [PLACEHOLDER, not a quote] per accepted corpus"
+    )
+    assert view.sentences[-1].startswith(
+        "Prices marked [PLACEHOLDER, not a quote] (h100) are invented examples"
+    )
+    assert "remove 'placeholder: true' from that offer" in view.sentences[-1]
+    frame = decision_frame(view)
+    assert set(frame["declared package"]) == {
+        "USD 420.00 [PLACEHOLDER, not a quote] (h100, 7 days × 1 lot(s))"
+    }
+    assert set(frame["per accepted corpus"]) == {"USD 420.00 [PLACEHOLDER, not a quote]"}
+    assert placeholder_sentences([_option("box", "b1", FIVE_SLOW)]) == []  # a real quote

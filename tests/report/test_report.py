@@ -57,6 +57,19 @@ def _peak_allocated(variant: str, run_index: int) -> int:
     return ({"b1": 50, "b4": 100, "b8": 200}[variant] + 10 * (run_index - 1)) * MIB
 
 
+def _machine(*, heavy: bool) -> dict:
+    """What a run.json records of the machine around the run (engine/activity.py)."""
+    load = 3.1 if heavy else 0.2
+    busy = [{"pid": 4242, "name": "python3", "cpu_share": 0.97}] if heavy else []
+    activity = {"load_average_1min": load, "cpu_count": 2, "busy_processes": busy}
+    return {
+        "load_average_start": [load, load, load],
+        "load_average_end": [load, load, load],
+        "cpu_activity_start": activity,
+        "cpu_activity_end": activity,
+    }
+
+
 def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock_changes) -> Path:
     """A golden bundle: lock, environment, economics, runs/*/run.json + checks.json, the CSV."""
     bundle = root / name
@@ -154,6 +167,7 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
             run_dir = bundle / "runs" / variant / f"{phase}-{run_index}"
             run_dir.mkdir(parents=True)
             run = {"elapsed_seconds": seconds, "error": OOM if failed else None, "notes": ""}
+            run["environment"] = _machine(heavy=not gpu and variant == "b1")  # R2.5
             run.update(truncated_texts=3, dropped_tokens=41)
             (run_dir / "run.json").write_text(json.dumps(run), encoding="utf-8")
             if checks is not None:
@@ -304,12 +318,36 @@ def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
-    points = [tuple(xy) for c in scatters for xy in c.get_offsets()]
+    runs = [c for c in scatters if c.get_sizes()[0] == 18]  # one dot per run
+    points = [tuple(xy) for c in runs for xy in c.get_offsets()]
     assert len(points) == 14  # 5 + 5 + 4: the OOM run is not a point
     assert min(y for _, y in points) == pytest.approx(0.28)  # nothing drawn at zero
+    # b8's 0.45 s lies beyond median 0.305 + 3 × 1.4826 × MAD 0.015: ringed and named, kept
+    rings = [tuple(xy) for c in scatters if c.get_sizes()[0] != 18 for xy in c.get_offsets()]
+    assert [y for _, y in rings] == [pytest.approx(0.45)]
+    assert [t.get_text() for t in warm.texts] == ["run 2"]
+    assert warm.get_yscale() == "linear"  # 0.28-0.83 s: well within 10×
     assert [t.get_text() for t in warm.get_xticklabels()] == ["b1", "b4", "b8\n(1 failed)"]
     assert [ax.get_title() for ax in fig.axes] == ["load", "cold", "warm"]  # facets, R3.2
     assert isinstance(report.failures_table(rows), type(rows))
+
+
+def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) -> None:
+    """Issue 24 §4: one slow run must not flatten the others against zero."""
+    rows = report.rows_frame(report.load_bundles([gpu_bundle]))
+    slow = (rows["variant_id"] == "b4") & (rows["phase"] == "warm") & (rows["run_index"] == 3)
+    rows.loc[slow, "elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
+    rows.loc[slow, "texts_per_second"] = 1000 / 9.0
+    fig = report.elapsed_figure(rows)
+    warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
+    assert warm.get_yscale() == "log" and "log scale" in warm.get_ylabel()
+    assert [ax.get_yscale() for ax in fig.axes if ax.get_title() != "warm"] == ["linear"] * 2
+    assert "run 3" in [t.get_text() for t in warm.texts]  # the slow run is marked
+    summary = report.summary_table(rows)
+    b4 = summary.loc[("demo-bow-batch · NVIDIA H100 80GB HBM3", "b4", "warm")]
+    assert b4["median per pass"] == "510 ms" and b4["min – max"] == "490 ms – 9.00 s"
+    assert b4["median per text"] == "510 µs" and b4["texts/s (median)"] == "1,961 texts/s"
+    assert b4["outliers (above median + 3 × MAD; kept)"] == "run 3 (9.00 s)"
 
 
 def test_acceptance_per_run(gpu_bundle: Path) -> None:
@@ -641,17 +679,19 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
     assert "Traceback" not in dom
     tables = re.findall(r"<table.*?</table>", dom, re.S)
-    # decision (first), header, summary, memory, acceptance, failures, economics
-    assert len(tables) == 7 and 'id="decision-table"' in tables[0]
+    # decision (first), header, conditions, summary, memory, acceptance, failures, economics
+    assert len(tables) == 8 and 'id="decision-table"' in tables[0]
     bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
     assert bodies[0] == 6  # 2 bundles x 3 variants
-    assert bodies[2] == 18  # 2 bundles x 3 variants x 3 phases
-    assert bodies[4] == 60  # 2 bundles x 30 measured runs
-    assert bodies[5] == 1  # the OOM run, listed with its note
-    assert bodies[6] == 4  # 2 bundles x 2 offers
+    assert bodies[2] == 12  # 2 bundles x 3 variants x (cold, warm): the machine (R2.5)
+    assert bodies[3] == 18  # 2 bundles x 3 variants x 3 phases
+    assert bodies[5] == 60  # 2 bundles x 30 measured runs
+    assert bodies[6] == 1  # the OOM run, listed with its note
+    assert bodies[7] == 4  # 2 bundles x 2 offers
+    assert "outlier: run 2 (kept, R3.6)" in tables[0] and "run 2 (450 ms)" in tables[3]
     assert "Cheapest accepted option" in dom and "Fastest accepted option" in dom
     assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
-    assert "out of memory" in tables[5] and "memory was not recorded" in dom
+    assert "out of memory" in tables[6] and "memory was not recorded" in dom
     assert "b8 was faster but not accepted" in dom
     assert "The rental ledger" in dom and "USD 617.28 per accepted corpus" in dom
     assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
@@ -704,6 +744,15 @@ def test_decision_table_is_visible_without_scrolling(rendered: Path, tmp_path: P
     assert box["top"] >= 0 and box["left"] >= 0
     assert box["bottom"] <= min(box["viewport_height"], 900), box
     assert box["right"] <= box["viewport_width"], box
+    # Issue 24 §4, §2: that first screen answers: quality against its threshold, the machine's
+    # load during the warm runs, and the banner saying the variants ran under uneven load.
+    html = rendered.read_text(encoding="utf-8")
+    table = re.search(r'<table[^>]*id="decision-table".*?</table>', html, re.S).group(0)
+    assert "quality vs threshold" in table and "machine during warm runs" in table
+    assert "macro_f1 0.780 ≥ 0.700" in table and "macro_f1 0.660 &lt; 0.700" in table
+    assert "load 3.10, max 3.10 (2 cores); others busy 5/5 runs (python3)" in table
+    assert "810 µs per text; 1,235 texts/s" in table  # per text and texts/s beside per corpus
+    assert "Measured under uneven conditions (R2.5): heavy load" in html
 
 
 @pytest.mark.slow
@@ -723,3 +772,51 @@ def test_first_screen_probe_fails_when_the_table_is_below_the_fold(
     )  # fmt: skip
     box = first_screen_probe(pushed, tmp_path / "probe")
     assert box is not None and box["bottom"] > box["viewport_height"]
+
+
+def test_a_throttled_or_low_clock_run_is_flagged(gpu_bundle: Path) -> None:
+    """A run whose timed pass NVML saw throttled (or well below the maximum clock) is named
+    in the report's warnings, its time kept (issue 23 §3: the H200 ran at a median 1507 MHz
+    of 1980 while environment.json said 1980)."""
+    from gpubench_nb.report.render import warnings_markdown
+    from gpubench_nb.report.stats import clock_warnings
+
+    path = gpu_bundle / "runs" / "b8" / "warm-2" / "run.json"
+    run = json.loads(path.read_text(encoding="utf-8"))
+    run["gpu_telemetry"] = {
+        "observable": True,
+        "energy_joules": 41.5,
+        "flags": ["low clock: median SM clock 1507 MHz is below 85% of the maximum 1980 MHz"],
+    }
+    path.write_text(json.dumps(run), encoding="utf-8")
+    rows = report.load_bundles([gpu_bundle])[0].rows
+    found = clock_warnings(rows)
+    assert len(found) == 1
+    assert "/ b8 / warm run 2: low clock: median SM clock 1507 MHz" in found[0]
+    assert found[0] in warnings_markdown(report.rows_frame(report.load_bundles([gpu_bundle])))
+    assert [
+        r["energy_joules"]
+        for r in rows
+        if r["variant_id"] == "b8" and r["phase"] == "warm" and r["run_index"] == 2
+    ] == [41.5]
+
+
+def test_run_conditions_show_the_clocks_sampled_during_the_pass() -> None:
+    """Issue 24's per-run conditions read issue 23's gpu_telemetry: the SM clock during the
+    pass, the reasons seen and the throttle flag appear beside the load."""
+    from gpubench_nb.report.conditions import run_conditions
+
+    run = {
+        "gpu_telemetry": {
+            "observable": True,
+            "sm_clock_mhz": {"min": 1215, "median": 1507, "max": 1980},
+            "max_sm_clock_mhz": 1980,
+            "clock_event_reasons": ["sw_power_cap"],
+            "throttled": True,
+            "energy_joules": 41.5,
+        }
+    }
+    text = run_conditions(run).text()
+    assert 'sm_clock_mhz: {"max": 1980, "median": 1507, "min": 1215}' in text
+    assert 'clock_event_reasons: ["sw_power_cap"]' in text and "throttled: true" in text
+    assert run_conditions({"gpu_telemetry": {"observable": False}}).gpu == ()

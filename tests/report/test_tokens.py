@@ -23,10 +23,8 @@ def test_median_tokens_per_second_and_off_label_counts_per_variant_and_phase() -
     ]
     table = token_table(rows)
     assert list(table.index) == [("e", "b8", "warm")]
-    assert (
-        table.loc[("e", "b8", "warm"), "median_tokens_per_second"] == "500.0"
-    )  # 4 significant digits (formats.number)
-    assert table.loc[("e", "b8", "warm"), "off_label_answers"] == "3, 4"
+    assert table.loc[("e", "b8", "warm"), "tokens/s (median)"] == "500 tokens/s"  # formats.rate
+    assert table.loc[("e", "b8", "warm"), "off-label answers per run"] == "3, 4"
 
 
 def test_a_sentence_when_no_backend_counted_tokens() -> None:

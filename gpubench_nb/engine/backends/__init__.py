@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.base import (
@@ -18,7 +19,7 @@ from gpubench_nb.engine.backends.base import (
 from gpubench_nb.engine.backends.bow import build_bow
 from gpubench_nb.engine.backends.build import build_model
 from gpubench_nb.engine.backends.minilm import build_minilm
-from gpubench_nb.engine.backends.presets import BuildReport, minilm_source_dir
+from gpubench_nb.engine.backends.presets import BuildReport, minilm_source_dir, wordpiece_dir
 from gpubench_nb.engine.backends.registry import REGISTRY, BackendEntry, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import BACKENDS
@@ -69,17 +70,24 @@ def load_backend(
         ) from exc
 
 
-def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
-    """``(model_revision, tokenizer_revision)`` of the declared folders: the SHA-256 of the
-    same files load_backend loads, without loading them (for the protocol lock, R1.1)."""
+def revision_files(model: Any, tokenizer: Any) -> tuple[list[Path], list[Path]]:
+    """The model files and the tokenizer files whose SHA-256 are the two revisions (R1.1):
+    every file load_backend (and transformers under it) reads in each folder."""
     from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 
     entry = backend_entry(model.backend)
     model_dir = require_folder(model.path, "model.path")
     tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
+    return entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
+
+
+def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
+    """``(model_revision, tokenizer_revision)`` of the declared folders: the SHA-256 of the
+    same files load_backend loads, without loading them (for the protocol lock, R1.1)."""
+    model_files, tokenizer_files = revision_files(model, tokenizer)
     return (
-        sha256_files(entry.model_files(model_dir), model_dir),
-        sha256_files(tokenizer_files(tokenizer_dir), tokenizer_dir),
+        sha256_files(model_files, Path(model.path)),
+        sha256_files(tokenizer_files, Path(tokenizer.path)),
     )
 
 
@@ -101,4 +109,6 @@ __all__ = [
     "load_backend",
     "minilm_source_dir",
     "resolve_device",
+    "revision_files",
+    "wordpiece_dir",
 ]

@@ -1,4 +1,4 @@
-"""The ``bow`` preset: EmbeddingBag over MiniLM WordPiece IDs + linear, built from the seed."""
+"""The ``bow`` preset: EmbeddingBag over MiniLM WordPiece IDs (shipped) + linear, from the seed."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ from gpubench_nb.engine.backends.presets import (
     built_report,
     copy_tokenizer,
     macro_f1,
-    minilm_source_dir,
     preset_metadata,
     staged_build,
+    wordpiece_dir,
     write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer
@@ -149,7 +149,7 @@ def build_bow(
     started = time.perf_counter()
     opts = _bow_options(options)
     classes = tuple(classes)
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else minilm_source_dir()
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir)
     subsets = build_subsets(train_labels, tune_labels, classes, opts)
     x_train = tokenizer.tokenize(subsets.train(train_texts), context).input_ids

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata, require_mapping
-from gpubench_nb.engine.backends.presets import minilm_source_dir
+from gpubench_nb.engine.backends.presets import minilm_source_dir, wordpiece_dir
 from gpubench_nb.engine.backends.registry import PRESETS
 from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.errors import BackendError
@@ -69,7 +69,9 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
         )
     defaults = BOW_OPTIONS if backend == "bow" else MINILM_OPTIONS
     options = require_mapping(dict(exp.model.build or {}), defaults, f"the {backend} preset")
-    source = minilm_source_dir()
+    # bow: the shipped WordPiece files, byte-identical to the MiniLM package's (the same
+    # source_revision); minilm: the package itself (its encoder).
+    source = minilm_source_dir() if backend == "minilm" else wordpiece_dir()
     source_files = tokenizer_files(source)
     if backend == "minilm":
         source_files += [source / name for name in ENCODER_FILES]

@@ -82,6 +82,13 @@ class CausalLmBackend(Backend):
         self.precision = precision
         model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(precision))
         self.module = model.to(device).eval()
+        # Issue 23 §7 (R2.5, R1.3): the folder's generation_config.json is fingerprinted, but
+        # none of its options applies: the model's defaults become exactly the declared ones,
+        # so generate() has no folder default left to merge in.
+        self.generation_config, self.folder_overridden = declared_generation_config(
+            model, self.tokenizer, prompt
+        )
+        self.module.generation_config = self.generation_config
         self._max_context = max_context(model.config, self.tokenizer)
         conts = self.prompts.continuations
         self.fast_path = prompt.decision == "loglik" and (
@@ -142,6 +149,8 @@ class CausalLmBackend(Backend):
         described = super().describe()
         described.update(
             generation=self.prompt.options(),
+            generation_config_effective=effective_generation_config(self.generation_config),
+            generation_config_folder_overridden=self.folder_overridden,
             prompt_tokens=self.prompts.prompt_tokens,
             verbalisation_tokens=[len(c) for c in self.prompts.continuations],
             loglik_path=None
@@ -228,20 +237,9 @@ class CausalLmBackend(Backend):
 
     def generated_texts(self, batch: Batch) -> list[str]:
         """Each row's greedy continuation, decoded and cut before the first stop string."""
-        from transformers import GenerationConfig
-
         hf = self.tokenizer.hf
-        eos = self.module.generation_config.eos_token_id
-        if eos is None:
-            eos = self.module.config.eos_token_id or hf.eos_token_id
-        config = GenerationConfig(  # greedy, nothing else: the model folder's sampling
-            do_sample=False,  # settings are not applied (R2.5: the declared options only)
-            num_beams=1,
-            max_new_tokens=self.prompt.max_new_tokens,
-            repetition_penalty=1.0,
-            pad_token_id=self.tokenizer.pad_id,
-            eos_token_id=eos,
-        )
+        config = self.generation_config  # the declared options only (set at load)
+        eos = config.eos_token_id
         width = batch.tensors["input_ids"].shape[1]
         tensors = {k: v for k, v in batch.tensors.items() if k != "position_ids"}
         stops = [StopInAnswer(hf, width, self.prompt.stop)] if self.prompt.stop else None
@@ -262,6 +260,49 @@ class CausalLmBackend(Backend):
                 text = text.split(stop, 1)[0]
             texts.append(text)
         return texts
+
+
+def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple[Any, list[str]]:
+    """The generation config of the declared options only (greedy, ``max_new_tokens``), and
+    the names of the folder's generation options it overrides (issue 23 §7). Token ids (end of
+    sequence, padding, start) are facts of the model, read from its files, which are part of
+    the model revision; every other option of generation_config.json is dropped."""
+    from transformers import GenerationConfig
+
+    folder = getattr(model, "generation_config", None)
+    eos = getattr(folder, "eos_token_id", None)
+    if eos is None:
+        eos = model.config.eos_token_id or tokenizer.hf.eos_token_id
+    bos = getattr(folder, "bos_token_id", None) or model.config.bos_token_id
+    config = GenerationConfig(
+        do_sample=False,
+        num_beams=1,
+        max_new_tokens=prompt.max_new_tokens,
+        repetition_penalty=1.0,
+        pad_token_id=tokenizer.pad_id,
+        eos_token_id=eos,
+        bos_token_id=bos,
+    )
+    token_ids = {"eos_token_id", "bos_token_id", "pad_token_id", "decoder_start_token_id"}
+    given = {} if folder is None else folder.to_diff_dict()
+    overridden = sorted(
+        key
+        for key, value in given.items()
+        if key not in token_ids
+        and not key.startswith("_")
+        and key != "transformers_version"
+        and getattr(config, key, None) != value
+    )
+    return config, overridden
+
+
+def effective_generation_config(config: Any) -> dict[str, Any]:
+    """The options generate() runs with, JSON-able (run.json, R2.5): those that differ from
+    transformers' defaults, plus the greedy settings stated explicitly."""
+    out = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
+    out.update(do_sample=config.do_sample, num_beams=config.num_beams)
+    out["max_new_tokens"] = config.max_new_tokens
+    return out
 
 
 class StopInAnswer:

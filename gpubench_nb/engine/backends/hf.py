@@ -23,12 +23,19 @@ if TYPE_CHECKING:
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin")
 
 
+# Read by from_pretrained beside config.json when present: generation_config.json holds the
+# folder's generation defaults (issue 23 §7: they changed answers while no revision knew).
+MODEL_EXTRA_FILES = ("generation_config.json",)
+
+
 def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
-    """config.json + the weight files in ``folder``: what from_pretrained reads (R1.1)."""
+    """config.json, generation_config.json when present, and the weight files in ``folder``:
+    every file from_pretrained reads there (R1.1)."""
     config = folder / "config.json"
     weights = sorted(
         {p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.name not in exclude}
     )
+    extra = [folder / name for name in MODEL_EXTRA_FILES if (folder / name).is_file()]
     if not config.is_file() or not weights:
         raise BackendError(
             f"model.path {folder} must hold config.json and weights (*.safetensors or "
@@ -36,7 +43,7 @@ def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
             f"{[p.name for p in weights]}",
             rule="R1.1",
         )
-    return [config, *weights]
+    return [config, *extra, *weights]
 
 
 def from_pretrained(auto_class: Any, folder: Path, dtype: torch.dtype) -> Any:

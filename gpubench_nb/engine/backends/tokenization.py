@@ -36,7 +36,11 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
     "tokenizer.model",
+    # chat templates change the rendered prompt (issue 23 §7): part of the revision
+    "chat_template.jinja",
+    "chat_template.json",
 )
+CHAT_TEMPLATE_DIR = "additional_chat_templates"  # transformers reads every *.jinja in it
 
 
 def offline() -> None:
@@ -59,8 +63,12 @@ def require_folder(path: Path, what: str) -> Path:
 
 
 def tokenizer_files(folder: Path) -> list[Path]:
-    """The tokenizer files present in ``folder`` (at least one, else a BackendError)."""
+    """The tokenizer files present in ``folder``, chat templates included (at least one
+    tokenizer file, else a BackendError): every file AutoTokenizer reads there (R1.1)."""
     found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
+    if not any(p.name not in ("chat_template.jinja", "chat_template.json") for p in found):
+        found = []
+    found += sorted(p for p in (folder / CHAT_TEMPLATE_DIR).glob("*.jinja") if p.is_file())
     if not found:
         raise BackendError(
             f"tokenizer.path {folder} holds none of {list(TOKENIZER_FILES)}; point it at a "

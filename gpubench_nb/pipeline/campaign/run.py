@@ -57,8 +57,11 @@ class CampaignResult:
         return any(state == "failed" for state in self.states.values())
 
     def states_text(self) -> str:
-        """One ``target: state`` line per target."""
-        return "".join(f"{target}: {state}\n" for target, state in self.states.items())
+        """One ``target: state`` line per target, with its bundle's absolute path (issue 25)."""
+        return "".join(
+            f"{target}: {state}  bundle {self.campaign_dir / target}\n"
+            for target, state in self.states.items()
+        )
 
 
 def _jobs_module() -> Any:

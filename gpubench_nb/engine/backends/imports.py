@@ -1,0 +1,134 @@
+"""Import what a backend needs before the load clock starts (R3.2, issue 23 §1).
+
+In a fresh process, importing torch and transformers (and what they pull in: scipy, sympy,
+torch.distributed ...) took 98 % of a recorded 8.4 s load on an H200. Imports are not loading
+a model: ``import_backend_modules`` imports every module the declared backend's load will use
+(the concrete model and tokenizer classes included, found from the folders' config files),
+timed on their own as ``import_seconds``, so ``load_seconds`` covers reading the files and
+placing the weights. Nothing else is imported: a measuring kernel imports only what it uses
+(``tests/engine/test_imports.py`` checks ``sys.modules``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# Modules a tokenizer load may import lazily, depending on the transformers version.
+_TOKENIZER_SUPPORT = (
+    "transformers.tokenization_utils_base",
+    "transformers.tokenization_utils_fast",
+    "transformers.tokenization_utils_tokenizers",
+    "transformers.convert_slow_tokenizer",
+    "tokenizers.trainers",
+    "encodings.unicode_escape",  # a codec reading a chat template (causal_lm) imports
+)
+# Modules every backend's load uses besides its own (the registry imports that one).
+_COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_errors")
+# Which transformers auto mapping names the model class, per backend (None: no HF model).
+_MODEL_MAPPING = {
+    "bow": None,
+    "minilm": "MODEL_MAPPING_NAMES",
+    "hf": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
+    "causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
+}
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _optional(name: str) -> None:
+    with contextlib.suppress(ImportError):
+        importlib.import_module(name)
+
+
+def _transformers_class(name: Any) -> None:
+    """``transformers.<name>`` (its module imported), where that name exists."""
+    if not isinstance(name, str) or not name:
+        return
+    import transformers
+
+    with contextlib.suppress(AttributeError, ImportError, RuntimeError):
+        getattr(transformers, name)
+
+
+def _tokenizer_class(name: str) -> None:
+    try:
+        from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
+
+        tokenizer_class_from_name(name)
+    except (ImportError, AttributeError, ValueError):
+        pass
+
+
+def _model_classes(backend: str, model_path: Path) -> list[str]:
+    mapping_name = _MODEL_MAPPING.get(backend)
+    if mapping_name is None:
+        return []
+    from transformers.models.auto import modeling_auto
+
+    names = ["AutoModel" if backend == "minilm" else "AutoModelForSequenceClassification"]
+    if backend == "causal_lm":
+        names = ["AutoModelForCausalLM", "GenerationConfig"]
+    model_type = _json(Path(model_path) / "config.json").get("model_type")
+    if backend == "minilm":
+        model_type = model_type or "bert"
+    mapped = getattr(modeling_auto, mapping_name, {}).get(model_type)
+    names += mapped if isinstance(mapped, (list, tuple)) else [mapped]
+    return [n for n in names if n]
+
+
+def _tokenizer_classes(tokenizer_path: Path) -> list[str]:
+    name = _json(Path(tokenizer_path) / "tokenizer_config.json").get("tokenizer_class")
+    if not isinstance(name, str):
+        return ["AutoTokenizer"]
+    base = name.removesuffix("Fast")
+    return ["AutoTokenizer", base, f"{base}Fast"]
+
+
+def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
+    """Import everything the load of ``model`` (a ModelSpec) with ``tokenizer`` (a
+    TokenizerSpec) will use; return the names asked for. An unknown backend imports no
+    backend module (load_backend then refuses it with the list of backends)."""
+    import torch  # noqa: F401
+
+    from gpubench_nb.engine.backends.registry import REGISTRY
+
+    asked = ["torch"]
+    for name in _COMMON_MODULES:
+        _optional(name)
+        asked.append(name)
+    entry = REGISTRY.get(model.backend)  # unknown: load_backend refuses it with the list
+    if entry is not None:
+        entry.backend_class()  # imports the backend's module (the registry, issue 21)
+        asked.append(f"gpubench_nb.engine.backends.{entry.module}")
+    import transformers  # noqa: F401  (every backend tokenises with a Hugging Face tokenizer)
+
+    asked.append("transformers")
+    for name in _TOKENIZER_SUPPORT:
+        _optional(name)
+    classes = _tokenizer_classes(tokenizer.path) + _model_classes(model.backend, model.path)
+    for name in classes:
+        _transformers_class(name)
+    for name in _tokenizer_classes(tokenizer.path)[1:]:  # as AutoTokenizer will look it up
+        _tokenizer_class(name)
+    return asked + [f"transformers.{n}" for n in classes]
+
+
+def timed_imports(
+    model: Any, tokenizer: Any, *, clock: Callable[[], int] = time.perf_counter_ns
+) -> float:
+    """``import_backend_modules`` timed: the seconds it took (0.0-ish when already imported)."""
+    started = clock()
+    import_backend_modules(model, tokenizer)
+    return (clock() - started) / 1e9

@@ -1,0 +1,124 @@
+"""How much of each model/tokenizer file sits in the OS page cache at load start (issue 23 §2).
+
+SHA-256 fingerprinting (R1.1) reads every weight file just before the timed load, so that load
+reads from memory, not from storage: ``load_seconds`` is a warm-page-cache load. The residency
+recorded here (``mmap`` + ``mincore(2)`` through ctypes, Linux and other POSIX systems that have
+it) makes that visible per run; where it cannot be asked, it is ``"not observable"``, never a
+guess. Nothing is read or faulted in: ``mincore`` only looks at the page tables of a fresh
+mapping.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import mmap
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+NOT_OBSERVABLE = "not observable"
+RESIDENCY_NOTE = (
+    "page cache: SHA-256 fingerprinting read every model and tokenizer file just before the "
+    "load, so the load reads them from memory, not storage (warm page cache; "
+    "weight_residency_at_load_start in run.json, issue 23)"
+)
+
+Mincore = Callable[[Path, int], list[bool]]  # (file, size) -> one "resident" flag per page
+
+
+def _libc_mincore() -> Mincore | None:
+    """A probe built on the C library's ``mmap``/``mincore``/``munmap``, or None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        c_mmap, c_mincore, c_munmap = libc.mmap, libc.mincore, libc.munmap
+    except (OSError, AttributeError, TypeError):
+        return None
+    c_mmap.restype = ctypes.c_void_p
+    c_mmap.argtypes = (
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_int,
+        ctypes.c_long,
+    )
+    c_mincore.restype = ctypes.c_int
+    c_mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
+    c_munmap.restype = ctypes.c_int
+    c_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+    page = mmap.PAGESIZE
+
+    def probe(path: Path, size: int) -> list[bool]:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            address = c_mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+            if address in (None, ctypes.c_void_p(-1).value):
+                raise OSError(ctypes.get_errno(), "mmap failed")
+            try:
+                vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+                if c_mincore(address, size, vec) != 0:
+                    raise OSError(ctypes.get_errno(), "mincore failed")
+                return [bool(v & 1) for v in vec]
+            finally:
+                c_munmap(address, size)
+        finally:
+            os.close(fd)
+
+    return probe
+
+
+def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
+    """``{"file", "size_bytes", "resident_bytes", "resident_fraction"}`` of one file, or
+    ``resident_*`` = ``"not observable"`` (no mincore, empty file, mapping refused)."""
+    path = Path(path)
+    size = path.stat().st_size
+    out: dict[str, Any] = {"file": path.name, "size_bytes": size}
+    unknown = {"resident_bytes": NOT_OBSERVABLE, "resident_fraction": NOT_OBSERVABLE}
+    if probe is None or size == 0:
+        return {**out, **unknown}
+    try:
+        flags = probe(path, size)
+    except (OSError, ValueError, TypeError):
+        return {**out, **unknown}
+    page = mmap.PAGESIZE
+    resident = sum(min(page, size - i * page) for i, flag in enumerate(flags) if flag)
+    return {**out, "resident_bytes": resident, "resident_fraction": round(resident / size, 4)}
+
+
+def residency(paths: Iterable[Path], *, probe: Mincore | None | str = "libc") -> dict[str, Any]:
+    """Page-cache residency of ``paths`` now: per file and in all (bytes and fraction).
+
+    ``probe``: injectable for tests; ``"libc"`` = mincore(2), None = not observable.
+    """
+    found = _libc_mincore() if probe == "libc" else probe
+    files = [file_residency(p, found) for p in paths]  # type: ignore[arg-type]
+    size = sum(f["size_bytes"] for f in files)
+    known = [f for f in files if isinstance(f["resident_bytes"], int)]
+    if not files or len(known) < len(files) or size == 0:
+        return {
+            "observable": False,
+            "files": files,
+            "size_bytes": size,
+            "resident_bytes": NOT_OBSERVABLE,
+            "resident_fraction": NOT_OBSERVABLE,
+        }
+    resident = sum(f["resident_bytes"] for f in known)
+    return {
+        "observable": True,
+        "files": files,
+        "size_bytes": size,
+        "resident_bytes": resident,
+        "resident_fraction": round(resident / size, 4),
+    }
+
+
+def residency_text(record: dict[str, Any] | None) -> str:
+    """The `notes` form: ``weights resident at load start: 100.0 % of 90.9 MB``."""
+    if not record or not record.get("observable"):
+        return f"weights resident in page cache at load start: {NOT_OBSERVABLE}"
+    return (
+        "weights resident in page cache at load start: "
+        f"{100 * record['resident_fraction']:.1f} % of {record['size_bytes']} B"
+    )

@@ -1,0 +1,150 @@
+"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (issue 23 §5).
+
+A CUDA error surfaces at the first synchronisation after the kernel that caused it, so a
+failed run can only say which batches were launched since the previous one (R3.6). After the
+schedule has finished (no timed run is touched or delayed), each run that failed with a
+device error is rerun once in a fresh process with ``CUDA_LAUNCH_BLOCKING=1``: every launch is
+then synchronous and the error shows at its own batch. The rerun is untimed, writes no
+predictions and no row; its record, ``diagnosis.json`` beside the run's ``run.json``, says it
+is a diagnosis and with which environment it ran.
+
+    python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.backends.device_errors import failure_kind
+from gpubench_nb.engine.environment import utc_now
+from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
+
+DIAGNOSIS_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
+KIND = "diagnosis rerun: outside the schedule, untimed, not a row (issue 23 §5)"
+_TAG = "GPUBENCH_DIAGNOSIS "
+
+
+def needs_diagnosis(record: dict[str, Any] | None) -> bool:
+    """A run whose recorded error is a device (CUDA) error: asynchronous, so not located."""
+    error = (record or {}).get("error")
+    return bool(error) and failure_kind(RuntimeError(str(error))) == "device"
+
+
+def diagnose_run(
+    experiment_path: Path | str,
+    variant_id: str,
+    phase: str,
+    run_index: int,
+    bundle_dir: Path | str,
+    *,
+    timeout_seconds: int = 600,
+) -> dict[str, Any]:
+    """Rerun one failed run in a fresh process with CUDA_LAUNCH_BLOCKING=1, write and return
+    its ``diagnosis.json``. A diagnosis that cannot run is recorded as such, never raised."""
+    started = utc_now()
+    env = {**os.environ, **DIAGNOSIS_ENV}
+    command = [
+        sys.executable,
+        "-m",
+        "gpubench_nb.pipeline.diagnose",
+        str(experiment_path),
+        variant_id,
+        phase,
+        str(run_index),
+        str(bundle_dir),
+    ]
+    record: dict[str, Any] = {
+        "kind": KIND,
+        "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
+        "environment": dict(DIAGNOSIS_ENV),
+        "started_utc": started,
+    }
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=timeout_seconds, env=env
+        )
+        found = [line for line in done.stdout.splitlines() if line.startswith(_TAG)]
+        if found:
+            record.update(json.loads(found[-1][len(_TAG) :]))
+        else:
+            tail = " ".join(done.stderr.split())[-500:]
+            record.update(reproduced=None, error=f"diagnosis exited {done.returncode}: {tail}")
+    except subprocess.TimeoutExpired:
+        record.update(reproduced=None, error=f"diagnosis timed out after {timeout_seconds} s")
+    record["finished_utc"] = utc_now()
+    folder = run_dir(bundle_dir, variant_id, phase, run_index)
+    write_json_atomic(folder / DIAGNOSIS_NAME, record)
+    return record
+
+
+def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bundle: str) -> dict:
+    """In the diagnosis process: the frozen declaration and files, the run's passes, untimed."""
+    from gpubench_nb.engine.backends import fingerprints_for, load_backend
+    from gpubench_nb.engine.clocks import ClockSampler  # none: nothing of it is kept
+    from gpubench_nb.engine.faults import FaultPlan
+    from gpubench_nb.engine.measure import measure_pass
+    from gpubench_nb.protocol.corpus import load_experiment_corpus
+    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.lock import require_frozen
+
+    exp = load_experiment(experiment_path)
+    settings = exp.variant(variant_id).settings
+    corpus = load_experiment_corpus(exp, "eval")
+    model_revision, tokenizer_revision = fingerprints_for(exp.model, exp.tokenizer)
+    require_frozen(  # R1.3: the diagnosis runs what the run ran, or nothing
+        bundle,
+        exp,
+        {
+            "corpus_revision": corpus.revision,
+            "model_revision": model_revision,
+            "tokenizer_revision": tokenizer_revision,
+        },
+        step="diagnosis",
+    )
+    plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
+    backend = load_backend(
+        exp.model,
+        exp.tokenizer,
+        classes=exp.classes,
+        device=settings.device,
+        precision=settings.precision,
+        revisions=(model_revision, tokenizer_revision),
+    )
+    passes = ["warmup"] * (exp.timing.warmup_iterations if phase == "warm" else 0) + ["measured"]
+    for number, kind in enumerate(passes, 1):
+        result = measure_pass(
+            backend,
+            corpus,
+            settings,
+            exp.timing.scope,
+            None,
+            faults=plan,
+            pass_kind=kind,
+            sampler=ClockSampler(None, None),
+        )
+        if not result.ok:
+            return {
+                "reproduced": True,
+                "pass": f"{kind} pass {number} of {len(passes)}",
+                "error": result.error,
+                "located": result.notes[0] if result.notes else None,
+            }
+    return {"reproduced": False, "pass": None, "error": None, "located": None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    experiment_path, variant_id, phase, run_index, bundle = args
+    out = _rerun(experiment_path, variant_id, phase, int(run_index), bundle)
+    print(_TAG + json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

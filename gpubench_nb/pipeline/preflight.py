@@ -1,0 +1,73 @@
+"""What `validate` checks before any run: every file the experiment names is there (issue 25).
+
+A missing file is named by the key that holds its path (``corpus.tune``, ``pricing.offers``),
+its absolute path and the fix, all in one error, so that `validate` passing means `run` will
+not stop later for a file it could have found now (R1.1, R1.3, R5.1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.errors import EconomicsError, ProtocolError
+
+
+def declared_files(exp: Any) -> list[tuple[str, Path]]:
+    """``(key, path)`` of every input file the experiment names, in the YAML's order."""
+    files = [("corpus.path", exp.corpus.path)]
+    files += [(f"corpus.{s}", getattr(exp.corpus, s)) for s in ("train", "tune")]
+    if exp.pricing is not None:
+        files.append(("pricing.offers", exp.pricing.offers))
+    return [(key, Path(path)) for key, path in files if path is not None]
+
+
+def missing_files(exp: Any) -> list[str]:
+    """One sentence per declared input file that is absent or is a folder."""
+    problems = []
+    for key, path in declared_files(exp):
+        if not path.exists():
+            problems.append(f"{key}: {path} does not exist")
+        elif not path.is_file():
+            problems.append(f"{key}: {path} is a folder, not a file")
+    return problems
+
+
+def check_files(exp: Any) -> None:
+    """Raise one ProtocolError listing every declared input file that is missing (R1.3)."""
+    problems = missing_files(exp)
+    if problems:
+        raise ProtocolError(
+            f"{exp.source}: {len(problems)} file(s) named by the experiment cannot be found: "
+            + "; ".join(problems)
+            + ". Fix: correct these paths in the YAML (a relative path there is relative to the "
+            "YAML's own folder, not to where you run the command)",
+            rule="R1.3",
+        )
+
+
+def check_pricing(exp: Any) -> str | None:
+    """The pricing section read in full as `run` will read it (R5.1); a one-line summary."""
+    from gpubench_nb.pipeline.guard import validate_pricing
+
+    if exp.pricing is None:
+        return None
+    try:
+        validate_pricing(exp)
+    except EconomicsError as exc:
+        raise EconomicsError(f"pricing.offers ({exp.pricing.offers}): {exc}") from exc
+    p = exp.pricing
+    amount = f"{p.lots} lot(s)" if p.lots is not None else f"{p.gpus} GPU(s)"
+    return f"offer {p.offer}, {p.days}-day package, {amount}; table {p.offers}"
+
+
+def model_line(exp: Any, source: Path) -> str | None:
+    """For a preset model not built yet: what builds it (not an error, `make demo` does it)."""
+    from gpubench_nb.engine.backends.build import PRESETS
+
+    if exp.model.backend in PRESETS and not Path(exp.model.path).is_dir():
+        return (
+            f"model.path {exp.model.path} is not built yet: `gpubench-nb build-model {source}` "
+            "builds it from the seed (R1.1)"
+        )
+    return None
