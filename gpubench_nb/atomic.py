@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from gpubench_nb.errors import disk_full, storage_error
 
 
 def _current_umask() -> int:
@@ -65,8 +68,10 @@ def write_text_atomic(path: Path, text: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if disk_full(exc):  # one clear line instead of a traceback (issue 22 §7)
+            raise storage_error(exc, path) from None
         raise
 
 
@@ -83,8 +88,12 @@ def append_text_durable(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # the umask applies
     try:
         written = os.write(fd, data)
-        if written != len(data):  # pragma: no cover - only on a full disk
-            raise OSError(f"short write to {path}: {written} of {len(data)} bytes")
+        if written != len(data):  # only on a full disk
+            raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
         os.fsync(fd)
+    except OSError as exc:
+        if disk_full(exc):
+            raise storage_error(exc, path) from None
+        raise
     finally:
         os.close(fd)

@@ -395,8 +395,10 @@ def _add_ledger(sub: argparse._SubParsersAction) -> None:
         default="parameters/offers.yaml",
         help="offers table, relative to the current folder (default: parameters/offers.yaml)",
     )
-    p.add_argument("--days", required=True, type=int, help="package length: 3, 7 or 30 (R5.1)")
-    p.add_argument("--lots", required=True, type=int, help="billed lots (R5.1, R5.2)")
+    p.add_argument(
+        "--days", required=True, type=_positive_int, help="package length: 3, 7 or 30 (R5.1)"
+    )
+    p.add_argument("--lots", required=True, type=_positive_int, help="billed lots (R5.1, R5.2)")
     p.add_argument(
         "--start", required=True, help="package start, UTC: 2026-12-01 or 2026-12-01T09:00:00Z"
     )
@@ -486,7 +488,7 @@ def _add_campaign(sub: argparse._SubParsersAction) -> None:
         help="submitit executor of local targets (debug: in this process, for debugging)",
     )
     p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
-    p.add_argument("--run-timeout", type=int, default=1800, metavar="SECONDS")
+    p.add_argument("--run-timeout", type=_positive_int, default=1800, metavar="SECONDS")
     p.set_defaults(func=_campaign_run)
     p = _command(
         actions,
@@ -575,6 +577,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             "folder is expected; give a folder path",
             file=sys.stderr,
         )
+        return 2
+    except OSError as exc:
+        from gpubench_nb.errors import disk_full, storage_error
+
+        if not disk_full(exc):
+            raise
+        # shutil's copies name the source first and the file being written second
+        where = exc.filename2 or exc.filename or "a file of this command"
+        print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
         return 2
 
 

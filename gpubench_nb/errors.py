@@ -39,3 +39,25 @@ class BackendError(GpubenchError):
 
 class BundleError(GpubenchError):
     """An output bundle fails its re-derived checks or its manifest."""
+
+
+class StorageError(GpubenchError):
+    """The disk refused a write: no space left (ENOSPC), a file too large (EFBIG), a quota."""
+
+
+def disk_full(exc: BaseException) -> bool:
+    """True when ``exc`` is the disk refusing a write (full, file too large, quota)."""
+    import errno
+
+    names = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", 122)}
+    return isinstance(exc, OSError) and exc.errno in names
+
+
+def storage_error(exc: OSError, path: object) -> StorageError:
+    """The one-line message for a write the disk refused (issue 22 §7)."""
+    why = exc.strerror or str(exc)
+    return StorageError(
+        f"cannot write {path}: {why}. Nothing half-written is kept (a finished bundle is "
+        "untouched; an unfinished one resumes). Fix: free space on that disk, or write elsewhere "
+        "(--output-dir / --out), then rerun the same command"
+    )

@@ -5,6 +5,11 @@ chose TCP without CurveZMQ keys. For the kernels ``gpubench-nb`` starts (``run``
 the kernel manager chooses the IPC transport (Unix sockets in Jupyter's runtime folder, readable
 by the user only), which both removes the reason for the warning and the warning itself.
 
+Those sockets and the connection files live in a private runtime folder of this process (0700,
+created at the first kernel, removed at exit), never in the kernels' working folder: two
+``gpubench-nb run`` started together on one install (a GPU server has several users) otherwise
+pick the same ``kernel-ipc-N`` socket names and talk to each other's kernels (issue 22 §1).
+
 A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
 client picks. For those, ``python -m gpubench_nb.kernel install`` writes a ``python3``
 kernelspec whose launcher drops exactly that one log line and nothing else: such kernels listen
@@ -14,10 +19,16 @@ on 127.0.0.1 only, and the line is advice to the client's author that the user c
 from __future__ import annotations
 
 import argparse
+import atexit
 import functools
 import json
 import logging
+import os
+import re
+import shutil
 import sys
+import tempfile
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +36,61 @@ from typing import Any
 TCP_WARNING = "Kernel is running over TCP without encryption"
 
 
+RUNTIME_PREFIX = "gpubench-nb-"
+# A Unix socket path holds at most 107 bytes (104 on macOS); a kernel's longest socket name in
+# the runtime folder is "/kernel-<12 hex>-ipc-<5 digits>" (30) after the folder's own 20.
+MAX_SOCKET_PATH = 100
+_LONGEST_SOCKET_NAME = len(RUNTIME_PREFIX) + 8 + 8 + len("/kernel-0123456789ab-ipc-65535")
+_FOLDER = re.compile(re.escape(RUNTIME_PREFIX) + r"(\d+)-")
+
+
+def _runtime_base() -> str:
+    """Where the private folder goes: the temporary folder (``TMPDIR``), else the user's
+    ``XDG_RUNTIME_DIR``, else ``/tmp``: the first short enough for socket paths."""
+    for base in (tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
+        if (
+            base
+            and os.path.isdir(base)
+            and os.access(base, os.W_OK | os.X_OK)
+            and len(os.path.abspath(base)) + 1 + _LONGEST_SOCKET_NAME <= MAX_SOCKET_PATH
+        ):
+            return os.path.abspath(base)
+    return tempfile.gettempdir()
+
+
+@functools.cache
+def runtime_dir() -> Path:
+    """This process's private folder for kernel sockets and connection files (0700).
+
+    Made once per process (``mkdtemp``: a fresh name, mode 0700) under :func:`_runtime_base`,
+    and removed when the process exits; never the package or the checkout folder.
+    """
+    base = _runtime_base()
+    _remove_stale(Path(base))
+    folder = Path(tempfile.mkdtemp(prefix=f"{RUNTIME_PREFIX}{os.getpid()}-", dir=base))
+    os.chmod(folder, 0o700)
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove the runtime folders of this user's processes that are gone (killed: no atexit)."""
+    for folder in base.glob(f"{RUNTIME_PREFIX}*"):
+        match = _FOLDER.match(folder.name)
+        try:
+            if not match or folder.stat().st_uid != os.getuid():
+                continue
+            os.kill(int(match.group(1)), 0)  # still alive (or another user's): keep it
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except (OSError, ValueError):
+            continue
+
+
 @functools.cache
 def kernel_manager_class() -> type:
-    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX)."""
+    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX),
+    with its connection file and sockets in :func:`runtime_dir` (issue 22 §1)."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
@@ -36,11 +99,17 @@ def kernel_manager_class() -> type:
         return AsyncKernelManager
 
     class IpcKernelManager(AsyncKernelManager):
-        """AsyncKernelManager whose default transport is IPC instead of TCP."""
+        """AsyncKernelManager whose default transport is IPC instead of TCP, its files private."""
 
         @default("transport")
         def _default_transport(self) -> str:
             return "ipc"
+
+        @default("connection_file")
+        def _default_connection_file(self) -> str:
+            # jupyter_client names the IPC sockets after the connection file ("<name>-ipc-N"):
+            # a unique name in a private folder gives sockets no other process can pick.
+            return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:12]}.json")
 
     return IpcKernelManager
 

@@ -25,13 +25,22 @@ from gpubench_nb.economics.offers import (
     REAL_QUOTE_HOWTO,
     ROUNDING_RULE,
     Offer,
+    cost_per_accepted_usd_minor,
     load_offers,
     package_quote,
     resolve_offer,
 )
 from gpubench_nb.errors import EconomicsError, GpubenchError
-from gpubench_nb.protocol.bundle import CSV_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.audit import kept_corpus, seal_problems
+from gpubench_nb.protocol.bundle import (
+    CSV_NAME,
+    ENVIRONMENT_NAME,
+    LOCK_NAME,
+    MANIFEST_NAME,
+    run_dir,
+)
 from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -128,33 +137,49 @@ def _same_machine(machine: Machine, env: EnvironmentRecord) -> str | None:
 
 def _times(
     bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
-) -> list[datetime]:
-    """Every recorded moment of the bundle: each run's start and finish, the environment capture."""
-    stamps = [env.captured_utc]
+) -> tuple[list[datetime], list[str]]:
+    """Every recorded moment of the bundle (each run's start and finish, the environment
+    capture), and the reasons a moment that should be there cannot be read (issue 22 §3, §9):
+    a missing or malformed time is a stated reason, never silently skipped."""
+    stamps: list[tuple[str, Any]] = [(f"{ENVIRONMENT_NAME} captured_utc", env.captured_utc)]
+    unreadable = []
     for row in rows:
         if row["phase"] in MEASURED_PHASES and isinstance(row.get("run_index"), int):
-            record = read_run(
-                run_dir(bundle, str(row["variant_id"]), row["phase"], row["run_index"])
-            )
-            if record is not None:
-                stamps += [record.started_utc, record.finished_utc]
-    found = []
-    for stamp in stamps:
-        if isinstance(stamp, str) and stamp:
+            folder = run_dir(bundle, str(row["variant_id"]), row["phase"], row["run_index"])
+            where = f"{folder.relative_to(bundle)}/run.json"
             try:
-                found.append(parse_utc(stamp, "recorded time"))
-            except EconomicsError:
+                record = read_run(folder)
+            except GpubenchError as exc:
+                unreadable.append(f"{where}: {' '.join(str(exc).split())}")
                 continue
-    return found
+            if record is None:
+                stamps.append((where, None))
+                continue
+            stamps += [
+                (f"{where} started_utc", record.started_utc),
+                (f"{where} finished_utc", record.finished_utc),
+            ]
+    found = []
+    for where, stamp in stamps:
+        try:
+            if not isinstance(stamp, str) or not stamp:
+                raise EconomicsError("missing")
+            found.append(parse_utc(stamp, "recorded time"))
+        except EconomicsError:
+            shown = "missing" if stamp is None else repr(stamp)
+            unreadable.append(f"{where}: {shown}")
+    return found, unreadable
 
 
-def _corpus_revision(bundle: Path, rows: Sequence[Mapping[str, Any]]) -> str | None:
-    lock = _read_json(bundle / LOCK_NAME) or {}
-    revision = (lock.get("fingerprints") or {}).get("corpus_revision")
-    if revision:
-        return revision
-    seen = {r.get("corpus_revision") for r in rows} - {None, ""}
-    return seen.pop() if len(seen) == 1 else None
+def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
+    """What the bundle's corpus is (R5.3): the identity its lock froze, else (a bundle frozen
+    before identities were recorded) the identity of its kept corpus copy, which the manifest
+    check has just verified. Either way the same items in another order, or with IDs equal
+    under NFC, are one corpus (issue 22 §4)."""
+    frozen = lock.get("corpus_identity")
+    if isinstance(frozen, str) and frozen:
+        return frozen
+    return kept_corpus(bundle, lock["declaration"]).identity
 
 
 def ledger_report(
@@ -171,7 +196,19 @@ def ledger_report(
 ) -> str:
     """`gpubench-nb ledger`: the ledger of ``offer_id`` (or its unique prefix) from the offers
     table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
-    given (atomically, for ``report --ledger``), returned formatted as ``fmt``."""
+    given (atomically, for ``report --ledger``), returned formatted as ``fmt``.
+
+    ``out`` goes through the one output guard before anything is read (R5.6, issue 22 §2):
+    never over the offers table or a file of a bundle, never into a bundle.
+    """
+    if out:
+        out = check_output_file(
+            Path(out),
+            option="--out",
+            inputs=[Path(offers_path), *map(Path, bundle_dirs)],
+            instead="name a new file outside every bundle, e.g. --out "
+            f"{Path.cwd() / 'ledger.json'}",
+        )
     if not Path(offers_path).exists():  # a typed path is read from the current folder (issue 25)
         raise EconomicsError(
             f"--offers {offers_path}: no such file, looked for at {Path(offers_path).resolve()} "
@@ -232,11 +269,10 @@ def build_ledger(
             continue
         kept.append(entry)
         if entry["accepted"]:
-            revisions.setdefault(entry["corpus_revision"], []).append(str(path))
+            revisions.setdefault(entry["corpus_identity"], []).append(str(path))
     count = len(revisions)
     quote = package_quote(offer, days, lots=lots, accepted_results=count)
-    running = now < end
-    status = "so far" if running else "closed"
+    status = window_status(start, end, now)
     return {
         "offer_id": offer.id,
         "gpu_model": offer.gpu_model,
@@ -255,8 +291,9 @@ def build_ledger(
         "accepted_corpora": count,
         "cost_per_accepted_usd_minor": quote.cost_per_accepted_usd_minor,
         "rounding_rule": ROUNDING_RULE,
-        "accepted_corpus_revisions": [
-            {"corpus_revision": rev, "bundles": where} for rev, where in revisions.items()
+        "accepted_corpora_counted_by": "corpus_identity",
+        "accepted_corpus_identities": [
+            {"corpus_identity": ident, "bundles": where} for ident, where in revisions.items()
         ],
         "kept": kept,
         "left_out": left_out,
@@ -273,6 +310,13 @@ def build_ledger(
     }
 
 
+def window_status(start: datetime, end: datetime, now: datetime) -> str:
+    """``not begun`` before the start, ``so far`` while running, ``closed`` after the end."""
+    if now < start:
+        return "not begun"
+    return "so far" if now < end else "closed"
+
+
 def _statement(
     total: int,
     count: int,
@@ -283,7 +327,10 @@ def _statement(
     lots: int,
     placeholder: bool = False,
 ) -> str:
-    so_far = " so far (the package window is still running)" if status == "so far" else ""
+    so_far = {
+        "so far": " so far (the package window is still running)",
+        "not begun": " (the package window has not begun yet)",
+    }.get(status, "")
     package = (
         f"{offer_id}, {days} days × {lots} lot(s): {formats.price(total, placeholder=placeholder)}"
     )
@@ -304,9 +351,29 @@ def _statement(
 def _examine(
     path: Path, offer: Offer, lots: int, machine: Machine, start: datetime, end: datetime
 ) -> tuple[str | None, dict[str, Any]]:
-    """(why the bundle is left out, or None; its entry when kept)."""
+    """(why the bundle is left out, or None; its entry when kept).
+
+    A bundle is counted only once its seal verifies as check-bundle verifies it: the manifest,
+    the lock's hashes and the CSV schema (R5.3, R5.6); a bundle without a manifest is
+    unfinished and not counted (issue 22 §3).
+    """
     if not (path / CSV_NAME).is_file():
         return f"no {CSV_NAME}: nothing was recorded in this bundle", {}
+    if not (path / MANIFEST_NAME).is_file():
+        return (
+            f"no {MANIFEST_NAME}: not a finished bundle, so nothing in it is sealed; not counted "
+            "(R5.6). Fix: finish it (rerun the same gpubench-nb command)"
+        ), {}
+    try:
+        problems = seal_problems(path)  # check-bundle's own verification of the seal
+    except GpubenchError as exc:
+        problems = [str(exc)]
+    if problems:
+        shown = "; ".join(" ".join(p.split()) for p in problems[:3])
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        return (
+            f"its seal does not verify (check-bundle fails), not counted (R5.6): {shown}{more}"
+        ), {}
     try:
         rows = read_rows(path / CSV_NAME)
     except GpubenchError as exc:
@@ -328,28 +395,29 @@ def _examine(
     )
     if not owner.attributable:
         return owner.reason, {}
-    try:
-        moments = _times(path, rows, env)
-    except GpubenchError as exc:
-        return f"unreadable run record: {' '.join(str(exc).split())}", {}
-    if not moments:
+    moments, unreadable = _times(path, rows, env)
+    if unreadable:
+        more = f" (+{len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
         return (
-            "no recorded time (run.json started_utc/finished_utc, environment.json captured_utc)",
-            {},
-        )
+            "recorded time(s) that cannot be read, so the bundle cannot be placed in the "
+            f"package window: {'; '.join(unreadable[:3])}{more}"
+        ), {}
     first, last = min(moments), max(moments)
     if first < start or last >= end:
         return (
             f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
             f"{utc_text(first)} to {utc_text(last)}"
         ), {}
-    revision = _corpus_revision(path, rows)
+    lock = _read_json(path / LOCK_NAME) or {}
+    try:
+        identity = _corpus_identity(path, lock)
+    except (GpubenchError, KeyError, TypeError) as exc:
+        return f"corpus identity cannot be read: {' '.join(str(exc).split())}", {}
     accepted_variants = [v for v, e in variant_acceptance(rows).items() if e.accepted]
-    if revision is None:
-        return "corpus revision not recorded (protocol.lock.json fingerprints)", {}
     return None, {
         "bundle": str(path),
-        "corpus_revision": revision,
+        "corpus_identity": identity,
+        "corpus_revision": (lock.get("fingerprints") or {}).get("corpus_revision"),
         "accepted": bool(accepted_variants),
         "accepted_variants": accepted_variants,
         "first_utc": utc_text(first),
@@ -392,7 +460,7 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     for entry in ledger["kept"]:
         state = "accepted" if entry["accepted"] else "not accepted"
         lines.append(
-            f"  {entry['bundle']}  corpus {entry['corpus_revision'][:12]}  {state}"
+            f"  {entry['bundle']}  corpus {entry['corpus_identity'][:12]}  {state}"
             + (f"  ({entry['note']})" if entry["note"] else "")
         )
     lines.append("left out:" if ledger["left_out"] else "left out: none")
@@ -404,7 +472,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
     names = [
         "offer_id", "days", "lots", "window_status", "package_total_usd_minor", "placeholder",
         "accepted_corpora", "cost_per_accepted_usd_minor", "bundle", "kept",
-        "corpus_revision", "accepted", "reason",
+        "corpus_identity", "accepted", "reason",
     ]  # fmt: skip
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
@@ -425,7 +493,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
                 **common,
                 "bundle": entry["bundle"],
                 "kept": "true",
-                "corpus_revision": entry["corpus_revision"],
+                "corpus_identity": entry["corpus_identity"],
                 "accepted": str(entry["accepted"]).lower(),
                 "reason": entry["note"],
             }
@@ -438,7 +506,13 @@ def _csv(ledger: Mapping[str, Any]) -> str:
 
 
 def read_ledger(path: str | Path) -> dict[str, Any]:
-    """A ledger written by ``gpubench-nb ledger --out``; EconomicsError when unusable."""
+    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency (issue 22 §3);
+    EconomicsError when unusable.
+
+    Its count must be the number of distinct accepted corpora it lists, its cost the arithmetic
+    of that count (calcul-forfaits, R5.3), and its statement the one those numbers give: a
+    count edited to 999 beside a statement that says 1 is refused, never shown.
+    """
     path = Path(path)
     data = _read_json(path)
     needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
@@ -448,4 +522,54 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             "fix: write one with gpubench-nb ledger ... --out ledger.json",
             rule="R5.3",
         )
+    problems = ledger_problems(data)
+    if problems:
+        raise EconomicsError(
+            f"{path}: the ledger is not consistent with itself, so it was edited after "
+            f"`gpubench-nb ledger` wrote it: {'; '.join(problems)}. Fix: write it again with "
+            "gpubench-nb ledger ... --out (it re-derives every count from the bundles)",
+            rule="R5.3",
+        )
     return data
+
+
+def ledger_problems(data: Mapping[str, Any]) -> list[str]:
+    """Each way the ledger's numbers and words disagree with each other (empty: consistent)."""
+    try:
+        count, total = data["accepted_corpora"], data["package_total_usd_minor"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (count, total)):
+            return ["accepted_corpora and package_total_usd_minor must be whole numbers"]
+        listed = data.get("accepted_corpus_identities")
+        key = "corpus_identity"
+        if listed is None:  # a ledger written before corpus identities (counted by revision)
+            listed, key = data.get("accepted_corpus_revisions") or [], "corpus_revision"
+        problems = []
+        distinct = {entry[key] for entry in listed}
+        if count != len(distinct) or len(distinct) != len(listed):
+            problems.append(
+                f"accepted_corpora is {count} but {len(distinct)} distinct accepted corpora "
+                "are listed"
+            )
+        counted = {e.get(key) for e in data.get("kept") or [] if e.get("accepted") and e.get(key)}
+        if data.get("kept") is not None and counted != distinct:
+            problems.append("the accepted corpora listed differ from the accepted bundles kept")
+        cost = cost_per_accepted_usd_minor(total, count)
+        if data.get("cost_per_accepted_usd_minor") != cost:
+            problems.append(
+                f"cost_per_accepted_usd_minor is {data.get('cost_per_accepted_usd_minor')}, "
+                f"the package total over {count} gives {cost}"
+            )
+        statement = _statement(
+            total,
+            count,
+            cost,
+            data["window"]["status"],
+            data["offer_id"],
+            data["days"],
+            data["lots"],
+        )
+        if data.get("statement") != statement:
+            problems.append("its statement is not the one its numbers give")
+        return problems
+    except (KeyError, TypeError, AttributeError, EconomicsError) as exc:
+        return [f"a part is missing or malformed ({exc!r})"]

@@ -8,6 +8,7 @@ R1.6) and seals predictions, checks, one CSV row and the environment under a man
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,9 +22,11 @@ from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.pipeline.steps import environment_step
 from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.protocol.results import append_rows, read_rows
@@ -41,10 +44,37 @@ class ClassifyResult:
     accepted: bool
 
 
-def reference_from(benchmark: Path, lock: dict[str, Any]) -> float:
+def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float:
     """The reference variant's median quality measured by a benchmark bundle of the same
-    frozen protocol (R1.3: the tolerance is a drop below the reference's value)."""
+    frozen protocol (R1.3: the tolerance is a drop below the reference's value).
+
+    The benchmark is verified first, as check-bundle does (R5.6): a reference whose CSV or
+    manifest was edited is refused, never used as a base (issue 22 §3).
+    """
+    benchmark = Path(benchmark)
+    if not benchmark.is_dir():
+        raise ProtocolError(
+            f"--reference-bundle {benchmark}: no such bundle folder; fix: pass the finished "
+            "benchmark of this experiment (outputs/<experiment_id>)",
+            rule="R1.3",
+        )
+    if not (benchmark / layout.MANIFEST_NAME).is_file():
+        raise ProtocolError(
+            f"--reference-bundle {benchmark}: not a finished bundle (no {layout.MANIFEST_NAME}); "
+            "fix: finish that benchmark first (gpubench-nb run)",
+            rule="R5.6",
+        )
+    problems = check_bundle(benchmark)
+    if problems:
+        listing = "\n  ".join(problems[:10])
+        raise ProtocolError(
+            f"--reference-bundle {benchmark} fails check-bundle, so its reference quality "
+            f"cannot be trusted:\n  {listing}\nfix: restore the bundle from a copy, or rerun "
+            "the benchmark",
+            rule="R5.6",
+        )
     theirs = read_lock(benchmark)
+    lock = theirs if lock is None else lock
     if theirs.get("sha256") != lock.get("sha256"):
         raise ProtocolError(
             f"--reference-bundle {benchmark}: its frozen protocol (sha256 "
@@ -71,14 +101,23 @@ def reference_from(benchmark: Path, lock: dict[str, Any]) -> float:
     return statistics.median(values)
 
 
-def _bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:
+def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:
+    """Create and return a new bundle folder with a name no other ``classify`` holds.
+
+    The folder is made with ``mkdir`` (which fails when the name exists), so two classify of
+    one variant started in the same second get distinct folders (issue 22 §1).
+    """
     stamp = utc_stamp()
     base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{stamp}"
+    base.parent.mkdir(parents=True, exist_ok=True)
     path, number = base, 1
-    while path.exists():
-        number += 1
-        path = base.with_name(f"{base.name}-{number}")
-    return path
+    while True:
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            number += 1
+            path = base.with_name(f"{base.name}-{number}")
 
 
 def classify(
@@ -92,7 +131,8 @@ def classify(
 
     The reference variant checks its own tolerance; another variant needs the reference value
     a benchmark of the same frozen protocol measured (``reference_bundle``), else it is refused
-    before anything runs (R1.3).
+    before anything runs (R1.3). ``output_dir`` goes through the output guard (R5.6), and a
+    command that fails leaves no half-made bundle folder behind (issue 22 §2).
     """
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
@@ -105,10 +145,27 @@ def classify(
             f"--variant {exp.quality.reference_variant}",
             rule="R1.3",
         )
-    bundle_dir = _bundle_dir(Path(output_dir).resolve(), exp.experiment_id, variant_id)
+    check_output_folder(Path(output_dir), option="--output-dir", inputs=[exp.source])
+    if reference_bundle is not None:  # verified (check-bundle) before any folder is made
+        reference_from(Path(reference_bundle))
+    bundle_dir = _reserve_bundle_dir(Path(output_dir), exp.experiment_id, variant_id)
+    try:
+        return _classify_into(exp, variant_id, bundle_dir, reference_bundle)
+    except BaseException:
+        shutil.rmtree(bundle_dir, ignore_errors=True)  # never a half-made bundle (issue 22 §2)
+        raise
+
+
+def _classify_into(
+    exp: Any,
+    variant_id: str,
+    bundle_dir: Path,
+    reference_bundle: str | Path | None,
+) -> ClassifyResult:
+    """The body of :func:`classify`, inside the folder it reserved."""
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
     reference_value = None
-    if not is_reference:
+    if reference_bundle is not None:
         reference_value = reference_from(Path(reference_bundle), read_lock(bundle_dir))
         write_json_atomic(
             bundle_dir / REFERENCE_NAME,

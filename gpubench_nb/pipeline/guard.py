@@ -25,6 +25,7 @@ from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.writer import bundle_writer
 
 
@@ -39,13 +40,7 @@ def backup_path(bundle_dir: Path) -> Path:
 
 def refuse_nested(output_dir: Path) -> None:
     """A bundle is never written inside another bundle (its manifest would not cover it)."""
-    holder = layout.bundle_holding(output_dir)
-    if holder is not None:
-        raise BundleError(
-            f"--output-dir {output_dir} is inside the bundle {holder}; a bundle is never written "
-            f"into another one. Fix: give a folder outside any bundle, e.g. {holder.parent}",
-            rule="R5.6",
-        )
+    check_output_folder(output_dir, option="--output-dir")
 
 
 def refuse_tampered(bundle_dir: Path) -> None:
@@ -110,7 +105,16 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
         if (bundle_dir / layout.MANIFEST_NAME).exists():
             refuse_tampered(bundle_dir)
         validate_pricing(experiment)
-        yield
+        created = not bundle_dir.exists()
+        try:
+            yield
+        except Exception:
+            # A first run that fails before its first row (a refusal, a full disk) leaves no
+            # half-made folder that looks like a bundle (issue 22 §2, §7); once a row is
+            # recorded the bundle is kept, resumable (R3.6).
+            if created and not (bundle_dir / layout.CSV_NAME).exists():
+                shutil.rmtree(bundle_dir, ignore_errors=True)
+            raise
 
 
 @contextmanager

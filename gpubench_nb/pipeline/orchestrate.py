@@ -8,6 +8,7 @@ The CSV is the ledger of what is done: a rerun skips every run that already has 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
@@ -106,7 +107,19 @@ def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
     refused = getattr(errors, str(getattr(exc, "ename", "")), None)
     if isinstance(refused, type) and issubclass(refused, GpubenchError):
         return refused(str(getattr(exc, "evalue", exc)))
+    full = _DISK_FULL_IN_KERNEL.match(str(getattr(exc, "evalue", "")))
+    if getattr(exc, "ename", None) in _OS_ERRORS and full:
+        # A full disk is no observation of the configuration: the run stops with no row, and
+        # the rerun redoes it once space is freed (issue 22 §7), instead of a failed row.
+        where = full.group("path") or "a file of the run"
+        return errors.storage_error(OSError(int(full.group("errno")), full.group("why")), where)
     return None
+
+
+_OS_ERRORS = ("OSError", "IOError", "StorageError")
+_DISK_FULL_IN_KERNEL = re.compile(
+    r"^\[Errno (?P<errno>28|27|122)\] (?P<why>[^:]+)(?::\s*'(?P<path>[^']*)')?"
+)
 
 
 def prepare_bundle(
@@ -122,6 +135,10 @@ def prepare_bundle(
     corpus, others = load_declared_corpora(experiment)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
+    else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
+        from gpubench_nb.engine.backends.model_check import check_declared_model
+
+        check_declared_model(experiment)
     model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
     fingerprints = {
         "corpus_revision": corpus.revision,
@@ -130,7 +147,7 @@ def prepare_bundle(
         **{f"{split}_revision": other.revision for split, other in others.items()},
     }
     bundle_dir.mkdir(parents=True, exist_ok=True)
-    freeze(bundle_dir, experiment, fingerprints, given=given_lock)
+    freeze(bundle_dir, experiment, fingerprints, given=given_lock, corpus_identity=corpus.identity)
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()
@@ -224,6 +241,8 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
+        if errors.disk_full(exc):  # ... but a full disk is not (issue 22 §7)
+            raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)

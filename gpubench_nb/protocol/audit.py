@@ -11,9 +11,9 @@ from typing import Any
 
 from gpubench_nb.errors import BundleError, CorpusError, ProtocolError
 from gpubench_nb.protocol import bundle as layout
-from gpubench_nb.protocol.corpus import load_corpus
+from gpubench_nb.protocol.corpus import Corpus, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, lock_seal_problems, read_lock
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
     accepted,
@@ -42,38 +42,24 @@ def _same(a: Any, b: Any) -> bool:
 def check_bundle(bundle_dir: str | Path) -> list[str]:
     """Every mismatch found; an empty list means the bundle re-checks cleanly."""
     root = Path(bundle_dir)
-    if not root.is_dir():
-        raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
-    problems = _manifest_problems(root)
-    lock, lock_problem = _lock_object(root)
-    if lock_problem is not None:
-        return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
-    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
-    if canonical_sha256(frozen) != lock.get("sha256"):
-        problems.append("protocol.lock.json: its sha256 does not match its content (R1.3)")
-    csv_path = root / layout.CSV_NAME
-    problems += [f"{layout.CSV_NAME}: {p}" for p in validate_csv(csv_path)]
+    problems = seal_problems(root)
     if problems:
         return problems  # re-deriving from altered inputs would only repeat the same finding
+    lock = read_lock(root)
+    csv_path = root / layout.CSV_NAME
     declaration = lock["declaration"]
-    corpus_decl = declaration["corpus"]
-    kept = next((root / "protocol").glob("corpus.*"), None)
-    if kept is None:
-        return ["protocol/: the kept copy of the corpus is missing (R5.6)"]
     try:
-        corpus = load_corpus(
-            kept,
-            fmt=corpus_decl["format"],
-            id_field=corpus_decl["id_field"],
-            text_field=corpus_decl["text_field"],
-            label_field=corpus_decl["label_field"],
-            classes=declaration["classes"],
-            texts=False,  # acceptance is re-derived from IDs and labels
-        )
+        corpus = kept_corpus(root, declaration, texts=False)  # acceptance: IDs and labels
     except CorpusError as exc:
-        return [f"protocol/{kept.name}: the kept corpus cannot be read: {exc}"]
+        return [str(exc)]
     if corpus.revision != lock["fingerprints"]["corpus_revision"]:
         problems.append("protocol/corpus: revision differs from the frozen corpus_revision (R1.1)")
+    if "corpus_identity" in lock:  # the identity needs the texts: read them for it alone
+        with_texts = kept_corpus(root, declaration)
+        if with_texts.identity != lock["corpus_identity"]:
+            problems.append(
+                "protocol/corpus: identity differs from the frozen corpus_identity (R5.3)"
+            )
     # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
     # str.splitlines would also split on \x1c, \x85, U+2028 ...
     text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
@@ -97,6 +83,26 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         report = outcome.reports.get(key)
         problems += _compare_run(root, key, row, report, outcome.reference_value)
     problems += [p for row in rows for p in compare_with_record(root, row)]
+    return problems
+
+
+def seal_problems(bundle_dir: str | Path) -> list[str]:
+    """The seal of a finished bundle, check-bundle's first stage: the manifest (every file
+    unchanged, none missing or added), the lock (a JSON object whose sha256 and lock_sha256
+    match its fields) and the CSV schema. What the ledger verifies before it counts a bundle
+    (R5.3, R5.6; issue 22 §3). BundleError (exit 2) when the folder has no manifest."""
+    root = Path(bundle_dir)
+    if not root.is_dir():
+        raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
+    problems = _manifest_problems(root)
+    lock, lock_problem = _lock_object(root)
+    if lock_problem is not None:
+        return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
+    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
+    if canonical_sha256(frozen) != lock.get("sha256"):
+        problems.append("protocol.lock.json: its sha256 does not match its content (R1.3)")
+    problems += lock_seal_problems(lock)  # experiment_id, created_utc ... (issue 22 §5)
+    problems += [f"{layout.CSV_NAME}: {p}" for p in validate_csv(root / layout.CSV_NAME)]
     return problems
 
 
@@ -127,6 +133,28 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
             f"{where}: elapsed_seconds={elapsed!r} but run.json recorded {measured!r} (R3.6)"
         )
     return found
+
+
+def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) -> Corpus:
+    """The bundle's kept copy of its corpus (``protocol/corpus.*``), read as the lock declares
+    it (``texts=False``: IDs and labels only, as acceptance needs); CorpusError naming the file
+    when it is missing or unreadable (R5.6)."""
+    corpus_decl = declaration["corpus"]
+    kept = next((Path(root) / "protocol").glob("corpus.*"), None)
+    if kept is None:
+        raise CorpusError("protocol/: the kept copy of the corpus is missing (R5.6)")
+    try:
+        return load_corpus(
+            kept,
+            fmt=corpus_decl["format"],
+            id_field=corpus_decl["id_field"],
+            text_field=corpus_decl["text_field"],
+            label_field=corpus_decl["label_field"],
+            classes=declaration["classes"],
+            texts=texts,
+        )
+    except CorpusError as exc:
+        raise CorpusError(f"protocol/{kept.name}: the kept corpus cannot be read: {exc}") from None
 
 
 def _manifest_problems(root: Path) -> list[str]:

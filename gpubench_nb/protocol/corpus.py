@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.splits import check_disjoint
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
+_IDENTITY_TAG = b"gpubench-nb corpus identity v1\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +83,16 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.items)
 
+    @cached_property
+    def identity(self) -> str:
+        """What the corpus *is* (R5.3): :func:`corpus_identity` of its items (texts needed)."""
+        if not self.texts_kept:
+            raise CorpusError(
+                f"corpus {self.path} was loaded without its texts; its identity needs them "
+                "(load it with texts=True)"
+            )
+        return corpus_identity(self.items)
+
 
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
     """SHA-256 of the items themselves, not of the file bytes (R1.1).
@@ -96,6 +108,23 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
         if len(revision.pending) >= HASH_CHUNK:
             revision.flush()
     return revision.hexdigest()
+
+
+def corpus_identity(items: Sequence[CorpusItem]) -> str:
+    """SHA-256 of the corpus as a set of items, order-independent and canonical (R5.3).
+
+    The revision pins the order too (R2.1: variants see the same input order); the identity is
+    what a ledger counts: the same items (ID, text, label) in another order, or with IDs written
+    in another Unicode form that NFC makes equal (the tool's own ID rule, protocol/ids.py), are
+    one corpus (issue 22 §4). Each item is the compact JSON array ``[NFC id, text, label]``;
+    the arrays are sorted, then hashed one per line after a version tag.
+    """
+    records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
+    digest = hashlib.sha256(_IDENTITY_TAG)
+    for record in records:
+        digest.update(record.encode("utf-8"))
+        digest.update(b"\n")
+    return digest.hexdigest()
 
 
 def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:

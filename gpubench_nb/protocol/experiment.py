@@ -83,7 +83,7 @@ SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-class _Checker:
+class Checker:
     """Collects every problem in one file, so the user fixes them in one go."""
 
     def __init__(self, source: Path) -> None:
@@ -145,7 +145,7 @@ def load_experiment(path: str | Path) -> Experiment:
     source = Path(path).resolve()
     # Bounded, duplicate keys refused (issue 11 §6): the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
-    check = _Checker(source)
+    check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)
     for key in REQUIRED_TOP:
         if key not in top:
@@ -158,7 +158,7 @@ def load_experiment(path: str | Path) -> Experiment:
     return experiment
 
 
-def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
+def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     experiment_id = _identifier(check, "experiment_id", top["experiment_id"])
     classes = _classes(check, top["classes"])
     knob = check.choice("knob", top["knob"], SETTING_KEYS)
@@ -193,11 +193,11 @@ def _build(check: _Checker, top: dict[str, Any]) -> Experiment:
     )
 
 
-def _section(check: _Checker, top: Mapping[str, Any], name: str) -> dict[str, Any]:
+def _section(check: Checker, top: Mapping[str, Any], name: str) -> dict[str, Any]:
     return check.keys(name, top.get(name), SECTION_KEYS[name])
 
 
-def _classes(check: _Checker, value: Any) -> tuple[str, ...]:
+def _classes(check: Checker, value: Any) -> tuple[str, ...]:
     if not isinstance(value, list) or len(value) < 2:
         check.fail(
             "classes", f"must be a list of at least 2 labels, got {value!r}", "list the classes"
@@ -210,7 +210,7 @@ def _classes(check: _Checker, value: Any) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _corpus(check: _Checker, value: Any) -> CorpusSpec:
+def _corpus(check: Checker, value: Any) -> CorpusSpec:
     corpus = check.keys("corpus", value, SECTION_KEYS["corpus"])
     path = check.path("corpus.path", corpus.get("path"))
     default_format = "csv" if path.suffix.lower() == ".csv" else "jsonl"
@@ -231,7 +231,7 @@ def _corpus(check: _Checker, value: Any) -> CorpusSpec:
     )
 
 
-def _quality(check: _Checker, value: Any, variant_ids: list[str]) -> QualitySpec:
+def _quality(check: Checker, value: Any, variant_ids: list[str]) -> QualitySpec:
     quality = check.keys("quality", value, SECTION_KEYS["quality"])
     for key in SECTION_KEYS["quality"]:
         if key not in quality:
@@ -252,7 +252,7 @@ def _quality(check: _Checker, value: Any, variant_ids: list[str]) -> QualitySpec
     )
 
 
-def _model(check: _Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
+def _model(check: Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
     model = check.keys("model", value, SECTION_KEYS["model"])
     build = model.get("build") or {}
     if not isinstance(build, Mapping):
@@ -267,7 +267,7 @@ def _model(check: _Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
     )
 
 
-def _setting(check: _Checker, where: str, key: str, value: Any) -> Any:
+def _setting(check: Checker, where: str, key: str, value: Any) -> Any:
     if key == "precision":
         return check.choice(where, value, PRECISIONS)
     if key == "batching":
@@ -280,7 +280,7 @@ def _setting(check: _Checker, where: str, key: str, value: Any) -> Any:
     return device
 
 
-def _fixed(check: _Checker, value: Any, knob: str) -> dict[str, Any]:
+def _fixed(check: Checker, value: Any, knob: str) -> dict[str, Any]:
     fixed = {**SETTING_DEFAULTS, **check.keys("fixed", value, SETTING_KEYS)}
     if knob in fixed and knob in (value or {}):
         check.fail(
@@ -305,7 +305,7 @@ def _fixed(check: _Checker, value: Any, knob: str) -> dict[str, Any]:
     }
 
 
-def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> list[Variant]:
+def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> list[Variant]:
     if not isinstance(value, list) or not value:
         check.fail("variants", "must be a non-empty list", f"e.g. - {{id: b1, {knob}: 1}}")
         return []
@@ -361,7 +361,7 @@ def _variants(check: _Checker, value: Any, knob: str, fixed: dict[str, Any]) -> 
     return variants
 
 
-def _timing(check: _Checker, value: Any, seed: Any) -> TimingSpec:
+def _timing(check: Checker, value: Any, seed: Any) -> TimingSpec:
     timing = check.keys("timing", value, SECTION_KEYS["timing"])
     for key in ("scope", "warmup_iterations"):
         if key not in timing:
@@ -391,7 +391,7 @@ def _timing(check: _Checker, value: Any, seed: Any) -> TimingSpec:
     )
 
 
-def _pricing(check: _Checker, value: Any) -> PricingSpec | None:
+def _pricing(check: Checker, value: Any) -> PricingSpec | None:
     if not value:
         return None
     pricing = check.keys("pricing", value, SECTION_KEYS["pricing"])

@@ -19,7 +19,7 @@ _SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json"
 
 
 class Checker(Protocol):
-    """What these rules use of ``experiment._Checker``: collect a problem, read a value."""
+    """What these rules use of ``experiment.Checker``: collect a problem, read a value."""
 
     def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None: ...
     def text(self, where: str, value: Any) -> str: ...

@@ -13,6 +13,8 @@ from gpubench_nb.protocol.bundle import LOCK_NAME
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
 
+LOCK_SEAL = "lock_sha256"
+
 
 def canonical_sha256(data: Any) -> str:
     """SHA-256 of the canonical JSON form (sorted keys, no spaces, UTF-8)."""
@@ -20,17 +22,56 @@ def canonical_sha256(data: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def build_lock(experiment: Experiment, fingerprints: dict[str, str]) -> dict[str, Any]:
-    """The lock's content: normalised declaration, fingerprints and their joint SHA-256."""
+def build_lock(
+    experiment: Experiment, fingerprints: dict[str, str], corpus_identity: str | None = None
+) -> dict[str, Any]:
+    """The lock's content: normalised declaration, fingerprints and their joint SHA-256, then
+    the corpus identity (R5.3) and ``lock_sha256``, which seals every other field of the lock."""
     declaration = experiment.normalised()
     frozen = {"declaration": declaration, "fingerprints": dict(sorted(fingerprints.items()))}
-    return {
+    lock = {
         "experiment_id": experiment.experiment_id,
         **frozen,
         "sha256": canonical_sha256(frozen),
         "notes": experiment.notes,
         "created_utc": utc_now(),
     }
+    if corpus_identity is not None:
+        lock["corpus_identity"] = corpus_identity
+    return seal_lock(lock)
+
+
+def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
+    """``lock`` with ``lock_sha256``: the SHA-256 of every other field (issue 22 §5).
+
+    ``sha256`` covers what is compared between runs (declaration and fingerprints) and stays
+    as it was, so bundles frozen before keep verifying; ``lock_sha256`` also covers the fields
+    outside it (``experiment_id``, ``created_utc``, ``notes``, ``corpus_identity``), so an edit
+    of any of them is seen (R1.3).
+    """
+    body = {k: v for k, v in lock.items() if k != LOCK_SEAL}
+    return {**body, LOCK_SEAL: canonical_sha256(body)}
+
+
+def lock_seal_problems(lock: dict[str, Any]) -> list[str]:
+    """Why the lock's unhashed fields cannot be trusted: a broken seal, or (a lock frozen
+    before the seal existed) an ``experiment_id`` that is not the declaration's. Empty when
+    the lock is sound."""
+    if LOCK_SEAL in lock:
+        body = {k: v for k, v in lock.items() if k != LOCK_SEAL}
+        if canonical_sha256(body) != lock[LOCK_SEAL]:
+            return [
+                f"{LOCK_NAME}: its {LOCK_SEAL} does not match its fields (experiment_id, "
+                "created_utc, notes or corpus_identity edited after freezing, R1.3)"
+            ]
+        return []
+    declared = (lock.get("declaration") or {}).get("experiment_id")
+    if declared is not None and lock.get("experiment_id") != declared:
+        return [
+            f"{LOCK_NAME}: experiment_id {lock.get('experiment_id')!r} is not the declaration's "
+            f"{declared!r} (edited after freezing, R1.3)"
+        ]
+    return []
 
 
 def differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -101,6 +142,19 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
             "changed after it was frozen. Fix: copy it again, unchanged, from where it was frozen",
             rule="R1.3",
         )
+    if LOCK_SEAL not in lock:
+        raise ProtocolError(
+            f"{path}: the lock has no {LOCK_SEAL}, so its experiment_id and created_utc are not "
+            "covered by any hash and would be frozen as they stand (R1.3). Fix: freeze the "
+            "campaign with this version of gpubench-nb (a new campaign_id) and copy that lock",
+            rule="R1.3",
+        )
+    broken = lock_seal_problems(lock)
+    if broken:
+        raise ProtocolError(
+            f"{path}: {broken[0]}. Fix: copy it again, unchanged, from where it was frozen",
+            rule="R1.3",
+        )
     return lock
 
 
@@ -123,6 +177,7 @@ def freeze(
     experiment: Experiment,
     fingerprints: dict[str, str],
     given: dict[str, Any] | None = None,
+    corpus_identity: str | None = None,
 ) -> dict[str, Any]:
     """Write the lock, or check the existing one: a changed protocol is refused (R1.3).
 
@@ -130,9 +185,16 @@ def freeze(
     equal it, and ``given`` itself is what the bundle keeps.
     """
     path = Path(bundle_dir) / LOCK_NAME
-    lock = build_lock(experiment, fingerprints)
+    lock = build_lock(experiment, fingerprints, corpus_identity)
     if given is not None:
         check_given_lock(given, lock)
+        if corpus_identity is not None and given.get("corpus_identity") != corpus_identity:
+            raise ProtocolError(
+                f"the protocol lock given with --protocol records corpus identity "
+                f"{str(given.get('corpus_identity'))[:12]}, this machine's corpus is "
+                f"{corpus_identity[:12]}. Fix: copy the corpus with the lock",
+                rule="R5.3",
+            )
         lock = given
     if not path.exists():
         write_json_atomic(path, lock)

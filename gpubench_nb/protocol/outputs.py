@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from gpubench_nb.errors import BundleError
-from gpubench_nb.protocol.bundle import sealed_bundle_holding
+from gpubench_nb.protocol.bundle import bundle_holding, sealed_bundle_holding
 
 
 def same_file(a: Path, b: Path) -> bool:
@@ -23,15 +23,26 @@ def same_file(a: Path, b: Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
-def check_output_file(
-    out: Path, *, option: str, inputs: Iterable[Path], instead: str, rule: str = "R5.6"
+def check_output(
+    out: Path,
+    *,
+    option: str,
+    instead: str,
+    inputs: Iterable[Path] = (),
+    folder: bool = False,
+    rule: str = "R5.6",
 ) -> Path:
-    """Refuse ``out`` (exit 2) when writing it would destroy an input or touch a sealed bundle.
+    """The one guard of every output option (issue 22 §2): refuse ``out`` (exit 2) when writing
+    it would destroy an input, or write into a bundle (finished or not, read by the command or
+    not). A folder that merely holds inputs is fine: a new file or bundle there replaces none.
 
-    ``option`` names where the path came from (``--checks``); ``instead`` says where to write.
-    Returns ``out`` unchanged when it is a place a new file may go.
+    ``option`` names where the path came from (``--checks``, ``--out``, ``--output-dir``, a
+    campaign folder); ``instead`` says where to write. ``folder``: ``out`` is a folder a command
+    creates things in (``--output-dir``), else a file. Nothing is created here: a refused
+    command has written nothing. Returns ``out`` unchanged when it is a place that may be written.
     """
     out = Path(out)
+    inputs = list(inputs)
     for source in inputs:
         if same_file(out, source):
             raise BundleError(
@@ -39,31 +50,70 @@ def check_output_file(
                 f"input. Fix: {instead}",
                 rule=rule,
             )
-    if out.is_dir():
+    if not folder and out.is_dir():
         raise BundleError(f"{option} {out} is a folder; give a file path. Fix: {instead}")
-    parent = next((p for p in (out, *out.parents) if p.exists()), None)
-    if parent is not None and parent != out and not parent.is_dir():
+    existing = next((p for p in (out, *out.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir() and (folder or existing != out):
         raise BundleError(
-            f"{option} {out}: {parent} is a file, not a folder, so nothing can be written "
+            f"{option} {out}: {existing} is a file, not a folder, so nothing can be written "
             f"under it. Fix: {instead}"
         )
-    sealed = sealed_bundle_holding(out)
-    if sealed is not None:
+    sealed = sealed_bundle_holding(out / "x" if folder else out)
+    holder = sealed or bundle_holding(out if folder else out.parent)
+    if holder is not None:
+        state = "the finished bundle" if sealed else "the bundle"
+        seal = (
+            ", sealed by its manifest; writing there would make check-bundle fail" if sealed else ""
+        )
+        where = "is" if out.resolve() == holder else "is inside"
         raise BundleError(
-            f"{option} {out} is inside the finished bundle {sealed}, sealed by its manifest; "
-            f"writing there would make check-bundle fail. Fix: {instead}",
+            f"{option} {out} {where} {state} {holder}{seal}; a command never writes into a "
+            f"bundle. Fix: {instead}",
             rule=rule,
         )
+    for source in inputs:
+        if Path(source).is_dir() and _holds(source, out):  # the folders read are bundles
+            raise BundleError(
+                f"{option} {out} is inside the bundle {source} that this command reads. "
+                f"Fix: {instead}",
+                rule=rule,
+            )
     return out
 
 
-def check_output_folder(folder: Path, *, option: str) -> Path:
-    """Refuse an output folder that exists as a file (exit 2, not a traceback from mkdir)."""
+def _holds(folder: Path, path: Path) -> bool:
+    """True when ``path`` is ``folder`` or lies inside it (after resolving links)."""
+    try:
+        return Path(path).resolve().is_relative_to(Path(folder).resolve())
+    except OSError:
+        return False
+
+
+def check_output_file(
+    out: Path, *, option: str, inputs: Iterable[Path], instead: str, rule: str = "R5.6"
+) -> Path:
+    """:func:`check_output` for a file path (``--checks``, ``--out``)."""
+    return check_output(out, option=option, inputs=inputs, instead=instead, rule=rule)
+
+
+def check_output_folder(
+    folder: Path, *, option: str, inputs: Iterable[Path] = (), instead: str | None = None
+) -> Path:
+    """:func:`check_output` for a folder a command creates bundles in (``--output-dir``)."""
     folder = Path(folder)
-    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        raise BundleError(
-            f"{option} {folder}: {existing} is a file, not a folder. Fix: give a folder path "
-            "(it is created when missing)"
-        )
+    suggestion = _outside_bundles(folder.resolve())
+    while suggestion.exists() and not suggestion.is_dir():  # a file given for a folder
+        suggestion = suggestion.parent
+    fix = instead or (
+        f"give a folder outside every bundle (it is created when missing), e.g. {suggestion}"
+    )
+    return check_output(folder, option=option, inputs=inputs, instead=fix, folder=True)
+
+
+def _outside_bundles(folder: Path) -> Path:
+    """The nearest folder above ``folder`` that no bundle holds (where to write instead)."""
+    holder = sealed_bundle_holding(Path(folder) / "x") or bundle_holding(folder)
+    while holder is not None:
+        folder = holder.parent
+        holder = sealed_bundle_holding(folder / "x") or bundle_holding(folder)
     return folder

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gpubench_nb.errors import BundleError
-from gpubench_nb.protocol.bundle import comparison_report_path, sealed_bundle_holding
+from gpubench_nb.protocol.bundle import comparison_report_path
 from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.report.render import render_report
 
@@ -21,30 +20,23 @@ def render_comparison(
     """Render 90_report over ``bundle_dirs`` into ``out`` (default: beside the first bundle,
     report-<names>.html), refused before any kernel starts when ``out`` is no place for it."""
     bundles = [Path(b) for b in bundle_dirs]
-    html = report_destination(bundles, out)
+    html = report_destination(bundles, out, ledger)
     return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)
 
 
-def report_destination(bundles: list[Path], out: str | Path | None) -> Path:
-    """``out`` (or the default), refused inside a finished bundle, inside a bundle the report
-    reads, or over an existing input (R5.6)."""
+def report_destination(
+    bundles: list[Path], out: str | Path | None, ledger: str | Path | None = None
+) -> Path:
+    """``out`` (or the default) through the one output guard (R5.6, issue 22 §2): never over
+    an input, never in or inside a bundle, finished or not, read by the report or not."""
     default = comparison_report_path(bundles)
     html = Path(out) if out else default
-    sealed = sealed_bundle_holding(html)
-    if sealed is not None:
-        raise BundleError(
-            f"--out {html} is inside the finished bundle {sealed}, whose manifest would then "
-            f"fail check-bundle; write the report elsewhere (the default is {default}); a "
-            "bundle's own report.html is written by "
-            "`gpubench-nb run`",
-            rule="R5.6",
-        )
-    inside = next((b for b in bundles if html.resolve().is_relative_to(b.resolve())), None)
-    if inside is not None:
-        raise BundleError(
-            f"--out {html} is inside the bundle {inside} that the report reads; write the report "
-            f"elsewhere (the default is {default})",
-            rule="R5.6",
-        )
-    check_output_file(html, option="--out", inputs=[], instead=f"use the default {default}")
+    ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
+    check_output_file(
+        html,
+        option="--out",
+        inputs=[*bundles, *ledgers],
+        instead=f"use the default {default} (a bundle's own report.html is written by "
+        "`gpubench-nb run`)",
+    )
     return html

@@ -11,6 +11,7 @@ from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.report.bundles import Bundle
+from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.stats import shown, summarise
 
 
@@ -55,11 +56,13 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
     for b in bundles:
         data = b.economics
         if data is None:
-            lines.append(f"**{b.label}**: no economics.json in the bundle: no package is priced.")
+            lines.append(
+                f"**{md_text(b.label)}**: no economics.json in the bundle: no package is priced."
+            )
             continue
-        lines.append(f"**{b.label}**: {data.note or ''}")
+        lines.append(f"**{md_text(b.label)}**: {md_text(data.note or '')}")
         if data.unit_of_work:
-            lines.append(f"Unit of work (R5.4): {data.unit_of_work}.")
+            lines.append(f"Unit of work (R5.4): {md_text(data.unit_of_work)}.")
         if not data.offers:
             lines.append("No offer was priced (no pricing section declared, R5.5).")
         examples = [o.offer_id for o in data.offers if o.placeholder]
@@ -101,17 +104,17 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
                 if found
                 else "economics.json records no break-even threshold"
             )
-            reasons.append(f"- {b.label}: {why}.")
+            reasons.append(f"- {md_text(b.label)}: {md_text(why)}.")
             continue
-        lines.append(f"**{b.label}**")
+        lines.append(f"**{md_text(b.label)}**")
         for pair in pairs:
-            challenger, reference = pair.challenger, pair.reference
+            challenger, reference = md_text(pair.challenger), md_text(pair.reference)
             needed = pair.accepted_corpora_needed
-            ch_offer = offers.get(challenger)
+            ch_offer = offers.get(pair.challenger)
             ch_total = ch_offer.package_total_usd_minor if ch_offer else None
-            ref_total = offers[reference].package_total_usd_minor
+            ref_total = offers[pair.reference].package_total_usd_minor
             ch_price = formats.price(ch_total, placeholder=bool(ch_offer and ch_offer.placeholder))
-            ref_price = formats.price(ref_total, placeholder=offers[reference].placeholder)
+            ref_price = formats.price(ref_total, placeholder=offers[pair.reference].placeholder)
             if needed is None:
                 lines.append(
                     f"- {reference}'s package costs {ref_price}: no count of "
@@ -149,21 +152,25 @@ def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
         for variant, (verdict, reason) in status.items():
             if verdict is True:
                 continue
-            why = f" ({reason})" if reason else ""
+            why = f" ({md_text(reason)})" if reason else ""
             state = "not accepted" if verdict is False else "acceptance not recorded"
             if best is not None and variant in speed and speed[variant] < accepted[best]:
                 lines.append(
-                    f"- **{b.label} / {variant} was faster but {state}**{why}: median "
-                    f"{formats.seconds(speed[variant])} against {formats.seconds(accepted[best])}"
-                    f" for {best}, the "
+                    f"- **{md_text(b.label)} / {md_text(variant)} was faster but {state}**{why}: "
+                    f"median {formats.seconds(speed[variant])} against "
+                    f"{formats.seconds(accepted[best])} for {md_text(best)}, the "
                     "fastest accepted variant. It does not reach the same goal and has no cost "
                     "per accepted corpus (R5.7)."
                 )
             else:
-                lines.append(f"- {b.label} / {variant}: {state}{why}; no cost per result (R5.7).")
+                lines.append(
+                    f"- {md_text(b.label)} / {md_text(variant)}: {state}{why}; no cost per "
+                    "result (R5.7)."
+                )
         if best is None:
             lines.append(
-                f"- {b.label}: no variant was accepted, so no cost per result exists (R5.5)."
+                f"- {md_text(b.label)}: no variant was accepted, so no cost per result exists "
+                "(R5.5)."
             )
     return "\n".join(lines) or "Every variant was accepted."
 
@@ -180,22 +187,25 @@ def ledger_markdown(ledger_path: str | None) -> str:
     lines = [
         "## The rental ledger: accepted corpora counted on the rented machine",
         "",
-        f"**{data['statement']}**",
+        f"**{md_text(data['statement'])}**",
         "",
-        f"- Package window: {window['start_utc']} to {window['end_utc']} "
-        f"({window['status']}, as of {window['as_of_utc']}).",
-        f"- Machine: host {data['machine'].get('hostname') or '—'}, GPUs "
-        f"{', '.join(data['machine'].get('gpu_uuids') or []) or '—'} "
-        f"(from {data['machine'].get('source')}).",
-        f"- Distinct accepted corpus revisions: {formats.count(data['accepted_corpora'])} "
-        "(a corpus repeated, or benchmarked in several experiments, counts once; R5.3).",
+        f"- Package window: {md_text(window['start_utc'])} to {md_text(window['end_utc'])} "
+        f"({md_text(window['status'])}, as of {md_text(window['as_of_utc'])}).",
+        f"- Machine: host {md_text(data['machine'].get('hostname') or '—')}, GPUs "
+        f"{md_text(', '.join(data['machine'].get('gpu_uuids') or []) or '—')} "
+        f"(from {md_text(data['machine'].get('source'))}).",
+        f"- Distinct accepted corpora: {formats.count(data['accepted_corpora'])} "
+        "(a corpus repeated, reordered, or benchmarked in several experiments counts once; R5.3).",
     ]
-    for entry in data.get("accepted_corpus_revisions") or []:
+    key = "corpus_identity" if "accepted_corpus_identities" in data else "corpus_revision"
+    for entry in (
+        data.get("accepted_corpus_identities") or data.get("accepted_corpus_revisions") or []
+    ):
         lines.append(
-            f"  - `{entry['corpus_revision'][:16]}…` accepted in {len(entry['bundles'])} "
-            f"bundle(s): {', '.join(f'`{b}`' for b in entry['bundles'])}"
+            f"  - {md_code(str(entry[key])[:16] + '…')} accepted in {len(entry['bundles'])} "
+            f"bundle(s): {', '.join(md_code(b) for b in entry['bundles'])}"
         )
     left = data.get("left_out") or []
     lines.append(f"- Left out: {len(left)} bundle(s)" + (":" if left else "."))
-    lines += [f"  - `{entry['bundle']}`: {entry['reason']}" for entry in left]
+    lines += [f"  - {md_code(entry['bundle'])}: {md_text(entry['reason'])}" for entry in left]
     return "\n".join(lines)

@@ -50,6 +50,7 @@ from gpubench_nb.report.economics import (
     ledger_markdown,
     not_accepted_markdown,
 )
+from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
@@ -224,21 +225,56 @@ def _repeats(b: Bundle) -> Any:
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
     """The report's title, its bundles, and the R2.1 mismatch banner when one was allowed."""
-    names = ", ".join(dict.fromkeys(str(b.lock.get("experiment_id") or b.label) for b in bundles))
+    names = ", ".join(
+        dict.fromkeys(md_text(b.lock.get("experiment_id") or b.label) for b in bundles)
+    )
     lines = [f"# gpubench-nb report: {names}", ""]
     lines += [
-        f"- **{b.label}**: `{b.path}`" + ("" if b.rows else " (no row in resultats-bruts.csv yet)")
+        f"- **{md_text(b.label)}**: {md_code(b.path)}"
+        + ("" if b.rows else " (no row in resultats-bruts.csv yet)")
         for b in bundles
     ]
+    lines += truncation_banner(bundles)
     problems = comparability_problems(bundles)
     if problems:
         lines += [
             "",
             "> **Merged despite differences, on explicit request (allow_mismatch=True, R2.1):** "
-            + "; ".join(problems)
+            + "; ".join(md_text(p) for p in problems)
             + ". These bundles did not measure the same work; their times are not comparable.",
         ]
     return "\n".join(lines)
+
+
+def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
+    """A banner when one model on one corpus ran at different contexts and some of them cut
+    texts (R2.3): shorter texts are less work, so those times and qualities are of different
+    work (issue 22 §6). Empty when no such merge."""
+    groups: dict[tuple[Any, Any], dict[Any, int]] = {}
+    for b in bundles:
+        for row in b.rows:
+            if row.get("phase") == "load" or row.get("context") is None:
+                continue
+            key = (row.get("model_revision"), row.get("corpus_revision"))
+            cut = groups.setdefault(key, {})
+            texts = row.get("truncated_texts") or 0
+            cut[row["context"]] = max(cut.get(row["context"], 0), int(texts))
+    lines = []
+    for cut in groups.values():
+        if len(cut) > 1 and any(cut.values()):
+            shown = "; ".join(
+                f"context {md_text(c)}: "
+                + (f"up to {formats.count(n)} texts cut per pass" if n else "no text cut")
+                for c, n in sorted(cut.items(), key=lambda item: str(item[0]))
+            )
+            lines += [
+                "",
+                "> **Different contexts, some truncating (R2.3):** the same model on the same "
+                f"corpus ran at {len(cut)} contexts ({shown}). A cut text is less work and a "
+                "different input: these rows did not do the same work, so their times and "
+                "quality are not comparable as they stand.",
+            ]
+    return lines
 
 
 def warnings_markdown(rows: pd.DataFrame) -> str:
@@ -251,7 +287,7 @@ def warnings_markdown(rows: pd.DataFrame) -> str:
     )
     if not found:
         return f"No warning {rule}."
-    return f"Warnings {rule}:\n\n" + "\n".join(f"- {w}" for w in found)
+    return f"Warnings {rule}:\n\n" + "\n".join(f"- {md_text(w)}" for w in found)
 
 
 def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
@@ -325,8 +361,9 @@ def memory_note(rows: pd.DataFrame) -> str:
     for bundle in dict.fromkeys(frame["bundle"]):
         if bundle not in recorded:
             lines.append(
-                f"**{bundle}**: memory was not recorded (no CUDA device was measured, so the four "
-                "memory cells are empty, R4.3); nothing is plotted and nothing is shown as zero."
+                f"**{md_text(bundle)}**: memory was not recorded (no CUDA device was measured, so "
+                "the four memory cells are empty, R4.3); nothing is plotted and nothing is shown "
+                "as zero."
             )
     return "\n\n".join(lines)
 

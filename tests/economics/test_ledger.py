@@ -17,7 +17,12 @@ from gpubench_nb.economics import calcul_forfaits
 from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
 from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import EconomicsError
+from gpubench_nb.protocol.bundle import write_manifest
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import COLUMNS
+
+DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
 
 H100 = Offer("h100-test", "test", "NVIDIA H100 80GB", 1, {3: 30000, 7: 65000, 30: 250000})
 OFFERS_YAML = """\
@@ -45,11 +50,14 @@ def make_bundle(
     used: str = RENTED[0],
     host: str = "rented-node",
     gpu: bool = True,
+    sealed: bool = True,
 ) -> Path:
-    """A finished bundle: lock, environment, run.json times, one row per cold/warm run."""
+    """A finished bundle: lock, environment, run.json times, one row per cold/warm run, and
+    (``sealed``) its manifest."""
     bundle = root / name
     (bundle / "runs").mkdir(parents=True)
-    lock = {"experiment_id": name, "fingerprints": {"corpus_revision": corpus * 64}}
+    prints = {"corpus_revision": corpus * 64, "model_revision": "m" * 64}
+    lock = build_lock(load_experiment(DEMO), prints, corpus_identity=corpus * 64)
     (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
     env = {
         "captured_utc": f"{date}T10:00:00Z",
@@ -85,6 +93,8 @@ def make_bundle(
         writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
+    if sealed:
+        write_manifest(bundle)
     return bundle
 
 
@@ -110,8 +120,8 @@ def rental(tmp_path: Path) -> list[Path]:
 def test_ledger_counts_distinct_accepted_corpora_on_the_rented_machine(rental) -> None:
     ledger = build_ledger(H100, 7, 1, START, rental, now=AFTER)
     assert ledger["accepted_corpora"] == 2  # a (repeated 5x, and in 2 bundles) once; d once
-    assert [e["corpus_revision"][0] for e in ledger["accepted_corpus_revisions"]] == ["a", "d"]
-    assert len(ledger["accepted_corpus_revisions"][0]["bundles"]) == 2
+    assert [e["corpus_identity"][0] for e in ledger["accepted_corpus_identities"]] == ["a", "d"]
+    assert len(ledger["accepted_corpus_identities"][0]["bundles"]) == 2
     assert ledger["package_total_usd_minor"] == 65_000
     assert ledger["cost_per_accepted_usd_minor"] == 32_500  # 65000 / 2 distinct corpora
     assert ledger["window"]["status"] == "closed"

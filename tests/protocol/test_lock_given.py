@@ -15,6 +15,7 @@ from gpubench_nb.protocol.lock import (
     canonical_sha256,
     freeze,
     read_given_lock,
+    seal_lock,
 )
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
@@ -23,7 +24,7 @@ PRINTS = {"corpus_revision": "c" * 64, "model_revision": "m" * 64, "tokenizer_re
 
 def _given(tmp_path: Path, **changes: object) -> Path:
     lock = build_lock(load_experiment(DEMO), {**PRINTS, **changes})
-    lock["created_utc"] = "2020-01-01T00:00:00Z"  # frozen elsewhere, earlier
+    lock = seal_lock({**lock, "created_utc": "2020-01-01T00:00:00Z"})  # frozen elsewhere, earlier
     path = tmp_path / "given" / LOCK_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(lock), encoding="utf-8")
@@ -74,10 +75,40 @@ def test_an_edited_or_missing_lock_is_refused(tmp_path: Path) -> None:
         read_given_lock(path)
     frozen = {"declaration": lock["declaration"], "fingerprints": lock["fingerprints"]}
     lock["sha256"] = canonical_sha256(frozen)  # a consistent lock of another protocol reads
-    path.write_text(json.dumps(lock), encoding="utf-8")
+    path.write_text(json.dumps(seal_lock(lock)), encoding="utf-8")
     assert read_given_lock(path)["declaration"]["timing"]["repeats"] == 1
     with pytest.raises(ProtocolError, match="protocol lock not found"):
         read_given_lock(tmp_path / "nowhere.json")
     path.write_text("{not json", encoding="utf-8")
     with pytest.raises(ProtocolError, match="not a readable protocol lock"):
+        read_given_lock(path)
+
+
+@pytest.mark.parametrize(
+    ("field", "edited"),
+    [("experiment_id", "someone-else"), ("created_utc", "2019-06-01T00:00:00Z")],
+)
+def test_an_edited_unhashed_field_of_a_given_lock_is_refused(
+    tmp_path: Path, field: str, edited: str
+) -> None:
+    """Issue 22 §5: `run --protocol` with a lock whose experiment_id or created_utc was edited
+    froze the bundle with the edited values (neither was under the sha256). lock_sha256 now
+    covers them: the edit is refused, R1.3, and nothing is frozen."""
+    path = _given(tmp_path)
+    lock = json.loads(path.read_text(encoding="utf-8"))
+    lock[field] = edited
+    path.write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(ProtocolError, match=r"R1\.3: .*lock_sha256 does not match"):
+        read_given_lock(path)
+
+
+def test_a_given_lock_without_a_seal_is_refused(tmp_path: Path) -> None:
+    """A lock without lock_sha256 (or with it deleted) leaves experiment_id and created_utc
+    unprotected: refused with the fix, never frozen as it stands (issue 22 §5)."""
+    path = _given(tmp_path)
+    lock = json.loads(path.read_text(encoding="utf-8"))
+    del lock["lock_sha256"]
+    lock["experiment_id"] = "someone-else"
+    path.write_text(json.dumps(lock), encoding="utf-8")
+    with pytest.raises(ProtocolError, match="has no lock_sha256"):
         read_given_lock(path)

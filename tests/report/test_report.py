@@ -392,7 +392,7 @@ def test_refuses_unlike_bundles_naming_the_field(tmp_path: Path, gpu_bundle: Pat
         report.load_bundles([gpu_bundle, scope])
     merged = report.load_bundles([gpu_bundle, other], allow_mismatch=True)
     title = report.title_markdown(merged)
-    assert "allow_mismatch=True" in title and "model_revision" in title
+    assert "allow_mismatch=True" in title and "model\\_revision" in title  # as Markdown text
     assert len({b.label for b in merged}) == 2  # same experiment and GPU: told apart by folder
 
 
@@ -606,10 +606,16 @@ LEDGER = {
         {"corpus_revision": "c" * 64, "bundles": ["outputs/a", "outputs/b"]},
         {"corpus_revision": "d" * 64, "bundles": ["outputs/d"]},
     ],
-    "kept": [],
+    # A ledger as written before corpus identities (issue 22 §4): still readable, and checked
+    # for consistency: its count, cost and statement agree with what it lists (§3).
+    "kept": [
+        {"bundle": b, "corpus_revision": r * 64, "accepted": True}
+        for b, r in (("outputs/a", "c"), ("outputs/b", "c"), ("outputs/d", "d"))
+    ],
     "left_out": [{"bundle": "outputs/x", "reason": "another machine: host 'other'"}],
     "statement": "h100-example, 7 days × 1 lot(s): USD 1,234.56; 2 distinct accepted corpora "
-    "so far (the package window is still running), so USD 617.28 per accepted corpus.",
+    "so far (the package window is still running), so USD 617.28 per accepted corpus (the same "
+    "arithmetic as calcul-forfaits --accepted-results, R5.3).",
 }
 
 
@@ -618,7 +624,7 @@ def test_ledger_markdown_shows_the_count_and_what_was_left_out(tmp_path: Path) -
     path.write_text(json.dumps(LEDGER), encoding="utf-8")
     text = report.ledger_markdown(str(path))
     assert "2 distinct accepted corpora so far" in text
-    assert "Distinct accepted corpus revisions: 2" in text
+    assert "Distinct accepted corpora: 2" in text
     assert "`outputs/x`: another machine" in text
     assert report.ledger_markdown("") == ""
     path.write_text("{}", encoding="utf-8")

@@ -73,7 +73,6 @@ def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderP
         return None
     text_config = model.config.get_text_config()
     config_pad = getattr(text_config, "pad_token_id", None)
-    vocab = getattr(text_config, "vocab_size", None)
     if config_pad is None:
         if model.base_model is model:
             raise BackendError(
@@ -84,16 +83,33 @@ def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderP
                 rule="R2.1",
             )
         return DecoderPadding(pad_id=int(tokenizer_pad_id), read_last_real_token=True)
+    problem = pad_id_problem(text_config, folder)
+    if problem is not None:
+        raise BackendError(problem, rule="R2.1")
+    if isinstance(config_pad, list):
+        config_pad = config_pad[0]
+    return DecoderPadding(pad_id=config_pad, read_last_real_token=False)
+
+
+def pad_id_problem(text_config: Any, folder: Path) -> str | None:
+    """Why ``config.pad_token_id`` cannot pad this model's rows (with the fix), or None.
+
+    Read from the config alone, so ``validate`` and ``run`` refuse it before any kernel starts
+    and the message reaches the terminal, not only a failed row's notes (issue 22 §6)."""
+    config_pad = getattr(text_config, "pad_token_id", None)
+    if config_pad is None:
+        return None
+    vocab = getattr(text_config, "vocab_size", None)
     if isinstance(config_pad, list):
         config_pad = config_pad[0] if config_pad else None
-    if not isinstance(config_pad, int) or config_pad < 0 or (vocab and config_pad >= vocab):
-        raise BackendError(
-            f"{folder}/config.json sets pad_token_id {config_pad!r}, which is not a token id of "
-            f"this model (vocabulary {vocab}): padded rows cannot be embedded. Fix: set "
-            "pad_token_id to the tokenizer's pad (or eos) id, or to null",
-            rule="R2.1",
-        )
-    return DecoderPadding(pad_id=config_pad, read_last_real_token=False)
+    ok = isinstance(config_pad, int) and not isinstance(config_pad, bool) and config_pad >= 0
+    if ok and not (vocab and config_pad >= vocab):
+        return None
+    return (
+        f"{folder}/config.json sets pad_token_id {config_pad!r}, which is not a token id of "
+        f"this model (vocabulary {vocab}): padded rows cannot be embedded. Fix: set "
+        "pad_token_id to the tokenizer's pad (or eos) id, or to null"
+    )
 
 
 def last_real_token_logits(model: Any, tensors: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -51,6 +51,8 @@ def check_declared_model(exp: Any) -> list[str]:
             rule="R1.1",
         )
     lines = [f"model files config.json + weights in {model_dir}; tokenizer in {tokenizer_dir}"]
+    if not entry.prompt:  # a sequence classifier: its pad id must be embeddable (R2.1)
+        _check_pad_id(model_dir)
     if entry.prompt:
         lines += _prompt_lines(exp, model_dir, tokenizer_dir)
     return lines
@@ -99,3 +101,18 @@ def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
         f"decision    {rule}",
         f"context     fits the model's {limit} positions" if limit else "context     unbounded",
     ]
+
+
+def _check_pad_id(model_dir: Path) -> None:
+    """A decoder classifier's ``pad_token_id`` must be a token id of the model (R2.1)."""
+    from transformers import AutoConfig
+
+    from gpubench_nb.engine.backends.decoder import pad_id_problem
+
+    try:
+        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot read {model_dir}/config.json: {exc}", rule="R1.1") from exc
+    problem = pad_id_problem(config.get_text_config(), model_dir)
+    if problem is not None:
+        raise BackendError(problem, rule="R2.1")

@@ -46,6 +46,56 @@ class PromptTokenizer:
             if prompt.decision == "loglik"
             else []
         )
+        self._check_distinct()
+
+    def _check_distinct(self) -> None:
+        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3; issue 22 §6): two
+        classes scored on the same tokens (`` admin`` and `` ADMIN`` under a lower-casing
+        tokenizer), a verbalisation that is the unknown token, or (generate) two answers equal
+        after the declared normalisation. One class would never be predicted."""
+        verbalisations = self.prompt.verbalisations
+        if self.prompt.decision == "loglik":
+            keys = [tuple(c) for c in self.continuations]
+            unk = self.tokenizer.hf.unk_token_id
+            unknown = [
+                f"{v!r} -> {self._shown(c)}"
+                for v, c in zip(verbalisations, keys, strict=True)
+                if unk is not None and unk in c
+            ]
+            if unknown:
+                raise BackendError(
+                    "model.prompt.verbalisations: the tokenizer reads "
+                    f"{'; '.join(unknown)}: the unknown token "
+                    f"{self.tokenizer.hf.unk_token!r} stands for any unseen text, so the class "
+                    "is not what is scored. Fix: write the verbalisation with characters the "
+                    "tokenizer knows",
+                    rule="R1.5",
+                )
+        else:
+            steps = self.prompt.normalise
+            from gpubench_nb.protocol.prompting import normalise_answer
+
+            keys = [(normalise_answer(v, steps),) for v in verbalisations]
+        seen: dict[tuple[Any, ...], str] = {}
+        for verbalisation, key in zip(verbalisations, keys, strict=True):
+            if key in seen:
+                shown = (
+                    self._shown(key)
+                    if self.prompt.decision == "loglik"
+                    else f"{key[0]!r} after normalise {list(self.prompt.normalise)}"
+                )
+                raise BackendError(
+                    f"model.prompt.verbalisations: {seen[key]!r} and {verbalisation!r} are the "
+                    f"same to the model ({shown}), so one of the two classes can never be "
+                    "predicted and acceptance would be meaningless. Fix: choose verbalisations "
+                    "that tokenise differently (validate shows their tokens)",
+                    rule="R1.5",
+                )
+            seen[key] = verbalisation
+
+    def _shown(self, ids: Sequence[Any]) -> str:
+        """Token ids with their text: ``[1234 'Ġadmin']``."""
+        return "[" + ", ".join(f"{i} {self.fast.id_to_token(i)!r}" for i in ids) + "]"
 
     def _split(self, prompt: Any) -> tuple[str, str]:
         if not prompt.chat_template:
@@ -106,6 +156,19 @@ class PromptTokenizer:
                 f"context {context} cannot hold the prompt ({self.prompt_tokens} tokens, special "
                 f"tokens included) and one text token; declare context >= "
                 f"{self.prompt_tokens + 1} or shorten model.prompt.template",
+                rule="R2.3",
+            )
+        room = None if max_context is None else max_context - self.prompt_tokens - 1
+        if room is not None and extra_tokens > room:
+            what = (
+                "max_new_tokens"
+                if self.prompt.decision == "generate"
+                else "the longest verbalisation"
+            )
+            raise BackendError(
+                f"{what} ({extra_tokens} tokens) leaves no context for the text: the model has "
+                f"{max_context} positions and the prompt takes {self.prompt_tokens} (+1 text "
+                f"token). Fix: declare {what} <= {max(room, 0)}, or shorten the prompt",
                 rule="R2.3",
             )
         if max_context is not None and context + extra_tokens > max_context:

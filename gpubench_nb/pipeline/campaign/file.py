@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from gpubench_nb.economics.offers import load_offers, resolve_offer
 from gpubench_nb.errors import GpubenchError, ProtocolError
-from gpubench_nb.protocol.experiment import _Checker, load_experiment
+from gpubench_nb.protocol.experiment import Checker, load_experiment
 from gpubench_nb.protocol.experiment_spec import PACKAGE_DAYS, Experiment
+from gpubench_nb.protocol.yamlio import read_yaml
 
 TOP_KEYS = ("campaign_id", "experiment", "offers", "notes", "targets")
 TARGET_KEYS = ("id", "offer", "local", "slurm", "manual")
@@ -124,15 +123,10 @@ class Campaign:
 def load_campaign(path: str | Path) -> Campaign:
     """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    try:
-        raw = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProtocolError(f"{source}: campaign file not found. Fix: check the path") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ProtocolError(
-            f"{source}: not valid UTF-8 YAML: {exc}. Fix: correct the syntax"
-        ) from None
-    check = _Checker(source)
+    # The one YAML reader (R1.3): a key given twice is refused, not "the last one wins", with
+    # the experiment file's size, alias and depth limits (issue 22 §5).
+    raw = read_yaml(source, what="campaign", error=ProtocolError, rule="R1.3")
+    check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)
     for key in ("campaign_id", "experiment", "targets"):
         if key not in top:
@@ -160,14 +154,14 @@ def load_campaign(path: str | Path) -> Campaign:
     )
 
 
-def _identifier(check: _Checker, where: str, value: Any) -> str:
+def _identifier(check: Checker, where: str, value: Any) -> str:
     text = check.text(where, value)
     if text and not _ID.match(text):
         check.fail(where, f"{text!r} is unsafe in a folder name", "use letters, digits, _ . -")
     return text
 
 
-def _offers_path(check: _Checker, value: Any, experiment: Experiment) -> Path | None:
+def _offers_path(check: Checker, value: Any, experiment: Experiment) -> Path | None:
     if value is not None:
         return check.path("offers", value)
     if experiment.pricing is not None:
@@ -181,7 +175,7 @@ def _offers_path(check: _Checker, value: Any, experiment: Experiment) -> Path | 
     return None
 
 
-def _offers_table(check: _Checker, path: Path | None) -> dict[str, Any]:
+def _offers_table(check: Checker, path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
     try:
@@ -192,7 +186,7 @@ def _offers_table(check: _Checker, path: Path | None) -> dict[str, Any]:
 
 
 def _targets(
-    check: _Checker, value: Any, offers_path: Path | None, offers: dict[str, Any]
+    check: Checker, value: Any, offers_path: Path | None, offers: dict[str, Any]
 ) -> list[Target]:
     if not isinstance(value, list) or not value:
         check.fail("targets", f"must be a non-empty list, got {value!r}", "list one entry per GPU")
@@ -225,7 +219,7 @@ def _targets(
 
 
 def _offer(
-    check: _Checker, where: str, value: Any, offers_path: Path | None, offers: dict[str, Any]
+    check: Checker, where: str, value: Any, offers_path: Path | None, offers: dict[str, Any]
 ) -> TargetOffer | None:
     data = check.keys(where, value, OFFER_KEYS)
     for key in OFFER_KEYS:
@@ -244,7 +238,7 @@ def _offer(
     return TargetOffer(offers=offers_path, offer=offer_id, days=days, lots=lots)
 
 
-def _setup(check: _Checker, where: str, value: Any) -> tuple[str, ...]:
+def _setup(check: Checker, where: str, value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
@@ -253,7 +247,7 @@ def _setup(check: _Checker, where: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _local(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+def _local(check: Checker, where: str, value: Any) -> dict[str, Any]:
     data = check.keys(where, value if value is not None else {}, LOCAL_KEYS)
     if "gpus" not in data:
         check.fail(
@@ -272,7 +266,7 @@ def _local(check: _Checker, where: str, value: Any) -> dict[str, Any]:
     }
 
 
-def _slurm(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+def _slurm(check: Checker, where: str, value: Any) -> dict[str, Any]:
     data = check.keys(where, value, SLURM_KEYS)
     for key, fix in (
         ("partition", "the Slurm partition holding this target's GPUs"),
@@ -337,7 +331,7 @@ def _slurm(check: _Checker, where: str, value: Any) -> dict[str, Any]:
     }
 
 
-def _manual(check: _Checker, where: str, value: Any) -> dict[str, Any]:
+def _manual(check: Checker, where: str, value: Any) -> dict[str, Any]:
     data = check.keys(where, value if value is not None else {}, MANUAL_KEYS)
     host = data.get("host")
     return {"host": None if host is None else check.text(f"{where}.host", host)}

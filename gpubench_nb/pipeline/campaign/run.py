@@ -40,6 +40,7 @@ from gpubench_nb.pipeline.interrupt import read_interruptions
 from gpubench_nb.pipeline.orchestrate import DEFAULT_RUN_TIMEOUT_SECONDS, prepare_bundle
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
+from gpubench_nb.protocol.outputs import check_output_folder
 
 GUARD_NAME = ".campaign-run.lock"
 
@@ -124,6 +125,16 @@ def run_campaign(
     forced = {campaign.target(t).id for t in resubmit or []}
     jobs = _jobs_module()
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    # The one output guard (R5.6, issue 22 §2): never into a bundle, whether --output-dir lies
+    # inside one or the campaign_id names an existing bundle's folder.
+    check_output_folder(Path(output_dir), option="--output-dir")
+    check_output_folder(
+        campaign_dir,
+        option=f"the folder of campaign_id {campaign.campaign_id!r},",
+        inputs=[campaign.source, campaign.experiment_path],
+        instead=f"declare a campaign_id that names no bundle in {campaign_dir.parent}, or pass "
+        "another --output-dir",
+    )
     campaign_dir.mkdir(parents=True, exist_ok=True)
     with _one_runner(campaign_dir):
         lock = freeze_campaign(campaign, campaign_dir)

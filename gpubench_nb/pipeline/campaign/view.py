@@ -24,6 +24,7 @@ from gpubench_nb.pipeline.campaign.state import (
     verification,
 )
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
+from gpubench_nb.protocol.outputs import check_output_file
 
 REPORT_NAME = "report.html"
 
@@ -138,4 +139,11 @@ def campaign_report(
             "verified ones",
             rule="R5.6",
         )
-    return render_report(ready, Path(out) if out else campaign_dir / REPORT_NAME)
+    report = Path(out) if out else campaign_dir / REPORT_NAME
+    check_output_file(  # the one output guard (R5.6, issue 22 §2)
+        report,
+        option="--out" if out else "the campaign report",
+        inputs=[Path(path), *ready],
+        instead=f"use the default {campaign_dir / REPORT_NAME}",
+    )
+    return render_report(ready, report)
