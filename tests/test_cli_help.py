@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import gpubench_nb
-from gpubench_nb.cli import build_parser, main
+from gpubench_nb.cli import HANDLERS, build_parser, main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -129,3 +129,16 @@ def test_ledger_offers_is_read_from_the_current_folder_and_says_so(
     err = capsys.readouterr().err
     assert f"looked for at {tmp_path / 'parameters' / 'offers.yaml'}" in err
     assert "relative to the current folder" in err and "R5.1" in err
+
+
+def test_every_command_names_a_handler_that_cli_calls() -> None:
+    """The parser lives in cli_parser.py; each (sub)command names its handler in cli.HANDLERS,
+    and every handler there is reachable from the command line (issue 21)."""
+    commands = _subparsers(build_parser())
+    named = {
+        name: parser.get_default("handler")
+        for name, parser in commands.items()
+        if parser.get_default("handler") is not None
+    }
+    assert set(named.values()) == set(HANDLERS)
+    assert all(handler == name for name, handler in named.items())
