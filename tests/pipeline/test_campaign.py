@@ -143,6 +143,15 @@ def study(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> dict[str,
     }
 
 
+def _job_log(out: Path, target: str) -> str:
+    """The job's stdout log so far, "" while the campaign has not named it yet."""
+    try:
+        path = Path(_state(out)["targets"][target]["logs"]["stdout"])
+        return path.read_text(encoding="utf-8")
+    except (OSError, KeyError, TypeError, ValueError):
+        return ""
+
+
 @pytest.fixture(scope="module")
 def round_one(study: dict[str, Path]) -> dict[str, Any]:
     """`campaign run` from the clean clone; t1's job is killed -9 after its first run."""
@@ -165,6 +174,11 @@ def round_one(study: dict[str, Path]) -> dict[str, Any]:
         assert process.poll() is None, process.communicate()
         assert time.monotonic() < deadline, "t1 never finished its first run"
         time.sleep(0.2)
+    # The job appends the row, then logs "finished run 1/2": wait for that line too, so that the
+    # kill lands after it (under load the two can be a moment apart).
+    while "finished run 1/2" not in _job_log(out, "t1"):
+        assert time.monotonic() < deadline, "t1's job never logged the end of its first run"
+        time.sleep(0.05)
     before = csv_path.read_text(encoding="utf-8")
     schedule = json.loads((csv_path.parent / "schedule.json").read_text(encoding="utf-8"))
     controller = int(_state(out)["targets"]["t1"]["job_id"])
