@@ -27,6 +27,9 @@ from gpubench_nb.economics.bundle_economics import write_bundle_economics
 from gpubench_nb.economics.ledger import build_ledger
 from gpubench_nb.economics.offers import cost_per_accepted_usd_minor, load_offers
 from gpubench_nb.pipeline import orchestrate
+from gpubench_nb.protocol.bundle import write_manifest
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import COLUMNS, read_rows
 from gpubench_nb.report.bundles import load_bundles
 from gpubench_nb.report.decision import decision_view
@@ -45,6 +48,7 @@ offers:
     gpus_per_lot: 1
     package_price_usd_minor: {3: 40000, 7: 90000, 30: 300000}
 """
+DEMO = Path(__file__).resolve().parents[1] / "parameters" / "demo.yaml"
 GPU = "NVIDIA H100 80GB HBM3"
 UUID = "GPU-11111111-0000-0000-0000-000000000000"
 START = datetime(2026, 12, 1, tzinfo=timezone.utc)
@@ -67,7 +71,10 @@ def make_bundle(root: Path, name: str, verdicts: dict[str, list[bool | None]]) -
     """A finished bundle of one corpus on one H100: lock, environment, run.json, the CSV."""
     bundle = root / name
     (bundle / "runs").mkdir(parents=True)
-    lock = {"experiment_id": name, "fingerprints": {"corpus_revision": "c" * 64}}
+    # a sealed lock (sha256 and lock_sha256 over its fields): the ledger counts only bundles
+    # whose seal verifies (issue 22 §3), by the corpus identity the lock records (§4)
+    prints = {"corpus_revision": "c" * 64, "model_revision": "m" * 64}
+    lock = build_lock(load_experiment(DEMO), prints, corpus_identity="c" * 64)
     (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
     env = {
         "captured_utc": "2026-12-02T10:00:00Z",
@@ -126,7 +133,9 @@ def summary_verdicts(bundle: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> d
     rows = read_rows(bundle / "resultats-bruts.csv")
     result = orchestrate.PipelineResult(bundle_dir=bundle, rows=rows, report_path=None)
     monkeypatch.setattr(orchestrate, "run_experiment", lambda *a, **k: result)
-    assert cli.main(["run", str(bundle / "experiment.yaml"), "--output-dir", str(bundle)]) == 0
+    assert (
+        cli.main(["run", str(bundle / "experiment.yaml"), "--output-dir", str(bundle.parent)]) == 0
+    )
     out = capsys.readouterr().out.splitlines()
     verdicts = {}
     for line in out:
@@ -142,6 +151,7 @@ def every_screen(
     """The verdict per variant as economics.json, the decision table, the report, the ledger
     and the run summary each state it (True, False, None = acceptance not recorded)."""
     economics = write_bundle_economics(bundle, Pricing(offers, "h100-test", 7))
+    write_manifest(bundle)  # sealed after its economics, as the pipeline does (R5.6)
     by_economics = {
         v["variant_id"]: {"accepted": True, "not accepted": False}.get(v["status"])
         for v in economics["variants"]
@@ -195,6 +205,7 @@ def test_cost_and_attribution_read_the_same_everywhere(tmp_path: Path, offers: P
     table, the report's economics table and the ledger alike."""
     bundle = make_bundle(tmp_path, "priced", ACCEPTED)
     data = write_bundle_economics(bundle, Pricing(offers, "h100-test", 7))
+    write_manifest(bundle)  # sealed after its economics, as the pipeline does (R5.6)
     cells = {
         (o["offer_id"], c["variant_id"]): c["cost_per_accepted_usd_minor"]
         for o in data["offers"]
