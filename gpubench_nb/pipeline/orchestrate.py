@@ -307,32 +307,11 @@ def run_experiment(
         done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
         todo = [run for run in select_variants(schedule, variants) if run.key not in done]
         with guard.resealing(bundle_dir, adds_runs=bool(todo)):
-            write_schedule(bundle_dir, experiment, schedule)
-            for number, run in enumerate(todo, start=1):
-                if on_progress:
-                    on_progress(run, number, len(todo))
-                try:
-                    run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
-                except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
-                    record_interruption(bundle_dir, run.key, stop)
-                    write_schedule(bundle_dir, experiment, schedule)
-                    raise
-                write_schedule(bundle_dir, experiment, schedule)
-                if on_progress:  # `number - 1` runs are finished, the last one included
-                    on_progress(run, number + 1, len(todo))
-            # Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an
-            # untimed rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row).
-            for run in todo:
-                if needs_diagnosis(_read_record(bundle_dir, run)):
-                    diagnose_run(
-                        experiment.source,
-                        run.variant_id,
-                        run.phase,
-                        run.run_index,
-                        bundle_dir,
-                        timeout_seconds=run_timeout_seconds,
-                    )
-
+            _run_schedule(
+                experiment, bundle_dir, fingerprints, schedule, todo, run_timeout_seconds,
+                on_progress,
+            )  # fmt: skip
+            _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
             execute_notebook(
                 "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
             )
@@ -345,6 +324,49 @@ def run_experiment(
             report_path = _render_report(bundle_dir)
             layout.write_manifest(bundle_dir)
         return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
+
+
+def _run_schedule(
+    experiment: Experiment,
+    bundle_dir: Path,
+    fingerprints: dict[str, str],
+    schedule: list[ScheduledRun],
+    todo: list[ScheduledRun],
+    run_timeout_seconds: int,
+    on_progress: Callable[[ScheduledRun, int, int], None] | None,
+) -> None:
+    """Each run still to do, in the drawn order, each in its own kernel (R3.4, R3.7); the
+    schedule file rewritten after each. A signal leaves no row and is recorded (R3.6)."""
+    write_schedule(bundle_dir, experiment, schedule)
+    for number, run in enumerate(todo, start=1):
+        if on_progress:
+            on_progress(run, number, len(todo))
+        try:
+            run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
+        except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
+            record_interruption(bundle_dir, run.key, stop)
+            write_schedule(bundle_dir, experiment, schedule)
+            raise
+        write_schedule(bundle_dir, experiment, schedule)
+        if on_progress:  # `number - 1` runs are finished, the last one included
+            on_progress(run, number + 1, len(todo))
+
+
+def _diagnose_device_errors(
+    experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
+) -> None:
+    """Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an untimed
+    rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row)."""
+    for run in todo:
+        if needs_diagnosis(_read_record(bundle_dir, run)):
+            diagnose_run(
+                experiment.source,
+                run.variant_id,
+                run.phase,
+                run.run_index,
+                bundle_dir,
+                timeout_seconds=timeout_seconds,
+            )
 
 
 def _render_report(bundle_dir: Path) -> Path | None:
