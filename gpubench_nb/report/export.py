@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
-from gpubench_nb.kernel import papermill_options
+from gpubench_nb.kernel import papermill_module, papermill_options
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.report.bundles import load_bundles, parse_bundle_dirs
 from gpubench_nb.report.economics import ledger_markdown
@@ -46,8 +46,7 @@ def render_report(
     The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
     are refused before any kernel starts (R2.1).
     """
-    import papermill
-
+    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
     dirs = [str(Path(d).resolve()) for d in parse_bundle_dirs(bundle_dirs)]
     load_bundles(dirs, allow_mismatch=allow_mismatch)
     ledger_path = str(Path(ledger).resolve()) if ledger is not None else ""
