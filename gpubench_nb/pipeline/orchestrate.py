@@ -370,7 +370,7 @@ def _diagnose_device_errors(
 
 
 def _render_report(bundle_dir: Path) -> Path | None:
-    from gpubench_nb.report.export import render_report
+    from gpubench_nb.report.render import render_report
 
     with kernel_stderr_into(bundle_dir / KERNEL_LOG):
         return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)

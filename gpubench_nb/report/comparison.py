@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gpubench_nb.protocol.bundle import comparison_report_path
 from gpubench_nb.protocol.outputs import check_output_file
-from gpubench_nb.report.export import render_report
+from gpubench_nb.report.render import render_report
 
 
 def render_comparison(

@@ -14,12 +14,18 @@ Relative folders are resolved against the kernel's working directory (where pape
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from gpubench_nb import formats
+from gpubench_nb.atomic import write_text_atomic
+from gpubench_nb.errors import BundleError
+from gpubench_nb.kernel import papermill_module, papermill_options
+from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
@@ -45,8 +51,6 @@ from gpubench_nb.report.economics import (
     not_accepted_markdown,
 )
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.export import render_report
-from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
     MEASURED_PHASES,
@@ -64,6 +68,9 @@ from gpubench_nb.report.stats import (
 )
 from gpubench_nb.report.tokens import token_table
 from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
+
+if TYPE_CHECKING:  # at run time, from report.figures on first use: see __getattr__ below
+    from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 
 __all__ = [
     "COLD_FIRST_RATIO",
@@ -103,6 +110,22 @@ __all__ = [
     "warnings_markdown",
 ]
 
+NOTEBOOK_NAME = "90_report.ipynb"
+# The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
+# this module to start that kernel, and load figures.py only when a cell asks (issue 25).
+_FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
+
+
+def __getattr__(name: str) -> Any:
+    """``elapsed_figure``, ``memory_figure``, ``throughput_figure``: from report.figures, on
+    first use (PEP 562)."""
+    if name in _FIGURES:
+        from gpubench_nb.report import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _ACCEPTANCE_LABELS = {
     "ids_match": "IDs match",
     "format_valid": "format valid",
@@ -115,6 +138,19 @@ _ACCEPTANCE_LABELS = {
 }
 # Index levels in words (issue 24 §4), for every detail table.
 _INDEX_LABELS = {"variant_id": "variant", "run_index": "run"}
+# nbconvert's lab template loads require.js, MathJax and Mermaid from a CDN; the report needs
+# none of them, and a file forwarded by e-mail or opened offline must not fetch anything.
+_SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block data_png scoped -%}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
+ alt="{{ (cell | get_metadata('alt')) or 'a figure of this report' | escape_html }}">
+</div>
+{%- endblock data_png -%}
+"""  # the lab template has no alt text; each figure cell carries its own in metadata "alt"
 
 
 def display_setup() -> None:
@@ -388,3 +424,74 @@ def failures_table(rows: pd.DataFrame) -> pd.DataFrame | str:
         return "No failed observation: every run has a recorded elapsed time and no error."
     table = table.rename(columns={**_INDEX_LABELS, "elapsed_seconds": "elapsed"})
     return shown(table.set_index(["bundle", "variant", "phase", "run"]))
+
+
+def render_report(
+    bundle_dirs: Sequence[str | os.PathLike[str]],
+    out_html: str | os.PathLike[str],
+    *,
+    allow_mismatch: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Execute 90_report.ipynb over ``bundle_dirs`` and write a self-contained HTML file.
+
+    The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
+    are refused before any kernel starts (R2.1).
+    """
+    import jinja2
+    from nbconvert import HTMLExporter
+
+    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
+    dirs = [str(Path(d).resolve()) for d in parse_bundle_dirs(bundle_dirs)]
+    load_bundles(dirs, allow_mismatch=allow_mismatch)
+    ledger_path = str(Path(ledger).resolve()) if ledger is not None else ""
+    if ledger_path:
+        ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
+    out_html = Path(out_html).resolve()
+    name = (
+        "90_report.ipynb" if out_html.name == "report.html" else f"90_report-{out_html.stem}.ipynb"
+    )
+    executed = out_html.parent / "notebooks" / name
+    executed.parent.mkdir(parents=True, exist_ok=True)
+    partial = executed.with_name(f".{executed.stem}.partial.ipynb")
+    try:
+        notebook = papermill.execute_notebook(
+            str(notebook_path(NOTEBOOK_NAME)),
+            str(partial),
+            parameters={
+                "bundle_dirs": dirs,
+                "allow_mismatch": bool(allow_mismatch),
+                "ledger": ledger_path,
+            },
+            kernel_name="python3",
+            cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
+            progress_bar=False,
+            log_output=False,
+            # Written once, when done (or failed): saving the growing notebook after each of
+            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then (issue 25).
+            request_save_on_cell_execute=False,
+            **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
+        )
+        os.replace(partial, executed)
+    except papermill.PapermillExecutionError as exc:
+        os.replace(partial, executed)  # keep the failed notebook for the reader, then raise
+        raise BundleError(
+            f"{NOTEBOOK_NAME} failed in cell {exc.exec_count}: {exc.ename}: {exc.evalue}; "
+            f"the executed notebook is kept at {executed}; no report.html was written"
+        ) from None
+    finally:
+        partial.unlink(missing_ok=True)  # a kernel that never started leaves no stray file
+    # papermill's notebook, already in memory, is the one it wrote: not read back (issue 25)
+    exporter = HTMLExporter(
+        extra_loaders=[jinja2.DictLoader({"gpubench_report.html.j2": _SELF_CONTAINED})],
+        template_file="gpubench_report.html.j2",
+        exclude_input=True,
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        embed_images=True,
+    )
+    html, _ = exporter.from_notebook_node(
+        notebook, resources={"metadata": {"name": "gpubench-nb report"}}
+    )
+    write_text_atomic(out_html, html)
+    return out_html

@@ -111,7 +111,7 @@ def campaign_report(
     partial: bool = False,
 ) -> Path:
     """Merge the targets' verified bundles into one report (never with --allow-mismatch)."""
-    from gpubench_nb.report.export import render_report
+    from gpubench_nb.report.render import render_report
 
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
