@@ -24,7 +24,7 @@ from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.interrupt import (
-    Interrupted,
+    as_interrupted,
     interruption_note,
     read_interruptions,
     record_interruption,
@@ -343,10 +343,21 @@ def _run_schedule(
             on_progress(run, number, len(todo))
         try:
             run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
-        except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
-            record_interruption(bundle_dir, run.key, stop)
+        except KeyboardInterrupt as caught:  # a signal or Ctrl-C: no row, recorded, redone (R3.6)
+            stop = as_interrupted(caught)
+            csv_path = bundle_dir / layout.CSV_NAME
+            done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
+            record_interruption(
+                bundle_dir,
+                None if run.key in done else run.key,  # its row may be written already
+                stop,
+                runs_done=[r.key for r in schedule if r.key in done],
+                runs_total=len(schedule),
+            )
             write_schedule(bundle_dir, experiment, schedule)
-            raise
+            if stop is caught:
+                raise
+            raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
         if on_progress:  # `number - 1` runs are finished, the last one included
             on_progress(run, number + 1, len(todo))
