@@ -83,6 +83,27 @@ def as_interrupted(stop: KeyboardInterrupt) -> Interrupted:
     return stop if isinstance(stop, Interrupted) else Interrupted(signal.SIGINT.name)
 
 
+def record_stop(
+    bundle_dir: Path,
+    run_key: str,
+    caught: KeyboardInterrupt,
+    schedule: Sequence[str],
+    done: set[str],
+) -> Interrupted:
+    """Record the stop of ``run_key`` (``done``: the runs with their rows, in ``schedule``, the
+    whole schedule's keys); Ctrl-C's KeyboardInterrupt becomes ``Interrupted`` by SIGINT and is
+    recorded as a campaign's signal is (issue 25). The ``Interrupted`` is returned, noted."""
+    stop = as_interrupted(caught)
+    record_interruption(
+        bundle_dir,
+        None if run_key in done else run_key,  # its row was written: nothing to redo
+        stop,
+        runs_done=[key for key in schedule if key in done],
+        runs_total=len(schedule),
+    )
+    return stop
+
+
 def record_interruption(
     bundle_dir: Path,
     run_key: str | None,

@@ -12,23 +12,18 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import BundleError, GpubenchError
+from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
-from gpubench_nb.pipeline.interrupt import (
-    as_interrupted,
-    interruption_note,
-    read_interruptions,
-    record_interruption,
-)
+from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
@@ -344,17 +339,12 @@ def _run_schedule(
         try:
             run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
         except KeyboardInterrupt as caught:  # a signal or Ctrl-C: no row, recorded, redone (R3.6)
-            stop = as_interrupted(caught)
-            csv_path = bundle_dir / layout.CSV_NAME
-            done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
-            record_interruption(
-                bundle_dir,
-                None if run.key in done else run.key,  # its row may be written already
-                stop,
-                runs_done=[r.key for r in schedule if r.key in done],
-                runs_total=len(schedule),
-            )
-            write_schedule(bundle_dir, experiment, schedule)
+            done: set[str] = set()
+            with suppress(ResultsError):  # no CSV yet, or a torn tail the resume repairs
+                done = _done_keys(read_rows(bundle_dir / layout.CSV_NAME))
+            stop = record_stop(bundle_dir, run.key, caught, [r.key for r in schedule], done)
+            with suppress(ResultsError):
+                write_schedule(bundle_dir, experiment, schedule)
             if stop is caught:
                 raise
             raise stop from None
