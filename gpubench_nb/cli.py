@@ -204,10 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except GpubenchError as exc:
         print(f"gpubench-nb {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
+        # `run` recorded it in the bundle and says what it kept (pipeline/interrupt.py, R3.6)
+        note = getattr(exc, "note", None)
         print(
-            "interrupted: rerun the same command to resume; finished runs are kept", file=sys.stderr
+            note or "interrupted: rerun the same command to resume; finished runs are kept",
+            file=sys.stderr,
         )
+        if note:
+            print(f"resume: {_resume_command(argv)}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _stdout_closed(args.command)
@@ -234,6 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = exc.filename2 or exc.filename or "a file of this command"
         print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
         return 2
+
+
+def _resume_command(argv: Sequence[str] | None) -> str:
+    """The command as typed, without --fresh (which would set the kept runs aside)."""
+    import shlex
+
+    given = list(sys.argv[1:] if argv is None else argv)
+    return shlex.join(["gpubench-nb", *(a for a in given if a != "--fresh")])
 
 
 def _stdout_closed(command: str) -> int:

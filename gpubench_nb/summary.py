@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpubench_nb.formats import NOT_RECORDED, seconds_range
+
 
 class Verdict(Protocol):
     """What the summary shows of a variant's acceptance (protocol.quality.VariantAcceptance):
@@ -28,11 +30,12 @@ def summary_text(
     verdicts: Mapping[str, Verdict],
     phases: Sequence[str],
 ) -> str:
-    """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed;
-    then each variant's verdict as ``verdicts`` (protocol.quality.variant_acceptance) gives it."""
+    """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed
+    (3 significant digits with units, as the report: formats.seconds_range); then each
+    variant's verdict as ``verdicts`` (protocol.quality.variant_acceptance) gives it."""
     lines = [
         f"bundle: {bundle_dir}",
-        f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}{'median s':>12}{'min–max s':>24}",
+        f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
     ]
     variants = list(dict.fromkeys(row["variant_id"] for row in rows))
     for variant in variants:
@@ -45,14 +48,12 @@ def summary_text(
                 row["elapsed_seconds"] for row in phase_rows if row["elapsed_seconds"] is not None
             ]
             failed = len(phase_rows) - len(times)
-            if times:
-                spread = f"{min(times):.6f}–{max(times):.6f}"
-                median = f"{statistics.median(times):.6f}"
-            else:
-                spread, median = "—", "—"
-            lines.append(
-                f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}{median:>12}{spread:>24}"
+            shown = (
+                seconds_range(statistics.median(times), min(times), max(times))
+                if times
+                else NOT_RECORDED
             )
+            lines.append(f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(
             f"{variant:<10}{_SHOWN[verdict.verdict]} ({verdict.accepted_runs}"

@@ -25,7 +25,23 @@ from tests.pipeline.test_pipeline import make_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "README.md", "gpubench_nb", "notebooks")
+SOURCES = (
+    "pyproject.toml",
+    "README.md",
+    "MANIFEST.in",
+    "build_backend",
+    "gpubench_nb",
+    "notebooks",
+)
+WORDPIECE_FILES = {
+    "LICENSE-Apache-2.0",
+    "NOTICE",
+    "PROVENANCE.json",
+    "special_tokens_map.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.txt",
+}
 
 
 def _copy_sources(target: Path) -> Path:
@@ -151,3 +167,62 @@ def test_wheel_installed_read_only_runs_a_bow_experiment_from_another_folder(
         _set_writable(venv, True)
     assert after == before, "something was written beside the installed package"
     assert {p.name for p in (bundle / "notebooks").iterdir()} >= {"00_environment.ipynb"}
+
+
+def test_the_builds_print_no_backend_warning_and_the_wheel_ships_the_wordpiece_files(
+    tmp_path: Path,
+) -> None:
+    """Issue 25: `pip install -e .` (make demo) printed setuptools' BuildBackendWarning "Package
+    'gpubench_nb.engine.backends.wordpiece' is absent from the `packages` configuration" and
+    its "Editable installation" notice, a wall of text for a new user. Both builds, editable
+    and wheel, now print none, and bow's tokenizer files still ship in the wheel."""
+    import zipfile
+
+    src = _copy_sources(tmp_path / "src")
+    wheels = tmp_path / "wheels"
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+         "-w", str(wheels), str(src)],
+        cwd=tmp_path,
+        env=dict(os.environ),
+    )  # fmt: skip
+    assert "BuildBackendWarning" not in built.stdout + built.stderr, built.stderr
+    (wheel,) = wheels.glob("gpubench_nb-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {
+        Path(n).name for n in names if n.startswith("gpubench_nb/engine/backends/wordpiece/")
+    }
+    assert shipped == WORDPIECE_FILES
+    assert not [n for n in names if n.startswith("build_backend")]  # the backend is not shipped
+
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], tmp_path, dict(os.environ))
+    python = venv / "bin" / "python"
+    purelib = Path(
+        _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            tmp_path,
+            dict(os.environ),
+        ).stdout.strip()
+    )
+    # setuptools and wheel (the build runs in the target venv) are this venv's: a path line
+    (purelib / "zz_test_dependencies.pth").write_text(
+        "\n".join(dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()]))
+        + "\n",
+        encoding="utf-8",
+    )
+    editable = _run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+         "--no-build-isolation", "--no-index", "-e", str(src)],
+        cwd=tmp_path,
+        env=_clean_env(venv),
+    )  # fmt: skip
+    assert "BuildBackendWarning" not in editable.stdout + editable.stderr, editable.stderr
+    assert "Warning" not in editable.stderr, editable.stderr  # no other warning either
+    found = _run(
+        [str(python), "-c", "from gpubench_nb.notebook_files import notebook_path; "
+         "print(notebook_path('10_measure.ipynb'))"],
+        tmp_path,
+        _clean_env(venv),
+    ).stdout.strip()  # fmt: skip
+    assert Path(found) == src / "notebooks" / "10_measure.ipynb"  # the editable mapping works

@@ -168,3 +168,74 @@ def test_papermill_module_leaves_an_already_imported_jsonschema_alone() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
     assert out.stdout.strip() == "True"
+
+
+_EXIT_CELL = """
+import os
+from pathlib import Path
+Path({folder!r}, "fast-exit.txt").write_text(os.environ.get({name!r}, "unset"))
+"""
+
+
+@pytest.mark.parametrize("ours", [True, False])
+def test_only_the_kernels_we_start_are_told_to_exit_fast(tmp_path: Path, ours: bool) -> None:
+    """The kernel manager of `run` and `report` sets FAST_EXIT in its kernels' environment;
+    the plain papermill CLI or Jupyter, with the same installed launcher, does not (issue 25)."""
+    from gpubench_nb.kernel import FAST_EXIT
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(_EXIT_CELL.format(folder=str(tmp_path), name=FAST_EXIT))]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = tmp_path / "exit.ipynb"
+    nbformat.write(nb, path)
+    prefix = tmp_path / "prefix"
+    install(prefix)  # our launcher in both cases: only the manager differs
+    jupyter_path = {"JUPYTER_PATH": str(prefix / "share" / "jupyter")}
+    done = _execute(path, tmp_path / "out.ipynb", ours=ours, kernels=jupyter_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "fast-exit.txt").read_text() == ("1" if ours else "unset")
+
+
+_EXIT_SCRIPT = """
+import atexit, sys, threading, time
+from pathlib import Path
+from gpubench_nb.kernel import exit_without_teardown
+folder = Path(sys.argv[1])
+atexit.register(lambda: (folder / "atexit-ran.txt").write_text("yes"))
+def late():
+    time.sleep(0.3)
+    (folder / "thread-finished.txt").write_text("yes")
+threading.Thread(target=late).start()  # non-daemon: joined before the process ends
+class Teardown:
+    def __del__(self):
+        (folder / "teardown-ran.txt").write_text("yes")
+keep = Teardown()  # a module global: only the interpreter's teardown deletes it
+print("buffered, no newline", end="")  # stdout is a pipe: block-buffered
+if sys.argv[2] == "fast":
+    exit_without_teardown()
+"""
+
+
+@pytest.mark.parametrize("how", ["fast", "usual"])
+def test_exit_without_teardown_keeps_what_matters(tmp_path: Path, how: str) -> None:
+    """exit_without_teardown joins non-daemon threads, runs atexit handlers and flushes the
+    streams, and skips only the teardown (the module global's __del__ never runs); the usual
+    exit, the control, runs it."""
+    env = {k: v for k, v in _env().items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, "-c", _EXIT_SCRIPT, str(tmp_path), how],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout == "buffered, no newline"
+    assert (tmp_path / "atexit-ran.txt").is_file()
+    assert (tmp_path / "thread-finished.txt").is_file()
+    assert (tmp_path / "teardown-ran.txt").is_file() is (how == "usual")

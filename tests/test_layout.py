@@ -204,8 +204,13 @@ def test_every_subpackage_is_listed_for_setuptools():
     tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
     pyproject = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
     listed = set(pyproject["tool"]["setuptools"]["packages"])
+    # Every folder, with or without __init__.py: Python imports a data-only folder as a
+    # namespace package, and setuptools warns at each install when one is not listed
+    # (issue 25: "Package 'gpubench_nb.engine.backends.wordpiece' is absent ...").
     on_disk = {
-        ".".join(p.parent.relative_to(PACKAGE.parent).parts) for p in PACKAGE.rglob("__init__.py")
+        ".".join(p.relative_to(PACKAGE.parent).parts)
+        for p in [PACKAGE, *PACKAGE.rglob("*")]
+        if p.is_dir() and p.name != "__pycache__" and "__pycache__" not in p.parts
     }
     assert listed == on_disk | {"gpubench_nb.notebooks"}
     assert pyproject["tool"]["setuptools"]["package-dir"] == {"gpubench_nb.notebooks": "notebooks"}

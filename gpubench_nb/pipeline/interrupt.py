@@ -1,4 +1,5 @@
-"""A schedule stopped by a signal: the run in progress is discarded, recorded, redone (R3.6).
+"""A schedule stopped by a signal or Ctrl-C: the run in progress is discarded, recorded,
+redone (R3.6).
 
 A Slurm job that is cancelled (``scancel``: SIGTERM), pre-empted (SIGTERM) or warned before its
 time limit (USR2) must not turn the run in progress into an observation: the kernel that got
@@ -6,7 +7,8 @@ the signal dies of *our* interruption, not of the model. :func:`stop_on_signals`
 signals into :class:`Interrupted` in the main thread at once; the orchestrator writes no row
 for the run in progress, appends the event to the bundle's ``logs/interruptions.jsonl``, and
 the resumed schedule redoes that run with a note naming the interruption (R3.6: the event is
-kept and explained, the interrupted attempt is not a measurement).
+kept and explained, the interrupted attempt is not a measurement). Ctrl-C during a plain
+`gpubench-nb run` (SIGINT, a KeyboardInterrupt) is recorded the same way (issue 25).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted by {signal_name}")
         self.signal_name = signal_name
         self.then = then
+        self.note: str | None = None  # set once recorded: what the terminal says (issue 25)
 
 
 @contextmanager
@@ -74,12 +77,50 @@ def stop_on_signals(
             signal.signal(number, old)
 
 
-def record_interruption(bundle_dir: Path, run_key: str | None, stop: Interrupted) -> dict:
-    """Append the event to ``logs/interruptions.jsonl`` of the bundle (kept, sealed, R3.6)."""
+def as_interrupted(stop: KeyboardInterrupt) -> Interrupted:
+    """``stop`` itself when a signal handler raised it, else Ctrl-C's KeyboardInterrupt as an
+    ``Interrupted`` by SIGINT (a plain `gpubench-nb run` in a terminal, issue 25)."""
+    return stop if isinstance(stop, Interrupted) else Interrupted(signal.SIGINT.name)
+
+
+def record_stop(
+    bundle_dir: Path,
+    run_key: str,
+    caught: KeyboardInterrupt,
+    schedule: Sequence[str],
+    done: set[str],
+) -> Interrupted:
+    """Record the stop of ``run_key`` (``done``: the runs with their rows, in ``schedule``, the
+    whole schedule's keys); Ctrl-C's KeyboardInterrupt becomes ``Interrupted`` by SIGINT and is
+    recorded as a campaign's signal is (issue 25). The ``Interrupted`` is returned, noted."""
+    stop = as_interrupted(caught)
+    record_interruption(
+        bundle_dir,
+        None if run_key in done else run_key,  # its row was written: nothing to redo
+        stop,
+        runs_done=[key for key in schedule if key in done],
+        runs_total=len(schedule),
+    )
+    return stop
+
+
+def record_interruption(
+    bundle_dir: Path,
+    run_key: str | None,
+    stop: Interrupted,
+    *,
+    runs_done: Sequence[str] = (),
+    runs_total: int | None = None,
+) -> dict:
+    """Append the event to ``logs/interruptions.jsonl`` of the bundle (kept, sealed, R3.6), in
+    one durable append (a torn last line is skipped by ``read_interruptions``): what was
+    running, when, and which runs of the schedule were done (kept, never redone)."""
     entry = {
         "utc": utc_now(),
         "signal": stop.signal_name,
         "run": run_key,  # None: between runs (a notebook step), nothing to redo
+        "runs_done": list(runs_done),
+        "runs_total": runs_total,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "host": platform.node(),
         "pid": os.getpid(),
@@ -87,7 +128,27 @@ def record_interruption(bundle_dir: Path, run_key: str | None, stop: Interrupted
         "it is redone when the schedule resumes",
     }
     append_text_durable(Path(bundle_dir) / INTERRUPTIONS_LOG, json.dumps(entry) + "\n")
+    stop.note = interruption_text(Path(bundle_dir), entry)
     return entry
+
+
+def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
+    """What the terminal says after a recorded interruption: the run discarded, the runs kept,
+    where the event is recorded, and how to resume."""
+    done = len(entry.get("runs_done") or [])
+    total = entry.get("runs_total")
+    running = (
+        f"run {entry['run']} was discarded (an interruption is not an observation, R3.6) and "
+        "will be redone; "
+        if entry.get("run")
+        else ""
+    )
+    return (
+        f"interrupted by {entry['signal']}: {running}{done}"
+        + (f" of {total}" if total is not None else "")
+        + f" runs are done and kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. "
+        "To resume, run the same command again (without --fresh): finished runs are not redone."
+    )
 
 
 def read_interruptions(bundle_dir: Path) -> list[dict[str, Any]]:

@@ -12,23 +12,18 @@ import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import BundleError, GpubenchError
+from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
-from gpubench_nb.pipeline.interrupt import (
-    Interrupted,
-    interruption_note,
-    read_interruptions,
-    record_interruption,
-)
+from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
 from gpubench_nb.protocol import bundle as layout
@@ -343,10 +338,16 @@ def _run_schedule(
             on_progress(run, number, len(todo))
         try:
             run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
-        except Interrupted as stop:  # a signal: no row, recorded, redone later (R3.6)
-            record_interruption(bundle_dir, run.key, stop)
-            write_schedule(bundle_dir, experiment, schedule)
-            raise
+        except KeyboardInterrupt as caught:  # a signal or Ctrl-C: no row, recorded, redone (R3.6)
+            done: set[str] = set()
+            with suppress(ResultsError):  # no CSV yet, or a torn tail the resume repairs
+                done = _done_keys(read_rows(bundle_dir / layout.CSV_NAME))
+            stop = record_stop(bundle_dir, run.key, caught, [r.key for r in schedule], done)
+            with suppress(ResultsError):
+                write_schedule(bundle_dir, experiment, schedule)
+            if stop is caught:
+                raise
+            raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
         if on_progress:  # `number - 1` runs are finished, the last one included
             on_progress(run, number + 1, len(todo))

@@ -1,11 +1,18 @@
-"""`gpubench-nb run`: the whole chain behind a progress bar on stderr, then its summary."""
+"""`gpubench-nb run`: the whole chain with its progress on stderr, then its summary.
+
+In a terminal the progress is a tqdm bar. Anywhere else (``make demo > log``, CI, ``nohup``) a
+bar's carriage-return frames would pile up into one unreadable line of kilobytes, so each
+finished run is one plain line instead: ``[ 4/30] b1 warm 1  3.71 s`` (issue 25).
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
+from gpubench_nb.formats import seconds
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.outputs import check_output_folder
@@ -23,10 +30,11 @@ def run_with_progress(
     protocol: str | Path | None,
     stream: TextIO,
 ) -> str:
-    """Run every scheduled run (orchestrate.run_experiment) with a bar on ``stream``; return
-    the one-screen summary (per variant and phase, then each verdict by the one rule, R1.5)."""
+    """Run every scheduled run (orchestrate.run_experiment) with its progress on ``stream``;
+    return the one-screen summary (per variant and phase, then each verdict by the one rule,
+    R1.5)."""
     check_output_folder(Path(output_dir), option="--output-dir")
-    bars: list = []  # made at the first scheduled run: a refusal before it shows none
+    progress = progress_for(stream)
     finished = False
     try:
         result = orchestrate.run_experiment(
@@ -35,30 +43,70 @@ def run_with_progress(
             variants=variants,
             fresh=fresh,
             run_timeout_seconds=run_timeout_seconds,
-            on_progress=_progress(bars, stream),
+            on_progress=progress,
             protocol=protocol,
         )
         finished = True
-    finally:
-        for bar in bars:  # closed at the real count; a refusal is printed after it (issue 16)
-            if finished:
-                bar.n = bar.total
-            bar.close()
+    finally:  # closed at the real count; a refusal is printed after it (issue 16)
+        progress.close(finished)
     return summary_text(
         result.rows, result.bundle_dir, result.report_path, verdicts=result.verdicts, phases=PHASES
     )
 
 
-def _progress(bars: list, stream: TextIO) -> Callable[[ScheduledRun, int, int], None]:
-    """``on_progress`` for run_experiment: one tqdm bar in ``bars``, made at its first call."""
-    from tqdm import tqdm
+def progress_for(stream: TextIO) -> ProgressBar | ProgressLines:
+    """A bar when ``stream`` is a terminal, else one plain line per finished run."""
+    isatty = getattr(stream, "isatty", None)
+    return ProgressBar(stream) if callable(isatty) and isatty() else ProgressLines(stream)
 
-    def progress(run: ScheduledRun, number: int, total: int) -> None:
-        if not bars:
-            bars.append(tqdm(total=total, unit="run", file=stream, dynamic_ncols=True))
-        bar = bars[0]
-        bar.n = number - 1  # runs finished so far
-        bar.set_description(f"{run.variant_id} {run.phase} {run.run_index}")
-        bar.refresh()
 
-    return progress
+class ProgressBar:
+    """``on_progress`` for run_experiment: one tqdm bar, made at the first scheduled run (a
+    refusal before it shows none)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.bar: Any = None
+
+    def __call__(self, run: ScheduledRun, number: int, total: int) -> None:
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="run", file=self.stream, dynamic_ncols=True)
+        self.bar.n = number - 1  # runs finished so far
+        self.bar.set_description(f"{run.variant_id} {run.phase} {run.run_index}", refresh=False)
+        self.bar.refresh()
+
+    def close(self, finished: bool) -> None:
+        if self.bar is not None:
+            if finished:
+                self.bar.n = self.bar.total
+            self.bar.close()
+
+
+class ProgressLines:
+    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` when a run finishes, its wall
+    time (kernel start included) measured between the calls before and after it."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.running: tuple[str, float] | None = None  # (run key, start time)
+
+    def __call__(self, run: ScheduledRun, number: int, total: int) -> None:
+        key = f"{run.variant_id}/{run.phase}-{run.run_index}"
+        if self.running is None or self.running[0] != key:  # called before the run
+            self.running = (key, self.clock())
+            return
+        wall_seconds = self.clock() - self.running[1]
+        self.running = None
+        done = number - 1  # called after the run: `number - 1` runs are finished
+        width = len(str(total))
+        self.stream.write(
+            f"[{done:>{width}}/{total}] {run.variant_id} {run.phase} {run.run_index}  "
+            f"{seconds(wall_seconds)}\n"
+        )
+        self.stream.flush()
+
+    def close(self, finished: bool) -> None:
+        """Nothing to close: each line was complete when written."""

@@ -18,6 +18,7 @@ from gpubench_nb.protocol.experiment_spec import (
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
+from gpubench_nb.protocol.problems import Problems, failure_kind
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
@@ -294,6 +295,18 @@ def _lines_text(lines: list[int]) -> str:
     return f"lines {head} and {lines[-1]}" if head else f"line {lines[-1]}"
 
 
+def _malformed_text(malformed: list[dict]) -> str:
+    """``N malformed line(s) (line 4: ...; the same in 20 lines (lines 4-23))``: the first
+    kind of fault said once with its lines (issue 25), and how many other kinds there are."""
+    problems = Problems("line")
+    for fault in malformed:
+        line, error = fault["line"], fault["error"]
+        problems.add(failure_kind(error), line, f"line {line}: {error}")
+    first, *others = problems.lines()
+    more = f"; and {len(others)} other kind(s) of fault, see checks.json" if others else ""
+    return f"{len(malformed)} malformed line(s) ({first}{more})"
+
+
 def summarise(report: AcceptanceReport) -> str:
     """A short human verdict for the CLI and the notebooks."""
     r = report
@@ -307,10 +320,7 @@ def summarise(report: AcceptanceReport) -> str:
     if r.extra_ids:
         faults.append(f"{len(r.extra_ids)} extra (first: {r.extra_ids[0]})")
     if r.malformed_lines:
-        first = r.malformed_lines[0]
-        faults.append(
-            f"{len(r.malformed_lines)} malformed line(s) (line {first['line']}: {first['error']})"
-        )
+        faults.append(_malformed_text(r.malformed_lines))
     if r.quality_value is None:
         quality = f"{r.metric} not computed (IDs or format invalid)"
     else:

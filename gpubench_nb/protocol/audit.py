@@ -14,6 +14,7 @@ from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import Corpus, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
 from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, lock_seal_problems, read_lock
+from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
     accepted,
@@ -76,14 +77,27 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     quality = QualitySpec(**declaration["quality"])
     reference = kept_reference_value(root)  # a classify bundle of a non-reference variant
     outcome = assess_runs(root, rows, corpus, declaration["classes"], quality, reference)
+    found: list[tuple[str, str]] = []  # (run, problem naming it)
     for row in rows:
-        if row["phase"] not in MEASURED_PHASES:
-            continue
         key = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
-        report = outcome.reports.get(key)
-        problems += _compare_run(root, key, row, report, outcome.reference_value)
-    problems += [p for row in rows for p in compare_with_record(root, row)]
-    return problems
+        if row["phase"] in MEASURED_PHASES:
+            report = outcome.reports.get(key)
+            found += [
+                (key, p) for p in _compare_run(root, key, row, report, outcome.reference_value)
+            ]
+    for row in rows:
+        run = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
+        found += [(run, p) for p in compare_with_record(root, row)]
+    return problems + grouped("run", found)
+
+
+def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
+    """``(place, problem naming it)`` pairs, the same failure in many places (every run of a
+    bundle, every file of a folder) said once with its count and places (issue 25)."""
+    problems = Problems(unit)
+    for place, message in found:
+        problems.add(failure_kind(message.replace(place, "")), place, message)
+    return problems.lines()
 
 
 def seal_problems(bundle_dir: str | Path) -> list[str]:
@@ -163,11 +177,13 @@ def _manifest_problems(root: Path) -> list[str]:
     A missing manifest is still an error (exit 2): the folder is not a finished bundle.
     """
     if not (root / layout.MANIFEST_NAME).is_file():
-        return [f"manifest: {p}" for p in layout.verify_manifest(root)]  # raises, names the fix
+        layout.verify_manifest(root)  # raises, names the fix
     try:
-        return [f"manifest: {p}" for p in layout.verify_manifest(root)]
+        found = layout.verify_manifest(root)
     except (BundleError, UnicodeDecodeError) as exc:
         return [f"manifest: {exc}"]
+    # each problem starts with the file's name: a failure on many files is said once
+    return [f"manifest: {p}" for p in grouped("file", [(p.split(": ")[0], p) for p in found])]
 
 
 _LOCK_SHAPE = {

@@ -15,7 +15,6 @@ from gpubench_nb.errors import CorpusError
 from gpubench_nb.protocol.corpus_file import (
     HASH_CHUNK,
     JsonStrings,
-    Problems,
     Records,
     Revision,
     byte_lines,
@@ -28,6 +27,7 @@ from gpubench_nb.protocol.corpus_file import (
     text_lines,
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.problems import Problems
 from gpubench_nb.protocol.splits import check_disjoint
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete

@@ -1,5 +1,6 @@
-"""Reading a corpus file as a stream: its records, its problems grouped by kind, and the
-canonical revision fed one item at a time (issue 25: a 535 MB corpus is never held whole)."""
+"""Reading a corpus file as a stream: its records, its problems (grouped by kind:
+protocol/problems.py), and the canonical revision fed one item at a time (issue 25: a 535 MB
+corpus is never held whole)."""
 
 from __future__ import annotations
 
@@ -11,37 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.protocol.ids import DuplicateKeyError, strict_json_line
+from gpubench_nb.protocol.problems import Problems
 
 BOM = b"\xef\xbb\xbf"
 # Version tag of the canonical form: changing the serialisation must change every revision.
 CANONICAL_TAG = b"gpubench-nb corpus v1\n"
 HASH_CHUNK = 4096  # records per digest update
 Records = Iterator[tuple[int, dict[str, Any], bool]]  # (line, record, may hold a surrogate)
-
-
-class Problems:
-    """Problems found in a file, grouped by kind: the same failure on many lines is said once,
-    with its count and its first lines, not once per line (issue 25)."""
-
-    def __init__(self) -> None:
-        self.kinds: dict[str, tuple[str, list[int]]] = {}  # kind -> (first message, lines)
-
-    def add(self, kind: str, line: int, message: str) -> None:
-        """Record ``message`` (already naming ``line``) as one occurrence of ``kind``."""
-        self.kinds.setdefault(kind, (message, []))[1].append(line)
-
-    def __len__(self) -> int:
-        return sum(len(lines) for _, lines in self.kinds.values())
-
-    def lines(self) -> list[str]:
-        """One sentence per kind, in the order first met; a repeated kind says how often."""
-        out = []
-        for message, lines in self.kinds.values():
-            if len(lines) > 1:
-                shown = ", ".join(map(str, lines[1:6])) + (", ..." if len(lines) > 6 else "")
-                message += f" (the same on {len(lines) - 1} more line(s): {shown})"
-            out.append(message)
-        return out
 
 
 def encodable(text: str) -> bool:

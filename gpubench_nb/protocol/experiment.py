@@ -51,6 +51,7 @@ from gpubench_nb.protocol.experiment_spec import (
     Variant,
     plain_data,
 )
+from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.prompting import parse_prompt
 from gpubench_nb.protocol.yamlio import read_yaml
 
@@ -88,11 +89,18 @@ class Checker:
 
     def __init__(self, source: Path) -> None:
         self.source = source
-        self.problems: list[str] = []
+        # one failure in many fields (every variant's batch) is said once (issue 25)
+        self.found = Problems("field")
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem found so far, one sentence per kind."""
+        return self.found.lines()
 
     def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
         prefix = f"{rule}: " if rule else ""
-        self.problems.append(f"{prefix}{self.source}: {where}: {message}. Fix: {fix}")
+        said = f"{where}: {message}. Fix: {fix}"
+        self.found.add(failure_kind(f"{prefix}{said}"), where, f"{prefix}{self.source}: {said}")
 
     def keys(self, where: str, data: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
         if not isinstance(data, Mapping):

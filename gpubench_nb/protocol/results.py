@@ -18,6 +18,7 @@ from typing import Any
 
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
+from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.results_schema import (
     COLUMNS,
     TYPE_OF_COLUMN,
@@ -42,7 +43,7 @@ __all__ = [
 ]
 
 HEADER = ",".join(COLUMNS) + "\n"
-MAX_LISTED = 20  # errors listed in one exception; validate_csv returns them all
+MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
@@ -119,14 +120,27 @@ def format_row(row: dict[str, Any]) -> str:
 def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
     """Format rows and refuse any that fails the row rules, so no bad row is ever written."""
     text = []
-    errors = []
+    problems = Problems("new row")
     for number, row in enumerate(rows, start=1):
         text.append(format_row(row))
-        errors += [f"new row {number}, column {col}: {msg}" for col, msg in check_row(row)]
-    errors += duplicate_runs(list(rows), lambda i: f"new row {i}")
-    if errors:
-        raise ResultsError(_join(errors), rule="R4")
+        _row_rules(problems, number, f"new row {number}", row)
+    _duplicates(problems, list(rows), lambda i: f"new row {i}")
+    if problems:
+        raise ResultsError(_join(problems.lines(), len(problems)), rule="R4")
     return "".join(text)
+
+
+def _row_rules(problems: Problems, number: int, where: str, row: dict[str, Any]) -> None:
+    """The row rules (check_row) broken by row ``number``, each under its column's kind."""
+    for column, message in check_row(row):
+        problems.add(
+            f"{column} {failure_kind(message)}", number, f"{where}, column {column}: {message}"
+        )
+
+
+def _duplicates(problems: Problems, rows: list[dict[str, Any]], where: Any) -> None:
+    for number, message in duplicate_runs(rows, where):
+        problems.add("duplicate run", number, message)
 
 
 def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
@@ -210,15 +224,20 @@ def _parse_cell(column: str, text: str) -> Any:
     if kind is int:
         if _INT_TEXT.fullmatch(text):
             return int(text)
-        raise ValueError(f"{text!r} is not an integer (bytes and cents are whole numbers, R4.2)")
+        raise ValueError(
+            f"{text!r} is not an integer (R4.2: bytes, cents and counts are whole numbers); "
+            "write one, e.g. 128, or leave the cell empty for a value not recorded (R4.3)"
+        )
     if _FLOAT_TEXT.fullmatch(text):
         return float(text)
     raise ValueError(f"{text!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
 
 
-def _join(errors: list[str]) -> str:
+def _join(errors: list[str], count: int | None = None) -> str:
+    """``count`` errors (default: one per line of ``errors``), said as ``errors`` groups them."""
     more = f"; ... and {len(errors) - MAX_LISTED} more" if len(errors) > MAX_LISTED else ""
-    return f"{len(errors)} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
+    total = len(errors) if count is None else count
+    return f"{total} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
 
 
 def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -268,6 +287,8 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         ]
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
+    # One failure on many rows is said once, with its count and rows (issue 25).
+    problems = Problems("row")
     start = reader.line_num + 1
     number = 0
     try:
@@ -275,9 +296,11 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             number += 1
             where = f"{name} row {number} (line {start})"
             if len(cells) != len(COLUMNS):
-                errors.append(
+                problems.add(
+                    f"cells {len(cells)}",
+                    number,
                     f"{where}: {len(cells)} cells, expected {len(COLUMNS)}; quote "
-                    "commas, quotes and newlines (R4.4)"
+                    "commas, quotes and newlines (R4.4)",
                 )
             else:
                 row = {}
@@ -285,16 +308,21 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
                     try:
                         row[column] = _parse_cell(column, cell)
                     except ValueError as exc:
-                        errors.append(f"{where}, column {column}: {exc}")
+                        kind = f"{column} {failure_kind(str(exc))}"
+                        problems.add(kind, number, f"{where}, column {column}: {exc}")
                         row[column] = None
-                errors += [f"{where}, column {col}: {msg}" for col, msg in check_row(row)]
+                _row_rules(problems, number, where, row)
                 rows.append(row)
                 lines.append(start)
             start = reader.line_num + 1
     except csv.Error as exc:
-        errors.append(f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)")
-    errors += duplicate_runs(rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
-    return rows, errors
+        problems.add(
+            "unreadable",
+            number,
+            f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)",
+        )
+    _duplicates(problems, rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
+    return rows, errors + problems.lines()
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -185,8 +185,11 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
     return errors
 
 
-def duplicate_runs(rows: list[dict[str, Any]], where: Callable[[int], str]) -> list[str]:
-    """R4.1: one row per run; ``where(n)`` names row n in each message."""
+def duplicate_runs(
+    rows: list[dict[str, Any]], where: Callable[[int], str]
+) -> list[tuple[int, str]]:
+    """R4.1: one row per run; ``(row number, message)`` per second row, ``where(n)`` naming
+    row n in each message."""
     keys = ("experiment_id", "variant_id", "phase", "run_index")
     seen: dict[tuple, int] = {}
     errors = []
@@ -197,8 +200,11 @@ def duplicate_runs(rows: list[dict[str, Any]], where: Callable[[int], str]) -> l
         if key in seen:
             run = dict(zip(keys, key, strict=True))
             errors.append(
-                f"{where(number)}: R4.1: a second row for run {run} (first: "
-                f"{where(seen[key])}); one row per run"
+                (
+                    number,
+                    f"{where(number)}: R4.1: a second row for run {run} (first: "
+                    f"{where(seen[key])}); one row per run",
+                )
             )
         else:
             seen[key] = number

@@ -194,7 +194,8 @@ def test_describe_counts_parameters_and_weight_bytes(bow) -> None:
 
 def test_truncation_counts_match_the_corpus_readme(bow, splits) -> None:
     texts = splits["eval"][0]
-    full = [len(ids) for ids in bow.tokenizer.hf(texts, verbose=False)["input_ids"]]
+    hf = TextTokenizer(bow.tokenizer.path).hf  # transformers' own tokenizer, the reference
+    full = [len(ids) for ids in hf(texts, verbose=False)["input_ids"]]
     # data/debian-sections/README.md: special tokens included, 262 / 37 / 2 truncated.
     for context, expected in ((128, 262), (256, 37), (512, 2)):
         tokenized = bow.tokenize(texts, context)
@@ -202,7 +203,7 @@ def test_truncation_counts_match_the_corpus_readme(bow, splits) -> None:
         assert tokenized.dropped_tokens == sum(max(0, n - context) for n in full)
         assert max(len(ids) for ids in tokenized.input_ids) == context
     cut = bow.tokenize(texts[:300], 128).input_ids  # 300 items hold 70+ truncated texts
-    reference = bow.tokenizer.hf(texts[:300], truncation=True, max_length=128)["input_ids"]
+    reference = hf(texts[:300], truncation=True, max_length=128)["input_ids"]
     assert cut == reference  # the one-pass cut equals the tokenizer's own truncation
 
 
@@ -317,18 +318,53 @@ def test_load_with_revisions_hashes_nothing_and_parses_the_tokenizer_once(
     bow_build, monkeypatch
 ) -> None:
     """Fingerprints taken before the timed load are passed in, so the load reads each file
-    once and hashes none (R3.2); the fast tokenizer is not re-parsed from its own JSON."""
+    once and hashes none (R3.2). bow reads its shipped WordPiece tokenizer.json once with
+    ``tokenizers`` and never imports transformers for it (issue 25)."""
     from tokenizers import Tokenizer
-    from transformers import AutoTokenizer
 
     from gpubench_nb.protocol import fingerprint
 
     revisions = fingerprints_for(*_specs("bow", bow_build.path))
-    parses: list[int] = []
-    real_from_str = Tokenizer.from_str
+    parses: list[str] = []
+    real_from_file, real_from_str = Tokenizer.from_file, Tokenizer.from_str
 
     def no_hash(path):
         raise AssertionError(f"hashed {path} inside the load")
+
+    def counting_file(path):
+        parses.append("file")
+        return real_from_file(path)
+
+    def counting_str(text):
+        parses.append("str")
+        return real_from_str(text)
+
+    monkeypatch.setattr(Tokenizer, "from_file", staticmethod(counting_file))
+    monkeypatch.setattr(Tokenizer, "from_str", staticmethod(counting_str))
+    monkeypatch.setattr(fingerprint, "sha256_file", no_hash)
+    model, tokenizer = _specs("bow", bow_build.path)
+    backend = load_backend(
+        model, tokenizer, classes=CLASSES, device="cpu", precision="fp32", revisions=revisions
+    )
+    assert parses == ["file"]
+    assert backend.tokenizer.hf is None  # the plain route: no transformers object
+    assert (backend.model_revision, backend.tokenizer_revision) == revisions
+    cut = backend.tokenize(["word " * 50, "a"], 16)
+    assert len(cut.input_ids[0]) == 16 and cut.truncated_texts == 1
+    assert len(cut.input_ids[1]) == 3  # tokenizer.json's own padding to 128 is cleared
+
+
+def test_a_transformers_tokenizer_is_shared_not_reparsed(bow_build, monkeypatch) -> None:
+    """Through transformers (any folder but the shipped files), the fast tokenizer's Rust
+    object is used as is, not re-parsed from its JSON (R3.2), and padding/truncation left by
+    a transformers call are cleared before encoding."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    from gpubench_nb.engine.backends.tokenization import TextTokenizer
+
+    parses: list[int] = []
+    real_from_str = Tokenizer.from_str
 
     def counting(text):
         parses.append(1)
@@ -337,17 +373,12 @@ def test_load_with_revisions_hashes_nothing_and_parses_the_tokenizer_once(
     monkeypatch.setattr(Tokenizer, "from_str", staticmethod(counting))
     AutoTokenizer.from_pretrained(str(bow_build.path), local_files_only=True)
     by_transformers = len(parses)
-    monkeypatch.setattr(fingerprint, "sha256_file", no_hash)
-    model, tokenizer = _specs("bow", bow_build.path)
-    backend = load_backend(
-        model, tokenizer, classes=CLASSES, device="cpu", precision="fp32", revisions=revisions
-    )
+    tokenizer = TextTokenizer(bow_build.path)  # plain=False: the transformers route
     assert len(parses) == 2 * by_transformers  # transformers' own parse(s), no copy of ours
-    assert (backend.model_revision, backend.tokenizer_revision) == revisions
-    # The shared Rust tokenizer: padding/truncation left by a transformers call are cleared.
-    backend.tokenizer.hf(["a b c", "a"], padding=True, truncation=True, max_length=3)
-    cut = backend.tokenize(["word " * 50], 16)
+    tokenizer.hf(["a b c", "a"], padding=True, truncation=True, max_length=3)
+    cut = tokenizer.tokenize(["word " * 50, "a"], 16)
     assert len(cut.input_ids[0]) == 16 and cut.truncated_texts == 1
+    assert len(cut.input_ids[1]) == 3
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 import threading
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gpubench_nb.engine.clocks import (
     NOT_OBSERVABLE,
     ClockSampler,
@@ -136,3 +139,13 @@ def test_cpu_device_gets_an_unobservable_sampler() -> None:
     import torch
 
     assert sampler_for(torch.device("cpu")).observable is False
+
+
+@given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=50))
+def test_the_local_median_is_statistics_median(values: list[float]) -> None:
+    """clocks keeps its own median so a measuring kernel never loads ``decimal`` (issue 25)."""
+    import statistics
+
+    from gpubench_nb.engine.clocks import _median
+
+    assert _median(values) == statistics.median(values)

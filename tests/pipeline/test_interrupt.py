@@ -156,3 +156,74 @@ def test_an_interrupted_run_is_no_row_is_recorded_and_is_redone_with_a_note(
     assert "R3.6: 1 earlier attempt of this run interrupted by SIGTERM" in rows[2]["notes"]
     assert "R3.6" not in (rows[1]["notes"] or "")  # the cold run was never interrupted
     assert (bundle / "MANIFEST.sha256").exists()
+
+
+def test_ctrl_c_in_a_plain_run_is_recorded_the_same_way(
+    tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 25: a KeyboardInterrupt (Ctrl-C, no signal handler of ours) left no record.
+    experiment = _experiment(tmp_path, data_dir)
+    bundle = tmp_path / "out" / "stop"
+    _fake_kernels(monkeypatch, interrupt_key=None)
+    real = orchestrate.execute_notebook
+
+    def ctrl_c_in_warm(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+        if parameters.get("phase") == "warm":
+            raise KeyboardInterrupt
+        real(name, output, parameters, timeout)
+
+    monkeypatch.setattr(orchestrate, "execute_notebook", ctrl_c_in_warm)
+    with pytest.raises(Interrupted) as caught:
+        orchestrate.run_experiment(experiment, output_dir=tmp_path / "out")
+    [event] = read_interruptions(bundle)
+    assert (event["run"], event["signal"]) == ("b4/warm-1", "SIGINT")
+    assert (event["runs_done"], event["runs_total"]) == (["b4/cold-1"], 2)
+    assert [r["phase"] for r in read_rows(bundle / "resultats-bruts.csv")] == ["load", "cold"]
+    note = caught.value.note
+    assert note is not None and "run b4/warm-1 was discarded" in note
+    assert "1 of 2 runs are done and kept" in note
+    assert str(bundle / "logs" / "interruptions.jsonl") in note and "run the same command" in note
+
+
+@pytest.mark.slow
+def test_a_real_sigint_to_gpubench_nb_run_is_recorded_and_says_how_to_resume(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    """Ctrl-C as a terminal sends it: SIGINT to the command's process group, while the second
+    of two runs is in its kernel. No row for it, the event in the bundle, exit 130."""
+    import subprocess
+    import sys
+
+    experiment = _experiment(tmp_path, data_dir)
+    script = Path(sys.executable).parent / "gpubench-nb"
+    proc = subprocess.Popen(
+        [str(script), "run", str(experiment), "--output-dir", "out"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell's foreground job
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    try:
+        first = proc.stderr.readline()  # stderr is a pipe: one plain line per finished run
+        assert first.startswith("[1/2] b4 cold 1  "), first
+        time.sleep(0.5)  # the warm run's kernel is starting
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    bundle = tmp_path / "out" / "stop"
+    [event] = read_interruptions(bundle)
+    assert (event["signal"], event["run"], event["runs_done"]) == (
+        "SIGINT",
+        "b4/warm-1",
+        ["b4/cold-1"],
+    )
+    assert [r["phase"] for r in read_rows(bundle / "resultats-bruts.csv")] == ["load", "cold"]
+    assert "interrupted by SIGINT: run b4/warm-1 was discarded" in err
+    assert f"recorded in {bundle.resolve() / 'logs' / 'interruptions.jsonl'}" in err
+    assert f"resume: gpubench-nb run {experiment} --output-dir out" in err
+    assert "Traceback" not in err

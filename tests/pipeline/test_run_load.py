@@ -252,7 +252,8 @@ def stop(self):
 
 timing.Stopwatch.start, timing.Stopwatch.stop = start, stop
 record = measure.step(sys.argv[1], "b1", "cold", 1, sys.argv[2])
-heavy = ("pandas", "sklearn", "scipy", "sympy", "matplotlib", "papermill", "nbformat")
+heavy = ("transformers", "statistics", "pandas", "sklearn", "scipy", "sympy", "matplotlib",
+         "papermill", "nbformat")
 print(json.dumps({
     "during_load": sorted(seen["stop"] - seen["start"]),
     "heavy": [m for m in heavy if m in sys.modules],
@@ -264,9 +265,11 @@ print(json.dumps({
 def test_imports_are_done_before_the_load_clock_and_recorded(workspace, tmp_path):  # noqa: F811
     """In a fresh process (a kernel), the load clock imports no module: what the backend needs
     was imported before it, timed as import_seconds (run.json and notes). The bow kernel
-    imports none of pandas, scikit-learn, scipy, sympy, matplotlib or papermill (issue 23 §1:
-    on an H200, 8.42 s of a 8.57 s load was importing). Fails on the code before issue 23:
-    transformers' tokenizer modules were imported inside the load clock."""
+    imports none of transformers (issue 25: bow reads its shipped WordPiece files with
+    `tokenizers` alone), statistics (its `decimal` took 74 ms after torch), pandas,
+    scikit-learn, scipy, sympy, matplotlib or papermill (issue 23 §1: on an H200, 8.42 s of a
+    8.57 s load was importing). Fails on the code before issue 23: transformers' tokenizer
+    modules were imported inside the load clock."""
     import json
     import subprocess
     import sys

@@ -115,6 +115,18 @@ def test_one_duplicate_and_one_missing_in_1000_lines_is_refused(corpus, tmp_path
     assert f"1 duplicated ({corpus.ids[16]}, lines 17 and 501)" in summary
 
 
+def test_one_fault_on_many_lines_is_said_once_with_its_lines(corpus, tmp_path):
+    # Issue 25: one failure on many lines is said once, with its count and where.
+    lines = perfect(corpus)
+    for n in [*range(3, 23), 40]:  # lines 4-23 and 41: a label outside the declared classes
+        lines[n] = lines_of([(corpus.ids[n], "cooking" if n < 30 else "baking")])[0]
+    lines[99] = lines[99].replace('"label"', '"labl"')  # line 100: another kind of fault
+    summary = summarise(check(corpus, write(tmp_path / "p.jsonl", lines)))
+    assert summary.count("not one of the declared classes") == 1
+    assert "22 malformed line(s) (line 4: label 'cooking' is not one of the declared" in summary
+    assert "; the same in 21 lines (lines 4-23, 41); and 1 other kind(s) of fault" in summary
+
+
 def test_same_count_different_sets_never_pass(corpus, tmp_path):
     lines = perfect(corpus)
     lines[999] = lines_of([("deb:not-in-corpus", "web")])[0]

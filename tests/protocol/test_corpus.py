@@ -236,7 +236,7 @@ def test_non_utf8_bytes_are_refused_with_their_lines(tmp_path):
     path.write_bytes(b"\n".join([good, bad, good.replace(b'"a"', b'"c"'), bad]) + b"\n")
     message = refusal(path)
     assert "line 2 [R1.1]: bytes that are not UTF-8" in message
-    assert "(the same on 1 more line(s): 4)" in message  # one failure, said once (issue 25)
+    assert "; the same in 2 lines (lines 2, 4)" in message  # one failure, said once (issue 25)
     assert "line 3" not in message
 
 
@@ -267,7 +267,7 @@ def test_the_same_failure_on_many_lines_is_said_once_with_its_count(tmp_path):
     assert "25 problem(s)" in message
     assert message.count("is not one of the declared classes") == 1
     assert "line 1 [R1.3]: label 'cooking'" in message
-    assert "(the same on 24 more line(s): 2, 3, 4, 5, 6, ...)" in message
+    assert "; the same in 25 lines (lines 1-25)" in message
 
 
 def test_many_kinds_of_problems_are_counted_and_the_listing_capped(tmp_path):
@@ -285,7 +285,7 @@ def test_a_csv_file_read_as_jsonl_says_corpus_format_first(tmp_path):
     message = refusal(path)
     assert "refused, 4 problem(s): the file looks like CSV, not JSONL" in message
     assert "write corpus.format: csv" in message
-    assert message.count("not valid JSON") == 1 and "(the same on 3 more line(s)" in message
+    assert message.count("not valid JSON") == 1 and "; the same in 4 lines (lines 1-4)" in message
 
 
 def test_an_unreadable_tune_file_names_its_key(tmp_path):

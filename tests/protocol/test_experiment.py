@@ -131,6 +131,21 @@ def test_each_bad_value_names_its_field(
     assert expected in _error(tmp_path, data)
 
 
+def test_one_failure_in_every_variant_is_said_once_with_its_fields(tmp_path: Path) -> None:
+    # Issue 25: the same failure in many places is said once, with its count and places.
+    data = _declaration()
+    data["variants"] = [{"id": f"b{n}", "batch": str(n)} for n in (1, 4, 8, 16)]
+    message = _error(tmp_path, data)
+    assert message.count("must be an integer >= 1") == 1
+    assert (
+        "variants[0].batch: must be an integer >= 1, got '1'. Fix: write a whole number" in message
+    )
+    assert message.split("\n")[0].endswith(
+        "; the same in 4 fields (fields variants[0].batch, variants[1].batch, "
+        "variants[2].batch, variants[3].batch)"
+    )
+
+
 def test_missing_declaration_cites_r1_3(tmp_path: Path) -> None:
     data = _declaration()
     del data["quality"]

@@ -333,6 +333,45 @@ def test_valid_rows_pass_and_a_second_row_for_one_run_does_not(tmp_path):
     ]
 
 
+def test_the_same_failure_in_every_row_is_said_once_with_its_rows(tmp_path, capsys):
+    # Issue 25: column batch set to "x" in each of 45 rows printed 45 near-identical lines.
+    from gpubench_nb.cli import main
+
+    path = raw_csv(tmp_path, [{"run_index": str(i), "batch": "x"} for i in range(1, 46)])
+    (error,) = validate_csv(path)
+    assert error.startswith("raw.csv row 1 (line 2), column batch: 'x' is not an integer (R4.2")
+    assert "leave the cell empty for a value not recorded (R4.3)" in error  # the fix
+    assert error.endswith("; the same in 45 rows (rows 1-45)")
+    assert main(["csv-check", str(path)]) == 2
+    assert capsys.readouterr().err == error + "\n"  # one line on the terminal, not 45
+    with pytest.raises(ResultsError) as caught:
+        read_rows(path)
+    assert str(caught.value).count("is not an integer") == 1
+
+
+def test_a_failure_with_other_values_is_the_same_kind_and_others_stay_apart(tmp_path):
+    cells = [{"run_index": str(i)} for i in range(1, 13)]
+    for i in (0, 1, 2, 6):  # rows 1-3 and 7: batch not an integer, whatever the value
+        cells[i]["batch"] = "x" if i < 3 else "4.5"
+    for i in range(4, 12):  # rows 5-12: another failure, in another column
+        cells[i]["phase"] = "hot"
+    errors = validate_csv(raw_csv(tmp_path, cells))
+    assert len(errors) == 2, errors
+    assert errors[0].startswith("raw.csv row 1 (line 2), column batch: 'x'")
+    assert errors[0].endswith("; the same in 4 rows (rows 1-3, 7)")
+    assert errors[1].startswith("raw.csv row 5 (line 6), column phase: R3.2: 'hot' is not one")
+    assert errors[1].endswith("; the same in 8 rows (rows 5-12)")
+
+
+def test_a_failure_on_one_row_names_that_row_alone(tmp_path):
+    errors = validate_csv(raw_csv(tmp_path, [{"run_index": "1"}, {"run_index": "2", "batch": "x"}]))
+    assert errors == [
+        "raw.csv row 2 (line 3), column batch: 'x' is not an integer (R4.2: bytes, cents and "
+        "counts are whole numbers); write one, e.g. 128, or leave the cell empty for a value not "
+        "recorded (R4.3)"
+    ]
+
+
 def test_multiline_notes_keep_line_numbers_right(tmp_path):
     path = tmp_path / "r.csv"
     append_rows(path, [warm_row(run_index=1, notes="a\nb\nc")])

@@ -279,7 +279,11 @@ class Backend:
         self.model_revision = model_revision or sha256_files(
             model_files(self.model_path), self.model_path
         )
-        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision)
+        from gpubench_nb.engine.backends.registry import REGISTRY
+
+        entry = REGISTRY.get(self.name)
+        plain = entry is not None and entry.plain_tokenizer
+        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision, plain=plain)
         self.tokenizer_revision = self.tokenizer.revision
 
     def _map_labels(self, model_labels: Sequence[str]) -> None:

@@ -150,7 +150,7 @@ def build_bow(
     opts = _bow_options(options)
     classes = tuple(classes)
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
-    tokenizer = TextTokenizer(tokenizer_dir)
+    tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(train_labels, tune_labels, classes, opts)
     x_train = tokenizer.tokenize(subsets.train(train_texts), context).input_ids
     x_tune = tokenizer.tokenize(subsets.tune(tune_texts), context).input_ids

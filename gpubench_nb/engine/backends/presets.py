@@ -13,7 +13,7 @@ from typing import Any
 
 from gpubench_nb.atomic import give_plain_modes, write_json_atomic
 from gpubench_nb.engine.backends.base import METADATA_FILE
-from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.engine.backends.tokenization import WORDPIECE_DIR, tokenizer_files
 from gpubench_nb.errors import BackendError
 
 METADATA_FORMAT = 1
@@ -33,11 +33,6 @@ class BuildReport:
     train_count: int
     tune_count: int
     metadata: dict[str, Any] = field(repr=False)
-
-
-# all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
-# and the Apache-2.0 licence beside it): the bow preset needs nothing else (issue 23).
-WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
 
 
 def wordpiece_dir() -> Path:

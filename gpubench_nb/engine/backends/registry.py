@@ -3,7 +3,8 @@
 Each entry says how to get the class (imported when asked: torch and transformers load only
 for the backend used), which files its model revision covers (R1.1), whether ``build-model``
 builds it (a preset) or the user brings its folder (whose declaration ``validate`` checks, in
-``model_check``), and whether it takes the declared prompt. ``load_backend``,
+``model_check``), whether it takes the declared prompt, and whether it can tokenise without
+transformers. ``load_backend``,
 ``fingerprints_for``, ``build_model``, ``model_check`` and the pipeline read this table;
 nothing else dispatches on the name.
 """
@@ -30,6 +31,9 @@ class BackendEntry:
     files_module: str  # the module whose model_files(folder) lists the fingerprinted files
     preset: bool  # built by `build-model` from a seed (bow, minilm); else the user's folder
     prompt: bool  # takes the declared model.prompt (causal_lm, R2.5)
+    # reads the shipped WordPiece files with `tokenizers` alone, never importing transformers
+    # (tokenization.TextTokenizer, issue 25); another tokenizer folder still goes through it
+    plain_tokenizer: bool = False
 
     def backend_class(self) -> type:
         """The Backend class (its module imported now)."""
@@ -43,7 +47,9 @@ class BackendEntry:
 REGISTRY: dict[str, BackendEntry] = {
     entry.name: entry
     for entry in (
-        BackendEntry("bow", "bow", "BowBackend", "bow", preset=True, prompt=False),
+        BackendEntry(
+            "bow", "bow", "BowBackend", "bow", preset=True, prompt=False, plain_tokenizer=True
+        ),
         BackendEntry("minilm", "minilm", "MinilmBackend", "minilm", preset=True, prompt=False),
         BackendEntry("hf", "hf", "HfBackend", "hf", preset=False, prompt=False),
         # the same config.json + weights as hf (R1.1)

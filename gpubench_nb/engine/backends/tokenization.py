@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,6 +42,13 @@ TOKENIZER_FILES = (
     "chat_template.json",
 )
 CHAT_TEMPLATE_DIR = "additional_chat_templates"  # transformers reads every *.jinja in it
+# all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
+# and the Apache-2.0 licence beside it): the bow preset needs nothing else (issue 23).
+WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
+# Their revision (sha256_files of the tokenizer files, R1.1), as in every bow lock since the
+# first demo; a constant so that a load compares it without hashing (R3.2). The test suite
+# recomputes it from the shipped files (tests/engine/test_tokenization.py).
+WORDPIECE_REVISION = "581b86bcd900eb9f5dde4752fb086fe3731c10d2c992850b6e82469b2c35d333"
 
 
 def offline() -> None:
@@ -79,16 +87,31 @@ def tokenizer_files(folder: Path) -> list[Path]:
 
 
 class TextTokenizer:
-    """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1)."""
+    """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1).
 
-    def __init__(self, path: Path, *, revision: str | None = None) -> None:
+    Two routes read the same files. transformers' ``AutoTokenizer`` reads any Hugging Face
+    folder. The shipped WordPiece files (the bow preset's) are read by the ``tokenizers``
+    library alone when the caller allows it (``plain=True``) and the folder's revision is
+    theirs: the same Rust tokenizer gives the same IDs (tests/engine/test_tokenization.py checks
+    every text of the corpus), and a bow run then never imports transformers, about 0.9 s of
+    every scheduled run's fresh kernel on 2 cores (issue 25)."""
+
+    def __init__(self, path: Path, *, revision: str | None = None, plain: bool = False) -> None:
         """Load the tokenizer once. ``revision``: its fingerprint, taken before a timed load
-        (R3.2); without it the files are hashed here."""
+        (R3.2); without it the files are hashed here. ``plain``: read the shipped WordPiece
+        files without transformers where the revision says they are those files."""
         offline()
-        from transformers import AutoTokenizer
-
         self.path = require_folder(path, "tokenizer.path")
         self.revision = revision or sha256_files(tokenizer_files(self.path), self.path)
+        self.hf: Any = None
+        if plain and self.revision == WORDPIECE_REVISION:
+            self._load_plain()
+        else:
+            self._load_hf()
+
+    def _load_hf(self) -> None:
+        from transformers import AutoTokenizer
+
         try:
             self.hf = AutoTokenizer.from_pretrained(str(self.path), local_files_only=True)
         except (OSError, ValueError) as exc:
@@ -97,14 +120,33 @@ class TextTokenizer:
             ) from exc
         self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else 0
         self.special_count = self.hf.num_special_tokens_to_add(pair=False)
+        self._vocab_size = len(self.hf)
         # The fast tokenizer's own Rust object, not a re-parsed copy (the tokenizer is loaded
         # once, R3.2). transformers sets its padding/truncation per call, so tokenize() only
         # has to clear any state left by such a call before encoding.
         self._fast: Any = self.hf.backend_tokenizer if getattr(self.hf, "is_fast", False) else None
 
+    def _load_plain(self) -> None:
+        """The shipped WordPiece files through ``tokenizers`` alone: what ``_load_hf`` gives
+        for them (pad ID, special tokens, vocabulary size and IDs), without transformers."""
+        from tokenizers import Tokenizer
+
+        try:
+            self._fast = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+            config = json.loads((self.path / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except Exception as exc:  # tokenizers raises a bare Exception for a bad file
+            raise BackendError(
+                f"cannot load the tokenizer at {self.path}: {exc}", rule="R1.1"
+            ) from exc
+        pad = self._fast.token_to_id(str(config.get("pad_token", "[PAD]")))
+        self.pad_id = pad if pad is not None else 0
+        self.special_count = self._fast.post_processor.num_special_tokens_to_add(False)
+        self._vocab_size = self._fast.get_vocab_size(with_added_tokens=True)
+
     @property
     def vocab_size(self) -> int:
-        return len(self.hf)
+        """Token IDs the tokenizer can give, added tokens included (``len`` of a HF one)."""
+        return self._vocab_size
 
     def check_context(self, context: int, max_context: int | None) -> None:
         """The declared context must leave room for one token and fit the model (R2.3)."""
@@ -146,6 +188,16 @@ class TextTokenizer:
         return Tokenized(
             input_ids=[list(ids) for ids in cut], truncated_texts=truncated, dropped_tokens=dropped
         )
+
+
+def plain_tokenizer_folder(folder: Path) -> bool:
+    """Whether ``folder`` holds exactly the shipped WordPiece files (so ``plain=True`` reads
+    them without transformers); a folder that is not a tokenizer folder is not."""
+    try:
+        files = tokenizer_files(Path(folder))
+    except BackendError:
+        return False
+    return sha256_files(files, folder) == WORDPIECE_REVISION
 
 
 def _cut(ids: list[int], special: list[int], context: int) -> list[int]:

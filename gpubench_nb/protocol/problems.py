@@ -1,0 +1,64 @@
+"""Problems grouped by kind: the same failure on many lines, rows, runs or files is said once,
+with its count and where (issue 25), by every checker (corpus, csv-check, check-bundle)."""
+
+from __future__ import annotations
+
+import re
+
+SHOWN_PLACES = 6  # places (or runs of consecutive numbers) named before "..."
+_VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?")
+
+
+def failure_kind(message: str) -> str:
+    """``message`` with its values (quoted strings, numbers) blanked: two messages of one kind
+    differ only in their values (``'x' is not an integer`` and ``'y' is not an integer``)."""
+    return _VALUES.sub("…", message)
+
+
+def places_text(places: list[int] | list[str]) -> str:
+    """``1-45``; ``2, 5-9, 12``; ``b1/cold-1, b1/warm-1, ...``: consecutive numbers as one
+    range, at most SHOWN_PLACES pieces, then "..."."""
+    pieces: list[str] = []
+    if all(isinstance(p, int) for p in places):
+        numbers = sorted(set(places))  # type: ignore[type-var]
+        start = prev = numbers[0]
+        for n in [*numbers[1:], None]:
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            pieces.append(str(start) if start == prev else f"{start}-{prev}")
+            if n is not None:
+                start = prev = n
+    else:
+        pieces = [str(p) for p in dict.fromkeys(places)]
+    more = ", ..." if len(pieces) > SHOWN_PLACES else ""
+    return ", ".join(pieces[:SHOWN_PLACES]) + more
+
+
+class Problems:
+    """Problems found by one check, grouped by kind, in the order first met.
+
+    Each ``add`` gives the message of one occurrence, naming its own place; a kind met more
+    than once is said once: its first message, then ``; the same in 45 rows (rows 1-45)``.
+    """
+
+    def __init__(self, unit: str = "line") -> None:
+        self.unit = unit  # what a place is: "line", "row", "run", "file"
+        self.kinds: dict[str, tuple[str, list]] = {}  # kind -> (first message, places)
+
+    def add(self, kind: str, place: int | str, message: str) -> None:
+        """Record ``message`` (already naming ``place``) as one occurrence of ``kind``."""
+        self.kinds.setdefault(kind, (message, []))[1].append(place)
+
+    def __len__(self) -> int:
+        return sum(len(places) for _, places in self.kinds.values())
+
+    def lines(self) -> list[str]:
+        """One sentence per kind; a repeated kind says in how many places, and which."""
+        out = []
+        for message, places in self.kinds.values():
+            if len(places) > 1:
+                unit = f"{self.unit}s"
+                message += f"; the same in {len(places)} {unit} ({unit} {places_text(places)})"
+            out.append(message)
+        return out
