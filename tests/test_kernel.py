@@ -239,3 +239,23 @@ def test_exit_without_teardown_keeps_what_matters(tmp_path: Path, how: str) -> N
     assert (tmp_path / "atexit-ran.txt").is_file()
     assert (tmp_path / "thread-finished.txt").is_file()
     assert (tmp_path / "teardown-ran.txt").is_file() is (how == "usual")
+
+
+def test_the_report_command_never_builds_the_iri_grammar(tmp_path: Path) -> None:
+    # `gpubench-nb report` imports papermill and nbconvert (both import nbformat): whichever
+    # comes first, the grammar stays unbuilt. The folder is refused (no bundle) after the
+    # imports, before any kernel starts.
+    pytest.importorskip("rfc3987_syntax")
+    folder = tmp_path / "not-a-bundle"
+    folder.mkdir()
+    code = (
+        "import json, sys\n"
+        "from gpubench_nb.cli import main\n"
+        f"code = main(['report', {str(folder)!r}])\n"
+        "print(json.dumps([code, 'nbconvert' in sys.modules, "
+        "'rfc3987_syntax.syntax_helpers' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == [2, True, False], out.stderr

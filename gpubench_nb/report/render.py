@@ -438,10 +438,10 @@ def render_report(
     The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
     are refused before any kernel starts (R2.1).
     """
+    papermill = papermill_module()  # first: nbconvert would load the unused grammar (issue 25)
     import jinja2
     from nbconvert import HTMLExporter
 
-    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
     dirs = [str(Path(d).resolve()) for d in parse_bundle_dirs(bundle_dirs)]
     load_bundles(dirs, allow_mismatch=allow_mismatch)
     ledger_path = str(Path(ledger).resolve()) if ledger is not None else ""
