@@ -73,48 +73,34 @@ if step == "report":
 print(json.dumps({"spent": spent, "heavy": heavy}))
 """
 
-# In a fresh interpreter: `gpubench-nb report`'s stages timed, imported in the order the CLI
-# imports them (argv: bundle, out html).
+# In a fresh interpreter: `gpubench-nb report`'s stages, read from a profile of the command's
+# own call so that nothing is imported in another order than the command's (argv: bundle, out).
 _REPORT_BREAKDOWN = r"""
-import json, sys, time
-spent = {}
+import cProfile, json, pstats, sys, time
 t0 = time.perf_counter()
 import gpubench_nb.report.comparison as comparison  # what the CLI imports for `report`
-t1 = time.perf_counter()
-import gpubench_nb.kernel as kernel
-papermill = kernel.papermill_module() if hasattr(kernel, "papermill_module") else None
-if papermill is None:  # the code before issue 25 imported it plainly
-    import papermill
-t2 = time.perf_counter()
-from nbconvert import HTMLExporter
-t3 = time.perf_counter()
-spent["import the report's modules"] = t1 - t0
-spent["import papermill"] = t2 - t1
-spent["import nbconvert (beyond papermill's)"] = t3 - t2
-
-def timed(owner, name, label):
-    inner = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        start = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
-    setattr(owner, name, wrapper)
-
-import nbformat
-import gpubench_nb.report.bundles as bundles
-timed(bundles, "load_bundles", "load bundles (refusal before any kernel)")
-timed(papermill, "execute_notebook", "90_report kernel (papermill)")
-timed(nbformat, "read", "read the executed notebook back")
-timed(HTMLExporter, "from_notebook_node", "HTML export")
-for module in list(sys.modules.values()):  # the name as each report module imported it
-    if getattr(module, "__name__", "").startswith("gpubench_nb.report"):
-        if getattr(module, "load_bundles", None) is not None:
-            module.load_bundles = bundles.load_bundles
+spent = {"import the report's modules": time.perf_counter() - t0}
+profile = cProfile.Profile()
 start = time.perf_counter()
-comparison.render_comparison([sys.argv[1]], sys.argv[2])
-spent["render the report (all)"] = time.perf_counter() - start
+profile.runcall(comparison.render_comparison, [sys.argv[1]], sys.argv[2])
+spent["render the report (all, profiled)"] = time.perf_counter() - start
+stages = {  # (file ending, function): label; cumulative seconds, nested where they nest
+    ("papermill/__init__.py", "<module>"): "import papermill",
+    ("nbconvert/__init__.py", "<module>"): "import nbconvert",
+    ("nbformat/__init__.py", "<module>"): "  of which nbformat (jsonschema)",
+    ("rfc3987_syntax/syntax_helpers.py", "<module>"): "  of which the unused IRI grammar",
+    ("report/bundles.py", "load_bundles"): "load bundles (refusal before any kernel)",
+    ("papermill/execute.py", "execute_notebook"): "90_report kernel (papermill)",
+    ("papermill/iorw.py", "write_ipynb"): "  of which writing the notebook",
+    ("nbformat/__init__.py", "read"): "read the executed notebook back",
+    ("nbconvert/exporters/html.py", "from_notebook_node"): "HTML export",
+}
+found = pstats.Stats(profile).stats.items()
+for (ending, name), label in stages.items():
+    seconds = [row[3] for (path, _, function), row in found if function == name
+               and path.endswith(ending)]
+    if seconds:
+        spent[label] = sum(seconds)
 print(json.dumps(spent))
 """
 
