@@ -15,9 +15,10 @@ down cleanly (``exit_without_teardown``): with torch imported that teardown was 
 every scheduled run (issue 25).
 
 A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
-client picks and the usual exit. For those, ``python -m gpubench_nb.kernel install`` writes a ``python3``
-kernelspec whose launcher drops exactly that one log line and nothing else: such kernels listen
-on 127.0.0.1 only, and the line is advice to the client's author that the user cannot act on.
+client picks and the usual exit. For those, ``python -m gpubench_nb.kernel install`` writes a
+``python3`` kernelspec whose launcher drops exactly that one log line and nothing else: such
+kernels listen on 127.0.0.1 only, and the line is advice to the client's author that the user
+cannot act on.
 """
 
 from __future__ import annotations
