@@ -36,9 +36,11 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 TCP_WARNING = "Kernel is running over TCP without encryption"
+_IRI_GRAMMAR = "rfc3987_syntax"  # optional to jsonschema; no notebook schema uses it
 # Set in the environment of the kernels gpubench-nb starts: they skip the interpreter's
 # teardown at exit (exit_without_teardown, issue 25).
 FAST_EXIT = "GPUBENCH_KERNEL_FAST_EXIT"
@@ -126,6 +128,24 @@ def kernel_manager_class() -> type:
             return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:12]}.json")
 
     return IpcKernelManager
+
+
+def papermill_module() -> ModuleType:
+    """``papermill``, imported without the grammar that jsonschema would compile for nothing.
+
+    papermill and nbconvert import nbformat, which imports jsonschema; jsonschema imports the
+    optional package ``rfc3987_syntax`` (installed with jupyterlab) to check ``iri`` formats,
+    and that package builds its Earley parser at import: 1.1 s on 2 cores, paid by every
+    ``gpubench-nb run`` and ``report`` (issue 25). No notebook schema declares an ``iri``
+    format, so this process marks the package absent before jsonschema is first imported;
+    jsonschema then skips that one optional checker, as it does when the package is not
+    installed. Kernels and other processes are untouched.
+    """
+    if "jsonschema" not in sys.modules:
+        sys.modules.setdefault(_IRI_GRAMMAR, None)  # type: ignore[assignment]
+    import papermill
+
+    return papermill
 
 
 def papermill_options() -> dict[str, Any]:

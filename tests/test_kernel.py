@@ -7,6 +7,7 @@ the first test can fail), and the plain `papermill` CLI with the kernelspec `mak
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -122,6 +123,53 @@ def test_the_filter_drops_that_one_message_only() -> None:
     assert keep.filter(record("WARNING: something else"))
 
 
+_IMPORTS = """
+import json, sys, time
+start = time.perf_counter()
+{how}
+import nbformat
+nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1")])
+nbformat.validate(nb)  # the schema check papermill and nbconvert rely on still runs
+try:
+    nbformat.validate(nbformat.from_dict({{"cells": "not a list", "metadata": {{}}}}))
+    refused = False
+except nbformat.ValidationError:
+    refused = True
+print(json.dumps({{"grammar": "rfc3987_syntax.syntax_helpers" in sys.modules,
+                  "refused": refused}}))
+"""
+
+
+@pytest.mark.parametrize(
+    "how, grammar",
+    [
+        ("import papermill", True),  # what each `run` and `report` paid before issue 25
+        ("from gpubench_nb.kernel import papermill_module; papermill_module()", False),
+    ],
+)
+def test_papermill_module_skips_the_unused_iri_grammar(how: str, grammar: bool) -> None:
+    # Issue 25: jsonschema (via nbformat) compiled rfc3987-syntax's Earley grammar, 1.1 s of a
+    # `gpubench-nb report` on 2 cores, though no notebook schema has an "iri" format. Notebook
+    # validation is unchanged: a valid notebook passes, an invalid one is still refused.
+    pytest.importorskip("rfc3987_syntax")  # installed with jupyterlab; else nothing to skip
+    code = _IMPORTS.format(how=how)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert json.loads(out.stdout) == {"grammar": grammar, "refused": True}
+
+
+def test_papermill_module_leaves_an_already_imported_jsonschema_alone() -> None:
+    # Once jsonschema has loaded the package, marking it absent would make two states.
+    code = (
+        "import sys, jsonschema\n"
+        "from gpubench_nb.kernel import papermill_module\n"
+        "had = sys.modules.get('rfc3987_syntax')\n"
+        "papermill_module()\n"
+        "print(sys.modules.get('rfc3987_syntax') is had)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert out.stdout.strip() == "True"
+
+
 _EXIT_CELL = """
 import os
 from pathlib import Path
@@ -191,3 +239,23 @@ def test_exit_without_teardown_keeps_what_matters(tmp_path: Path, how: str) -> N
     assert (tmp_path / "atexit-ran.txt").is_file()
     assert (tmp_path / "thread-finished.txt").is_file()
     assert (tmp_path / "teardown-ran.txt").is_file() is (how == "usual")
+
+
+def test_the_report_command_never_builds_the_iri_grammar(tmp_path: Path) -> None:
+    # `gpubench-nb report` imports papermill and nbconvert (both import nbformat): whichever
+    # comes first, the grammar stays unbuilt. The folder is refused (no bundle) after the
+    # imports, before any kernel starts.
+    pytest.importorskip("rfc3987_syntax")
+    folder = tmp_path / "not-a-bundle"
+    folder.mkdir()
+    code = (
+        "import json, sys\n"
+        "from gpubench_nb.cli import main\n"
+        f"code = main(['report', {str(folder)!r}])\n"
+        "print(json.dumps([code, 'nbconvert' in sys.modules, "
+        "'rfc3987_syntax.syntax_helpers' in sys.modules]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=tmp_path
+    )
+    assert json.loads(out.stdout.splitlines()[-1]) == [2, True, False], out.stderr

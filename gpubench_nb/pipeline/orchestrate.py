@@ -74,9 +74,9 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
 
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
-    import papermill
+    from gpubench_nb.kernel import papermill_module, papermill_options
 
-    from gpubench_nb.kernel import papermill_options
+    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
 
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):

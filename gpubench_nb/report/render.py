@@ -17,14 +17,14 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
-from gpubench_nb.kernel import papermill_options
+from gpubench_nb.kernel import papermill_module, papermill_options
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (
@@ -51,7 +51,6 @@ from gpubench_nb.report.economics import (
     not_accepted_markdown,
 )
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
     MEASURED_PHASES,
@@ -69,6 +68,9 @@ from gpubench_nb.report.stats import (
 )
 from gpubench_nb.report.tokens import token_table
 from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
+
+if TYPE_CHECKING:  # at run time, from report.figures on first use: see __getattr__ below
+    from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 
 __all__ = [
     "COLD_FIRST_RATIO",
@@ -109,6 +111,21 @@ __all__ = [
 ]
 
 NOTEBOOK_NAME = "90_report.ipynb"
+# The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
+# this module to start that kernel, and load figures.py only when a cell asks (issue 25).
+_FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
+
+
+def __getattr__(name: str) -> Any:
+    """``elapsed_figure``, ``memory_figure``, ``throughput_figure``: from report.figures, on
+    first use (PEP 562)."""
+    if name in _FIGURES:
+        from gpubench_nb.report import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 _ACCEPTANCE_LABELS = {
     "ids_match": "IDs match",
     "format_valid": "format valid",
@@ -421,9 +438,8 @@ def render_report(
     The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
     are refused before any kernel starts (R2.1).
     """
+    papermill = papermill_module()  # first: nbconvert would load the unused grammar (issue 25)
     import jinja2
-    import nbformat
-    import papermill
     from nbconvert import HTMLExporter
 
     dirs = [str(Path(d).resolve()) for d in parse_bundle_dirs(bundle_dirs)]
@@ -439,7 +455,7 @@ def render_report(
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
     try:
-        papermill.execute_notebook(
+        notebook = papermill.execute_notebook(
             str(notebook_path(NOTEBOOK_NAME)),
             str(partial),
             parameters={
@@ -451,6 +467,9 @@ def render_report(
             cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
             progress_bar=False,
             log_output=False,
+            # Written once, when done (or failed): saving the growing notebook after each of
+            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then (issue 25).
+            request_save_on_cell_execute=False,
             **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
         )
         os.replace(partial, executed)
@@ -462,7 +481,7 @@ def render_report(
         ) from None
     finally:
         partial.unlink(missing_ok=True)  # a kernel that never started leaves no stray file
-    notebook = nbformat.read(executed, as_version=4)
+    # papermill's notebook, already in memory, is the one it wrote: not read back (issue 25)
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"gpubench_report.html.j2": _SELF_CONTAINED})],
         template_file="gpubench_report.html.j2",

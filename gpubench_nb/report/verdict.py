@@ -20,6 +20,9 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# scipy.stats.mannwhitneyu(method="exact")'s p, without importing scipy (issue 25)
+from gpubench_nb.report.mannwhitney import exact_p
+
 ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test
 # fence = median + OUTLIER_K × MAD_SCALE × MAD of the variant's runs. One-sided: noise on a
 # machine (another process, a clock drop, a page fault) only ever makes a run slower; a fast
@@ -79,12 +82,6 @@ def smallest_p(n_a: int, n_b: int) -> float:
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
-def _exact_p(a: Sequence[float], b: Sequence[float]) -> float:
-    from scipy.stats import mannwhitneyu  # imported here: only the report needs scipy
-
-    return float(mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue)
-
-
 @dataclass(frozen=True)
 class Comparison:
     """The verdict on two variants' warm times, with the numbers that decided it."""
@@ -141,8 +138,8 @@ def compare_runs(a: Sequence[float], b: Sequence[float]) -> Comparison:
     capped = sum(x != y for x, y in zip(a, capped_a, strict=True)) + sum(
         x != y for x, y in zip(b, capped_b, strict=True)
     )
-    p_value = _exact_p(capped_a, capped_b)
-    raw = _exact_p(a, b) if capped else p_value
+    p_value = exact_p(capped_a, capped_b)
+    raw = exact_p(a, b) if capped else p_value
     verdict = DISTINGUISHABLE if p_value <= ALPHA else NOT_DISTINGUISHABLE
     return Comparison(verdict, len(a), len(b), p_value, raw, capped, floor)
 
