@@ -214,3 +214,21 @@ def test_every_subpackage_is_listed_for_setuptools():
     }
     assert listed == on_disk | {"gpubench_nb.notebooks"}
     assert pyproject["tool"]["setuptools"]["package-dir"] == {"gpubench_nb.notebooks": "notebooks"}
+
+
+@pytest.mark.parametrize(
+    ("module", "absent"),
+    [
+        # 00_environment and 10_measure: one kernel each per experiment / per scheduled run
+        ("gpubench_nb.steps.environment", ("pandas", "matplotlib", "transformers", "scipy")),
+        ("gpubench_nb.steps.measure", ("pandas", "matplotlib", "transformers", "scipy")),
+    ],
+)
+def test_the_kernels_before_and_of_the_runs_import_no_table_library(module, absent):
+    """What 00 and 10 import costs every experiment and every run (issue 25): no pandas (its
+    tables are for 20, 30 and the report), no matplotlib, no transformers, no scipy."""
+    code = f"import sys, {module}\nprint(','.join(n for n in {absent!r} if n in sys.modules))\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PACKAGE.parent
+    )
+    assert out.stdout.strip() == ""

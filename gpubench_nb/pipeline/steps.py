@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
@@ -13,6 +11,9 @@ from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.quality import fill_quality
 from gpubench_nb.protocol.records import write_environment
 from gpubench_nb.protocol.writer import bundle_writer
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def environment_step(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
@@ -52,4 +53,6 @@ def quality_step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame
                 ),
             }
         )
+    import pandas as pd  # here: 00_environment imports this module and needs no pandas
+
     return pd.DataFrame(table)
