@@ -40,6 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from demo_kernels import copy_demo_experiment, one_cell_notebook, papermill_seconds  # noqa: E402
+
 HEAVY = ("pandas", "matplotlib", "scipy", "sklearn", "nbconvert", "papermill", "jsonschema")
 QUALITY_FLOOR = "import pandas, yaml"
 REPORT_FLOOR = "%matplotlib inline\nimport pandas, matplotlib.pyplot"
@@ -115,28 +117,8 @@ _report_floor(Path(sys.argv[1]), Path(sys.argv[2]))
 """
 
 
-def _notebook(path: Path, source: str) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source)]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
-    return path
-
-
 def _papermill(notebook: Path, out: Path) -> None:
-    import papermill
-
-    from gpubench_nb.kernel import papermill_options
-
-    papermill.execute_notebook(
-        str(notebook), str(out), kernel_name="python3", progress_bar=False, **papermill_options()
-    )
+    papermill_seconds(notebook, out)
 
 
 def _report_floor(notebook: Path, out: Path) -> None:
@@ -156,11 +138,7 @@ def _prepare(tmp: Path, bundle: Path | None) -> tuple[Path, Path]:
     from gpubench_nb.protocol import bundle as layout
     from gpubench_nb.protocol.experiment import load_experiment
 
-    (tmp / "parameters").mkdir()
-    for name in ("demo.yaml", "offers.yaml"):
-        shutil.copy(ROOT / "parameters" / name, tmp / "parameters" / name)
-    shutil.copytree(ROOT / "data" / "debian-sections", tmp / "data" / "debian-sections")
-    experiment = tmp / "parameters" / "demo.yaml"
+    experiment = copy_demo_experiment(tmp)
     exp = load_experiment(experiment)
     target = layout.bundle_dir_for(tmp / "outputs", exp.experiment_id)
     if bundle is not None:
@@ -221,9 +199,9 @@ def main(argv: list[str] | None = None) -> None:
         try:
             experiment, bundle = _prepare(tmp, args.bundle and args.bundle.resolve())
             params = {"experiment": str(experiment), "bundle_dir": str(bundle)}
-            empty = _notebook(tmp / "empty.ipynb", "pass")
-            quality_floor = _notebook(tmp / "quality-floor.ipynb", QUALITY_FLOOR)
-            report_floor = _notebook(tmp / "report-floor.ipynb", REPORT_FLOOR)
+            empty = one_cell_notebook(tmp / "empty.ipynb", "pass")
+            quality_floor = one_cell_notebook(tmp / "quality-floor.ipynb", QUALITY_FLOOR)
+            report_floor = one_cell_notebook(tmp / "report-floor.ipynb", REPORT_FLOOR)
             executed = tmp / "executed"
             steps = {
                 "empty": lambda: _papermill(empty, tmp / "out-empty.ipynb"),

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from demo_kernels import copy_demo_experiment, one_cell_notebook, papermill_seconds  # noqa: E402
 
 TARGET = 1.3
 # The papermill notebooks timed beside the runs: "floor" is issue 25's (an empty kernel plus
@@ -105,42 +106,12 @@ print(json.dumps({"spent": spent, "calls": calls, "transformers": transformers})
 """
 
 
-def _notebook(path: Path, source: str) -> Path:
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(source)]
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    nbformat.write(nb, path)
-    return path
-
-
-def _papermill(notebook: Path, out: Path) -> float:
-    import papermill
-
-    from gpubench_nb.kernel import papermill_options
-
-    start = time.perf_counter()
-    papermill.execute_notebook(
-        str(notebook), str(out), kernel_name="python3", progress_bar=False, **papermill_options()
-    )
-    return time.perf_counter() - start
-
-
 def _prepare(tmp: Path):
     """A frozen bundle of a copy of the demo experiment (model built in tmp)."""
     from gpubench_nb.pipeline.orchestrate import prepare_bundle
     from gpubench_nb.protocol.experiment import load_experiment
 
-    (tmp / "parameters").mkdir()
-    for name in ("demo.yaml", "offers.yaml"):
-        shutil.copy(ROOT / "parameters" / name, tmp / "parameters" / name)
-    shutil.copytree(ROOT / "data" / "debian-sections", tmp / "data" / "debian-sections")
-    exp = load_experiment(tmp / "parameters" / "demo.yaml")
+    exp = load_experiment(copy_demo_experiment(tmp))
     bundle = tmp / "outputs" / exp.experiment_id
     _, fingerprints = prepare_bundle(exp, bundle)
     return exp, bundle, fingerprints
@@ -180,7 +151,9 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="gpubench-floor-") as name:
         tmp = Path(name)
         exp, bundle, fingerprints = _prepare(tmp)
-        cells = {name: _notebook(tmp / f"{name}.ipynb", code) for name, code in FLOORS.items()}
+        cells = {
+            name: one_cell_notebook(tmp / f"{name}.ipynb", code) for name, code in FLOORS.items()
+        }
         times: dict[str, list[float]] = {name: [] for name in [*FLOORS, "cold", "warm"]}
         for i in range(1, args.repeats + 1):
             order = list(times)
@@ -188,7 +161,9 @@ def main(argv: list[str] | None = None) -> None:
                 order.reverse()  # ABBA: drift of the machine falls on neither side
             for what in order:
                 if what in cells:
-                    times[what].append(_papermill(cells[what], tmp / f"out-{what}-{i}.ipynb"))
+                    times[what].append(
+                        papermill_seconds(cells[what], tmp / f"out-{what}-{i}.ipynb")
+                    )
                 else:
                     times[what].append(_scheduled(exp, bundle, fingerprints, args.variant, what, i))
         spent = _breakdown(exp, bundle, args.variant, args.repeats + 1)
