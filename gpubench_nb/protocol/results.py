@@ -240,6 +240,17 @@ def _join(errors: list[str], count: int | None = None) -> str:
     return f"{total} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
 
 
+def _header_difference(header: list[str]) -> str:
+    """The first way ``header`` differs from the 38 columns (R4.1), in words."""
+    for index, (got, want) in enumerate(zip(header, COLUMNS, strict=False), start=1):
+        if got != want:
+            return f"column {index} is {got!r}, expected {want!r}"
+    message = f"{len(header)} columns, expected {len(COLUMNS)}"
+    if len(header) > len(COLUMNS):
+        return message + f" (first extra: {header[len(COLUMNS)]!r})"
+    return message + f" (first missing: {COLUMNS[len(header)]!r})"
+
+
 def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Typed rows and every error found; the header error stops the reading."""
     path = Path(path)
@@ -270,19 +281,9 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     if header is None:
         return [], [*errors, f"{name}: empty file; the header line is missing (R4.1)"]
     if tuple(header) != COLUMNS:
-        for index, (got, want) in enumerate(zip(header, COLUMNS, strict=False), start=1):
-            if got != want:
-                message = f"column {index} is {got!r}, expected {want!r}"
-                break
-        else:
-            message = f"{len(header)} columns, expected {len(COLUMNS)}"
-            if len(header) > len(COLUMNS):
-                message += f" (first extra: {header[len(COLUMNS)]!r})"
-            else:
-                message += f" (first missing: {COLUMNS[len(header)]!r})"
         return [], [
             *errors,
-            f"{name} line 1: R4.1: wrong header: {message}; copy the header "
+            f"{name} line 1: R4.1: wrong header: {_header_difference(header)}; copy the header "
             "of the shipped resultats-bruts.csv",
         ]
     rows: list[dict[str, Any]] = []
