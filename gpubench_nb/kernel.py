@@ -117,17 +117,6 @@ def kernel_manager_class() -> type:
             env[FAST_EXIT] = "1"
             await super().start_kernel(env=env, **kw)
 
-        async def _async_interrupt_kernel(self) -> None:
-            """No SIGINT on the way out. jupyter_client interrupts a kernel before it sends
-            ``shutdown_request``; papermill shuts ours down once their cells are done (or timed
-            out: ipykernel answers the request on its control thread all the same), so the
-            signal stopped nothing and only made ipykernel log "ERROR | KeyboardInterrupt caught
-            in kernel." into the bundle's kernel log now and then (issue 25). Interrupts asked
-            for while the kernel runs (nbclient's, a user's) are unchanged."""
-            if self.shutting_down and self.has_kernel:
-                return
-            await super()._async_interrupt_kernel()
-
         @default("transport")
         def _default_transport(self) -> str:
             return "ipc"

@@ -318,30 +318,3 @@ def test_stopping_the_control_thread_tolerates_an_app_without_one() -> None:
     ended.start()
     ended.join()
     stop_control_thread(types.SimpleNamespace(control_thread=ended))  # already stopped
-
-
-@pytest.mark.parametrize("ours", [True, False])
-def test_our_kernels_get_no_sigint_on_the_way_out(notebook: Path, ours: bool) -> None:
-    """jupyter_client sends SIGINT before shutdown_request; to a kernel whose cells are done it
-    stops nothing and now and then made ipykernel log "ERROR | KeyboardInterrupt caught in
-    kernel." into the bundle's kernel log (issue 25). Ours get none; the control, jupyter's
-    own manager, shows the signal is really sent."""
-    import signal
-
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient import NotebookClient
-
-    from gpubench_nb.kernel import kernel_manager_class
-
-    sent: list[int] = []
-    base = kernel_manager_class() if ours else AsyncKernelManager
-
-    class Recording(base):  # type: ignore[misc, valid-type]
-        async def _async_signal_kernel(self, signum: int) -> None:
-            sent.append(signum)
-            await super()._async_signal_kernel(signum)
-
-    nb = nbformat.read(notebook, as_version=4)
-    NotebookClient(nb, kernel_name="python3", kernel_manager_class=Recording).execute()
-    assert "42" in str(nb.cells[0].outputs)
-    assert (signal.SIGINT in sent) is not ours
