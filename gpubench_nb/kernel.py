@@ -44,6 +44,8 @@ _IRI_GRAMMAR = "rfc3987_syntax"  # optional to jsonschema; no notebook schema us
 # Set in the environment of the kernels gpubench-nb starts: they skip the interpreter's
 # teardown at exit (exit_without_teardown, issue 25).
 FAST_EXIT = "GPUBENCH_KERNEL_FAST_EXIT"
+# ipykernel's line (kernelbase: with a final period on the shell path, without on control)
+SHUTDOWN_INTERRUPT = "KeyboardInterrupt caught in kernel"
 
 
 RUNTIME_PREFIX = "gpubench-nb-"
@@ -160,11 +162,26 @@ class _DropTcpWarning(logging.Filter):
         return not str(record.msg).startswith(TCP_WARNING)
 
 
+class _DropShutdownInterrupt(logging.Filter):
+    """Drops ipykernel's "KeyboardInterrupt caught in kernel." in the kernels gpubench-nb starts.
+
+    jupyter_client sends SIGINT before every ``shutdown_request``; when it lands while the
+    kernel handles a message (not a cell: a cell reports its own KeyboardInterrupt), ipykernel
+    logs that line at ERROR into the bundle's kernel log, now and then, for a run that went
+    well (issue 25). Those kernels run in a session of their own, so a user's Ctrl-C reaches
+    them only through that same shutdown: the line never says anything to act on there."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
+
+
 def launch() -> None:
     """Start an ipykernel (what ``ipykernel_launcher`` does) without the TCP notice."""
     if sys.path and sys.path[0] in ("", str(Path.cwd())):
         del sys.path[0]  # as ipykernel_launcher does; the kernel puts the cwd back itself
     logging.getLogger("IPKernelApp").addFilter(_DropTcpWarning())
+    if os.environ.get(FAST_EXIT) == "1":  # a kernel gpubench-nb started
+        logging.getLogger("IPKernelApp").addFilter(_DropShutdownInterrupt())
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

@@ -125,6 +125,22 @@ def test_the_filter_drops_that_one_message_only() -> None:
     assert keep.filter(record("WARNING: something else"))
 
 
+def test_our_kernels_drop_the_shutdown_interrupt_line_only() -> None:
+    """The SIGINT jupyter_client sends before shutdown_request made ipykernel log an ERROR
+    into the bundle's kernel log now and then (issue 25): dropped, that line alone."""
+    from gpubench_nb.kernel import SHUTDOWN_INTERRUPT, _DropShutdownInterrupt
+
+    keep = _DropShutdownInterrupt()
+
+    def record(message: str) -> logging.LogRecord:
+        return logging.LogRecord("IPKernelApp", logging.ERROR, __file__, 1, message, (), None)
+
+    assert not keep.filter(record(SHUTDOWN_INTERRUPT + "."))  # the shell's line
+    assert not keep.filter(record(SHUTDOWN_INTERRUPT))  # the control thread's
+    assert keep.filter(record("Exception in message handler:"))
+    assert keep.filter(record("KeyboardInterrupt caught in kernel. Something else"))
+
+
 _IMPORTS = """
 import json, sys, time
 start = time.perf_counter()
