@@ -91,6 +91,7 @@ class Checker:
         self.source = source
         # one failure in many fields (every variant's batch) is said once (issue 25)
         self.found = Problems("field")
+        self.failures = 0  # how many fail() calls so far, for checks that follow another
 
     @property
     def problems(self) -> list[str]:
@@ -98,6 +99,7 @@ class Checker:
         return self.found.lines()
 
     def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
+        self.failures += 1
         prefix = f"{rule}: " if rule else ""
         said = f"{where}: {message}. Fix: {fix}"
         self.found.add(failure_kind(f"{prefix}{said}"), where, f"{prefix}{self.source}: {said}")
@@ -318,6 +320,7 @@ def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> l
         check.fail("variants", "must be a non-empty list", f"e.g. - {{id: b1, {knob}: 1}}")
         return []
     variants: list[Variant] = []
+    refused: set[int] = set()  # variants whose knob value was refused: no duplicate check
     for i, entry in enumerate(value):
         where = f"variants[{i}]"
         if not isinstance(entry, Mapping):
@@ -347,8 +350,11 @@ def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> l
                 rule="R2.1",
             )
             continue
+        failures = check.failures
         knob_value = _setting(check, f"{where}.{knob}", knob, entry[knob])
         if all(k in fixed for k in SETTING_KEYS if k != knob):
+            if check.failures != failures:  # its stand-in value (batch 1) is nobody's value
+                refused.add(len(variants))
             settings = Settings(**{**fixed, knob: knob_value})
             variants.append(Variant(id=variant_id, settings=settings, knob_value=knob_value))
     ids = [v.id.casefold() for v in variants]  # runs/<id>/ folders: b1 and B1 are one on macOS
@@ -358,7 +364,7 @@ def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> l
             f"variant id {variant_id!r} is used twice (ids differing only in case count as one)",
             "give each variant its own id",
         )
-    values = [repr(v.knob_value) for v in variants]
+    values = [repr(v.knob_value) for i, v in enumerate(variants) if i not in refused]
     for knob_value in sorted({v for v in values if values.count(v) > 1}):
         check.fail(
             "variants",

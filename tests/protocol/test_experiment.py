@@ -146,6 +146,23 @@ def test_one_failure_in_every_variant_is_said_once_with_its_fields(tmp_path: Pat
     )
 
 
+def test_a_refused_knob_value_is_not_also_said_to_be_a_duplicate(tmp_path: Path) -> None:
+    """Issue 25: batch "4" (a string) was refused, then counted as its stand-in value 1 and
+    said again as "two variants set batch = 1": a second error about a value nobody wrote.
+    A real duplicate among the valid values is still said."""
+    data = _declaration()
+    data["variants"] = [{"id": "b1", "batch": 1}, {"id": "b4", "batch": "4"}]
+    message = _error(tmp_path, data)
+    assert "variants[1].batch: must be an integer >= 1, got '4'" in message
+    assert "two variants set" not in message
+    data["variants"] = [
+        {"id": "b1", "batch": 1},
+        {"id": "b4", "batch": "4"},
+        {"id": "c", "batch": 1},
+    ]
+    assert "two variants set batch = 1" in _error(tmp_path, data)
+
+
 def test_missing_declaration_cites_r1_3(tmp_path: Path) -> None:
     data = _declaration()
     del data["quality"]
