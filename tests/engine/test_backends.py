@@ -314,6 +314,33 @@ def test_load_runs_no_forward_pass(bow_build, monkeypatch) -> None:
     assert backend.module.head.weight.dtype == torch.float16
 
 
+def test_bow_imports_decide_from_the_folder_s_declaration_without_hashing(
+    bow_build, tmp_path, monkeypatch
+) -> None:
+    """import_seconds holds imports only: whether bow needs transformers is read from its
+    built folder's declared tokenizer revision, not hashed (issue 25); a folder declaring
+    another tokenizer gets transformers."""
+    import json
+    import shutil
+
+    from gpubench_nb.engine.backends.base import METADATA_FILE
+    from gpubench_nb.engine.backends.imports import import_backend_modules
+    from gpubench_nb.protocol import fingerprint
+
+    def no_hash(path):
+        raise AssertionError(f"hashed {path} while importing")
+
+    monkeypatch.setattr(fingerprint, "sha256_file", no_hash)
+    asked = import_backend_modules(*_specs("bow", bow_build.path))
+    assert "tokenizers" in asked and "transformers" not in asked
+    other = tmp_path / "other"
+    shutil.copytree(bow_build.path, other)
+    meta = json.loads((other / METADATA_FILE).read_text(encoding="utf-8"))
+    meta["tokenizer_revision"] = "0" * 64
+    (other / METADATA_FILE).write_text(json.dumps(meta), encoding="utf-8")
+    assert "transformers" in import_backend_modules(*_specs("bow", other))
+
+
 def test_load_with_revisions_hashes_nothing_and_parses_the_tokenizer_once(
     bow_build, monkeypatch
 ) -> None:

@@ -7,8 +7,8 @@ a model: ``import_backend_modules`` imports every module the declared backend's 
 timed on their own as ``import_seconds``, so ``load_seconds`` covers reading the files and
 placing the weights. Nothing else is imported: a measuring kernel imports only what it uses
 (``tests/engine/test_imports.py`` checks ``sys.modules``). A backend whose registry entry says
-``plain_tokenizer`` (bow), given the shipped WordPiece files, imports ``tokenizers`` and never
-transformers (issue 25: ~0.9 s of every fresh kernel on 2 cores).
+``plain_tokenizer`` (bow), whose built folder declares the shipped WordPiece files, imports
+``tokenizers`` and never transformers (issue 25: ~0.9 s of every fresh kernel on 2 cores).
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.tokenization import plain_tokenizer_folder
+from gpubench_nb.engine.backends.base import read_metadata
+from gpubench_nb.engine.backends.tokenization import WORDPIECE_REVISION
+from gpubench_nb.errors import BackendError
 
 # Modules a tokenizer load may import lazily, depending on the transformers version.
 _TOKENIZER_SUPPORT = (
@@ -100,6 +102,18 @@ def _tokenizer_classes(tokenizer_path: Path) -> list[str]:
     return ["AutoTokenizer", base, f"{base}Fast"]
 
 
+def _declares_shipped_wordpiece(model_path: Path) -> bool:
+    """Whether a built folder declares the shipped WordPiece files as its tokenizer. Its load
+    then reads them with ``tokenizers`` alone, and it refuses any other tokenizer folder
+    (R1.1): the declaration decides, read, not hashed. The files are hashed once per run, by
+    fingerprinting, never inside ``import_seconds`` (issue 25)."""
+    try:
+        meta = read_metadata(Path(model_path))
+    except (BackendError, OSError):
+        return False  # not a built folder: its load refuses it anyway
+    return isinstance(meta, dict) and meta.get("tokenizer_revision") == WORDPIECE_REVISION
+
+
 def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     """Import everything the load of ``model`` (a ModelSpec) with ``tokenizer`` (a
     TokenizerSpec) will use; return the names asked for. An unknown backend imports no
@@ -116,7 +130,7 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     if entry is not None:
         entry.backend_class()  # imports the backend's module (the registry, issue 21)
         asked.append(f"gpubench_nb.engine.backends.{entry.module}")
-    if entry is not None and entry.plain_tokenizer and plain_tokenizer_folder(tokenizer.path):
+    if entry is not None and entry.plain_tokenizer and _declares_shipped_wordpiece(model.path):
         import tokenizers  # noqa: F401  (the shipped WordPiece files, read without transformers)
 
         return [*asked, "tokenizers"]

@@ -190,16 +190,6 @@ class TextTokenizer:
         )
 
 
-def plain_tokenizer_folder(folder: Path) -> bool:
-    """Whether ``folder`` holds exactly the shipped WordPiece files (so ``plain=True`` reads
-    them without transformers); a folder that is not a tokenizer folder is not."""
-    try:
-        files = tokenizer_files(Path(folder))
-    except BackendError:
-        return False
-    return sha256_files(files, folder) == WORDPIECE_REVISION
-
-
 def _cut(ids: list[int], special: list[int], context: int) -> list[int]:
     """Keep every special token and the first content tokens, ``context`` in all: what the
     tokenizer's own right truncation gives for one sequence (the tests check this on the
