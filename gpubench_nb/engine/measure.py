@@ -19,6 +19,7 @@ from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
+from gpubench_nb.protocol.records import GpuTelemetry
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,35 @@ class PassResult:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def record(self) -> dict[str, Any]:
+        """run.json's pass fields (same keys): what the measured pass observed (R3.6, R3.8)."""
+        return {
+            "elapsed_seconds": self.elapsed_seconds,
+            "memory": self.memory.to_dict(),
+            "truncated_texts": self.truncated_texts,
+            "dropped_tokens": self.dropped_tokens,
+            "item_count": self.item_count,
+            "tokens_processed": self.tokens_processed,
+            "off_label_answers": self.off_label_answers,
+            "predictions": None if self.predictions_path is None else self.predictions_path.name,
+            "error": self.error,
+            "gpu_telemetry": None
+            if self.gpu_telemetry is None
+            else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
+        }
+
+    def events(self) -> list[str]:
+        """The notes' events of the pass: failures, off-label answers (R1.5), memory (R3.8)."""
+        off_label = (
+            [
+                f"R1.5 {self.off_label_answers} of {self.item_count} generated answers are "
+                "outside the declared classes, written as-is (format_valid fails)"
+            ]
+            if self.off_label_answers
+            else []
+        )
+        return [*self.notes, *off_label, *self.memory.problems()]
 
 
 def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:
@@ -400,4 +430,44 @@ def _failed(
         predictions_path=None,
         item_count=None,
         gpu_telemetry=telemetry,
+    )
+
+
+def warmed_pass(
+    backend: Any,
+    corpus: Any,
+    settings: Any,
+    scope: str,
+    predictions: Path,
+    plan: FaultPlan,
+    warmups: int,
+    reader: Callable[[], Any],
+) -> PassResult:
+    """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
+    processing scope, tokenisation and batches are built once and reused."""
+    prepared: dict[str, Any] = {}
+    for number in range(1, warmups + 1):
+        warm = measure_pass(
+            backend,
+            corpus,
+            settings,
+            scope,
+            predictions,
+            faults=plan,
+            pass_kind="warmup",
+            reader=reader,
+            prepared=prepared,
+        )
+        if not warm.ok:
+            predictions.unlink(missing_ok=True)
+            return PassResult(
+                elapsed_seconds=None,
+                memory=warm.memory,
+                truncated_texts=warm.truncated_texts,
+                dropped_tokens=warm.dropped_tokens,
+                error=f"warm-up pass {number} of {warmups} failed: {warm.error}",
+                notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
+            )
+    return measure_pass(
+        backend, corpus, settings, scope, predictions, faults=plan, reader=reader, prepared=prepared
     )

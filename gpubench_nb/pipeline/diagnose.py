@@ -30,9 +30,8 @@ KIND = "diagnosis rerun: outside the schedule, untimed, not a row (issue 23 §5)
 _TAG = "GPUBENCH_DIAGNOSIS "
 
 
-def needs_diagnosis(record: dict[str, Any] | None) -> bool:
-    """A run whose recorded error is a device (CUDA) error: asynchronous, so not located."""
-    error = (record or {}).get("error")
+def needs_diagnosis(error: str | None) -> bool:
+    """A run's recorded error is a device (CUDA) error: asynchronous, so not located."""
     return bool(error) and failure_kind(RuntimeError(str(error))) == "device"
 
 

@@ -32,7 +32,7 @@ from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
-from gpubench_nb.protocol.records import MEASURED_PHASES, read_run
+from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 KERNEL_NAME = "python3"
@@ -162,14 +162,13 @@ def _done_keys(rows: list[dict[str, Any]]) -> set[str]:
     }
 
 
-def _read_record(bundle_dir: Path, run: ScheduledRun) -> dict[str, Any] | None:
+def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord | None:
     """The run's run.json (records.RunRecord), or None when the run left no usable record: the
     row then says so (R3.6), it is never dropped."""
     try:
-        record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+        return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
         return None
-    return record.to_dict() if record is not None else None
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
@@ -181,7 +180,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
         interrupted[str(event.get("run"))] = interrupted.get(str(event.get("run")), 0) + 1
     entries = []
     for run in runs:
-        record = _read_record(bundle_dir, run) if run.key in done else None
+        record = (_read_record(bundle_dir, run) if run.key in done else None) or RunRecord()
         entries.append(
             {
                 "position": run.position,
@@ -189,8 +188,8 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
                 "phase": run.phase,
                 "run_index": run.run_index,
                 "status": "done" if run.key in done else "pending",
-                "pid": (record or {}).get("pid"),
-                "error": (record or {}).get("error"),
+                "pid": record.pid,
+                "error": record.error,
                 **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
             }
         )
@@ -241,7 +240,7 @@ def run_one(
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)
-    if failure and record and record.get("error") and record.get("status") != "running":
+    if failure and record and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
     # R3.6: earlier attempts stopped by a signal were discarded; this row says so
     earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
@@ -359,7 +358,8 @@ def _diagnose_device_errors(
     """Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an untimed
     rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row)."""
     for run in todo:
-        if needs_diagnosis(_read_record(bundle_dir, run)):
+        record = _read_record(bundle_dir, run)
+        if record is not None and needs_diagnosis(record.error):
             diagnose_run(
                 experiment.source,
                 run.variant_id,

@@ -1,19 +1,23 @@
 """The typed records that cross a stage: ``run.json``, ``environment.json``, ``economics.json``.
 
-Each is read once, validated (a clear error names the file and the key), and written by its one
-writer through ``to_dict``. Readers are tolerant of exactly the keys today's bundles hold: a key
-added later is optional, an unknown key is kept as written (``to_dict`` gives it back), so a
-bundle made before a record grew a field still verifies and reports (R5.6).
+One base, ``Record``: a frozen dataclass whose field annotations are its schema. Reading
+validates each key against its annotation (an error names the file and the key path),
+upgrades an older file through ``UPGRADES`` first, and keeps unknown keys as written;
+writing validates the same way, stamps ``format_version`` and is atomic (R5.6). JSON files
+are read in one place, ``read_json``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, TypeVar, Union
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError
@@ -42,328 +46,347 @@ class Phase(str, Enum):
 PHASES: tuple[Phase, ...] = (Phase.LOAD, Phase.COLD, Phase.WARM)  # the order tables use
 MEASURED_PHASES: tuple[Phase, ...] = (Phase.COLD, Phase.WARM)  # runs that carry acceptance
 
+# -- one JSON reader --------------------------------------------------------------------------
 
-# -- validation helpers ---------------------------------------------------------------------
-
-_INT = (int,)
-_NUMBER = (int, float)
-_TEXT = (str,)
-_MAP = (dict,)
-_LIST = (list,)
-_KIND = {_INT: "an integer", _NUMBER: "a number", _TEXT: "text", _MAP: "an object", _LIST: "a list"}
+_FIX = "fix: restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
 
 
-class _Reader:
-    """Reads typed keys of one JSON object, naming the file and the key path in every error."""
-
-    def __init__(
-        self, data: Any, where: str, error: type[GpubenchError], rule: str, path: str = ""
-    ) -> None:
-        self.where, self.error, self.rule, self.path = where, error, rule, path
-        if not isinstance(data, dict):
-            self.fail("", f"expected a JSON object, got {type(data).__name__}")
-        self.data: dict[str, Any] = data
-
-    def fail(self, key: str, problem: str) -> None:
-        name = f"{self.path}.{key}" if self.path and key else (self.path or key)
-        at = f" key {name!r}:" if name else ""
-        raise self.error(
-            f"{self.where}:{at} {problem}; fix: restore the file from the bundle it came from "
-            "(its MANIFEST.sha256 names the original), it is written by gpubench-nb only",
-            rule=self.rule,
-        )
-
-    def get(self, key: str, kinds: tuple[type, ...], *, required: bool = False) -> Any:
-        if key not in self.data:
-            if required:
-                self.fail(key, "missing")
-            return None
-        value = self.data[key]
-        if value is None:
-            if required:
-                self.fail(key, "must not be empty")
-            return None
-        if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
-            self.fail(key, f"expected {_KIND.get(kinds, kinds)}, got {value!r}")
-        return float(value) if kinds is _NUMBER else value
-
-    def flag(self, key: str) -> bool | None:
-        value = self.data.get(key)
-        if value is not None and not isinstance(value, bool):
-            self.fail(key, f"expected true or false, got {value!r}")
-        return value
-
-    def texts(self, key: str) -> tuple[str, ...]:
-        values = self.get(key, _LIST) or []
-        if not all(isinstance(v, str) for v in values):
-            self.fail(key, f"expected a list of text, got {values!r}")
-        return tuple(values)
-
-    def each(self, key: str) -> list[_Reader]:
-        """A reader per object of the list at ``key`` (key paths ``key[0]``, ``key[1]``, ...)."""
-        items = self.get(key, _LIST) or []
-        return [self.child(f"{key}[{i}]", item) for i, item in enumerate(items)]
-
-    def child(self, key: str, data: Any) -> _Reader:
-        path = f"{self.path}.{key}" if self.path else key
-        return _Reader(data, self.where, self.error, self.rule, path)
-
-
-def _read_json_file(path: Path, error: type[GpubenchError], rule: str) -> Any | None:
-    """The JSON in ``path``; None when absent; ``error`` when unreadable."""
+def read_json(
+    path: Path | str, error: type[GpubenchError] | None = BundleError, rule: str = "R5.6"
+) -> Any:
+    """The JSON in ``path``; None when absent. Unreadable: ``error`` naming the file, or None
+    where the caller passes ``error=None`` (a cache or a hint that may be rebuilt)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise error(
-            f"{path}: unreadable JSON ({exc}); fix: restore it from the bundle it came from",
-            rule=rule,
-        ) from None
+        if error is None:
+            return None
+        raise error(f"{path}: unreadable JSON ({exc}); {_FIX}", rule=rule) from None
 
 
-class _Record:
-    """What the three records share: where they live, how they are read and written."""
+# -- the record base --------------------------------------------------------------------------
 
-    NAME = ""  # the bundle file name (protocol.bundle)
-    RULE = ""  # the rule a broken file breaks
-    data: Mapping[str, Any]
+FORMAT_VERSION = 2  # 1: every record written before format_version was stamped
+
+_KINDS = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
+_ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+
+
+def _economics_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 1 economics.json variants may lack ``status``: it follows ``accepted``."""
+    for v in data.get("variants") or []:
+        if isinstance(v, dict) and v.get("status") is None:
+            v["status"] = "accepted" if v.get("accepted") is True else "not accepted"
+    return data
+
+
+# (file name, version) -> what makes a record of that version into the next one. A key a
+# version lacked and that reads as empty (None, false, ()) needs no entry: it is optional.
+UPGRADES: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
+    (ECONOMICS_NAME, 1): _economics_v1,
+}
+
+
+class _Where:
+    """The file and key path being read; every error names both and the rule broken."""
+
+    def __init__(self, file: str, rule: str, path: str = "") -> None:
+        self.file, self.rule, self.path = file, rule, path
+
+    def at(self, key: str) -> _Where:
+        sep = "" if not self.path or key.startswith("[") else "."
+        return _Where(self.file, self.rule, f"{self.path}{sep}{key}")
+
+    def fail(self, problem: str) -> typing.NoReturn:
+        at = f" key {self.path!r}:" if self.path else ""
+        raise BundleError(
+            f"{self.file}:{at} {problem}; fix: restore the file from the bundle it came from "
+            "(its MANIFEST.sha256 names the original), it is written by gpubench-nb only",
+            rule=self.rule,
+        )
+
+
+def _kind(hint: Any) -> str:
+    if hint in _KINDS:
+        return _KINDS[hint]
+    origin = typing.get_origin(hint)
+    if origin is tuple or origin is list:
+        return "a list"
+    return "an object"
+
+
+def _value(hint: Any, value: Any, where: _Where) -> Any:  # noqa: PLR0911 - one case a kind
+    """``value`` checked against the annotation ``hint`` (R5.6), converted to its type."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        kinds = [a for a in args if a is not type(None)]
+        for kind in kinds[:-1]:
+            try:
+                return _value(kind, value, where)
+            except BundleError:
+                pass
+        return _value(kinds[-1], value, where)
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and issubclass(hint, Enum):
+        if value not in {m.value for m in hint}:
+            where.fail(f"must be one of {', '.join(m.value for m in hint)}, got {value!r}")
+        return hint(value)
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint.from_dict(value, where.file, where.path, upgraded=True)
+    if origin is tuple:
+        if not isinstance(value, list):
+            where.fail(f"expected a list, got {value!r}")
+        return tuple(_value(args[0], v, where.at(f"[{i}]")) for i, v in enumerate(value))
+    if hint in _KINDS:
+        if isinstance(value, bool) != (hint is bool) or not isinstance(value, _ACCEPTS[hint]):
+            where.fail(f"expected {_KINDS[hint]}, got {value!r}")
+        return float(value) if hint is float else value
+    if not isinstance(value, dict):  # Mapping[str, Any]: kept as written
+        where.fail(f"expected {_kind(hint)}, got {value!r}")
+    return value
+
+
+def _plain(value: Any) -> Any:
+    """A field's value as JSON holds it."""
+    if isinstance(value, Record):
+        return value.to_dict()
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, tuple):
+        return [_plain(v) for v in value]
+    return dict(value) if isinstance(value, Mapping) else value
+
+
+R = TypeVar("R", bound="Record")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Record:
+    """A typed JSON object: the field annotations are its schema (R5.6).
+
+    A field without a default is required (present, not null); ``field(metadata={"at":
+    "a.b"})`` reads a nested key and is not written back; ``data`` is the object as read, so
+    ``to_dict`` gives back every key, unknown ones included. ``NAME`` is the bundle file."""
+
+    NAME: ClassVar[str] = ""
+    RULE: ClassVar[str] = "R5.6"
+    format_version: int = FORMAT_VERSION
+    data: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> Any:  # each record validates its own keys
-        raise NotImplementedError
+    def from_dict(
+        cls: type[R], data: Any, where: str = "", path: str = "", *, upgraded: bool = False
+    ) -> R:
+        """Validated against the annotations; BundleError naming ``where`` and the key path."""
+        at = _Where(where or cls.NAME, cls.RULE, path)
+        if not isinstance(data, dict):
+            at.fail(f"expected a JSON object, got {type(data).__name__}")
+        if not upgraded:
+            data = _upgraded(cls.NAME, at, data)
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            if f.name == "data":
+                continue
+            keys = f.metadata.get("at", f.name).split(".")
+            value: Any = data
+            for key in keys:
+                value = value.get(key) if isinstance(value, dict) else None
+            key_at = at.at(".".join(keys))
+            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            if value is None:
+                if required:
+                    key_at.fail("missing" if keys[-1] not in data else "must not be empty")
+                continue
+            values[f.name] = _value(hints[f.name], value, key_at)
+        return cls(**values, data=dict(data))
 
     @classmethod
-    def from_file(cls, path: Path) -> Any:
-        """The record in ``path``, validated; None when there is no such file."""
-        data = _read_json_file(path, BundleError, cls.RULE)
+    def read(cls: type[R], folder: Path | str) -> R | None:
+        """``folder/<NAME>``, validated; None when absent."""
+        path = Path(folder) / cls.NAME
+        data = read_json(path, BundleError, cls.RULE)
         return None if data is None else cls.from_dict(data, str(path))
 
     @classmethod
-    def read(cls, folder: Path) -> Any:
-        """``folder/<NAME>``, validated; None when absent."""
-        return cls.from_file(Path(folder) / cls.NAME)
-
-    @classmethod
-    def write(cls, folder: Path, data: Mapping[str, Any]) -> Any:
+    def write(cls: type[R], folder: Path | str, record: R | Mapping[str, Any]) -> R:
         """The one writer: validated first, so no stage writes a record another cannot read;
-        atomic, so a kill leaves the previous file whole."""
+        stamped with ``format_version``; atomic, so a kill leaves the previous file whole."""
         path = Path(folder) / cls.NAME
-        record = cls.from_dict(dict(data), str(path))
-        write_json_atomic(path, record.to_dict())
-        return record
+        data = record.to_dict() if isinstance(record, Record) else dict(record)
+        data["format_version"] = FORMAT_VERSION
+        checked = cls.from_dict(data, str(path))
+        write_json_atomic(path, data)
+        return checked
 
     def to_dict(self) -> dict[str, Any]:
-        """Every key as read or given, in order (unknown keys kept)."""
-        return dict(self.data)
+        """Every key as read (unknown ones kept), with the fields set since; a record built
+        in code (no ``data``) writes every field."""
+        out = dict(self.data or {})
+        for f in dataclasses.fields(self):
+            if f.name in ("data", "format_version") or "at" in f.metadata:
+                continue
+            value = getattr(self, f.name)
+            if self.data is None or f.name in out or value != f.default:
+                out[f.name] = _plain(value)
+        return out
+
+
+def _upgraded(name: str, where: _Where, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` made current through ``UPGRADES``, version by version (R5.6: old bundles read)."""
+    version = data.get("format_version", 1)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        where.at("format_version").fail(
+            f"expected a version up to {FORMAT_VERSION}, got {version!r} (a newer gpubench-nb?)"
+        )
+    if version < FORMAT_VERSION:
+        data = json.loads(json.dumps(data))  # the caller's object is left as it was
+        for step in range(version, FORMAT_VERSION):
+            data = UPGRADES.get((name, step), lambda d: d)(data)
+    return data
 
 
 # -- run.json ---------------------------------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class RunRecord(_Record):
-    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured.
-
-    Typed fields are the ones other stages read (rows, report, ledger, audit); ``data`` is the
-    record as written, every key, in order (``to_dict``).
-    """
-
-    NAME = RUN_NAME
-    RULE = "R3.6"
-
-    variant_id: str | None  # None only in hand-made records: the folder names the run
-    phase: Phase | None
-    run_index: int | None
-    status: str | None
-    pid: int | None
-    started_utc: str | None
-    finished_utc: str | None
-    elapsed_seconds: float | None
-    load_seconds: float | None
-    error: str | None
-    precision: str | None
-    batch: int | None
-    context: int | None
-    truncated_texts: int | None
-    dropped_tokens: int | None
-    tokens_processed: int | None
-    off_label_answers: int | None
-    # Issue 23: figures kept apart from load_seconds, and what the GPU ran at (engine/clocks.py)
-    import_seconds: float | None
-    fingerprint_seconds: float | None
-    cuda_context_seconds: float | None
-    weight_residency_at_load_start: Mapping[str, Any] | None  # engine/residency.py
-    gpu_telemetry: GpuTelemetry | None  # the measured pass; None on CPU or before issue 23
-    generation_config_effective: Mapping[str, Any] | None  # causal_lm (R2.5)
-    environment: Mapping[str, Any] = field(repr=False)
-    data: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = RUN_NAME) -> RunRecord:
-        """Validate once; BundleError naming ``where`` and the key (R3.6: a run's own record)."""
-        r = _Reader(data, where, BundleError, "R3.6")
-        phase = r.get("phase", _TEXT)
-        if phase is not None and phase not in PHASES:
-            r.fail("phase", f"must be one of {', '.join(PHASES)}, got {phase!r}")
-        environment = r.get("environment", _MAP) or {}
-        return cls(
-            variant_id=r.get("variant_id", _TEXT),
-            phase=Phase(phase) if phase is not None else None,
-            run_index=r.get("run_index", _INT),
-            status=r.get("status", _TEXT),
-            pid=r.get("pid", _INT),
-            started_utc=r.get("started_utc", _TEXT),
-            finished_utc=r.get("finished_utc", _TEXT),
-            elapsed_seconds=r.get("elapsed_seconds", _NUMBER),
-            load_seconds=r.get("load_seconds", _NUMBER),
-            error=r.get("error", _TEXT),
-            precision=r.get("precision", _TEXT),
-            batch=r.get("batch", _INT),
-            context=r.get("context", _INT),
-            truncated_texts=r.get("truncated_texts", _INT),
-            dropped_tokens=r.get("dropped_tokens", _INT),
-            tokens_processed=r.get("tokens_processed", _INT),
-            off_label_answers=r.get("off_label_answers", _INT),
-            import_seconds=r.get("import_seconds", _NUMBER),
-            fingerprint_seconds=r.get("fingerprint_seconds", _NUMBER),
-            cuda_context_seconds=r.get("cuda_context_seconds", _NUMBER),
-            weight_residency_at_load_start=r.get("weight_residency_at_load_start", _MAP),
-            gpu_telemetry=GpuTelemetry.from_reader(r, "gpu_telemetry"),
-            generation_config_effective=r.get("generation_config_effective", _MAP),
-            environment=EnvironmentRecord.from_dict(environment, f"{where} (environment)").data,
-            data=dict(data),
-        )
+DIED = "the process ended before the run finished (dead kernel, crash or timeout)"
 
 
-@dataclass(frozen=True)
-class GpuTelemetry:
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass (issue 23).
+@dataclass(frozen=True, kw_only=True)
+class GpuTelemetry(Record):
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass.
 
     ``flags`` are the sentences the report shows (throttled, low clock); ``energy_joules`` is
-    the energy counter's difference over the pass, None where it was not read."""
+    the energy counter's difference over the pass, or the text "not observable"."""
 
-    observable: bool
-    flags: tuple[str, ...]
-    energy_joules: float | None
-    throttled: bool | None
-    low_clock: bool | None
-    data: Mapping[str, Any] = field(repr=False, compare=False)
+    RULE = "R3.6"
+    observable: bool = False
+    flags: tuple[str, ...] = ()
+    energy_joules: float | str | None = None
+    throttled: bool | None = None
+    low_clock: bool | None = None
 
-    @classmethod
-    def from_reader(cls, parent: _Reader, key: str) -> GpuTelemetry | None:
-        value = parent.get(key, _MAP)
-        if value is None:
-            return None
-        r = parent.child(key, value)
-        energy = r.data.get("energy_joules")  # a number, or "not observable"
-        if energy is not None and not isinstance(energy, str):
-            energy = r.get("energy_joules", _NUMBER)
-        return cls(
-            observable=bool(r.flag("observable")),
-            flags=r.texts("flags"),
-            energy_joules=energy if isinstance(energy, float) else None,
-            throttled=r.flag("throttled"),
-            low_clock=r.flag("low_clock"),
-            data=dict(value),
-        )
+    @property
+    def joules(self) -> float | None:
+        return self.energy_joules if isinstance(self.energy_joules, float) else None
 
 
-def read_run(run_folder: Path) -> RunRecord | None:
-    """``run_folder/run.json`` (protocol.bundle.run_dir), or None when the run left none."""
-    return RunRecord.read(run_folder)
-
-
-def write_run(run_folder: Path, data: Mapping[str, Any]) -> RunRecord:
-    """The one writer of run.json (10_measure), validated, atomic."""
-    return RunRecord.write(run_folder, data)
-
-
-# -- environment.json --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SlurmAllocation:
+@dataclass(frozen=True, kw_only=True)
+class SlurmAllocation(Record):
     """``environment.json`` ``slurm``: the Slurm job a bundle was measured in (R2.4, R2.5).
 
     From the job's ``SLURM_*`` variables (engine/allocation.py); ``gpus_requested`` is what the
     campaign target asked for (0: a CPU partition, no GPU requested), ``gpus_allocated`` what
-    Slurm bound to the job on this node (0 = truly none, R4.3).
-    """
+    Slurm bound to the job on this node (0 = truly none, R4.3)."""
 
+    RULE = "R2.4"
     job_id: str
-    partition: str | None
-    node_list: str | None
-    cpus_allocated: int | None
-    gpus_allocated: int | None
-    gpus_requested: int | None
-    restart_count: int | None  # > 0: a requeued job (pre-emption, time limit)
-
-    @classmethod
-    def from_reader(cls, r: _Reader) -> SlurmAllocation:
-        return cls(
-            job_id=r.get("job_id", _TEXT, required=True),
-            partition=r.get("partition", _TEXT),
-            node_list=r.get("node_list", _TEXT),
-            cpus_allocated=r.get("cpus_allocated", _INT),
-            gpus_allocated=r.get("gpus_allocated", _INT),
-            gpus_requested=r.get("gpus_requested", _INT),
-            restart_count=r.get("restart_count", _INT),
-        )
+    partition: str | None = None
+    node_list: str | None = None
+    cpus_allocated: int | None = None
+    gpus_allocated: int | None = None
+    gpus_requested: int | None = None
+    restart_count: int | None = None  # > 0: a requeued job (pre-emption, time limit)
 
 
-@dataclass(frozen=True)
-class EnvironmentRecord(_Record):
-    """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4)."""
+@dataclass(frozen=True, kw_only=True)
+class EnvironmentRecord(Record):
+    """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4).
+    The typed fields are those other stages read; every other key is kept in ``data``."""
 
     NAME = ENVIRONMENT_NAME
     RULE = "R2.4"
-
-    captured_utc: str | None
-    gpu_model: str | None
-    gpu_count: int | None
-    device: str | None
-    hostname: str | None
-    gpu_uuids: tuple[str, ...]
-    visible_gpu_uuids: tuple[str, ...]
-    code_revision: str | None
-    cuda_module_loading: str | None  # effective, read after CUDA init (issue 23 §4)
-    slurm: SlurmAllocation | None  # None: not measured inside a Slurm job (or an older bundle)
-    data: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = ENVIRONMENT_NAME) -> EnvironmentRecord:
-        r = _Reader(data, where, BundleError, "R2.4")
-        numerics = r.child("numerics", r.get("numerics", _MAP) or {})
-        loading = numerics.child(
-            "cuda_module_loading", numerics.get("cuda_module_loading", _MAP) or {}
-        )
-        slurm = r.get("slurm", _MAP)
-        return cls(
-            captured_utc=r.get("captured_utc", _TEXT),
-            gpu_model=r.get("gpu_model", _TEXT),
-            gpu_count=r.get("gpu_count", _INT),
-            device=r.get("device", _TEXT),
-            hostname=r.get("hostname", _TEXT),
-            gpu_uuids=r.texts("gpu_uuids"),
-            visible_gpu_uuids=r.texts("visible_gpu_uuids"),
-            code_revision=r.get("code_revision", _TEXT),
-            cuda_module_loading=loading.get("effective", _TEXT),
-            slurm=None if slurm is None else SlurmAllocation.from_reader(r.child("slurm", slurm)),
-            data=dict(data),
-        )
+    captured_utc: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    device: str | None = None
+    hostname: str | None = None
+    gpu_uuids: tuple[str, ...] = ()
+    visible_gpu_uuids: tuple[str, ...] = ()
+    code_revision: str | None = None
+    # effective, read after CUDA init (engine/numerics.py)
+    cuda_module_loading: str | None = field(
+        default=None, metadata={"at": "numerics.cuda_module_loading.effective"}
+    )
+    slurm: SlurmAllocation | None = None  # None: not measured inside a Slurm job
 
 
-EMPTY_ENVIRONMENT = EnvironmentRecord(None, None, None, None, None, (), (), None, None, None, {})
+@dataclass(frozen=True, kw_only=True)
+class RunRecord(Record):
+    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured.
+
+    Built once by its producer (pipeline/run.py) from the values the load, the passes and the
+    environment capture return; read by rows, report, ledger and audit (R3.2, R3.6)."""
+
+    NAME = RUN_NAME
+    RULE = "R3.6"
+    experiment_id: str | None = None
+    variant_id: str | None = None  # None only in hand-made records: the folder names the run
+    phase: Phase | None = None
+    run_index: int | None = None
+    pid: int | None = None
+    status: str | None = None  # running, finished, failed, refused
+    started_utc: str | None = None
+    finished_utc: str | None = None
+    scope: str | None = None
+    warmup_iterations: int | None = None
+    precision: str | None = None
+    batch: int | None = None
+    context: int | None = None
+    batching: str | None = None
+    declared_device: str | None = None
+    corpus_revision: str | None = None
+    model_revision: str | None = None
+    tokenizer_revision: str | None = None
+    elapsed_seconds: float | None = None
+    load_seconds: float | None = None
+    memory: Mapping[str, Any] | None = None  # the pass's R3.8 readings (engine/memory.py)
+    load_memory: Mapping[str, Any] | None = None
+    import_seconds: float | None = None  # importing the backend's modules, before the load
+    fingerprint_seconds: float | None = None  # SHA-256 of model + tokenizer, outside the load
+    cuda_context_seconds: float | None = None  # context creation, outside every timer
+    weight_residency_at_load_start: Mapping[str, Any] | None = None  # engine/residency.py
+    truncated_texts: int | None = None
+    dropped_tokens: int | None = None
+    item_count: int | None = None
+    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
+    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
+    predictions: str | None = None
+    gpu_telemetry: GpuTelemetry | None = None  # the measured pass; None on CPU
+    backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
+    generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
+    generation_config_folder_overridden: tuple[str, ...] = ()
+    generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
+    error: str | None = None
+    notes: str | None = None
+    environment: EnvironmentRecord | None = None
 
 
-def read_environment(bundle_dir: Path) -> EnvironmentRecord:
-    """The bundle's environment.json, or an empty record when it has none (older bundles)."""
-    found = EnvironmentRecord.read(bundle_dir)
-    return found if found is not None else EMPTY_ENVIRONMENT
+def read_run(run_folder: Path | str) -> RunRecord | None:
+    """``run_folder/run.json`` (protocol.bundle.run_dir), or None when the run left none."""
+    return RunRecord.read(run_folder)
 
 
-def write_environment(bundle_dir: Path, data: Mapping[str, Any]) -> EnvironmentRecord:
+def write_run(run_folder: Path | str, record: RunRecord | Mapping[str, Any]) -> RunRecord:
+    """The one writer of run.json (10_measure), validated, atomic."""
+    return RunRecord.write(run_folder, record)
+
+
+# -- environment.json --------------------------------------------------------------------------
+
+EMPTY_ENVIRONMENT = EnvironmentRecord.from_dict({})
+
+
+def read_environment(bundle_dir: Path | str) -> EnvironmentRecord:
+    """The bundle's environment.json, or an empty record when it has none."""
+    return EnvironmentRecord.read(bundle_dir) or EMPTY_ENVIRONMENT
+
+
+def write_environment(bundle_dir: Path | str, data: Mapping[str, Any]) -> EnvironmentRecord:
     """The one writer of environment.json (00_environment), validated, atomic."""
     return EnvironmentRecord.write(bundle_dir, data)
 
@@ -371,15 +394,15 @@ def write_environment(bundle_dir: Path, data: Mapping[str, Any]) -> EnvironmentR
 # -- economics.json ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class VariantEconomics:
+@dataclass(frozen=True, kw_only=True)
+class VariantEconomics(Record):
     """``economics.json`` ``variants[]``: the acceptance verdict economics priced (R5.7)."""
 
     variant_id: str
-    status: str  # "accepted" | "not accepted" | "acceptance not recorded"
-    accepted: bool
-    accepted_unique_corpora: int | None
-    reason: str | None
+    status: str = "not accepted"  # "accepted" | "not accepted" | "acceptance not recorded"
+    accepted: bool = False
+    accepted_unique_corpora: int | None = None
+    reason: str | None = None
 
     @property
     def verdict(self) -> bool | None:
@@ -389,120 +412,57 @@ class VariantEconomics:
         return None if self.status == "acceptance not recorded" else False
 
 
-@dataclass(frozen=True)
-class OfferCell:
+@dataclass(frozen=True, kw_only=True)
+class OfferCell(Record):
     """``offers[].variants[]``: the cost per accepted corpus of one variant on one offer."""
 
     variant_id: str
-    accepted_results: int | None
-    cost_per_accepted_usd_minor: int | None
-    reason: str | None
+    accepted_results: int | None = None
+    cost_per_accepted_usd_minor: int | None = None
+    reason: str | None = None
 
 
-@dataclass(frozen=True)
-class OfferEconomics:
+@dataclass(frozen=True, kw_only=True)
+class OfferEconomics(Record):
     """``offers[]``: one offer's package total, attribution and costs (R5.1-R5.3, R5.7)."""
 
     offer_id: str
-    gpu_model: str
-    gpus_per_lot: int
-    days: int | None
-    lots: int
-    package_total_usd_minor: int | None
-    declared: bool
-    attribution: Mapping[str, Any] | None  # None in economics.json written before the rule
-    cells: tuple[OfferCell, ...]
-    # The offers table declares its prices invented examples (issue 24 §3); false in
-    # economics.json written before the field existed.
-    placeholder: bool = False
+    gpu_model: str = ""
+    gpus_per_lot: int = 1
+    days: int | None = None
+    lots: int = 1
+    package_total_usd_minor: int | None = None
+    declared: bool = False
+    attribution: Mapping[str, Any] | None = None  # None: recorded before attribution was
+    cells: tuple[OfferCell, ...] = field(default=(), metadata={"at": "variants"})
+    placeholder: bool = False  # the offers table declares its prices invented examples
 
     def cell(self, variant_id: str) -> OfferCell | None:
         return next((c for c in self.cells if c.variant_id == variant_id), None)
 
 
-@dataclass(frozen=True)
-class BreakEvenPair:
+@dataclass(frozen=True, kw_only=True)
+class BreakEvenPair(Record):
     """``break_even.pairs[]``: a threshold, not a forecast (R5.5)."""
 
     challenger: str
     reference: str
-    accepted_corpora_needed: int | None
+    accepted_corpora_needed: int | None = None
 
 
-@dataclass(frozen=True)
-class EconomicsRecord(_Record):
+@dataclass(frozen=True, kw_only=True)
+class EconomicsRecord(Record):
     """``economics.json`` (economics.bundle_economics writes it): what report and ledger read."""
 
     NAME = ECONOMICS_NAME
-    RULE = "R5.6"
-
-    variants: tuple[VariantEconomics, ...]
-    offers: tuple[OfferEconomics, ...]
-    note: str | None
-    unit_of_work: str | None
-    break_even_pairs: tuple[BreakEvenPair, ...]
-    break_even_reason: str | None  # why no threshold was computed
-    data: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = ECONOMICS_NAME) -> EconomicsRecord:
-        r = _Reader(data, where, BundleError, "R5.6")
-        variants = []
-        for v in r.each("variants"):
-            accepted = v.flag("accepted")
-            status = v.get("status", _TEXT) or ("accepted" if accepted else "not accepted")
-            variants.append(
-                VariantEconomics(
-                    variant_id=v.get("variant_id", _TEXT, required=True),
-                    status=status,
-                    accepted=bool(accepted),
-                    accepted_unique_corpora=v.get("accepted_unique_corpora", _INT),
-                    reason=v.get("reason", _TEXT),
-                )
-            )
-        offers = []
-        for o in r.each("offers"):
-            cells = [
-                OfferCell(
-                    variant_id=c.get("variant_id", _TEXT, required=True),
-                    accepted_results=c.get("accepted_results", _INT),
-                    cost_per_accepted_usd_minor=c.get("cost_per_accepted_usd_minor", _INT),
-                    reason=c.get("reason", _TEXT),
-                )
-                for c in o.each("variants")
-            ]
-            offers.append(
-                OfferEconomics(
-                    offer_id=o.get("offer_id", _TEXT, required=True),
-                    gpu_model=o.get("gpu_model", _TEXT) or "",
-                    gpus_per_lot=o.get("gpus_per_lot", _INT) or 1,
-                    days=o.get("days", _INT),
-                    lots=o.get("lots", _INT) or 1,
-                    package_total_usd_minor=o.get("package_total_usd_minor", _INT),
-                    declared=bool(o.flag("declared")),
-                    attribution=o.get("attribution", _MAP),
-                    cells=tuple(cells),
-                    placeholder=bool(o.flag("placeholder")),
-                )
-            )
-        block = r.child("break_even", r.get("break_even", _MAP) or {})
-        pairs = [
-            BreakEvenPair(
-                challenger=b.get("challenger", _TEXT, required=True),
-                reference=b.get("reference", _TEXT, required=True),
-                accepted_corpora_needed=b.get("accepted_corpora_needed", _INT),
-            )
-            for b in block.each("pairs")
-        ]
-        return cls(
-            variants=tuple(variants),
-            offers=tuple(offers),
-            note=r.get("note", _TEXT),
-            unit_of_work=r.get("unit_of_work", _TEXT),
-            break_even_pairs=tuple(pairs),
-            break_even_reason=block.get("reason", _TEXT),
-            data=dict(data),
-        )
+    variants: tuple[VariantEconomics, ...] = ()
+    offers: tuple[OfferEconomics, ...] = ()
+    note: str | None = None
+    unit_of_work: str | None = None
+    break_even_pairs: tuple[BreakEvenPair, ...] = field(
+        default=(), metadata={"at": "break_even.pairs"}
+    )
+    break_even_reason: str | None = field(default=None, metadata={"at": "break_even.reason"})
 
     @property
     def declared_offer(self) -> OfferEconomics | None:
@@ -516,11 +476,11 @@ class EconomicsRecord(_Record):
         return next((v for v in self.variants if v.variant_id == variant_id), None)
 
 
-def read_economics(bundle_dir: Path) -> EconomicsRecord | None:
+def read_economics(bundle_dir: Path | str) -> EconomicsRecord | None:
     """The bundle's economics.json, or None when it has none (30_economics not run)."""
     return EconomicsRecord.read(bundle_dir)
 
 
-def write_economics(bundle_dir: Path, data: Mapping[str, Any]) -> EconomicsRecord:
+def write_economics(bundle_dir: Path | str, data: Mapping[str, Any]) -> EconomicsRecord:
     """The one writer of economics.json (30_economics), validated, atomic."""
     return EconomicsRecord.write(bundle_dir, data)

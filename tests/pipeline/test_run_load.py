@@ -7,8 +7,10 @@ from __future__ import annotations
 import pytest
 from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
+from gpubench_nb.engine import load as loadmod
 from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
+from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.memory import MemoryReading
 from gpubench_nb.pipeline import run as runmod
 from gpubench_nb.pipeline import run_record
@@ -60,7 +62,8 @@ def test_the_cold_pass_is_the_first_forward_of_the_process(workspace, tmp_path, 
         return real(self, tensors)
 
     monkeypatch.setattr(BowBackend, "forward", forward)
-    monkeypatch.setattr(runmod, "_load", _wrap_load(runmod._load, lambda: timed.update(on=False)))
+    wrapped = _wrap_load(runmod.load_phase, lambda: timed.update(on=False))
+    monkeypatch.setattr(runmod, "load_phase", wrapped)
     monkeypatch.setattr(timing.Stopwatch, "start", start)
     record = execute_run(
         workspace / "experiment.yaml",
@@ -69,7 +72,7 @@ def test_the_cold_pass_is_the_first_forward_of_the_process(workspace, tmp_path, 
         1,
         frozen(workspace / "experiment.yaml", tmp_path),
     )
-    assert record["error"] is None
+    assert record.error is None
     assert calls == ["timed"] * 10
 
 
@@ -115,15 +118,15 @@ def test_fingerprints_are_taken_before_the_timed_load_and_recorded(
     first_timer = events.index("timer.start")
     assert "hash" in events[:first_timer]
     assert "hash" not in events[first_timer:]
-    assert isinstance(record["fingerprint_seconds"], float) and record["fingerprint_seconds"] > 0
-    assert record["cuda_context_seconds"] is None  # CPU: there is no context
+    assert isinstance(record.fingerprint_seconds, float) and record.fingerprint_seconds > 0
+    assert record.cuda_context_seconds is None  # CPU: there is no context
     exp = load_experiment(workspace / "experiment.yaml")
     model_dir = exp.model.path
-    assert record["model_revision"] == sha256_files(
+    assert record.model_revision == sha256_files(
         [model_dir / "model.safetensors", model_dir / "gpubench_model.json"], model_dir
     )
-    assert "SHA-256 fingerprinting (fingerprint_seconds)" in record["notes"]
-    assert "CUDA context creation" in record["notes"]
+    assert "SHA-256 fingerprinting (fingerprint_seconds)" in record.notes
+    assert "CUDA context creation" in record.notes
 
 
 def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_path, monkeypatch):  # noqa: F811
@@ -149,19 +152,22 @@ def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_pat
         kwargs["device"] = "cpu"  # the fake device stands in for the order, not the model
         return real_load(*args, **kwargs)
 
-    monkeypatch.setattr(runmod, "cuda_context_seconds", context)
+    monkeypatch.setattr(loadmod, "cuda_context_seconds", context)
+    first = iter([torch.device("cuda", 0)])  # the run's device; the backend's own stays cpu
+    real_resolve = backends.resolve_device
+    monkeypatch.setattr(backends, "resolve_device", lambda d: next(first, None) or real_resolve(d))
     monkeypatch.setattr(backends, "fingerprints_for", fingerprints)
     monkeypatch.setattr(backends, "load_backend", load)
-    monkeypatch.setattr(runmod, "probe_for", lambda device: FakeProbe(events))
-    monkeypatch.setattr(runmod, "synchronizer", lambda device: lambda: events.append("sync"))
+    monkeypatch.setattr(loadmod, "probe_for", lambda device: FakeProbe(events))
+    monkeypatch.setattr(loadmod, "synchronizer", lambda device: lambda: events.append("sync"))
     exp = load_experiment(workspace / "experiment.yaml")
-    settings = exp.variant("b1").settings
-    out = runmod._load(exp, settings, torch.device("cuda", 0), runmod.FaultPlan())
+    spec = loadmod.LoadSpec(exp.model, exp.tokenizer, exp.classes, exp.variant("b1").settings)
+    out = loadmod.load_phase(spec, FaultPlan())
     assert out.error is None, out.error
     assert events[:5] == ["context cuda:0", "fingerprint", "probe.begin", "sync", "load"]
     assert events[-2:] == ["sync", "probe.end"]
-    assert out.cuda_context_seconds == 0.25
-    assert out.memory == MemoryReading(1000, 2048, 5000, 8192)
+    assert out.record["cuda_context_seconds"] == 0.25
+    assert out.record["load_memory"] == MemoryReading(1000, 2048, 5000, 8192).to_dict()
 
 
 def test_cuda_context_seconds_inits_then_syncs_and_is_none_on_cpu() -> None:
@@ -191,7 +197,7 @@ def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
     monkeypatch,
 ):
     events: list[str] = []
-    monkeypatch.setattr(runmod, "probe_for", lambda device: FakeProbe(events))
+    monkeypatch.setattr(loadmod, "probe_for", lambda device: FakeProbe(events))
     monkeypatch.setenv("GPUBENCH_FAULT", "oom@load")
     record = execute_run(
         workspace / "experiment.yaml",
@@ -200,21 +206,21 @@ def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
         2,
         frozen(workspace / "experiment.yaml", tmp_path),
     )
-    assert record["error"].startswith("load failed: OutOfMemoryError")
-    assert "R5.8 out of memory during load" in record["notes"]
-    assert "R3.6 load failed" not in record["notes"]
-    assert record["load_seconds"] is None and record["elapsed_seconds"] is None
-    assert record["load_memory"] == {
+    assert record.error.startswith("load failed: OutOfMemoryError")
+    assert "R5.8 out of memory during load" in record.notes
+    assert "R3.6 load failed" not in record.notes
+    assert record.load_seconds is None and record.elapsed_seconds is None
+    assert record.load_memory == {
         "baseline_allocated_bytes": 1000,
         "baseline_reserved_bytes": 2048,
         "peak_allocated_bytes": 5000,
         "peak_reserved_bytes": 8192,
     }
-    assert record["fingerprint_seconds"] is not None  # taken before the load began
+    assert record.fingerprint_seconds is not None  # taken before the load began
 
 
 def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(runmod, "probe_for", lambda device: FakeProbe([]))
+    monkeypatch.setattr(loadmod, "probe_for", lambda device: FakeProbe([]))
     record = execute_run(
         workspace / "experiment.yaml",
         "b1",
@@ -225,7 +231,7 @@ def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monk
     exp = load_experiment(workspace / "experiment.yaml")
     run = ScheduledRun(position=1, variant_id="b1", phase="cold", run_index=3)
     load, cold = rows_for_run(exp, {}, run, record)
-    assert load["phase"] == "load" and load["elapsed_seconds"] == record["load_seconds"]
+    assert load["phase"] == "load" and load["elapsed_seconds"] == record.load_seconds
     assert (load["baseline_allocated_bytes"], load["peak_reserved_bytes"]) == (1000, 8192)
     assert "fingerprint_seconds=" in load["notes"]
     assert cold["phase"] == "cold"
@@ -302,13 +308,13 @@ def test_weight_residency_is_recorded_at_load_start(workspace, tmp_path, monkeyp
         1,
         frozen(workspace / "experiment.yaml", tmp_path),
     )
-    residency = record["weight_residency_at_load_start"]
+    residency = record.weight_residency_at_load_start
     assert residency["observable"] is True
     names = {f["file"] for f in residency["files"]}
     assert {"model.safetensors", "gpubench_model.json", "vocab.txt", "tokenizer.json"} <= names
     assert residency["resident_fraction"] == 1.0
-    assert "weights resident in page cache at load start: 100.0 %" in record["notes"]
-    assert "load reads them from the page cache, not storage" in record["notes"]
+    assert "weights resident in page cache at load start: 100.0 %" in record.notes
+    assert "load reads them from the page cache, not storage" in record.notes
 
 
 def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch):  # noqa: F811
@@ -316,7 +322,7 @@ def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch): 
     from gpubench_nb.engine import residency as residency_module
 
     real = residency_module.residency
-    monkeypatch.setattr(runmod, "residency", lambda paths: real(paths, probe=None))
+    monkeypatch.setattr(loadmod, "residency", lambda paths: real(paths, probe=None))
     record = execute_run(
         workspace / "experiment.yaml",
         "b1",
@@ -324,29 +330,38 @@ def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch): 
         1,
         frozen(workspace / "experiment.yaml", tmp_path),
     )
-    assert record["weight_residency_at_load_start"]["resident_fraction"] == "not observable"
-    assert "page cache at load start: not observable" in record["notes"]
+    assert record.weight_residency_at_load_start["resident_fraction"] == "not observable"
+    assert "page cache at load start: not observable" in record.notes
 
 
 def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
     """A causal LM's effective generation config is a top-level run.json key and a note
-    naming the folder options that were overridden (issue 23 §7, R2.5)."""
-    record = {
-        "backend": {
-            "generation_config_effective": {"do_sample": False, "max_new_tokens": 3},
-            "generation_config_folder_overridden": ["min_new_tokens", "suppress_tokens"],
-        }
+    naming the folder options that were overridden (R2.5)."""
+    from gpubench_nb.engine import load
+
+    class Causal:
+        model_revision, tokenizer_revision = "m" * 64, "t" * 64
+
+        def describe(self) -> dict:
+            return {
+                "generation_config_effective": {"do_sample": False, "max_new_tokens": 3},
+                "generation_config_folder_overridden": ["min_new_tokens", "suppress_tokens"],
+            }
+
+    outcome = load._loaded("cpu", Causal(), {}, [])
+    assert outcome.record["generation_config_effective"] == {
+        "do_sample": False,
+        "max_new_tokens": 3,
     }
-    notes: list[str] = []
-    run_record.generation_facts(record, notes)
-    assert record["generation_config_effective"] == {"do_sample": False, "max_new_tokens": 3}
-    assert notes == [
+    assert outcome.record["generation_config_folder_overridden"] == (
+        "min_new_tokens",
+        "suppress_tokens",
+    )
+    assert outcome.facts[-1] == (
         "R2.5 generation config effective: do_sample=False max_new_tokens=3; model folder "
         "options overridden: min_new_tokens, suppress_tokens"
-    ]
-    bow: list[str] = []
-    run_record.generation_facts({"backend": {"backend": "bow"}}, bow)
-    assert bow == []
+    )
+    assert load.generation_note({"backend": "bow"}) is None
 
 
 def test_cold_note_states_the_cublas_workspace() -> None:

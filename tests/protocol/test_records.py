@@ -10,9 +10,11 @@ import pytest
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol.clock import utc_now, utc_text
 from gpubench_nb.protocol.records import (
+    FORMAT_VERSION,
     MEASURED_PHASES,
     PHASES,
     EconomicsRecord,
+    EnvironmentRecord,
     Phase,
     RunRecord,
     read_economics,
@@ -58,7 +60,7 @@ def test_run_record_round_trips_and_keeps_unknown_keys(tmp_path: Path) -> None:
     assert (record.phase, record.run_index, record.load_seconds) == (Phase.WARM, 2, 1.0)
     assert read_run(tmp_path) == record
     written = json.loads((tmp_path / "run.json").read_text(encoding="utf-8"))
-    assert written == RUN  # every key as given, the untyped "backend" included
+    assert written == {**RUN, "format_version": FORMAT_VERSION}  # unknown "backend" kept
     assert read_run(tmp_path / "elsewhere") is None  # no record: a kernel that died first
 
 
@@ -69,7 +71,7 @@ def test_run_record_round_trips_and_keeps_unknown_keys(tmp_path: Path) -> None:
         ({"run_index": True}, "'run_index'", "expected an integer, got True"),
         ({"phase": "hot"}, "'phase'", "must be one of load, cold, warm, got 'hot'"),
         ({"elapsed_seconds": "0.5"}, "'elapsed_seconds'", "expected a number"),
-        ({"environment": {"gpu_uuids": "GPU-1"}}, "'gpu_uuids'", "expected a list"),
+        ({"environment": {"gpu_uuids": "GPU-1"}}, "'environment.gpu_uuids'", "expected a list"),
     ],
 )
 def test_a_bad_run_record_names_the_file_and_the_key(
@@ -94,11 +96,12 @@ def test_unreadable_json_is_a_bundle_error(tmp_path: Path) -> None:
 
 
 def test_environment_record_and_an_absent_file(tmp_path: Path) -> None:
-    assert read_environment(tmp_path).to_dict() == {}  # older bundles: no environment.json
+    assert read_environment(tmp_path) == EnvironmentRecord()  # no environment.json
     data = {"hostname": "node", "gpu_uuids": ["GPU-1"], "gpu_count": 1, "cpu_model": "x"}
     written = write_environment(tmp_path, data)
     assert read_environment(tmp_path) == written
-    assert (written.hostname, written.gpu_uuids, written.to_dict()) == ("node", ("GPU-1",), data)
+    assert (written.hostname, written.gpu_uuids) == ("node", ("GPU-1",))
+    assert written.to_dict() == {**data, "format_version": FORMAT_VERSION}
 
 
 ECONOMICS = {
@@ -166,8 +169,6 @@ def test_issue_23_run_and_environment_fields_are_typed(tmp_path: Path) -> None:
     """import/fingerprint/context seconds, residency, the GPU telemetry of the pass and the
     effective CUDA_MODULE_LOADING are read as typed fields; a record without them (made before
     issue 23) still reads, with None."""
-    from gpubench_nb.protocol.records import EnvironmentRecord
-
     data = {
         "variant_id": "b1",
         "phase": "cold",
@@ -196,7 +197,7 @@ def test_issue_23_run_and_environment_fields_are_typed(tmp_path: Path) -> None:
     assert run.gpu_telemetry.flags[0].startswith("low clock")
     assert EnvironmentRecord.from_dict(data["environment"]).cuda_module_loading == "LAZY"
     unobserved = dict(data, gpu_telemetry={"observable": False, "energy_joules": "not observable"})
-    assert RunRecord.from_dict(unobserved).gpu_telemetry.energy_joules is None
+    assert RunRecord.from_dict(unobserved).gpu_telemetry.joules is None
     old = RunRecord.from_dict({"variant_id": "b1", "phase": "warm", "run_index": 2})
     assert old.gpu_telemetry is None and old.import_seconds is None
     with pytest.raises(BundleError, match="gpu_telemetry.flags"):

@@ -1,0 +1,205 @@
+"""The load phase of one run: imports, CUDA context, fingerprints, then the timed load (R3.2).
+
+``load_phase`` returns one ``LoadOutcome``: the figures run.json records of the load, and the
+facts and events its notes say; a failure is an observation in it, never raised (R3.6, R5.8).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from gpubench_nb.engine.faults import FaultPlan, trigger
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.residency import residency, residency_text
+from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
+from gpubench_nb.errors import ProtocolError
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What the load reads of the frozen declaration (R1.3): model and tokenizer folders, the
+    classes, and the variant's settings (device, precision, and the rest it applies)."""
+
+    model: Any  # protocol.experiment_spec.ModelSpec
+    tokenizer: Any  # protocol.experiment_spec.TokenizerSpec
+    classes: tuple[str, ...]
+    settings: Any  # protocol.experiment_spec.VariantSettings
+
+
+@dataclass(frozen=True)
+class LoadOutcome:
+    """What the load phase observed; a failed load keeps its readings (R3.6, R5.8).
+
+    ``record`` holds run.json's load fields (same keys); ``facts`` and ``events`` are the
+    sentences its notes carry."""
+
+    device: Any = None
+    backend: Any = None
+    record: dict[str, Any] | None = None
+    facts: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+
+    @property
+    def error(self) -> str | None:
+        return (self.record or {}).get("error")
+
+
+def _seconds_text(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:.3f} s"
+
+
+def generation_note(described: dict[str, Any]) -> str | None:
+    """A causal LM's effective generation config for the notes (R2.5): only declared options;
+    the folder's others are named as overridden."""
+    if "generation_config_effective" not in described:
+        return None
+    options = " ".join(
+        f"{k}={v}" for k, v in sorted(described["generation_config_effective"].items())
+    )
+    overridden = described.get("generation_config_folder_overridden") or []
+    return f"R2.5 generation config effective: {options}; model folder options overridden: " + (
+        ", ".join(overridden) or "none"
+    )
+
+
+def load_phase(
+    spec: LoadSpec,
+    plan: FaultPlan,
+    check_frozen: Callable[[tuple[str, str]], None] | None = None,
+) -> LoadOutcome:
+    """Resolve the device, import, create the CUDA context, fingerprint, then load, timed.
+
+    ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
+    files that differ from the lock are refused (R1.3, raised) before they are loaded.
+
+    Four figures, in this order and never inside each other: ``import_seconds`` (importing
+    every module the backend's load uses), ``cuda_context_seconds`` (context creation, None on
+    CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and ``load_seconds`` (reading
+    each file once and placing it on the device, synchronised, with its R3.8 memory readings).
+    Just before the load clock the page-cache residency of the files is recorded. No forward
+    pass runs here. A failure is returned, not raised: out of memory is R5.8 and keeps the
+    readings taken so far, anything else is R3.6.
+    """
+    from gpubench_nb.engine.backends import resolve_device
+
+    figures: dict[str, Any] = {"load_seconds": None, "load_memory": NOT_RECORDED.to_dict()}
+    stage, probe, device = "load", None, None
+    try:
+        device = resolve_device(spec.settings.device)
+    except Exception as exc:  # a device that cannot be used is an observation (R3.6)
+        return _failed(None, figures, stage, None, exc, ())
+    facts: list[str] = []
+    started = time.perf_counter_ns()
+    try:
+        from gpubench_nb.engine.backends.imports import import_backend_modules
+
+        stage = "imports"
+        import_backend_modules(spec.model, spec.tokenizer)
+        figures["import_seconds"] = (time.perf_counter_ns() - started) / 1e9
+        from gpubench_nb.engine.backends import fingerprints_for, load_backend, revision_files
+
+        stage = "CUDA context creation"
+        figures["cuda_context_seconds"] = cuda_context_seconds(device)
+        stage = "fingerprinting"
+        started = time.perf_counter_ns()
+        revisions = fingerprints_for(spec.model, spec.tokenizer)
+        figures["fingerprint_seconds"] = (time.perf_counter_ns() - started) / 1e9
+        if check_frozen is not None:
+            check_frozen(revisions)
+        stage = "load"
+        model_files, tokenizer_files = revision_files(spec.model, spec.tokenizer)
+        found = residency(dict.fromkeys([*model_files, *tokenizer_files]))
+        figures["weight_residency_at_load_start"] = found
+        if found is not None:
+            facts.append(residency_text(found))
+        probe = probe_for(device)
+        watch = Stopwatch(sync=synchronizer(device))
+        probe.begin()
+        watch.start()
+        fault = plan.load_fault()
+        if fault is not None:
+            trigger(fault, "load")
+        backend = load_backend(
+            spec.model,
+            spec.tokenizer,
+            classes=spec.classes,
+            device=spec.settings.device,
+            precision=spec.settings.precision,
+            revisions=revisions,
+        )
+        figures["load_seconds"] = watch.stop()
+        figures["load_memory"] = probe.end().to_dict()
+    except ProtocolError:  # not an observation: files that are not the frozen ones (R1.3)
+        raise
+    except Exception as exc:  # a failed load is an observation too (R3.6, R5.8)
+        return _failed(device, figures, stage, probe, exc, facts)
+    return _loaded(device, backend, figures, facts)
+
+
+def _seconds_fact(figures: dict[str, Any]) -> str:
+    """The figures kept apart from load_seconds, for the notes (R3.2)."""
+    return (
+        f"outside the load clock: imports {_seconds_text(figures.get('import_seconds'))}, CUDA "
+        f"context {_seconds_text(figures.get('cuda_context_seconds'))}, fingerprinting "
+        f"{_seconds_text(figures.get('fingerprint_seconds'))}"
+    )
+
+
+def _loaded(device: Any, backend: Any, figures: dict[str, Any], facts: list[str]) -> LoadOutcome:
+    """A backend on its device: its revisions and description join the load's figures."""
+    figures.update(
+        model_revision=backend.model_revision, tokenizer_revision=backend.tokenizer_revision
+    )
+    facts.insert(0, _seconds_fact(figures))
+    if hasattr(backend, "describe"):
+        described = backend.describe()
+        figures["backend"] = described
+        if "generation_config_effective" in described:
+            figures["generation_config_effective"] = described["generation_config_effective"]
+            figures["generation_config_folder_overridden"] = tuple(
+                described.get("generation_config_folder_overridden") or ()
+            )
+            facts.append(generation_note(described) or "")
+    return LoadOutcome(device, backend, figures, tuple(facts))
+
+
+def _failed(
+    device: Any, figures: dict[str, Any], stage: str, probe: Any, exc: Exception, facts: Any
+) -> LoadOutcome:
+    """The load's failure as an observation: its error, event and readings so far (R3.6, R5.8)."""
+    memory = _readings_so_far(probe)
+    message = " ".join(str(exc).split())[:500]
+    figures.update(
+        load_memory=memory.to_dict(), error=f"load failed: {type(exc).__name__}: {message}"
+    )
+    if _is_oom(exc):
+        event = (
+            f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
+            "(never 0); memory readings taken so far kept; no pass was run"
+        )
+    else:
+        event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
+    lead = (_seconds_fact(figures),) if device is not None else ()
+    return LoadOutcome(device, None, figures, (*lead, *facts), (event, *memory.problems()))
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError)
+
+
+def _readings_so_far(probe: Any) -> MemoryReading:
+    """The load's memory readings up to the failure (R5.8), or none if it never began."""
+    if probe is None:
+        return NOT_RECORDED
+    try:
+        return probe.end()
+    except Exception:  # begin() never ran, or the device is unusable after the fault
+        try:
+            return probe.partial()
+        except Exception:
+            return NOT_RECORDED
