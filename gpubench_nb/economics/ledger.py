@@ -46,6 +46,7 @@ from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
     EnvironmentRecord,
     read_environment,
+    read_json,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows
@@ -82,15 +83,6 @@ class Machine:
             "gpu_uuids": sorted(self.gpu_uuids),
             "source": self.source,
         }
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError):
-        return None
 
 
 def machine_from(identifiers: Sequence[str]) -> Machine:
@@ -408,7 +400,7 @@ def _examine(
             f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
             f"{utc_text(first)} to {utc_text(last)}"
         ), {}
-    lock = _read_json(path / LOCK_NAME) or {}
+    lock = read_json(path / LOCK_NAME, error=None) or {}
     try:
         identity = _corpus_identity(path, lock)
     except (GpubenchError, KeyError, TypeError) as exc:
@@ -514,7 +506,7 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
     count edited to 999 beside a statement that says 1 is refused, never shown.
     """
     path = Path(path)
-    data = _read_json(path)
+    data = read_json(path, error=None)
     needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
     if not isinstance(data, dict) or any(k not in data for k in needed):
         raise EconomicsError(

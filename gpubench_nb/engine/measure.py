@@ -14,12 +14,14 @@ from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
-from gpubench_nb.engine.clocks import sampler_for
+from gpubench_nb.engine.clocks import sampler_for, telemetry_text
+from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
+from gpubench_nb.engine.load import LoadOutcome
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
-from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
+from gpubench_nb.engine.timing import LOAD_SCOPE, Stopwatch, check_scope, scope_note, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
-from gpubench_nb.protocol.records import GpuTelemetry
+from gpubench_nb.protocol.records import GpuTelemetry, Phase
 
 
 @dataclass(frozen=True)
@@ -471,3 +473,47 @@ def warmed_pass(
     return measure_pass(
         backend, corpus, settings, scope, predictions, faults=plan, reader=reader, prepared=prepared
     )
+
+
+# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
+# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps:
+# part of what a fresh process pays, reported with the cold row.
+CUBLAS_NOTE = (
+    "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
+    "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
+)
+
+
+def phase_note(phase: str, warmups: int) -> str:
+    """What the phase holds: a fresh process's first pass, or passes after warm-up (R3.2)."""
+    if phase == Phase.COLD:
+        return f"phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7); {CUBLAS_NOTE}"
+    return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
+
+
+def run_notes(
+    scope: str,
+    prompt: Any,
+    phase: str,
+    warmups: int,
+    loaded: LoadOutcome,
+    result: PassResult | None,
+    faults: str,
+    env: dict[str, Any],
+) -> str:
+    """run.json's notes: scope, phase, the load's and the pass's facts, then the events, the
+    injected faults and the environment (R3.1, R3.6, R2.4, R2.5)."""
+    telemetry = telemetry_text(result.gpu_telemetry) if result is not None else ""
+    lines = [
+        scope_note(scope),
+        *([prompt.note()] if prompt is not None else []),  # a prompted causal LM (R2.5)
+        LOAD_SCOPE,
+        phase_note(phase, warmups),
+        *loaded.facts,
+        *([telemetry] if telemetry else []),
+        *loaded.events,
+        *(result.events() if result is not None else []),
+        *([faults] if faults else []),
+        environment_notes(env),
+    ]
+    return "; ".join(lines)

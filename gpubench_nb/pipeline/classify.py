@@ -7,7 +7,6 @@ R1.6) and seals predictions, checks, one CSV row and the environment under a man
 
 from __future__ import annotations
 
-import json
 import shutil
 import statistics
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_json
 from gpubench_nb.protocol.results import append_rows, read_rows
 
 CLASSIFY_NOTE = (
@@ -192,7 +191,7 @@ def summary(result: ClassifyResult) -> str:
     """What the command prints: the verdict, the quality and where the bundle is."""
     row = result.row
     checks_path = layout.run_dir(result.bundle_dir, row["variant_id"], Phase.COLD, 1) / CHECKS_NAME
-    checks = json.loads(checks_path.read_text(encoding="utf-8")) if checks_path.exists() else {}
+    checks = read_json(checks_path) or {}
     verdict = "ACCEPTED" if result.accepted else "NOT accepted"
     quality = row.get("quality_value")
     lines = [

@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.load import LoadSpec, load_phase
-from gpubench_nb.engine.measure import warmed_pass
-from gpubench_nb.engine.memory import NOT_RECORDED
+from gpubench_nb.engine.measure import run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.pipeline.run_record import run_notes
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.corpus import Corpus
 from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.records import (
-    DIED,
     MEASURED_PHASES,
     EnvironmentRecord,
     Phase,
     RunRecord,
+    running_record,
     write_run,
 )
 from gpubench_nb.protocol.writer import bundle_writer
@@ -64,35 +60,6 @@ def execute_run(
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
 
-def _running(
-    exp: Any, settings: Any, run: tuple[str, str, int], warmups: int, corpus: Corpus, started: str
-) -> RunRecord:
-    """run.json while the run is in progress: every figure empty, the error ``DIED``; if the
-    process dies, this record stays and says so (R3.6)."""
-    variant_id, phase, run_index = run
-    return RunRecord(
-        experiment_id=exp.experiment_id,
-        variant_id=variant_id,
-        phase=Phase(phase),
-        run_index=run_index,
-        pid=os.getpid(),
-        status="running",
-        started_utc=started,
-        scope=exp.timing.scope,
-        warmup_iterations=warmups,
-        precision=settings.precision,
-        batch=settings.batch,
-        context=settings.context,
-        batching=settings.batching,
-        declared_device=settings.device,
-        corpus_revision=corpus.revision,
-        memory=NOT_RECORDED.to_dict(),
-        load_memory=NOT_RECORDED.to_dict(),
-        error=DIED,
-        notes=DIED,
-    )
-
-
 def _execute_run(
     experiment_path: Path | str, variant_id: str, phase: str, run_index: int, bundle_dir: Path | str
 ) -> RunRecord:
@@ -114,7 +81,16 @@ def _execute_run(
     predictions = out / PREDICTIONS_NAME
     predictions.unlink(missing_ok=True)
     record = write_run(
-        out, _running(exp, settings, (variant_id, phase, run_index), warmups, corpus, started)
+        out,
+        running_record(
+            (variant_id, phase, run_index),
+            settings,
+            experiment_id=exp.experiment_id,
+            scope=exp.timing.scope,
+            warmups=warmups,
+            corpus_revision=corpus.revision,
+            started=started,
+        ),
     )
 
     def refuse(fingerprints: dict[str, str]) -> None:
@@ -134,24 +110,20 @@ def _execute_run(
         lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
     )
     env = capture_environment(loaded.device, used=loaded.backend)
-    result, read = None, []
+    result, read, scope, prompt = None, [], exp.timing.scope, exp.model.prompt
     if loaded.backend is not None:
 
         def reread() -> Corpus:  # end_to_end re-reads the corpus file: it must be the frozen one
             read.append(load_experiment_corpus(exp, "eval"))
             return read[-1]
 
-        scope = exp.timing.scope
         result = warmed_pass(
             loaded.backend, corpus, settings, scope, predictions, plan, warmups, reread
         )
-        for revision in sorted({current.revision for current in read}):
-            refuse({"corpus_revision": revision})
     env = finish_environment(env)
-    prompt = exp.model.prompt
-    notes = run_notes(
-        exp.timing.scope, prompt, phase, warmups, loaded, result, plan.describe(), env
-    )
+    notes = run_notes(scope, prompt, phase, warmups, loaded, result, plan.describe(), env)
+    for revision in sorted({current.revision for current in read}):
+        refuse({"corpus_revision": revision})
     return write_run(
         out,
         replace(

@@ -12,6 +12,7 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.bundle import LOCK_NAME
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.records import read_json
 
 LOCK_SEAL = "lock_sha256"
 
@@ -98,16 +99,10 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
 def read_lock(bundle_dir: Path) -> dict[str, Any]:
     """The bundle's lock; ProtocolError when absent or unreadable."""
     path = Path(bundle_dir) / LOCK_NAME
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ProtocolError(
-            f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise ProtocolError(
-            f"{path}: unreadable lock ({exc}); restore it or use --fresh", rule="R1.3"
-        ) from None
+    lock = read_json(path, ProtocolError, "R1.3", "fix: restore it or use --fresh")
+    if lock is None:
+        raise ProtocolError(f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3")
+    return lock
 
 
 def _frozen(lock: dict[str, Any]) -> dict[str, Any]:
@@ -123,19 +118,13 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / LOCK_NAME
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    lock = read_json(path, ProtocolError, "R1.3", "Fix: copy it again, unchanged")
+    if lock is None:
         raise ProtocolError(
             f"{path}: protocol lock not found. Fix: copy the campaign's protocol.lock.json "
             "(outputs/<campaign>/protocol.lock.json) to this machine and pass its path",
             rule="R1.3",
-        ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
-        raise ProtocolError(
-            f"{path}: not a readable protocol lock ({exc}). Fix: copy it again, unchanged",
-            rule="R1.3",
-        ) from None
+        )
     if not isinstance(lock, dict) or canonical_sha256(_frozen(lock)) != lock.get("sha256"):
         raise ProtocolError(
             f"{path}: the lock's sha256 does not match its declaration and fingerprints: it was "

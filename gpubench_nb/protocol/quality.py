@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from gpubench_nb.protocol.bundle import (
 )
 from gpubench_nb.protocol.corpus import Corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES
+from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, read_json
 from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 
 
@@ -79,10 +78,7 @@ def assess_runs(
 
 def kept_reference_value(bundle_dir: Path) -> float | None:
     """The reference value a bundle kept in reference.json, or None when it has none."""
-    path = Path(bundle_dir) / REFERENCE_NAME
-    if not path.exists():
-        return None
-    value = json.loads(path.read_text(encoding="utf-8")).get("reference_value")
+    value = (read_json(Path(bundle_dir) / REFERENCE_NAME) or {}).get("reference_value")
     return float(value) if isinstance(value, int | float) else None
 
 

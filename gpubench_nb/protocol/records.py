@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -52,10 +53,13 @@ _FIX = "fix: restore it from the bundle it came from (its MANIFEST.sha256 names 
 
 
 def read_json(
-    path: Path | str, error: type[GpubenchError] | None = BundleError, rule: str = "R5.6"
+    path: Path | str,
+    error: type[GpubenchError] | None = BundleError,
+    rule: str = "R5.6",
+    fix: str = _FIX,
 ) -> Any:
-    """The JSON in ``path``; None when absent. Unreadable: ``error`` naming the file, or None
-    where the caller passes ``error=None`` (a cache or a hint that may be rebuilt)."""
+    """The JSON in ``path``; None when absent. Unreadable: ``error`` naming the file and
+    ``fix``, or None where the caller passes ``error=None`` (a hint it can do without)."""
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -63,7 +67,7 @@ def read_json(
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         if error is None:
             return None
-        raise error(f"{path}: unreadable JSON ({exc}); {_FIX}", rule=rule) from None
+        raise error(f"{path}: unreadable JSON ({exc}); {fix}", rule=rule) from None
 
 
 # -- the record base --------------------------------------------------------------------------
@@ -364,6 +368,40 @@ class RunRecord(Record):
     error: str | None = None
     notes: str | None = None
     environment: EnvironmentRecord | None = None
+
+
+def running_record(
+    run: tuple[str, str, int],
+    settings: Any,
+    *,
+    experiment_id: str,
+    scope: str,
+    warmups: int,
+    corpus_revision: str,
+    started: str,
+) -> RunRecord:
+    """run.json while the run is in progress: the settings it applies, every figure empty and
+    the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
+    variant_id, phase, run_index = run
+    return RunRecord(
+        experiment_id=experiment_id,
+        variant_id=variant_id,
+        phase=Phase(phase),
+        run_index=run_index,
+        pid=os.getpid(),
+        status="running",
+        started_utc=started,
+        scope=scope,
+        warmup_iterations=warmups,
+        precision=settings.precision,
+        batch=settings.batch,
+        context=settings.context,
+        batching=settings.batching,
+        declared_device=settings.device,
+        corpus_revision=corpus_revision,
+        error=DIED,
+        notes=DIED,
+    )
 
 
 def read_run(run_folder: Path | str) -> RunRecord | None:

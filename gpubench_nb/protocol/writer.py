@@ -13,7 +13,6 @@ holder's is part of that run and proceeds, any other step must take the lock its
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import sys
@@ -29,6 +28,7 @@ from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol.bundle import MANIFEST_NAME
 from gpubench_nb.protocol.clock import utc_now
+from gpubench_nb.protocol.records import read_json
 
 TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
 
@@ -47,10 +47,7 @@ def holder_path(bundle_dir: Path | str) -> Path:
 
 def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
     """What the sidecar says about the holder; {} when absent or unreadable."""
-    try:
-        data = json.loads(holder_path(bundle_dir).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    data = read_json(holder_path(bundle_dir), error=None)
     return data if isinstance(data, dict) else {}
 
 

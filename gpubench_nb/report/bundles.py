@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from gpubench_nb.protocol.records import (
     OfferEconomics,
     read_economics,
     read_environment,
+    read_json,
     read_run,
 )
 from gpubench_nb.protocol.yamlio import parse_yaml
@@ -101,17 +101,6 @@ def parse_bundle_dirs(value: str | os.PathLike[str] | Sequence[Any]) -> list[str
     return [os.fspath(v) for v in value]
 
 
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise BundleError(
-            f"{path}: unreadable JSON ({exc}); fix: restore it from the bundle"
-        ) from None
-
-
 def _read_rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         raise BundleError(
@@ -127,7 +116,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
     run = read_run(folder)
     telemetry = run.gpu_telemetry if run else None
-    checks = _read_json(folder / CHECKS_NAME) or {}
+    checks = read_json(folder / CHECKS_NAME) or {}
     return {
         **row,
         "error": run.error if run else None,
@@ -181,7 +170,7 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
             raise BundleError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
         if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
             raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
-        lock = _read_json(path / LOCK_NAME) or {}
+        lock = read_json(path / LOCK_NAME) or {}
         rows = [_with_run_files(path, r) for r in _read_rows(path / CSV_NAME)]
         bundles.append((path, lock, sorted(rows, key=_declared_order(lock))))
     labels = [_label(path, lock, rows) for path, lock, rows in bundles]

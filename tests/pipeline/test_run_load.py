@@ -8,12 +8,12 @@ import pytest
 from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine import load as loadmod
+from gpubench_nb.engine import measure
 from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.memory import MemoryReading
 from gpubench_nb.pipeline import run as runmod
-from gpubench_nb.pipeline import run_record
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
@@ -367,5 +367,5 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
 def test_cold_note_states_the_cublas_workspace() -> None:
     """The cold row's note says its peak includes the 32 MiB cuBLAS workspace (issue 23 §6);
     a warm note does not claim it."""
-    assert "cuBLAS workspace (32 MiB" in run_record.phase_note("cold", 0)
-    assert "cuBLAS" not in run_record.phase_note("warm", 2)
+    assert "cuBLAS workspace (32 MiB" in measure.phase_note("cold", 0)
+    assert "cuBLAS" not in measure.phase_note("warm", 2)

@@ -80,7 +80,7 @@ def test_an_edited_or_missing_lock_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ProtocolError, match="protocol lock not found"):
         read_given_lock(tmp_path / "nowhere.json")
     path.write_text("{not json", encoding="utf-8")
-    with pytest.raises(ProtocolError, match="not a readable protocol lock"):
+    with pytest.raises(ProtocolError, match=r"unreadable JSON .*Fix: copy it again, unchanged"):
         read_given_lock(path)
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 from gpubench_nb.engine.backends.base import read_metadata
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_REVISION
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.records import read_json
 
 # Modules a tokenizer load may import lazily, depending on the transformers version.
 _TOKENIZER_SUPPORT = (
@@ -46,10 +46,7 @@ _MODEL_MAPPING = {
 
 
 def _json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    value = read_json(path, error=None)
     return value if isinstance(value, dict) else {}
 
 

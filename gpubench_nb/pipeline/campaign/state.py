@@ -8,16 +8,15 @@ from the bundle itself (schedule, manifest, lock), never from the job state alon
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME
+from gpubench_nb.protocol.records import read_json
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
@@ -38,28 +37,16 @@ def frozen_dir_for(campaign_dir: Path) -> Path:
 
 
 def read_state(campaign_dir: Path) -> dict[str, Any]:
-    path = Path(campaign_dir) / STATE_NAME
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {"targets": {}}
-    except json.JSONDecodeError as exc:
-        raise BundleError(
-            f"{path}: unreadable campaign state ({exc}); fix: restore it, or move it aside: the "
-            "bundles themselves say what is done and `campaign run` rebuilds the state"
-        ) from None
+    fix = (
+        "fix: restore it, or move it aside: the bundles themselves say what is done and "
+        "`campaign run` rebuilds the state"
+    )
+    return read_json(Path(campaign_dir) / STATE_NAME, fix=fix) or {"targets": {}}
 
 
 def write_state(campaign_dir: Path, state: dict[str, Any]) -> None:
     state["updated_utc"] = utc_now()
     write_json_atomic(Path(campaign_dir) / STATE_NAME, state)
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
 
 
 @dataclass(frozen=True)
@@ -81,9 +68,9 @@ class Progress:
 
 
 def bundle_progress(bundle_dir: Path) -> Progress:
-    schedule = _read_json(Path(bundle_dir) / layout.SCHEDULE_NAME) or {}
+    schedule = read_json(Path(bundle_dir) / layout.SCHEDULE_NAME, error=None) or {}
     runs = schedule.get("runs")
-    lock = _read_json(Path(bundle_dir) / LOCK_NAME) or {}
+    lock = read_json(Path(bundle_dir) / LOCK_NAME, error=None) or {}
     return Progress(
         runs_done=sum(1 for run in runs or [] if run.get("status") == "done"),
         runs_total=len(runs) if isinstance(runs, list) else None,
