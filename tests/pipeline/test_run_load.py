@@ -8,8 +8,7 @@ import pytest
 from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine import load as loadmod
-from gpubench_nb.engine import measure
-from gpubench_nb.engine import timing
+from gpubench_nb.engine import measure, timing
 from gpubench_nb.engine.backends.bow import BowBackend
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.memory import MemoryReading
