@@ -1,4 +1,4 @@
-"""Where the stage notebooks are: package data ``gpubench_nb.notebooks`` (issue 21).
+"""Where the stage notebooks are: package data ``gpubench_nb.notebooks``.
 
 The source is the repository's top-level ``notebooks/`` folder, which ``pyproject.toml`` maps to
 that package; a wheel, ``pip install .``, an editable and a read-only install all find them

@@ -136,7 +136,7 @@ def _times(
     bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
 ) -> tuple[list[datetime], list[str]]:
     """Every recorded moment of the bundle (each run's start and finish, the environment
-    capture), and the reasons a moment that should be there cannot be read (issue 22 §3, §9):
+    capture), and the reasons a moment that should be there cannot be read:
     a missing or malformed time is a stated reason, never silently skipped."""
     stamps: list[tuple[str, Any]] = [(f"{ENVIRONMENT_NAME} captured_utc", env.captured_utc)]
     unreadable = []
@@ -169,7 +169,7 @@ def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
     """What the bundle's corpus is (R5.3): the identity its lock froze, else (a bundle frozen
     before identities were recorded) the identity of its kept corpus copy, which the manifest
     check has just verified. Either way the same items in another order, or with IDs equal
-    under NFC, are one corpus (issue 22 §4)."""
+    under NFC, are one corpus."""
     frozen = lock.get("corpus_identity")
     if isinstance(frozen, str) and frozen:
         return frozen
@@ -192,7 +192,7 @@ def ledger_report(
     table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
     given (atomically, for ``report --ledger``), returned formatted as ``fmt``.
 
-    ``out`` goes through the one output guard before anything is read (R5.6, issue 22 §2):
+    ``out`` goes through the one output guard before anything is read (R5.6):
     never over the offers table or a file of a bundle, never into a bundle.
     """
     if out:
@@ -203,7 +203,7 @@ def ledger_report(
             instead="name a new file outside every bundle, e.g. --out "
             f"{Path.cwd() / 'ledger.json'}",
         )
-    if not Path(offers_path).exists():  # a typed path is read from the current folder (issue 25)
+    if not Path(offers_path).exists():  # a typed path is read from the current folder
         raise EconomicsError(
             f"--offers {offers_path}: no such file, looked for at {Path(offers_path).resolve()} "
             "(a path you type is relative to the current folder); pass --offers with your "
@@ -281,7 +281,7 @@ def build_ledger(
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
-        "placeholder": offer.placeholder,  # invented example prices, not a quote (issue 24 §3)
+        "placeholder": offer.placeholder,  # invented example prices, not a quote
         "accepted_corpora": count,
         "cost_per_accepted_usd_minor": quote.cost_per_accepted_usd_minor,
         "rounding_rule": ROUNDING_RULE,
@@ -349,7 +349,7 @@ def _examine(
 
     A bundle is counted only once its seal verifies as check-bundle verifies it: the manifest,
     the lock's hashes and the CSV schema (R5.3, R5.6); a bundle without a manifest is
-    unfinished and not counted (issue 22 §3).
+    unfinished and not counted.
     """
     if not (path / CSV_NAME).is_file():
         return f"no {CSV_NAME}: nothing was recorded in this bundle", {}
@@ -430,7 +430,7 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     if fmt != "table":
         raise EconomicsError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     window, total = ledger["window"], ledger["package_total_usd_minor"]
-    mark = bool(ledger.get("placeholder"))  # ledgers written before issue 24 have no such key
+    mark = bool(ledger.get("placeholder"))  # older ledgers have no such key
     lines = [
         ledger["statement"],
         f"window      [{window['start_utc']}, {window['end_utc']}) {window['status']}"
@@ -500,7 +500,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
 
 
 def read_ledger(path: str | Path) -> dict[str, Any]:
-    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency (issue 22 §3);
+    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency;
     EconomicsError when unusable.
 
     Its count must be the number of distinct accepted corpora it lists, its cost the arithmetic

@@ -1,4 +1,4 @@
-"""GPU clocks, power, temperature, clock-event reasons and energy during a timed pass (issue 23 §3).
+"""GPU clocks, power, temperature, clock-event reasons and energy during a timed pass.
 
 ``environment.json``'s clocks are an idle snapshot; what a pass ran at is only known by
 sampling while it runs. A ``ClockSampler`` polls NVML on its own thread, started just before
@@ -191,7 +191,7 @@ class ClockSampler:
 def _median(numbers: list[float]) -> float:
     """``statistics.median``, without importing it: in a process that has loaded torch, the
     ``decimal`` extension that ``statistics`` pulls in took 74 ms to load on 2 cores, paid by
-    every measuring kernel (issue 25)."""
+    every measuring kernel."""
     ordered = sorted(numbers)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

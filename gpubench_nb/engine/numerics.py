@@ -63,7 +63,7 @@ def module_loading(
     getenv: Callable[[str], str | None] = _libc_getenv,
     environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The effective ``CUDA_MODULE_LOADING`` (issue 23 §4), read after CUDA is initialised:
+    """The effective ``CUDA_MODULE_LOADING``, read after CUDA is initialised:
     ``{"effective", "at_start", "source"}``. ``at_start`` is what the process was started
     with (``os.environ``); torch sets ``LAZY`` at CUDA initialisation when it was unset.
     Before CUDA is initialised (or on CPU) the effective value is ``"not observable"``."""
@@ -155,9 +155,9 @@ def numerics_note(settings: Mapping[str, Any]) -> str:
         for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF")
     )
     loading = settings.get("cuda_module_loading")
-    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init (issue 23 §4)
+    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init
         env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
-    else:  # a record written before issue 23: the variable as the process started
+    else:  # an older record: the variable as the process started
         cml = env.get("CUDA_MODULE_LOADING")
         env_text += f" CUDA_MODULE_LOADING={'unset' if cml is None else cml}"
     others = [

@@ -1,4 +1,4 @@
-"""How much of each model/tokenizer file sits in the OS page cache at load start (issue 23 §2).
+"""How much of each model/tokenizer file sits in the OS page cache at load start.
 
 SHA-256 fingerprinting (R1.1) reads every weight file just before the timed load, so that load
 reads from memory, not from storage: ``load_seconds`` is a warm-page-cache load. The residency
@@ -22,7 +22,7 @@ NOT_OBSERVABLE = "not observable"
 RESIDENCY_NOTE = (
     "page cache: SHA-256 fingerprinting read every model and tokenizer file just before the "
     "load, so the load reads them from memory, not storage (warm page cache; "
-    "weight_residency_at_load_start in run.json, issue 23)"
+    "weight_residency_at_load_start in run.json)"
 )
 
 Mincore = Callable[[Path, int], list[bool]]  # (file, size) -> one "resident" flag per page

@@ -1,4 +1,4 @@
-"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (issue 23 §5).
+"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule.
 
 A CUDA error surfaces at the first synchronisation after the kernel that caused it, so a
 failed run can only say which batches were launched since the previous one (R3.6). After the
@@ -26,7 +26,7 @@ from gpubench_nb.engine.environment import utc_now
 from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
 
 DIAGNOSIS_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
-KIND = "diagnosis rerun: outside the schedule, untimed, not a row (issue 23 §5)"
+KIND = "diagnosis rerun: outside the schedule, untimed, not a row"
 _TAG = "GPUBENCH_DIAGNOSIS "
 
 

@@ -76,7 +76,7 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
     from gpubench_nb.kernel import papermill_module, papermill_options
 
-    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
+    papermill = papermill_module()  # without an unused 1 s grammar
 
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
@@ -88,8 +88,8 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
                 kernel_name=KERNEL_NAME,
                 execution_timeout=timeout,
                 progress_bar=False,
-                cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
-                **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
+                cwd=str(Path.cwd()),  # never the installed package's folder
+                **papermill_options(),  # IPC transport: no TCP warning from ipykernel
             )
         except papermill.PapermillExecutionError as exc:
             raise refusal_from_kernel(exc) or exc from None
@@ -105,7 +105,7 @@ def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
     full = _DISK_FULL_IN_KERNEL.match(str(getattr(exc, "evalue", "")))
     if getattr(exc, "ename", None) in _OS_ERRORS and full:
         # A full disk is no observation of the configuration: the run stops with no row, and
-        # the rerun redoes it once space is freed (issue 22 §7), instead of a failed row.
+        # the rerun redoes it once space is freed, instead of a failed row.
         where = full.group("path") or "a file of the run"
         return errors.storage_error(OSError(int(full.group("errno")), full.group("why")), where)
     return None
@@ -236,7 +236,7 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
-        if errors.disk_full(exc):  # ... but a full disk is not (issue 22 §7)
+        if errors.disk_full(exc):  # ... but a full disk is not
             raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
@@ -356,7 +356,7 @@ def _run_schedule(
 def _diagnose_device_errors(
     experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
 ) -> None:
-    """Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an untimed
+    """A CUDA error is asynchronous; locate it after the schedule, in an untimed
     rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row)."""
     for run in todo:
         if needs_diagnosis(_read_record(bundle_dir, run)):

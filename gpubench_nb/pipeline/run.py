@@ -72,7 +72,7 @@ def _load(
     files that differ from the lock are refused (R1.3, raised) before they are loaded.
 
     Four figures, in this order and never inside each other: ``import_seconds`` (importing
-    every module the backend's load uses, issue 23 §1), ``cuda_context_seconds`` (context
+    every module the backend's load uses), ``cuda_context_seconds`` (context
     creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
     ``load_seconds`` (reading each file once and placing it on the device, synchronised, with
     its R3.8 memory readings). Just before the load clock the page-cache residency of the files
@@ -144,7 +144,7 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def _seconds_note(loaded: LoadOutcome) -> str:
-    """The figures kept apart from load_seconds, for the notes (R3.2, issue 23 §1)."""
+    """The figures kept apart from load_seconds, for the notes (R3.2)."""
 
     def text(value: float | None) -> str:
         return "not recorded" if value is None else f"{value:.3f} s"
@@ -332,7 +332,7 @@ def _passes(
     reader: Any,
 ) -> PassResult:
     """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
-    processing scope, tokenisation and batches are built once and reused (issue 25)."""
+    processing scope, tokenisation and batches are built once and reused."""
     prepared: dict[str, Any] = {}
     for number in range(1, warmups + 1):
         warm = measure_pass(

@@ -89,7 +89,7 @@ class Checker:
 
     def __init__(self, source: Path) -> None:
         self.source = source
-        # one failure in many fields (every variant's batch) is said once (issue 25)
+        # one failure in many fields (every variant's batch) is said once
         self.found = Problems("field")
         self.failures = 0  # how many fail() calls so far, for checks that follow another
 
@@ -153,7 +153,7 @@ class Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    # Bounded, duplicate keys refused (issue 11 §6): the one YAML reader.
+    # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)

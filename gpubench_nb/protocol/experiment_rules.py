@@ -1,4 +1,4 @@
-"""Input rules of the experiment's fields (issue 11 §6): identifiers, seeds, repeats, formats."""
+"""Input rules of the experiment's fields: identifiers, seeds, repeats, formats."""
 
 from __future__ import annotations
 

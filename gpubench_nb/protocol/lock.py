@@ -42,7 +42,7 @@ def build_lock(
 
 
 def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
-    """``lock`` with ``lock_sha256``: the SHA-256 of every other field (issue 22 §5).
+    """``lock`` with ``lock_sha256``: the SHA-256 of every other field.
 
     ``sha256`` covers what is compared between runs (declaration and fingerprints) and stays
     as it was, so bundles frozen before keep verifying; ``lock_sha256`` also covers the fields

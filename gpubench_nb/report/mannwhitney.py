@@ -1,4 +1,4 @@
-"""The exact two-sided Mann–Whitney U p-value, in plain Python (issue 25: no scipy import).
+"""The exact two-sided Mann–Whitney U p-value, in plain Python (no scipy import).
 
 The report's verdict (report/verdict.py) needs this one number; importing ``scipy.stats`` for it
 cost the report kernel 0.5-1 s on 2 cores. This computes what

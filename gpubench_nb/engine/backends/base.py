@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported (issue 21)
+from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
     BATCHINGS,

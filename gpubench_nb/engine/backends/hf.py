@@ -24,7 +24,7 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.
 
 
 # Read by from_pretrained beside config.json when present: generation_config.json holds the
-# folder's generation defaults (issue 23 §7: they changed answers while no revision knew).
+# folder's generation defaults (they changed answers while no revision knew).
 MODEL_EXTRA_FILES = ("generation_config.json",)
 
 

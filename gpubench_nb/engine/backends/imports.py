@@ -1,4 +1,4 @@
-"""Import what a backend needs before the load clock starts (R3.2, issue 23 §1).
+"""Import what a backend needs before the load clock starts (R3.2).
 
 In a fresh process, importing torch and transformers (and what they pull in: scipy, sympy,
 torch.distributed ...) took 98 % of a recorded 8.4 s load on an H200. Imports are not loading
@@ -8,7 +8,7 @@ timed on their own as ``import_seconds``, so ``load_seconds`` covers reading the
 placing the weights. Nothing else is imported: a measuring kernel imports only what it uses
 (``tests/engine/test_imports.py`` checks ``sys.modules``). A backend whose registry entry says
 ``plain_tokenizer`` (bow), whose built folder declares the shipped WordPiece files, imports
-``tokenizers`` and never transformers (issue 25: ~0.9 s of every fresh kernel on 2 cores).
+``tokenizers`` and never transformers (~0.9 s of every fresh kernel on 2 cores).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def _declares_shipped_wordpiece(model_path: Path) -> bool:
     """Whether a built folder declares the shipped WordPiece files as its tokenizer. Its load
     then reads them with ``tokenizers`` alone, and it refuses any other tokenizer folder
     (R1.1): the declaration decides, read, not hashed. The files are hashed once per run, by
-    fingerprinting, never inside ``import_seconds`` (issue 25)."""
+    fingerprinting, never inside ``import_seconds``."""
     try:
         meta = read_metadata(Path(model_path))
     except (BackendError, OSError):
@@ -128,7 +128,7 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
         asked.append(name)
     entry = REGISTRY.get(model.backend)  # unknown: load_backend refuses it with the list
     if entry is not None:
-        entry.backend_class()  # imports the backend's module (the registry, issue 21)
+        entry.backend_class()  # imports the backend's module (the registry)
         asked.append(f"gpubench_nb.engine.backends.{entry.module}")
     if entry is not None and entry.plain_tokenizer and _declares_shipped_wordpiece(model.path):
         import tokenizers  # noqa: F401  (the shipped WordPiece files, read without transformers)

@@ -1,4 +1,4 @@
-"""The backend registry: one entry per declared ``model.backend`` name (issue 21).
+"""The backend registry: one entry per declared ``model.backend`` name.
 
 Each entry says how to get the class (imported when asked: torch and transformers load only
 for the backend used), which files its model revision covers (R1.1), whether ``build-model``
@@ -32,7 +32,7 @@ class BackendEntry:
     preset: bool  # built by `build-model` from a seed (bow, minilm); else the user's folder
     prompt: bool  # takes the declared model.prompt (causal_lm, R2.5)
     # reads the shipped WordPiece files with `tokenizers` alone, never importing transformers
-    # (tokenization.TextTokenizer, issue 25); another tokenizer folder still goes through it
+    # (tokenization.TextTokenizer); another tokenizer folder still goes through it
     plain_tokenizer: bool = False
 
     def backend_class(self) -> type:

@@ -139,7 +139,7 @@ def campaign_report(
             rule="R5.6",
         )
     report = Path(out) if out else campaign_dir / REPORT_NAME
-    check_output_file(  # the one output guard (R5.6, issue 22 §2)
+    check_output_file(  # the one output guard (R5.6)
         report,
         option="--out" if out else "the campaign report",
         inputs=[Path(path), *ready],
