@@ -78,7 +78,7 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
             os.close(saved)
 
 
-def execute_notebook(step: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
+def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
     from gpubench_nb.kernel import papermill_module, papermill_options
 
@@ -88,7 +88,7 @@ def execute_notebook(step: str, output: Path, parameters: dict[str, Any], timeou
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
         try:
             papermill.execute_notebook(
-                str(notebook_path(f"{step}.ipynb")),
+                str(notebook_path(name)),
                 str(output),
                 parameters=parameters,
                 kernel_name=KERNEL_NAME,
@@ -225,7 +225,7 @@ def run_one(
     failure = None
     try:
         execute_notebook(
-            MEASURE_STEP,
+            f"{MEASURE_STEP}.ipynb",
             bundle_dir
             / "notebooks"
             / MEASURE_STEP
@@ -295,7 +295,7 @@ def run_experiment(
         notebooks = bundle_dir / "notebooks"
         if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
             execute_notebook(
-                ENVIRONMENT_STEP,
+                f"{ENVIRONMENT_STEP}.ipynb",
                 notebooks / f"{ENVIRONMENT_STEP}.ipynb",
                 params,
                 run_timeout_seconds,
@@ -314,10 +314,13 @@ def run_experiment(
             )  # fmt: skip
             _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
             execute_notebook(
-                QUALITY_STEP, notebooks / f"{QUALITY_STEP}.ipynb", params, run_timeout_seconds
+                f"{QUALITY_STEP}.ipynb",
+                notebooks / f"{QUALITY_STEP}.ipynb",
+                params,
+                run_timeout_seconds,
             )
             execute_notebook(
-                ECONOMICS_STEP,
+                f"{ECONOMICS_STEP}.ipynb",
                 notebooks / f"{ECONOMICS_STEP}.ipynb",
                 {**params, "pricing": pricing} if pricing is not None else params,
                 run_timeout_seconds,
