@@ -11,7 +11,11 @@ from typing import Any
 from gpubench_nb.errors import ProtocolError
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
-BACKENDS = ("bow", "minilm", "hf", "causal_lm")
+# The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
+PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
+USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
+BACKENDS = PRESET_BACKENDS + USER_BACKENDS
+PROMPT_BACKENDS = ("causal_lm",)  # classify through the declared model.prompt (R2.5)
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
