@@ -10,11 +10,11 @@ from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (
 
 LOAD_SCOPE = (
     "load timer covers reading weights and tokenizer (each file once) and placing them on the "
-    "device, synchronised (R3.2); it excludes importing the backend's Python modules "
-    "(import_seconds), CUDA context creation (cuda_context_seconds) and SHA-256 fingerprinting "
-    "(fingerprint_seconds), all in run.json; fingerprinting has just read every file, so the "
-    "load reads them from the page cache, not storage; no forward pass runs, so the cold pass "
-    "is the process's first forward"
+    "device, synchronised (R3.2); it excludes importing torch and the backend's Python modules "
+    "(import_seconds; on CUDA also the driver start), CUDA context creation "
+    "(cuda_context_seconds) and SHA-256 fingerprinting (fingerprint_seconds), all in run.json; "
+    "fingerprinting has just read every file, so the load reads them from the page cache, not "
+    "storage; no forward pass runs, so the cold pass is the process's first forward"
 )
 
 
