@@ -93,6 +93,28 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def schemas() -> dict[str, dict]:
+    """The declarations validate checks the files against, by file (``gpubench-nb schema``)."""
+    from gpubench_nb.economics.offers import OFFERS
+    from gpubench_nb.pipeline.campaign.file import CAMPAIGN
+    from gpubench_nb.protocol.experiment_spec import EXPERIMENT
+
+    return {"experiment": EXPERIMENT, "offers": OFFERS, "campaign": CAMPAIGN}
+
+
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from gpubench_nb.protocol import schema
+
+    if args.reference:
+        print(schema.reference(schemas()), end="")
+    else:
+        document = schema.document(f"gpubench-nb {args.file} file", schemas()[args.file])
+        print(json.dumps(document, indent=1, ensure_ascii=False))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
 
@@ -188,6 +210,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ledger": _ledger,
     "classify": _classify,
     "notebooks": _notebooks,
+    "schema": _schema,
     "campaign run": _campaign_run,
     "campaign status": _campaign_status,
     "campaign report": _campaign_report,
