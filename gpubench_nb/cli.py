@@ -25,10 +25,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _build_model(args: argparse.Namespace) -> int:
     from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.engine.backends.build import build_summary
     from gpubench_nb.protocol.experiment import load_experiment
 
-    path = build_model(load_experiment(args.experiment), force=args.force)
-    print(f"model ready: {Path(path).resolve()}")
+    exp = load_experiment(args.experiment)
+    path = build_model(exp, force=args.force)
+    print(f"model ready: {Path(path).resolve()}", *build_summary(exp, path), sep="\n")
     return 0
 
 
