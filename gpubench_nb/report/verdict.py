@@ -1,4 +1,4 @@
-"""The one rule that says whether one variant's warm runs are faster than another's (issue 24 §1).
+"""The one rule that says whether one variant's warm runs are faster than another's.
 
 Every sentence and table that says "faster", "not distinguishable" or "too few runs to decide"
 calls :func:`compare_runs`; outliers are found by :func:`outlier_fence` alone.
