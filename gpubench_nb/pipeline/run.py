@@ -15,6 +15,7 @@ from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.notebook_files import MEASURE_STEP
 from gpubench_nb.pipeline.run_record import (
     RunNotes,
     finish_record,
@@ -190,7 +191,7 @@ def execute_run(
     bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
     (``CorpusError``), or another writer holding the bundle (``BundleError``).
     """
-    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}", step=True):
+    with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
 
@@ -200,7 +201,7 @@ def _refuse_unless_frozen(
     """After the load or the pass: the files read must still be the frozen ones (R1.1, R1.3);
     otherwise run.json says the run was refused, its predictions are dropped, and it raises."""
     try:
-        require_frozen(bundle_dir, exp, fingerprints, step="10_measure")
+        require_frozen(bundle_dir, exp, fingerprints, step=MEASURE_STEP)
     except ProtocolError as exc:
         out = run_dir(bundle_dir, record["variant_id"], record["phase"], record["run_index"])
         (out / PREDICTIONS_NAME).unlink(missing_ok=True)
@@ -228,7 +229,7 @@ def _execute_run(
     corpus = load_experiment_corpus(exp, "eval")
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
     # runs; from here on only this checked `exp` is used (a later edit of the YAML is not seen).
-    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="10_measure")
+    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
 
     out = run_dir(bundle_dir, variant_id, phase, run_index)
