@@ -10,6 +10,7 @@ from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.load import LoadSpec, load_phase
 from gpubench_nb.engine.measure import run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.notebook_files import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.corpus import Corpus
@@ -56,7 +57,7 @@ def execute_run(
     bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
     (``CorpusError``), or another writer holding the bundle (``BundleError``).
     """
-    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}", step=True):
+    with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
 
@@ -74,7 +75,7 @@ def _execute_run(
     corpus = load_experiment_corpus(exp, "eval")
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
     # runs; from here on only this checked `exp` is used.
-    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="10_measure")
+    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
     out = run_dir(bundle_dir, variant_id, phase, run_index)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +98,7 @@ def _execute_run(
         """The files read must still be the frozen ones (R1.1, R1.3); otherwise run.json says
         the run was refused, its predictions are dropped, and it raises."""
         try:
-            require_frozen(bundle_dir, exp, fingerprints, step="10_measure")
+            require_frozen(bundle_dir, exp, fingerprints, step=MEASURE_STEP)
         except ProtocolError as exc:
             predictions.unlink(missing_ok=True)
             refused = {"status": "refused", "error": str(exc), "notes": str(exc)}

@@ -64,10 +64,10 @@ def read_json(
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, absurd numbers
         if error is None:
             return None
-        raise error(f"{path}: unreadable JSON ({exc}); {fix}", rule=rule) from None
+        raise error(f"{path}: unreadable JSON ({str(exc)[:200]}); {fix}", rule=rule) from None
 
 
 # -- the record base --------------------------------------------------------------------------
