@@ -15,7 +15,7 @@ shown failing on a planted fault by ``--device cpu`` (the CPU smoke mode; ``PLAN
   the cuBLAS workspace against the cold note, generation options, page-cache residency
   against fincore.
 - ``cold/<backend>/<precision>/b<batch>`` (``--rows``): a real fresh process per row runs the
-  production load (``pipeline.run._load``, its import clock started before ``import torch``)
+  production load (``engine.load.load_phase``, its import clock started before ``import torch``)
   and cold / warm passes against CUDA events; ``load/imports/<row>``: its import_seconds against
   a fresh ``python -c "import torch"`` measured just before it, and its residency at load start.
 
@@ -252,8 +252,8 @@ def child(args: Any) -> int:
 
     from gpubench_nb.engine.backends import bow, hf, minilm, resolve_device
     from gpubench_nb.engine.faults import FaultPlan
+    from gpubench_nb.engine.load import LoadSpec, load_phase
     from gpubench_nb.engine.measure import measure_pass
-    from gpubench_nb.pipeline import run as runmod
     from gpubench_nb.protocol.corpus import load_experiment_corpus, make_corpus
 
     classes = {"bow": bow.BowBackend, "minilm": minilm.MinilmBackend, "hf": hf.HfBackend}
@@ -310,16 +310,18 @@ def child(args: Any) -> int:
     if args.limit:
         corpus = make_corpus(corpus.path, corpus.items[: args.limit])
     device = resolve_device(args.device)
-    loaded = runmod._load(exp, settings, device, FaultPlan(), imports_started=started)
+    spec = LoadSpec(exp.model, exp.tokenizer, exp.classes, settings)
+    loaded = load_phase(spec, FaultPlan(), imports_started=started)
+    figures = loaded.record or {}
     during = clock_modules.get("stop", set()) - clock_modules.get("start", set())
     out: dict[str, Any] = {
-        "import_seconds": loaded.import_seconds,
+        "import_seconds": figures.get("import_seconds"),
         "imported_during_load": sorted(during),
-        "residency": loaded.residency,
-        "cuda_context_seconds": loaded.cuda_context_seconds,
-        "fingerprint_seconds": loaded.fingerprint_seconds,
-        "load_seconds": loaded.load_seconds,
-        "load_memory": loaded.memory.to_dict(),
+        "residency": figures.get("weight_residency_at_load_start"),
+        "cuda_context_seconds": figures.get("cuda_context_seconds"),
+        "fingerprint_seconds": figures.get("fingerprint_seconds"),
+        "load_seconds": figures.get("load_seconds"),
+        "load_memory": figures.get("load_memory"),
         "forwards_during_load": state["forwards"],
         "error": loaded.error,
     }

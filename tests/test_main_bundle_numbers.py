@@ -1,7 +1,7 @@
 """The kept bundle made by main reports the same numbers today (R5.6: old bundles still read).
 
 ``tests/fixtures/main-bundle-numbers.json`` holds what the report computed from
-``tests/fixtures/main-bundle/`` with main 6c29b74, before the records were rebuilt on one
+``tests/fixtures/main-bundle/`` with main 34009a8, before the records were rebuilt on one
 annotated base: every option, sentence, summary cell and row the report derives must match.
 """
 

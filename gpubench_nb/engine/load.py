@@ -69,6 +69,7 @@ def load_phase(
     spec: LoadSpec,
     plan: FaultPlan,
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
+    imports_started: int | None = None,
 ) -> LoadOutcome:
     """Resolve the device, import, create the CUDA context, fingerprint, then load, timed.
 
@@ -88,7 +89,8 @@ def load_phase(
 
     figures: dict[str, Any] = {"load_seconds": None, "load_memory": NOT_RECORDED.to_dict()}
     stage, probe, device = "load", None, None
-    started = time.perf_counter_ns()  # resolving the device imports torch: part of the imports
+    # resolving the device imports torch: part of the imports (unless the caller's clock began)
+    started = time.perf_counter_ns() if imports_started is None else imports_started
     try:
         device = resolve_device(spec.settings.device)
     except Exception as exc:  # a device that cannot be used is an observation (R3.6)

@@ -244,7 +244,7 @@ from gpubench_nb.engine import timing
 from gpubench_nb.engine import load
 from gpubench_nb.steps import measure  # what the 10_measure notebook imports and calls
 
-class ChargeTorch:  # finding `torch` advances the load phase's clock by 1000 s: whose figure gets it?
+class ChargeTorch:  # finding `torch` advances the load's clock by 1000 s: whose figure is it?
     offset = 0
 
     def find_spec(self, name, path=None, target=None):
@@ -363,7 +363,7 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
                 "generation_config_folder_overridden": ["min_new_tokens", "suppress_tokens"],
             }
 
-    outcome = load._loaded("cpu", Causal(), {}, [])
+    outcome = load._loaded("cpu", Causal(), {"load_seconds": 0.5}, [])
     assert outcome.record["generation_config_effective"] == {
         "do_sample": False,
         "max_new_tokens": 3,
