@@ -15,7 +15,7 @@ shown failing on a planted fault by ``--device cpu`` (the CPU smoke mode; ``PLAN
   the cuBLAS workspace against the cold note, generation options, page-cache residency
   against fincore.
 - ``cold/<backend>/<precision>/b<batch>`` (``--rows``): a real fresh process per row runs the
-  production load (``engine.load.load_phase``, its import clock started before ``import torch``)
+  production load (``engine.phases.load_phase``, its import clock started before ``import torch``)
   and cold / warm passes against CUDA events; ``load/imports/<row>``: its import_seconds against
   a fresh ``python -c "import torch"`` measured just before it, and its residency at load start.
 
@@ -252,8 +252,8 @@ def child(args: Any) -> int:
 
     from gpubench_nb.engine.backends import bow, hf, minilm, resolve_device
     from gpubench_nb.engine.faults import FaultPlan
-    from gpubench_nb.engine.load import LoadSpec, load_phase
     from gpubench_nb.engine.measure import measure_pass
+    from gpubench_nb.engine.phases import LoadSpec, load_phase
     from gpubench_nb.protocol.corpus import load_experiment_corpus, make_corpus
 
     classes = {"bow": bow.BowBackend, "minilm": minilm.MinilmBackend, "hf": hf.HfBackend}

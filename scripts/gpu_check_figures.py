@@ -699,7 +699,7 @@ def _cublas_child() -> dict:
     """Allocated bytes left by the first matrix product of a fresh process (output freed)."""
     import torch
 
-    from gpubench_nb.engine.measure import CUBLAS_NOTE
+    from gpubench_nb.engine.phases import CUBLAS_NOTE
 
     device = torch.device("cuda")
     x = torch.ones(64, 64, device=device)

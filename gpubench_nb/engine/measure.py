@@ -8,20 +8,18 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.clocks import sampler_for, telemetry_text
-from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
-from gpubench_nb.engine.load import LoadOutcome
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
-from gpubench_nb.engine.timing import LOAD_SCOPE, Stopwatch, check_scope, scope_note, synchronizer
+from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
-from gpubench_nb.protocol.records import GpuTelemetry, Phase
+from gpubench_nb.protocol.records import GpuTelemetry
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,7 @@ class PassResult:
     tokens_processed: int | None = None  # where the backend counts them (tokens/s)
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
     gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
+    corpus_reread: str | None = None  # end_to_end: the revision of the corpus file read again
 
     @property
     def ok(self) -> bool:
@@ -62,8 +61,10 @@ class PassResult:
             else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
         }
 
-    def events(self) -> list[str]:
-        """The notes' events of the pass: failures, off-label answers (R1.5), memory (R3.8)."""
+    def note_lines(self) -> tuple[list[str], list[str]]:
+        """The pass's sentences for the notes: facts (the GPU's clocks, R2.5), then events
+        (failures, off-label answers R1.5, memory R3.8)."""
+        telemetry = telemetry_text(self.gpu_telemetry)
         off_label = (
             [
                 f"R1.5 {self.off_label_answers} of {self.item_count} generated answers are "
@@ -72,7 +73,7 @@ class PassResult:
             if self.off_label_answers
             else []
         )
-        return [*self.notes, *off_label, *self.memory.problems()]
+        return [telemetry] if telemetry else [], [*self.notes, *off_label, *self.memory.problems()]
 
 
 def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:
@@ -136,7 +137,7 @@ def _default_reader(corpus: Any) -> Callable[[], Any]:
     def read() -> Any:
         from gpubench_nb.protocol.corpus import load_corpus
 
-        return load_corpus(corpus.path)
+        return load_corpus(corpus.path, **corpus.read_as)
 
     return read
 
@@ -199,7 +200,8 @@ def measure_pass(
         if path is not None:
             path.unlink(missing_ok=True)
         where = _where(exc, run.stage, run.number, run.total_batches, track)
-        return _failed(exc, probe, run.tokenized, where, _telemetry(sampler))
+        failed = _failed(exc, probe, run.tokenized, where, _telemetry(sampler))
+        return replace(failed, corpus_reread=run.reread)
     return PassResult(
         elapsed_seconds=elapsed,
         memory=memory,
@@ -213,6 +215,7 @@ def measure_pass(
         if hasattr(backend, "off_label_answer")
         else None,
         gpu_telemetry=_telemetry(sampler),
+        corpus_reread=run.reread,
     )
 
 
@@ -261,6 +264,7 @@ class _Pass:
             settings.batching,
         )
         self.stage = "start"
+        self.reread: str | None = None  # end_to_end: the revision of the corpus read again
         self.number = 0  # the batch being launched
         self.total_batches: int | str = "?"
         self.tokenized: Any = None
@@ -284,6 +288,7 @@ class _Pass:
         self.span.begin()
         self.stage = "reading the corpus"
         current = reader()
+        self.reread = current.revision
         batches = self._tokenized_batches(current.texts)
         self.total_batches = len(batches)
         outputs = self._forward(batches)
@@ -333,7 +338,8 @@ class _Pass:
         """The labels in corpus order, written to the predictions file if one is asked for."""
         labels = _labels(self.backend, batches, outputs, len(ids))
         if self.path is not None:
-            write_text_atomic(self.path, prediction_lines(ids, labels))
+            lines = prediction_lines(ids, labels)
+            write_text_atomic(self.path, lines)
         return labels
 
 
@@ -447,87 +453,3 @@ def _failed(
         item_count=None,
         gpu_telemetry=telemetry,
     )
-
-
-def warmed_pass(
-    backend: Any,
-    corpus: Any,
-    settings: Any,
-    scope: str,
-    predictions: Path,
-    plan: FaultPlan,
-    warmups: int,
-    reader: Callable[[], Any],
-) -> PassResult:
-    """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
-    processing scope, tokenisation and batches are built once and reused."""
-    prepared: dict[str, Any] = {}
-    for number in range(1, warmups + 1):
-        warm = measure_pass(
-            backend,
-            corpus,
-            settings,
-            scope,
-            predictions,
-            faults=plan,
-            pass_kind="warmup",
-            reader=reader,
-            prepared=prepared,
-        )
-        if not warm.ok:
-            predictions.unlink(missing_ok=True)
-            return PassResult(
-                elapsed_seconds=None,
-                memory=warm.memory,
-                truncated_texts=warm.truncated_texts,
-                dropped_tokens=warm.dropped_tokens,
-                error=f"warm-up pass {number} of {warmups} failed: {warm.error}",
-                notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
-            )
-    return measure_pass(
-        backend, corpus, settings, scope, predictions, faults=plan, reader=reader, prepared=prepared
-    )
-
-
-# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
-# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps:
-# part of what a fresh process pays, reported with the cold row.
-CUBLAS_NOTE = (
-    "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
-    "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
-)
-
-
-def phase_note(phase: str, warmups: int) -> str:
-    """What the phase holds: a fresh process's first pass, or passes after warm-up (R3.2)."""
-    if phase == Phase.COLD:
-        return f"phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7); {CUBLAS_NOTE}"
-    return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
-
-
-def run_notes(
-    scope: str,
-    prompt: Any,
-    phase: str,
-    warmups: int,
-    loaded: LoadOutcome,
-    result: PassResult | None,
-    faults: str,
-    env: dict[str, Any],
-) -> str:
-    """run.json's notes: scope, phase, the load's and the pass's facts, then the events, the
-    injected faults and the environment (R3.1, R3.6, R2.4, R2.5)."""
-    telemetry = telemetry_text(result.gpu_telemetry) if result is not None else ""
-    lines = [
-        scope_note(scope),
-        *([prompt.note()] if prompt is not None else []),  # a prompted causal LM (R2.5)
-        LOAD_SCOPE,
-        phase_note(phase, warmups),
-        *loaded.facts,
-        *([telemetry] if telemetry else []),
-        *loaded.events,
-        *(result.events() if result is not None else []),
-        *([faults] if faults else []),
-        environment_notes(env),
-    ]
-    return "; ".join(lines)

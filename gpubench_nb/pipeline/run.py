@@ -7,13 +7,11 @@ from pathlib import Path
 
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
-from gpubench_nb.engine.load import LoadSpec, load_phase
-from gpubench_nb.engine.measure import run_notes, warmed_pass
+from gpubench_nb.engine.phases import LoadSpec, load_phase, run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.notebook_files import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
-from gpubench_nb.protocol.corpus import Corpus
 from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -111,20 +109,13 @@ def _execute_run(
         lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
     )
     env = capture_environment(loaded.device, used=loaded.backend)
-    result, read, scope, prompt = None, [], exp.timing.scope, exp.model.prompt
+    result, scope, prompt = None, exp.timing.scope, exp.model.prompt
     if loaded.backend is not None:
-
-        def reread() -> Corpus:  # end_to_end re-reads the corpus file: it must be the frozen one
-            read.append(load_experiment_corpus(exp, "eval"))
-            return read[-1]
-
-        result = warmed_pass(
-            loaded.backend, corpus, settings, scope, predictions, plan, warmups, reread
-        )
+        result = warmed_pass(loaded.backend, corpus, settings, scope, predictions, plan, warmups)
     env = finish_environment(env)
     notes = run_notes(scope, prompt, phase, warmups, loaded, result, plan.describe(), env)
-    for revision in sorted({current.revision for current in read}):
-        refuse({"corpus_revision": revision})
+    if result is not None and result.corpus_reread is not None:  # end_to_end read it again
+        refuse({"corpus_revision": result.corpus_reread})
     return write_run(
         out,
         replace(

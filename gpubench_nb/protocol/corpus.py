@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,9 @@ class Corpus:
     # False: loaded for acceptance, which reads IDs and labels only (a 535 MB corpus
     # held 3.3 GB); the revision is still that of the texts, checked while reading them.
     texts_kept: bool = True
+    # How it was read (load_corpus's keywords: format, fields, classes), so it can be read
+    # again the same way: end_to_end times that read (R3.1).
+    read_as: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # Acceptance relies on this: a ledger lists each expected ID once (R1.2, R1.5), two IDs
@@ -207,7 +210,9 @@ def load_corpus(
             f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
             rule="R1.1",
         )
-    return Corpus(path=path, items=tuple(items), revision=revision, texts_kept=texts)
+    read_as = {"fmt": fmt, "id_field": id_field, "text_field": text_field}
+    read_as.update(label_field=label_field, classes=classes, key=key)
+    return Corpus(path, tuple(items), revision, texts_kept=texts, read_as=read_as)
 
 
 def _checked_items(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench_nb.engine import measure
+from gpubench_nb.engine import phases
 from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
 from gpubench_nb.engine.memory import MEMORY_FIELDS
 from gpubench_nb.errors import BackendError, ProtocolError
@@ -160,13 +160,13 @@ def test_warm_run_does_the_declared_warmups_then_one_measured_pass(
     workspace, tmp_path, monkeypatch
 ) -> None:
     kinds: list[str] = []
-    real = measure.measure_pass
+    real = phases.measure_pass
 
     def spy(*args, **kwargs):
         kinds.append(kwargs.get("pass_kind", "measured"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(measure, "measure_pass", spy)
+    monkeypatch.setattr(phases, "measure_pass", spy)
     yaml_path = write_yaml(workspace, "e2e.yaml", scope="end_to_end")
     record = execute_run(yaml_path, "b1", "warm", 2, frozen(yaml_path, tmp_path))
     assert kinds == ["warmup", "warmup", "measured"]  # R3.4

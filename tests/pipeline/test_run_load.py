@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
-from gpubench_nb.engine import load as loadmod
-from gpubench_nb.engine import measure, timing
+from gpubench_nb.engine import phases as loadmod
+from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.memory import MemoryReading
@@ -241,7 +241,7 @@ def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monk
 _IMPORT_PROBE = r"""
 import json, sys, time, types
 from gpubench_nb.engine import timing
-from gpubench_nb.engine import load
+from gpubench_nb.engine import phases as load
 from gpubench_nb.steps import measure  # what the 10_measure notebook imports and calls
 
 class ChargeTorch:  # finding `torch` advances the load's clock by 1000 s: whose figure is it?
@@ -352,7 +352,7 @@ def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch): 
 def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
     """A causal LM's effective generation config is a top-level run.json key and a note
     naming the folder options that were overridden (R2.5)."""
-    from gpubench_nb.engine import load
+    from gpubench_nb.engine import phases as load
 
     class Causal:
         model_revision, tokenizer_revision = "m" * 64, "t" * 64
@@ -382,5 +382,5 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
 def test_cold_note_states_the_cublas_workspace() -> None:
     """The cold row's note says its peak includes the 32 MiB cuBLAS workspace (issue 23 §6);
     a warm note does not claim it."""
-    assert "cuBLAS workspace (32 MiB" in measure.phase_note("cold", 0)
-    assert "cuBLAS" not in measure.phase_note("warm", 2)
+    assert "cuBLAS workspace (32 MiB" in loadmod.phase_note("cold", 0)
+    assert "cuBLAS" not in loadmod.phase_note("warm", 2)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,7 +14,6 @@ from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R
     BATCHINGS,
     PRECISIONS,
 )
-from gpubench_nb.protocol.records import read_json
 
 if TYPE_CHECKING:
     import torch
@@ -179,7 +179,12 @@ def read_metadata(folder: Path) -> dict[str, Any]:
             "Run `gpubench-nb build-model <experiment.yaml>` first, or fix model.path",
             rule="R1.1",
         )
-    return read_json(path, BackendError, "R1.1", "fix: rebuild the folder with --force")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BackendError(
+            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); rebuild with --force"
+        ) from exc
 
 
 class Backend:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,7 +25,6 @@ from typing import Any
 from gpubench_nb.engine.backends.base import read_metadata
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_REVISION
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.records import read_json
 
 # Modules a tokenizer load may import lazily, depending on the transformers version.
 _TOKENIZER_SUPPORT = (
@@ -40,7 +40,10 @@ _COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_erro
 
 
 def _json(path: Path) -> dict[str, Any]:
-    value = read_json(path, error=None)
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
     return value if isinstance(value, dict) else {}
 
 

@@ -1,7 +1,9 @@
-"""The load phase of one run: imports, CUDA context, fingerprints, then the timed load (R3.2).
+"""The phases of one run (R3.2): the load (imports, CUDA context, fingerprints, then the timed
+load), the warm-up passes, the measured pass, and what run.json's notes say of them.
 
-``load_phase`` returns one ``LoadOutcome``: the figures run.json records of the load, and the
-facts and events its notes say; a failure is an observation in it, never raised (R3.6, R5.8).
+Each returns its values: ``load_phase`` a ``LoadOutcome`` (run.json's load fields, the facts
+and events of its notes), ``warmed_pass`` the measured ``PassResult``; a failure is an
+observation in them, never raised (R3.6, R5.8). ``run_notes`` joins their sentences.
 """
 
 from __future__ import annotations
@@ -9,13 +11,23 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
+from gpubench_nb.engine.measure import PassResult, measure_pass
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
-from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
+from gpubench_nb.engine.timing import (
+    LOAD_SCOPE,
+    Stopwatch,
+    cuda_context_seconds,
+    scope_note,
+    synchronizer,
+)
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.records import Phase
 
 
 @dataclass(frozen=True)
@@ -207,3 +219,87 @@ def _readings_so_far(probe: Any) -> MemoryReading:
             return probe.partial()
         except Exception:
             return NOT_RECORDED
+
+
+def warmed_pass(
+    backend: Any,
+    corpus: Any,
+    settings: Any,
+    scope: str,
+    predictions: Path,
+    plan: FaultPlan,
+    warmups: int,
+) -> PassResult:
+    """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
+    processing scope, tokenisation and batches are built once and reused."""
+    prepared: dict[str, Any] = {}
+    for number in range(1, warmups + 1):
+        warm = measure_pass(
+            backend,
+            corpus,
+            settings,
+            scope,
+            predictions,
+            faults=plan,
+            pass_kind="warmup",
+            prepared=prepared,
+        )
+        if not warm.ok:
+            predictions.unlink(missing_ok=True)
+            return PassResult(
+                elapsed_seconds=None,
+                memory=warm.memory,
+                truncated_texts=warm.truncated_texts,
+                dropped_tokens=warm.dropped_tokens,
+                error=f"warm-up pass {number} of {warmups} failed: {warm.error}",
+                notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
+                corpus_reread=warm.corpus_reread,
+            )
+    return measure_pass(
+        backend, corpus, settings, scope, predictions, faults=plan, prepared=prepared
+    )
+
+
+# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
+# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps:
+# part of what a fresh process pays, reported with the cold row.
+CUBLAS_NOTE = (
+    "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
+    "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
+)
+
+
+def phase_note(phase: str, warmups: int) -> str:
+    """What the phase holds: a fresh process's first pass, or passes after warm-up (R3.2)."""
+    if phase == Phase.COLD:
+        return f"phase=cold: first pass in a fresh process, no warm-up (R3.2, R3.7); {CUBLAS_NOTE}"
+    return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
+
+
+def run_notes(
+    scope: str,
+    prompt: Any,
+    phase: str,
+    warmups: int,
+    loaded: LoadOutcome,
+    result: PassResult | None,
+    faults: str,
+    env: dict[str, Any],
+) -> str:
+    """run.json's notes: scope, phase, the load's and the pass's facts, then the events, the
+    injected faults and the environment (R3.1, R3.6, R2.4, R2.5)."""
+    phase_text = phase_note(phase, warmups)
+    facts, events = result.note_lines() if result is not None else ([], [])
+    lines = [
+        scope_note(scope),
+        *([prompt.note()] if prompt is not None else []),  # a prompted causal LM (R2.5)
+        LOAD_SCOPE,
+        phase_text,
+        *loaded.facts,
+        *facts,
+        *loaded.events,
+        *events,
+        *([faults] if faults else []),
+        environment_notes(env),
+    ]
+    return "; ".join(lines)
