@@ -31,6 +31,7 @@ from gpubench_nb.economics.offers import (
 from gpubench_nb.economics.package_columns import fill_package_columns
 from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
+from gpubench_nb.protocol.records import FORMAT_VERSION
 from gpubench_nb.protocol.results import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -436,7 +437,8 @@ def test_write_bundle_economics_worked_example(tmp_path: Path, offers_file: Path
     bundle = tmp_path / "bundle"
     _write_bundle(bundle)
     data = write_bundle_economics(bundle, Pricing(offers_file, "h100", 7, lots=1))
-    assert json.loads((bundle / "economics.json").read_text(encoding="utf-8")) == data
+    written = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
+    assert written == {**data, "format_version": FORMAT_VERSION}
     # R5.4: one unit of work, declared once for every variant and offer.
     assert data["unit_of_work"] == UNIT_OF_WORK and data["rounding_rule"] == ROUNDING_RULE
     assert data["pricing"]["offer"] == "h100-test"
