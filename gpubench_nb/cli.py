@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpubench_nb.cli_parser import build_parser
 from gpubench_nb.errors import GpubenchError
@@ -16,10 +17,15 @@ EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed arguments by name: the parser names each as the library call's parameter."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "action", "handler")}
+
+
 def _validate(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.validate import validate_experiment
 
-    validate_experiment(args.experiment, sys.stdout)
+    validate_experiment(args.experiment_path, sys.stdout)
     return 0
 
 
@@ -27,7 +33,7 @@ def _build_model(args: argparse.Namespace) -> int:
     from gpubench_nb.engine.backends import build_model
     from gpubench_nb.protocol.experiment import load_experiment
 
-    path = build_model(load_experiment(args.experiment), force=args.force)
+    path = build_model(load_experiment(args.experiment_path), force=args.force)
     print(f"model ready: {Path(path).resolve()}")
     return 0
 
@@ -35,28 +41,14 @@ def _build_model(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.progress import run_with_progress
 
-    summary = run_with_progress(
-        args.experiment,
-        output_dir=args.output_dir,
-        variants=args.variants,
-        fresh=args.fresh,
-        run_timeout_seconds=args.run_timeout,
-        protocol=args.protocol,
-        stream=sys.stderr,
-    )
-    print(summary)
+    print(run_with_progress(**_given(args), stream=sys.stderr))
     return 0
 
 
 def _accept(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.accept import accept_predictions
 
-    accepted = accept_predictions(
-        args.experiment,
-        args.predictions,
-        checks=args.checks,
-        reference_value=args.reference_value,
-    )
+    accepted = accept_predictions(**_given(args))
     print(accepted.text())
     return 0 if accepted.report.corpus_accepted else EXIT_NOT_ACCEPTED
 
@@ -93,25 +85,21 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _written(what: str, path: str | Path) -> int:
+    print(f"{what} written: {Path(path).resolve()}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
 
-    path = render_comparison(
-        args.bundles, args.out, allow_mismatch=args.allow_mismatch, ledger=args.ledger
-    )
-    print(f"report written: {Path(path).resolve()}")
-    return 0
+    return _written("report", render_comparison(**_given(args)))
 
 
 def _classify(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.classify import classify, summary
 
-    result = classify(
-        args.experiment,
-        args.variant,
-        output_dir=args.output_dir,
-        reference_bundle=args.reference_bundle,
-    )
+    result = classify(**_given(args))
     print(summary(result))
     return 0 if result.accepted else EXIT_NOT_ACCEPTED
 
@@ -119,18 +107,7 @@ def _classify(args: argparse.Namespace) -> int:
 def _ledger(args: argparse.Namespace) -> int:
     from gpubench_nb.economics.ledger import ledger_report
 
-    text = ledger_report(
-        args.offers,
-        args.offer,
-        days=args.days,
-        lots=args.lots,
-        start=args.start,
-        bundle_dirs=args.bundles,
-        machines=args.machine,
-        fmt=args.format,
-        out=args.out,
-    )
-    sys.stdout.write(text)
+    sys.stdout.write(ledger_report(**_given(args)))
     if args.out:
         print(f"ledger written: {Path(args.out).resolve()}", file=sys.stderr)
     return 0
@@ -139,15 +116,7 @@ def _ledger(args: argparse.Namespace) -> int:
 def _campaign_run(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.run import run_campaign
 
-    result = run_campaign(
-        args.campaign,
-        output_dir=args.output_dir,
-        targets=args.targets,
-        resubmit=args.resubmit,
-        local_executor=args.local_executor,
-        wait=not args.no_wait,
-        run_timeout_seconds=args.run_timeout,
-    )
+    result = run_campaign(**_given(args))
     sys.stdout.write(result.states_text())
     if result.failed:
         print(
@@ -162,18 +131,14 @@ def _campaign_run(args: argparse.Namespace) -> int:
 def _campaign_status(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 
-    print(status_table(campaign_status(args.campaign, output_dir=args.output_dir)))
+    print(status_table(campaign_status(**_given(args))))
     return 0
 
 
 def _campaign_report(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.view import campaign_report
 
-    path = campaign_report(
-        args.campaign, output_dir=args.output_dir, out=args.out, partial=args.partial
-    )
-    print(f"report written: {Path(path).resolve()}")
-    return 0
+    return _written("report", campaign_report(**_given(args)))
 
 
 # The one library call of each command, by the name its parser gives (cli_parser.py).

@@ -21,30 +21,17 @@ from gpubench_nb.summary import summary_text
 
 
 def run_with_progress(
-    experiment_path: str | Path,
-    *,
-    output_dir: str | Path,
-    variants: list[str] | None,
-    fresh: bool,
-    run_timeout_seconds: int,
-    protocol: str | Path | None,
-    stream: TextIO,
+    experiment_path: str | Path, *, output_dir: str | Path, stream: TextIO, **options: Any
 ) -> str:
-    """Run every scheduled run (orchestrate.run_experiment) with its progress on ``stream``;
-    return the one-screen summary (per variant and phase, then each verdict by the one rule,
-    R1.5)."""
+    """Run every scheduled run (orchestrate.run_experiment, given ``options``: variants, fresh,
+    run_timeout_seconds, protocol) with its progress on ``stream``; return the one-screen
+    summary (per variant and phase, then each verdict by the one rule, R1.5)."""
     check_output_folder(Path(output_dir), option="--output-dir")
     progress = progress_for(stream)
     finished = False
     try:
         result = orchestrate.run_experiment(
-            experiment_path,
-            output_dir=output_dir,
-            variants=variants,
-            fresh=fresh,
-            run_timeout_seconds=run_timeout_seconds,
-            on_progress=progress,
-            protocol=protocol,
+            experiment_path, output_dir=output_dir, on_progress=progress, **options
         )
         finished = True
     finally:  # closed at the real count; a refusal is printed after it
