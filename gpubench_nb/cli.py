@@ -78,7 +78,7 @@ def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
+    from gpubench_nb.kernel import copy_notebooks, notebooks_dir
 
     paths = [notebooks_dir()] if args.copy is None else copy_notebooks(args.copy)
     print(*paths, sep="\n")

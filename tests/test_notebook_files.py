@@ -8,7 +8,7 @@ import pytest
 
 from gpubench_nb.cli import main
 from gpubench_nb.errors import GpubenchError
-from gpubench_nb.notebook_files import (
+from gpubench_nb.kernel import (
     STAGE_NOTEBOOKS,
     copy_notebooks,
     notebook_path,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench_nb.engine.backends import presets
+import gpubench_nb.engine.backends.presets as presets
 from gpubench_nb.engine.backends.base import (
     LoadSpec,
     built_files,
