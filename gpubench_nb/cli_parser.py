@@ -36,6 +36,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
+SCHEMA_FILES = ("experiment", "offers", "campaign")
 EXPERIMENT_HELP = "the experiment YAML (e.g. parameters/demo.yaml); see `gpubench-nb --help`"
 OUTPUT_DIR_HELP = (
     "folder that receives one bundle per experiment, relative to the current folder "
@@ -53,6 +54,7 @@ outputs/<experiment_id>/.
 
 The usual path:
   gpubench-nb validate parameters/demo.yaml    check the declaration and every file it names
+  gpubench-nb build-model parameters/demo.yaml build a preset (bow, minilm) on train/tune
   gpubench-nb run parameters/demo.yaml         measure, accept, price; writes the bundle
   gpubench-nb report outputs/demo-bow-batch    one HTML report over one or more bundles
 """
@@ -220,6 +222,13 @@ COMMANDS = (
         "gpubench-nb notebooks --copy my-notebooks",
         (_arg("--copy", metavar="DIR",
               help="copy them into DIR instead (an existing copy is refused)"),)),
+    Command("schema",
+        "print the JSON Schema of a file you write (what validate checks key by key)",
+        "For an editor: the shipped YAMLs name docs/schema/<file>.json on their first line, so\n"
+        "keys complete and typos show as you type. --reference prints docs/REFERENCE.md.",
+        "gpubench-nb schema experiment > experiment.schema.json",
+        (_arg("file", nargs="?", default="experiment", choices=SCHEMA_FILES, help="which"),
+         _arg("--reference", action="store_true", help="the reference page (Markdown)"))),
     Command("campaign", "one frozen experiment on several machines",
         "`campaign run` freezes the experiment once and runs it on each target (Slurm or\n"
         "local); `campaign status` shows each target; `campaign report` merges their bundles.",

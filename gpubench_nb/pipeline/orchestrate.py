@@ -30,7 +30,7 @@ from gpubench_nb.kernel import (
     papermill_options,
 )
 from gpubench_nb.pipeline import guard
-from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
+from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
 from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
@@ -365,18 +365,15 @@ def _run_schedule(
 def _diagnose_device_errors(
     experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
 ) -> None:
-    """A CUDA error is asynchronous; locate it after the schedule, in an untimed
-    rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row)."""
-    for run in todo:
-        if needs_diagnosis(_read_record(bundle_dir, run)):
-            diagnose_run(
-                experiment.source,
-                run.variant_id,
-                run.phase,
-                run.run_index,
-                bundle_dir,
-                timeout_seconds=timeout_seconds,
-            )
+    """A CUDA error is asynchronous; locate it after the schedule, in untimed reruns with
+    CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row), all within one run timeout."""
+    records = [(run, _read_record(bundle_dir, run)) for run in todo]
+    failed = [
+        (run.variant_id, run.phase, run.run_index, str(record["error"]))
+        for run, record in records
+        if needs_diagnosis(record)
+    ]
+    diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
 
 
 def _render_report(bundle_dir: Path) -> Path | None:

@@ -66,14 +66,17 @@ def _load(
     device: Any,
     plan: FaultPlan,
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
+    imports_started: int | None = None,
 ) -> LoadOutcome:
     """Import, create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
 
     ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
     files that differ from the lock are refused (R1.3, raised) before they are loaded.
 
-    Four figures, in this order and never inside each other: ``import_seconds`` (importing
-    every module the backend's load uses), ``cuda_context_seconds`` (context
+    Four figures, in this order and never inside each other: ``import_seconds`` (from
+    ``imports_started``, taken before ``_device`` imports torch, to every module the backend's
+    load uses imported: torch included and, on CUDA, the driver start of
+    ``torch.cuda.is_available``), ``cuda_context_seconds`` (context
     creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
     ``load_seconds`` (reading each file once and placing it on the device, synchronised, with
     its R3.8 memory readings). Just before the load clock the page-cache residency of the files
@@ -81,7 +84,7 @@ def _load(
     A failure is returned, not raised: out of memory is R5.8 and keeps the readings taken so
     far, anything else is R3.6.
     """
-    started = time.perf_counter_ns()
+    started = time.perf_counter_ns() if imports_started is None else imports_started
     from gpubench_nb.engine.backends.imports import import_backend_modules
 
     out = LoadOutcome()
@@ -151,7 +154,8 @@ def _seconds_note(loaded: LoadOutcome) -> str:
         return "not recorded" if value is None else f"{value:.3f} s"
 
     return (
-        f"outside the load clock: imports {text(loaded.import_seconds)}, CUDA context "
+        f"load {text(loaded.load_seconds)}; outside the load clock: imports (torch included; "
+        f"on CUDA also the driver start) {text(loaded.import_seconds)}, CUDA context "
         f"{text(loaded.cuda_context_seconds)}, fingerprinting {text(loaded.fingerprint_seconds)}"
     )
 
@@ -237,10 +241,13 @@ def _execute_run(
     write_run(out, record)
 
     notes = RunNotes()
+    imports_started = time.perf_counter_ns()  # _device imports torch: part of import_seconds
     device = _device(settings, record, notes)
     backend = None
     if device is not None:
-        backend = _load_backend(exp, settings, device, plan, bundle_dir, record, notes)
+        backend = _load_backend(
+            exp, settings, device, plan, bundle_dir, record, notes, imports_started
+        )
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
 
@@ -283,6 +290,7 @@ def _load_backend(
     bundle_dir: Path | str,
     record: dict[str, Any],
     notes: RunNotes,
+    imports_started: int | None = None,
 ) -> Any:
     """The load phase (``_load``) written into the record; the backend, or None if it failed."""
     loaded = _load(
@@ -296,6 +304,7 @@ def _load_backend(
             record,
             {"model_revision": revisions[0], "tokenizer_revision": revisions[1]},
         ),
+        imports_started,
     )
     record.update(
         load_seconds=loaded.load_seconds,
