@@ -10,7 +10,11 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_REPEATS
+from gpubench_nb.protocol.experiment_rules import (
+    MAX_ID_LENGTH,
+    MAX_SEED,
+    MIN_REPEATS,
+)
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
@@ -41,9 +45,7 @@ OUTPUT_FORMATS = ("predictions_jsonl",)
 # transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
-CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
 IDENTIFIER = schema.text(
