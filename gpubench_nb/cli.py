@@ -210,29 +210,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _stdout_closed(args.command)
-    except IsADirectoryError as exc:
-        print(
-            f"gpubench-nb {args.command}: {exc.filename} is a folder where a file is expected; "
-            "give the file's path",
-            file=sys.stderr,
-        )
-        return 2
-    except NotADirectoryError as exc:
-        print(
-            f"gpubench-nb {args.command}: {exc.filename}: a part of this path is a file where a "
-            "folder is expected; give a folder path",
-            file=sys.stderr,
-        )
-        return 2
     except OSError as exc:
-        from gpubench_nb.errors import disk_full, storage_error
-
-        if not disk_full(exc):
+        text = _os_error_text(exc)
+        if text is None:
             raise
-        # shutil's copies name the source first and the file being written second
-        where = exc.filename2 or exc.filename or "a file of this command"
-        print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
+        print(f"gpubench-nb {args.command}: {text}", file=sys.stderr)
         return 2
+
+
+def _os_error_text(exc: OSError) -> str | None:
+    """What a command says of a path of the wrong kind or a full disk (exit 2); None: a bug."""
+    from gpubench_nb.errors import disk_full, storage_error
+
+    if isinstance(exc, IsADirectoryError):
+        return f"{exc.filename} is a folder where a file is expected; give the file's path"
+    if isinstance(exc, NotADirectoryError):
+        return (
+            f"{exc.filename}: a part of this path is a file where a folder is expected; give a "
+            "folder path"
+        )
+    # shutil's copies name the source first and the file being written second
+    where = exc.filename2 or exc.filename or "a file of this command"
+    return str(storage_error(exc, where)) if disk_full(exc) else None
 
 
 def _resume_command(argv: Sequence[str] | None) -> str:
