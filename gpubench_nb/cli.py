@@ -119,11 +119,13 @@ def _schema(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
+    from gpubench_nb.report.render import executed_notebook
 
     path = render_comparison(
         args.bundles, args.out, allow_mismatch=args.allow_mismatch, ledger=args.ledger
     )
     print(f"report written: {Path(path).resolve()}")
+    print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
     return 0
 
 

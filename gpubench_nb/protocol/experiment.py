@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from gpubench_nb.errors import ProtocolError
+from gpubench_nb.errors import ProtocolError, where_relative
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
@@ -142,6 +142,9 @@ class Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
+    if not source.exists():
+        found = f"cannot read the experiment file: not found{where_relative(path)}"
+        raise ProtocolError(f"{source}: {found}", rule="R1.3")
     # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = Checker(source)
