@@ -14,7 +14,7 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from gpubench_nb.protocol.bundle import (
     MANIFEST_NAME,
     run_dir,
 )
-from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
 from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
@@ -53,19 +53,16 @@ from gpubench_nb.protocol.results import read_rows
 FORMATS = ("table", "csv", "json")
 
 
-def parse_utc(text: str, what: str = "--start") -> datetime:
-    """``2026-12-01`` or ``2026-12-01T09:00:00Z`` as an aware UTC datetime (naive = UTC)."""
+def parse_start(text: str) -> datetime:
+    """The package's ``--start`` (UTC text) as an aware UTC datetime (protocol.clock)."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return parse_utc(text)
     except ValueError:
         raise EconomicsError(
-            f"{what}: not a date, got {text!r}; fix: write 2026-12-01 or 2026-12-01T09:00:00Z "
+            f"--start: not a date, got {text!r}; fix: write 2026-12-01 or 2026-12-01T09:00:00Z "
             "(UTC), the moment the package started",
             rule="R5.3",
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -162,12 +159,9 @@ def _times(
     found = []
     for where, stamp in stamps:
         try:
-            if not isinstance(stamp, str) or not stamp:
-                raise EconomicsError("missing")
-            found.append(parse_utc(stamp, "recorded time"))
-        except EconomicsError:
-            shown = "missing" if stamp is None else repr(stamp)
-            unreadable.append(f"{where}: {shown}")
+            found.append(parse_utc(stamp if isinstance(stamp, str) else ""))
+        except ValueError:
+            unreadable.append(f"{where}: {'missing' if stamp is None else repr(stamp)}")
     return found, unreadable
 
 
@@ -221,7 +215,7 @@ def ledger_report(
         offer,
         days,
         lots,
-        parse_utc(start),
+        parse_start(start),
         bundle_dirs,
         machine=machine_from(machines) if machines else None,
     )
@@ -251,7 +245,7 @@ def build_ledger(
         raise EconomicsError("a bundle folder is passed twice; fix: name each bundle once")
     package_quote(offer, days, lots=lots)  # days and lots checked before any bundle is read
     end = start + timedelta(days=days)
-    now = now or datetime.now(timezone.utc)
+    now = now or utc_moment()
     if machine is None:
         machine = next((m for m in map(machine_of, paths) if m is not None), None)
         if machine is None:

@@ -163,7 +163,7 @@ def measure_pass(
         else:
             ids, labels, elapsed, memory = run.end_to_end(corpus, reader)
     except Exception as exc:
-        _stop(sampler)
+        _stop(sampler, span.watch.span_so_far())
         if path is not None:
             path.unlink(missing_ok=True)
         where = _where(exc, run.stage, run.number, run.total_batches, track)
@@ -200,7 +200,7 @@ class _Span:
     def end(self) -> tuple[float, MemoryReading]:
         """(elapsed seconds, memory readings) of the span."""
         elapsed = self.watch.stop()
-        _stop(self.sampler)
+        _stop(self.sampler, self.watch.span_ns)
         return elapsed, self.probe.end()
 
 
@@ -238,6 +238,7 @@ class _Pass:
         ids = corpus.ids
         batches = self._prepared_batches(corpus, prepared)
         self.total_batches = len(batches)
+        self.stage = "timer start"
         self.span.begin()
         outputs = self._forward(batches)
         self.stage = "synchronisation"
@@ -247,6 +248,7 @@ class _Pass:
 
     def end_to_end(self, corpus: Any, reader: Callable[[], Any]) -> _Observed:
         """Reading, tokens, batches, forward passes and the predictions file, all timed."""
+        self.stage = "timer start"
         self.span.begin()
         self.stage = "reading the corpus"
         current = reader()
@@ -321,19 +323,24 @@ class SyncTracker:
 
 def _start(sampler: Any) -> None:
     if sampler is not None:
-        sampler.start()
-
-
-def _stop(sampler: Any) -> None:
-    if sampler is not None:
         with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
-            sampler.stop()
+            sampler.start()
+
+
+def _stop(sampler: Any, span: tuple[int, int] | None) -> None:
+    if sampler is not None:
+        with contextlib.suppress(Exception):
+            sampler.stop(span)
 
 
 def _telemetry(sampler: Any) -> dict | None:
-    if sampler is None or not getattr(sampler, "observable", False):
+    """The sampler's record; None on CPU (no sampler, or one with nothing to say)."""
+    if sampler is None or not (sampler.observable or getattr(sampler, "reason", None)):
         return None
-    return sampler.summary()
+    try:
+        return sampler.summary()
+    except Exception as exc:
+        return {"observable": False, "reason": f"summary failed: {exc!r:.120}", "flags": []}
 
 
 def _where(exc: Exception, stage: str, number: int, total: int | str, track: SyncTracker) -> str:
@@ -341,6 +348,13 @@ def _where(exc: Exception, stage: str, number: int, total: int | str, track: Syn
     synchronisation or the launch where it surfaced and the batches launched since the last
     successful synchronisation, never "batch N" as if N had caused it."""
     synchronised = stage in ("synchronisation", "writing predictions") and number > 0
+    if stage == "timer start" and failure_kind(exc) == "device":  # a sticky error from before
+        return (
+            "the synchronisation at the timer's start, before batch 1 (a CUDA error surfaced "
+            "there; CUDA reports errors asynchronously, so the failing kernel was launched "
+            "before this pass, in earlier work of this process: the load or a warm-up pass; a "
+            "rerun with CUDA_LAUNCH_BLOCKING=1 outside the schedule locates it)"
+        )
     if failure_kind(exc) != "device" or not (stage == "forward" or synchronised):
         return f"batch {number} of {total}" if stage == "forward" else stage
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":  # every launch synchronous

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.environment import record_environment
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.orchestrate import prepare_bundle
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
-from gpubench_nb.pipeline.steps import environment_step
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.clock import utc_stamp
@@ -175,7 +175,7 @@ def _classify_into(
                 "from_bundle": str(Path(reference_bundle).resolve()),
             },
         )
-    environment_step(exp.source, bundle_dir)
+    record_environment(exp.source, bundle_dir)
     record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
     run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)
     row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row

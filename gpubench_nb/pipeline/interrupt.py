@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from gpubench_nb.atomic import append_text_durable
+from gpubench_nb.engine.allocation import slurm_job_id
 from gpubench_nb.protocol.clock import utc_now
 
 INTERRUPTIONS_LOG = "logs/interruptions.jsonl"
@@ -121,7 +122,7 @@ def record_interruption(
         "run": run_key,  # None: between runs (a notebook step), nothing to redo
         "runs_done": list(runs_done),
         "runs_total": runs_total,
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": slurm_job_id(),
         "host": platform.node(),
         "pid": os.getpid(),
         "meaning": "the run in progress was discarded, not an observation (R3.6); "

@@ -19,6 +19,7 @@ from gpubench_nb.errors import ProtocolError, where_relative
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
+from gpubench_nb.protocol.experiment_rules import optimisation_problems
 from gpubench_nb.protocol.experiment_rules import repeats_reason as _repeats_reason
 from gpubench_nb.protocol.experiment_rules import seed as _seed
 from gpubench_nb.protocol.experiment_spec import (
@@ -93,6 +94,10 @@ class Checker:
 
     def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
         """``value`` checked against its declaration ``spec`` (enum, integer, fraction, text)."""
+        if "anyOf" in spec:  # a word ("auto") or a value of the other declaration
+            if value in [s["const"] for s in spec["anyOf"] if "const" in s]:
+                return value
+            spec = next(s for s in spec["anyOf"] if "const" not in s)
         if "enum" in spec:
             return self.choice(where, value, tuple(spec["enum"]))
         kind = spec.get("type")
@@ -167,6 +172,14 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     fixed = _fixed(check, top["fixed"], knob)
     variants = _variants(check, top["variants"], knob, fixed)
     quality = _quality(check, top["quality"], [v.id for v in variants])
+    model = _model(check, top["model"], classes)
+    refused = {  # what this backend and device cannot run, said once per field (R2.1)
+        (f"fixed.{key}" if key in fixed else f"variants[{v.id}].{key}", problem, fix): None
+        for v in variants
+        for key, problem, fix in optimisation_problems(v.settings, model.backend)
+    }
+    for where, problem, fix in refused:
+        check.fail(where, problem, fix, rule="R2.1")
     notes = top.get("notes") or ""
     if not isinstance(notes, str):
         check.fail("notes", "must be free text", "write a string")
@@ -180,7 +193,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
         classes=classes,
         output_format=check.field("output_format", top),
         quality=quality,
-        model=_model(check, top["model"], classes),
+        model=model,
         tokenizer=TokenizerSpec(
             path=check.path("tokenizer.path", _section(check, top, "tokenizer").get("path"))
         ),

@@ -14,7 +14,10 @@ from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_R
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
-BACKENDS = ("bow", "minilm", "hf", "causal_lm")
+# The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
+PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
+USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
+BACKENDS = PRESET_BACKENDS + USER_BACKENDS
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
@@ -34,6 +37,13 @@ ORDERS = ("alternating", "drawn")
 BATCHINGS = ("corpus_order", "length_sorted")
 PACKAGE_DAYS = (3, 7, 30)
 OUTPUT_FORMATS = ("predictions_jsonl",)
+# How the model is run (R2.1): a torch.compile mode, the attention implementation of a
+# transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
+ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
+QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
+CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
 IDENTIFIER = schema.text(
@@ -50,9 +60,27 @@ SETTINGS: Mapping[str, Any] = {
     "batching": schema.enum(
         "corpus_order, or length_sorted (less padding)", BATCHINGS, default="corpus_order"
     ),
-}
+    "compile": schema.enum("torch.compile mode, or none", COMPILE_MODES, default="none"),
+    "attention": schema.enum(
+        "attention implementation of a transformers model (auto: its own)", ATTENTIONS,
+        default="auto",
+    ),
+    "quantization": schema.enum(
+        "weight quantisation scheme (int8_dynamic: CPU; the others: CUDA with torchao)",
+        QUANTIZATIONS, default="none",
+    ),
+    "threads": {
+        "anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}],
+        "default": "auto",
+        "description": "CPU threads torch uses (auto: torch's own choice)",
+    },
+}  # fmt: skip
 SETTING_KEYS = tuple(SETTINGS)
 SETTING_DEFAULTS = {k: v["default"] for k, v in SETTINGS.items() if "default" in v}
+# Settings added after locks were frozen: left out of the lock at their default (R1.3).
+LATER_DEFAULTS = {
+    k: SETTING_DEFAULTS[k] for k in ("compile", "attention", "quantization", "threads")
+}
 _LIMIT = {"type": ["integer", "null"], "minimum": 1, "default": None}
 _PRESET = {
     "train_limit": {**_LIMIT, "description": "train items used (null: all)"},
@@ -214,6 +242,14 @@ class Settings:
     batch: int
     device: str
     batching: str
+    compile: str = "none"
+    attention: str = "auto"
+    quantization: str = "none"
+    threads: int | str = "auto"
+
+    def optimisations(self) -> dict[str, Any]:
+        """The settings of how the model is run that differ from their defaults (R2.1)."""
+        return {k: getattr(self, k) for k, v in LATER_DEFAULTS.items() if getattr(self, k) != v}
 
 
 @dataclass(frozen=True)
@@ -296,7 +332,7 @@ class Experiment:
             "reference_variant": self.quality.reference_variant,
         }
         declared["output_format"] = self.output_format
-        declared["fixed"] = dict(self.fixed)
+        declared["fixed"] = _declared(self.fixed)
         declared["timing"] = {
             "scope": self.timing.scope,
             "warmup_iterations": self.timing.warmup_iterations,
@@ -308,12 +344,21 @@ class Experiment:
             declared["timing"]["repeats_reason"] = self.timing.repeats_reason
         if self.model.prompt is not None:  # defaults filled in, template hash (R1.3, R2.5)
             declared["model"] = {**declared["model"], "prompt": self.model.prompt.normalised()}
-        declared["variants"] = [{"id": v.id, **_settings_dict(v.settings)} for v in self.variants]
+        declared["variants"] = [
+            {"id": v.id, **_settings_dict(v.settings), self.knob: v.knob_value}
+            for v in self.variants
+        ]
         return plain_data(declared)
 
 
+def _declared(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` without the later settings at their default: a lock frozen before they
+    existed stays the lock of the same experiment (R1.3)."""
+    return {k: v for k, v in settings.items() if k not in LATER_DEFAULTS or LATER_DEFAULTS[k] != v}
+
+
 def _settings_dict(settings: Settings) -> dict[str, Any]:
-    return {key: getattr(settings, key) for key in SETTING_KEYS}
+    return _declared({key: getattr(settings, key) for key in SETTING_KEYS})
 
 
 def plain_data(value: Any) -> Any:

@@ -25,7 +25,8 @@ from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import notebook_path
+from gpubench_nb.notebook_files import REPORT_STEP, notebook_path
+from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
@@ -110,7 +111,7 @@ __all__ = [
     "warnings_markdown",
 ]
 
-NOTEBOOK_NAME = "90_report.ipynb"
+NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
 # The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
 # this module to start that kernel, and load figures.py only when a cell asks.
 _FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
@@ -430,8 +431,8 @@ def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
     """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
     HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
     out_html = Path(out_html).resolve()
-    name = "90_report" if out_html.name == "report.html" else f"90_report-{out_html.stem}"
-    return out_html.parent / "notebooks" / f"{name}.ipynb"
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
+    return out_html.parent / "notebooks" / name
 
 
 def render_report(

@@ -28,6 +28,8 @@ from gpubench_nb.protocol.prompting import normalise_answer
 if TYPE_CHECKING:
     import torch
 
+AUTO_CLASSES = ("AutoModelForCausalLM", "GenerationConfig")  # imported before the load clock
+MODEL_MAPPING = "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"  # (imports.py, R3.2; as hf.py)
 OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
 
 
@@ -320,3 +322,6 @@ class StopInAnswer:
             for row in input_ids[:, self.width :].tolist()
         ]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+BACKEND = CausalLmBackend

@@ -23,10 +23,9 @@ from gpubench_nb.pipeline.campaign.state import (
     read_state,
     verification,
 )
+from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output_file
-
-REPORT_NAME = "report.html"
 
 
 def campaign_status(
