@@ -28,6 +28,10 @@ def integer(doc: str, minimum: int = 1, **extra: Any) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "description": doc, **extra}
 
 
+def positive(doc: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "number", "exclusiveMinimum": 0, "description": doc, **extra}
+
+
 def fraction(doc: str, **extra: Any) -> dict[str, Any]:
     return {"type": "number", "minimum": 0, "maximum": 1, "description": doc, **extra}
 
