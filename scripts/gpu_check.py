@@ -18,7 +18,10 @@ check FAILs. The checks:
   (``pipeline.run._load``: imports, context, fingerprints, residency, timed load) then a cold
   pass, warm-up passes and a warm pass: no forward during load, the cold pass is the first
   forward, import, context and fingerprint times recorded apart, events within bounds of each
-  pass, peak >= weight bytes, allocated <= reserved (R3.8, R3.9). bf16 included.
+  pass, peak >= weight bytes, allocated <= reserved (R3.8, R3.9). bf16 included. A row may
+  name one optimisation (``hf/bf16/b16/compile=default``, ``.../quantization=int8_weight_only``):
+  applied after the timed load by ``engine.optimise``, its seconds recorded apart from the load
+  and the passes, the warm pass free of recompilations, peaks >= the quantised weights.
 - the issue-23 figures, ``scripts/gpu_check_figures.py`` (imports, residency, clocks, module
   loading, asynchronous errors, cuBLAS workspace, generation options).
 - ``environment``: the numerics, SKU and process survey are recorded, "not observable" where
@@ -65,14 +68,15 @@ DEMO = ROOT / "parameters" / "demo.yaml"
 CHILD_TAG = "GPU_CHECK_CHILD "
 VERDICTS: list[tuple[str, str, str]] = []
 DEFAULT_ROWS = "bow/fp32/b16,minilm/fp32/b1,minilm/bf16/b16,hf/fp32/b16,hf/bf16/b1,hf/fp16/b16"
+DEFAULT_ROWS += ",hf/bf16/b16/compile=default,hf/bf16/b16/quantization=int8_weight_only"
 
 
-def parse_rows(text: str) -> list[tuple[str, str, int]]:
-    """``bow/fp32/b16,hf/bf16/b1`` -> [(backend, precision, batch), ...]."""
+def parse_rows(text: str) -> list[tuple[str, str, int, str]]:
+    """``bow/fp32/b16,hf/bf16/b1/compile=default`` -> [(backend, precision, batch, setting)]."""
     rows = []
     for item in text.split(","):
-        backend, precision, batch = item.strip().split("/")
-        rows.append((backend, precision, int(batch.removeprefix("b"))))
+        backend, precision, batch, *setting = item.strip().split("/")
+        rows.append((backend, precision, int(batch.removeprefix("b")), "".join(setting)))
     return rows
 
 
@@ -90,6 +94,10 @@ CSV_COLUMNS = (
     "warm_seconds",
     "warm_event_seconds",
     "weight_bytes",
+    "setting",
+    "optimised",
+    "cold_recompiles",
+    "warm_recompiles",
     "load_memory",
     "cold_memory",
     "warm_memory",
@@ -331,8 +339,13 @@ def child(args: Any) -> int:
             model=ModelSpec(backend=args.backend, path=args.model_dir, build={}),
             tokenizer=TokenizerSpec(path=args.model_dir),
         )
+    extra = dict([args.setting.split("=", 1)]) if args.setting else {}
     settings = dataclasses.replace(
-        exp.variants[0].settings, batch=args.batch, precision=args.precision, device=args.device
+        exp.variants[0].settings,
+        batch=args.batch,
+        precision=args.precision,
+        device=args.device,
+        **extra,
     )
     corpus = load_experiment_corpus(exp, "eval")
     if args.limit:
@@ -355,8 +368,26 @@ def child(args: Any) -> int:
         print(CHILD_TAG + json.dumps(out))
         return 0
     out["weight_bytes"] = loaded.backend.describe()["weight_bytes"]
+    if extra:  # after the timed load, its own seconds (engine.optimise, R3.2)
+        from gpubench_nb.engine import optimise
+
+        lacks = optimise._missing(settings, device)  # e.g. no torchao on this machine
+        if lacks:
+            print(CHILD_TAG + json.dumps(dict(out, skip="; ".join(lacks))))
+            return 0
+        backend = loaded.backend
+        tokenized = backend.tokenize(corpus.texts[: settings.batch], settings.context)
+        done = optimise.apply_optimisations(
+            backend,
+            settings,
+            lambda: backend.batches(tokenized, settings.batch, settings.batching)[0],
+            device,
+        )
+        out["optimised"] = done.to_dict()
+        out["weight_bytes"] = done.weight_bytes
     tmp = Path(tempfile.mkdtemp())
     for phase, warmups in (("cold", 0), ("warm", 2)):
+        graphs = optimise.graphs_compiled() if extra else None
         for _ in range(warmups):
             measure_pass(loaded.backend, corpus, settings, "processing", None, pass_kind="warmup")
         state.update(first=None, last=None, record=True)
@@ -371,12 +402,16 @@ def child(args: Any) -> int:
         out[f"{phase}_memory"] = result.memory.to_dict()
         out["error"] = out["error"] or result.error
         out[f"{phase}_telemetry"] = result.gpu_telemetry
+        if graphs is not None:  # compiled after the first batch: new shapes in the pass
+            out[f"{phase}_recompiles"] = optimise.graphs_compiled() - graphs
     out["heavy_modules"] = [m for m in figures.HEAVY if m in sys.modules]
     print(CHILD_TAG + json.dumps(out))
     return 0
 
 
-def run_child(args: Any, backend: str, precision: str, batch: int, folder: Path) -> dict:
+def run_child(
+    args: Any, backend: str, precision: str, batch: int, folder: Path, setting: str = ""
+) -> dict:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -393,11 +428,14 @@ def run_child(args: Any, backend: str, precision: str, batch: int, folder: Path)
         str(args.limit or 0),
         "--model-dir",
         str(folder),
+        "--setting",
+        setting,
     ]
+    timeout = args.child_timeout * (4 if setting else 1)  # compiling takes its own minute
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.child_timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"fresh process timed out after {args.child_timeout} s"}
+        return {"error": f"fresh process timed out after {timeout} s"}
     for line in done.stdout.splitlines():
         if line.startswith(CHILD_TAG):
             return json.loads(line[len(CHILD_TAG) :])
@@ -411,7 +449,10 @@ def judge_cold(name: str, row: dict, gpu: bool = True) -> None:
     if row.get("error"):
         verdict(name, "FAIL", str(row["error"])[:300])
         return
-    bad = []
+    if row.get("skip"):
+        verdict(name, "SKIP", row["skip"])
+        return
+    bad = optimised_problems(row)
     if row["forwards_during_load"]:
         bad.append(f"{row['forwards_during_load']} forward(s) ran during load")
     if gpu and not row.get("cuda_context_seconds"):
@@ -441,6 +482,26 @@ def judge_cold(name: str, row: dict, gpu: bool = True) -> None:
             f"{_s(row['warm_seconds'])} s (events {_s(row['warm_event_seconds'])})"
         ),
     )
+
+
+def optimised_problems(row: dict) -> list[str]:
+    """What an optimised row must show: its own seconds, the setting applied, a warm pass
+    that compiles nothing new (the warm-up covered every shape)."""
+    done = row.get("optimised")
+    if not row.get("setting"):
+        return []
+    if not done:
+        return [f"{row['setting']}: not applied"]
+    bad = []
+    if done["compile"] != "none" and not (done["compile_seconds"] and done["compiled_graphs"]):
+        bad.append(f"compile: {done['compile_seconds']} s for {done['compiled_graphs']} graphs")
+    if done["compile"] != "none" and row.get("warm_recompiles"):
+        bad.append(f"warm pass recompiled {row['warm_recompiles']} graph(s)")
+    if done["quantization"] != "none" and not (
+        done["quantize_seconds"] and done["quantized_layers"]
+    ):
+        bad.append(f"quantization: {done['quantized_layers']} layers quantised")
+    return bad
 
 
 def _s(value: Any) -> str:
@@ -490,6 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--setting", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare()
@@ -529,18 +591,20 @@ def main(argv: list[str] | None = None) -> int:
             for check in ("timing", "memory", "environment", "issue-23 figures"):
                 verdict(check, "SKIP", "needs a CUDA device")
         plan = parse_rows(args.rows)
-        source = minilm_source(args.source) if any(b != "bow" for b, _, _ in plan) else None
+        backends = {row[0] for row in plan}
+        source = minilm_source(args.source) if backends - {"bow"} else None
         folders = {"bow": exp.model.path}
-        if any(b == "minilm" for b, _, _ in plan):
+        if "minilm" in backends:
             folders["minilm"] = random_minilm_folder(tmp / "minilm", exp.classes, source)
-        if any(b == "hf" for b, _, _ in plan):
+        if "hf" in backends:
             folders["hf"] = random_hf_folder(tmp / "hf", exp.classes, source)
         rows = []
-        for backend, precision, batch in plan:
-            name = f"cold/{backend}/{precision}/b{batch}"
-            row = run_child(args, backend, precision, batch, folders[backend])
-            judge_cold(name, row, gpu)
-            rows.append(dict(row, backend=backend, precision=precision, batch=batch, name=name))
+        for backend, precision, batch, setting in plan:
+            name = f"cold/{backend}/{precision}/b{batch}" + (f"/{setting}" if setting else "")
+            row = run_child(args, backend, precision, batch, folders[backend], setting)
+            row.update(backend=backend, precision=precision, batch=batch, name=name)
+            judge_cold(name, dict(row, setting=setting), gpu)
+            rows.append(dict(row, setting=setting))
         figures.judge_imports(rows, verdict)
         figures.judge_residency(rows, verdict)
     path = args.out / "gpu_check.csv"

@@ -96,7 +96,24 @@ def test_issue_23_verdicts_fail_on_what_the_h200_showed(gpu_check) -> None:
     figures.judge_residency([dict(good, residency={"observable": False})], record)
     assert [v[1] for v in verdicts] == ["PASS", "FAIL", "FAIL", "PASS", "FAIL"]
     assert "import 8.30 s / load 0.150 s" in verdicts[0][2]
-    assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1") == [
-        ("bow", "fp32", 16),
-        ("hf", "bf16", 1),
+    assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1/compile=default") == [
+        ("bow", "fp32", 16, ""),
+        ("hf", "bf16", 1, "compile=default"),
+    ]
+
+
+def test_optimised_rows_fail_without_their_own_figures(gpu_check) -> None:
+    done = {"compile": "default", "compile_seconds": 41.0, "compiled_graphs": 1}
+    done.update(quantization="none", quantize_seconds=None, quantized_layers=None)
+    row = {"setting": "compile=default", "optimised": done, "warm_recompiles": 0}
+    assert gpu_check.optimised_problems(row) == []
+    assert gpu_check.optimised_problems(dict(row, warm_recompiles=2)) == [
+        "warm pass recompiled 2 graph(s)"
+    ]
+    assert gpu_check.optimised_problems(dict(row, optimised=None)) == [
+        "compile=default: not applied"
+    ]
+    quant = dict(done, compile="none", quantization="int8_weight_only", quantized_layers=0)
+    assert gpu_check.optimised_problems(dict(row, optimised=quant)) == [
+        "quantization: 0 layers quantised"
     ]

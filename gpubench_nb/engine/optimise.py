@@ -243,6 +243,17 @@ def apply_optimisations(
     )
 
 
+def refuse_unrunnable(exp: Any) -> None:
+    """A BackendError listing every declared optimisation this machine cannot run (R2.1):
+    ``validate`` and ``run`` refuse before anything is frozen or measured."""
+    problems = unrunnable(exp)
+    if problems:
+        raise BackendError(
+            f"{exp.source}: this machine cannot run what is declared: " + "; ".join(problems),
+            rule="R2.1",
+        )
+
+
 def unrunnable(exp: Any) -> list[str]:
     """What this machine cannot run of the declared optimisations, each with the reason and
     the fix (R2.1): a missing package, a GPU without the needed capability, no C compiler for
