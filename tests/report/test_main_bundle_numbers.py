@@ -29,8 +29,8 @@ def _cells(frame) -> dict[str, dict[str, str]]:
 def numbers(bundle: Path) -> dict[str, object]:
     """What the report shows of the bundle, as text: the cells that carry numbers."""
     bundles = report.load_bundles([bundle])
-    rows = report.rows_frame(bundles)
-    decision = report.decision_frame(report.decision_view_of(bundles))
+    rows = report.summary_of(bundles)
+    decision = report.decision_frame(report.decision_view_of(bundles, rows))
     return {
         "decision": _cells(decision),
         "summary": _cells(report.summary_table(rows)),
@@ -46,12 +46,23 @@ def bundle(tmp_path: Path) -> Path:
     return Path(shutil.copytree(FIXTURE, tmp_path / "main-bundle"))
 
 
+def _kept(expected: object, found: object) -> object:
+    """``found`` cut to the keys ``expected`` has: a column added since is not compared."""
+    if isinstance(expected, dict) and isinstance(found, dict):
+        return {k: _kept(v, found.get(k)) for k, v in expected.items()}
+    return found
+
+
 def test_the_report_shows_the_same_numbers_as_before(bundle: Path) -> None:
     expected = json.loads(NUMBERS.read_text(encoding="utf-8"))
-    assert numbers(bundle) == expected
+    found = numbers(bundle)
+    assert set(found) == set(expected)
+    for screen in expected:
+        assert _kept(expected[screen], found[screen]) == expected[screen], screen
+    assert found["decision"].keys() == expected["decision"].keys()  # no row lost or added
 
 
-if __name__ == "__main__":  # regenerate: python tests/report/test_main_bundle_numbers.py
+if __name__ == "__main__":  # written once, at main 6c29b74: keep it, do not regenerate
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
