@@ -211,18 +211,6 @@ class VariantConditions:
         return "; ".join(parts)
 
 
-def variant_conditions(
-    rows: Sequence[Mapping[str, Any]], phases: Sequence[str] = ("warm",)
-) -> list[VariantConditions]:
-    """Per (bundle, variant), over the runs of ``phases`` (rows carry ``conditions``)."""
-    groups: dict[tuple[str, str], list[RunConditions]] = {}
-    for row in rows:
-        if row.get("phase") in phases and isinstance(row.get("conditions"), RunConditions):
-            key = (str(row.get("bundle") or ""), str(row.get("variant_id")))
-            groups.setdefault(key, []).append(row["conditions"])
-    return [over_runs(bundle, variant, runs) for (bundle, variant), runs in groups.items()]
-
-
 def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> VariantConditions:
     """The conditions of one variant's runs, summarised."""
     loads = [c.load_max for c in runs if c.load_max is not None]
@@ -303,8 +291,3 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
     if throttled:
         found.append((f"the GPU was throttled or slow during {', '.join(throttled)}", True))
     return ConditionsCheck(tuple(t for t, _ in found), tuple(t for t, w in found if w))
-
-
-def conditions_banner(variants: Sequence[VariantConditions]) -> str | None:
-    """The banner over the variants' conditions; None when they were even."""
-    return conditions_check(variants).banner()

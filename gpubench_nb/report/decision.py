@@ -32,7 +32,6 @@ from gpubench_nb.report.conditions import (
     conditions_check,
     over_runs,
 )
-from gpubench_nb.report.escape import md_text
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
@@ -82,11 +81,6 @@ class Option:
         """Over the timed warm runs whose record holds the conditions (R2.5)."""
         runs = [c for c in self.warm.conditions if c is not None]
         return over_runs(self.bundle, self.variant_id, runs) if runs else None
-
-    @property
-    def speed(self) -> float | None:
-        """The median warm time per corpus; the cold one where no warm run was timed."""
-        return self.warm.median if self.warm.n or self.cold is None else self.cold.median
 
 
 @dataclass(frozen=True)
@@ -231,7 +225,7 @@ def fastest_sentence(lowest: Option, others: Sequence[Option], check: Conditions
     if len(groups.get(DISTINGUISHABLE, [])) == len(others):
         sentence = f"Fastest accepted option: {lowest.name}, {measured}."
     elif groups.get(DISTINGUISHABLE):
-        sentence = f"{lowest.name} has the lowest {measured}; it is not shown faster than all."
+        sentence = f"{lowest.name} has the lowest {measured}; no option is shown fastest."
     else:
         sentence = f"{lowest.name} has the lowest {measured}; no option is shown faster."
     if groups.get(DISTINGUISHABLE):
@@ -354,32 +348,6 @@ def decision_view(
 ) -> DecisionView:
     """The decision view over bundle folders (unlike bundles refused, R2.1)."""
     return decision_view_of(load_bundles(list(bundle_dirs), allow_mismatch=allow_mismatch))
-
-
-def not_accepted_markdown(view: DecisionView) -> str:
-    """A visible line for each variant not accepted, and whether it was faster than the fastest
-    accepted one of its bundle (median warm, else cold): it does not reach the same goal and
-    has no cost per accepted corpus (R5.7)."""
-    lines = []
-    for bundle in dict.fromkeys(o.bundle for o in view.options):
-        mine = [o for o in view.options if o.bundle == bundle]
-        timed = [o for o in mine if o.accepted is True and o.speed is not None]
-        best = min(timed, key=lambda o: o.speed, default=None)  # type: ignore[arg-type, return-value]
-        for o in (o for o in mine if o.accepted is not True):
-            state = "not accepted" if o.accepted is False else "acceptance not recorded"
-            why = f" ({md_text(o.why_not)})" if o.why_not else ""
-            if best is not None and o.speed is not None and o.speed < best.speed:  # type: ignore[operator]
-                lines.append(
-                    f"- **{md_text(o.name)} was faster but {state}**{why}: median "
-                    f"{formats.seconds(o.speed)} against {formats.seconds(best.speed)} for "
-                    f"{md_text(best.variant_id)}, the fastest accepted variant. It does not reach "
-                    "the same goal and has no cost per accepted corpus (R5.7)."
-                )
-            else:
-                lines.append(f"- {md_text(o.name)}: {state}{why}; no cost per result (R5.7).")
-        if not any(o.accepted is True for o in mine):
-            lines.append(f"- {md_text(bundle)}: no variant was accepted, so no cost per result.")
-    return "\n".join(lines) or "Every variant was accepted."
 
 
 def _accepted_text(option: Option) -> str:

@@ -29,21 +29,17 @@ from gpubench_nb.kernel import papermill_module, papermill_options
 from gpubench_nb.notebook_files import notebook_path
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import (
-    COMPARED_FIELDS,
     Bundle,
     comparability_problems,
     load_bundles,
     parse_bundle_dirs,
     summary_of,
 )
-from gpubench_nb.report.conditions import conditions_banner, over_runs
+from gpubench_nb.report.conditions import over_runs
 from gpubench_nb.report.decision import (
-    DecisionView,
     decision_frame,
     decision_html,
-    decision_view,
     decision_view_of,
-    not_accepted_markdown,
     quality_text,
 )
 from gpubench_nb.report.economics import (
@@ -72,20 +68,12 @@ if TYPE_CHECKING:  # at run time, from report.figures on first use: see __getatt
     from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 
 __all__ = [
-    "COLD_FIRST_RATIO",
-    "COMPARED_FIELDS",
-    "SPREAD_RATIO",
-    "Bundle",
     "acceptance_table",
-    "DecisionView",
     "break_even_markdown",
-    "conditions_banner",
     "conditions_table",
     "decision_frame",
     "decision_html",
-    "decision_view",
     "decision_view_of",
-    "comparability_problems",
     "display_setup",
     "economics_markdown",
     "economics_table",
@@ -97,10 +85,8 @@ __all__ = [
     "memory_figure",
     "memory_note",
     "memory_table",
-    "not_accepted_markdown",
     "parse_bundle_dirs",
     "render_report",
-    "summarise",
     "summary_of",
     "summary_table",
     "throughput_figure",
@@ -111,7 +97,7 @@ __all__ = [
 
 NOTEBOOK_NAME = "90_report.ipynb"
 # The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
-# this module to start that kernel, and load figures.py only when a cell asks (issue 25).
+# this module to start that kernel, and load figures.py only when a cell asks.
 _FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
 
 
@@ -259,7 +245,7 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
 def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
     """A banner when one model on one corpus ran at different contexts and some of them cut
     texts (R2.3): shorter texts are less work, so those times and qualities are of different
-    work (issue 22 §6). Empty when no such merge."""
+    work. Empty when no such merge."""
     groups: dict[tuple[Any, Any], dict[Any, int]] = {}
     for b in bundles:
         for row in b.rows:
@@ -477,7 +463,7 @@ def render_report(
     The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
     are refused before any kernel starts (R2.1).
     """
-    papermill = papermill_module()  # first: nbconvert would load the unused grammar (issue 25)
+    papermill = papermill_module()  # first: nbconvert would load the unused grammar
     import jinja2
     from nbconvert import HTMLExporter
 
@@ -503,13 +489,13 @@ def render_report(
                 "ledger": ledger_path,
             },
             kernel_name="python3",
-            cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
+            cwd=str(Path.cwd()),  # never the installed package's folder
             progress_bar=False,
             log_output=False,
             # Written once, when done (or failed): saving the growing notebook after each of
-            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then (issue 25).
+            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then.
             request_save_on_cell_execute=False,
-            **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
+            **papermill_options(),  # IPC transport: no TCP warning from ipykernel
         )
         os.replace(partial, executed)
     except papermill.PapermillExecutionError as exc:
@@ -520,7 +506,6 @@ def render_report(
         ) from None
     finally:
         partial.unlink(missing_ok=True)  # a kernel that never started leaves no stray file
-    # papermill's notebook, already in memory, is the one it wrote: not read back (issue 25)
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"gpubench_report.html.j2": _SELF_CONTAINED})],
         template_file="gpubench_report.html.j2",

@@ -66,42 +66,20 @@ class PhaseSummary:
     def timed(self) -> tuple[Mapping[str, Any], ...]:
         return tuple(r for r in self.rows if not failed(r))
 
-    @property
-    def name(self) -> str:
-        return f"{self.bundle} / {self.variant_id}"
-
-    @property
-    def runs(self) -> tuple[int, ...]:
-        return tuple(r["run_index"] for r in self.timed)
+    name = property(lambda self: f"{self.bundle} / {self.variant_id}")
+    runs = property(lambda self: tuple(r["run_index"] for r in self.timed))
+    n = property(lambda self: len(self.seconds))
+    median = property(lambda self: _median(self.seconds))
+    low = property(lambda self: min(self.seconds, default=None))
+    high = property(lambda self: max(self.seconds, default=None))
+    failed_runs = property(lambda self: tuple(r["run_index"] for r in self.rows if failed(r)))
+    # failed runs whose record says out of memory (run.json ``out_of_memory``, R5.8)
+    oom_runs = property(lambda self: sum(1 for r in self.rows if r.get("out_of_memory") is True))
+    outlier_runs = property(lambda self: tuple(self.runs[i] for i in self.outliers))
 
     @cached_property
     def seconds(self) -> tuple[float, ...]:
         return tuple(float(r["elapsed_seconds"]) for r in self.timed)
-
-    @property
-    def n(self) -> int:
-        return len(self.seconds)
-
-    @property
-    def failed_runs(self) -> tuple[int, ...]:
-        return tuple(r["run_index"] for r in self.rows if failed(r))
-
-    @property
-    def oom_runs(self) -> int:
-        """Failed runs whose record says out of memory (run.json ``out_of_memory``, R5.8)."""
-        return sum(1 for r in self.rows if r.get("out_of_memory") is True)
-
-    @property
-    def median(self) -> float | None:
-        return _median(self.seconds)
-
-    @property
-    def low(self) -> float | None:
-        return min(self.seconds, default=None)
-
-    @property
-    def high(self) -> float | None:
-        return max(self.seconds, default=None)
 
     @property
     def texts(self) -> int | None:
@@ -117,9 +95,7 @@ class PhaseSummary:
         texts = self.texts
         return tuple(texts / s if texts and s > 0 else None for s in self.seconds)
 
-    @property
-    def median_rate(self) -> float | None:
-        return _median([v for v in self.rates if v is not None])
+    median_rate = property(lambda self: _median([v for v in self.rates if v is not None]))
 
     @property
     def tokens_per_second(self) -> float | None:
@@ -146,10 +122,6 @@ class PhaseSummary:
     def outliers(self) -> tuple[int, ...]:
         """Positions in ``seconds`` above the variant's fence: THE outlier marks (R3.6)."""
         return tuple(outlier_indices(self.seconds))
-
-    @property
-    def outlier_runs(self) -> tuple[int, ...]:
-        return tuple(self.runs[i] for i in self.outliers)
 
     @property
     def conditions(self) -> tuple[RunConditions | None, ...]:
@@ -241,12 +213,6 @@ def summarise(rows: Rows | Summary) -> Summary:
         PhaseSummary(b, v, p, tuple(groups[(b, v, p)]), verdicts[b].get(v)) for b, v, p in keys
     )
     return Summary(clean, phases)
-
-
-def rows_to_frame(rows: Rows | Summary) -> pd.DataFrame:
-    """The rows as a frame (``failed`` added), for tables that list raw rows."""
-    records = [{**r, "failed": failed(r)} for r in summarise(rows).rows]
-    return pd.DataFrame.from_records(records).astype(object)
 
 
 def anchor_warnings(rows: Rows | Summary) -> list[str]:

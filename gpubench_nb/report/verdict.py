@@ -1,4 +1,4 @@
-"""The one rule that says whether one variant's warm runs are faster than another's (issue 24 §1).
+"""The one rule that says whether one variant's warm runs are faster than another's.
 
 Every sentence and table that says "faster", "not distinguishable" or "too few runs to decide"
 calls :func:`compare_runs`; outliers are found by :func:`outlier_fence` alone.
@@ -20,7 +20,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# scipy.stats.mannwhitneyu(method="exact")'s p, without importing scipy (issue 25)
+# scipy.stats.mannwhitneyu(method="exact")'s p, without importing scipy
 from gpubench_nb.report.mannwhitney import exact_p
 
 ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test

@@ -72,7 +72,6 @@ def test_every_markdown_section_escapes_user_strings(tmp_path: Path) -> None:
         report.title_markdown(bundles),
         report.economics_markdown(bundles),
         report.break_even_markdown(bundles),
-        report.not_accepted_markdown(report.decision_view_of(bundles, rows)),
         report.memory_note(rows),
         report.warnings_markdown(rows),
         report.ledger_markdown(str(_ledger(tmp_path))),
