@@ -253,7 +253,7 @@ class ConditionsCheck:
             return None
         text = f"Measured under uneven conditions (R2.5): {'; '.join(self.problems)}. "
         if self.withheld:
-            return text + f"No option is named faster on these runs: {ADVICE}."
+            return text + "No option is named faster on these runs: see why and what to do below."
         return text + "Times may differ for that reason; see each variant's conditions."
 
 
