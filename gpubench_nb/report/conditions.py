@@ -115,24 +115,28 @@ def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None, bool | None]:
-    """(text, fixed): torch's intra-op threads and the OMP/MKL variables at the run's start
-    (run.json ``environment.numerics``), and a declared ``threads`` setting where recorded."""
-    numerics = env.get("numerics") if isinstance(env.get("numerics"), Mapping) else {}
-    variables = (
-        numerics.get("environment") if isinstance(numerics.get("environment"), Mapping) else {}
-    )
-    fixed = [
-        f"{k}={variables[k]}" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if variables.get(k)
-    ]
-    declared, used = run.get("threads"), numerics.get("cpu_threads")
-    if used is None and declared is None:
+    """(text, fixed): the CPU threads of the run as it recorded them: run.json ``threads``
+    (engine/optimise.apply_threads: declared, intra-op, inter-op, OMP/MKL), else torch's
+    intra-op threads and the OMP/MKL variables at its start (``environment.numerics``)."""
+    state = run.get("threads")
+    if not isinstance(state, Mapping):
+        numerics = env.get("numerics") if isinstance(env.get("numerics"), Mapping) else {}
+        found = numerics.get("environment")
+        variables = found if isinstance(found, Mapping) else {}
+        state = {"intra_op": numerics.get("cpu_threads"), **variables}
+    if state.get("intra_op") is None:
         return None, None
-    text = f"{used if used is not None else '?'} torch thread(s), "
+    fixed = [f"{k}={state[k]}" for k in _THREAD_VARIABLES if state.get(k)]
+    inter = f", inter-op {state['inter_op']}" if state.get("inter_op") is not None else ""
+    text = f"torch intra-op threads {state['intra_op']}{inter}, "
     text += ", ".join(fixed) if fixed else "OMP/MKL threads unset"
-    if declared is not None:
-        text += f", declared threads={declared}"
-    return text, bool(fixed) or declared is not None
+    declared = state.get("declared") not in (None, "auto")
+    text += f" (declared threads: {state['declared']})" if declared else ""
+    return text, bool(fixed) or declared
 
 
 def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:

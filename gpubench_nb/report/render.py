@@ -26,7 +26,8 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import notebook_path
+from gpubench_nb.notebook_files import REPORT_STEP, notebook_path
+from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import (
     Bundle,
@@ -95,7 +96,7 @@ __all__ = [
     "warnings_markdown",
 ]
 
-NOTEBOOK_NAME = "90_report.ipynb"
+NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
 # The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
 # this module to start that kernel, and load figures.py only when a cell asks.
 _FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
@@ -473,9 +474,7 @@ def render_report(
     if ledger_path:
         ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
-    name = (
-        "90_report.ipynb" if out_html.name == "report.html" else f"90_report-{out_html.stem}.ipynb"
-    )
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
     executed = out_html.parent / "notebooks" / name
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.collections import PathCollection
 
 from gpubench_nb.report import render as report
-from gpubench_nb.report.conditions import RunConditions
+from gpubench_nb.report.conditions import RunConditions, run_conditions
 from gpubench_nb.report.conditions import conditions_check as check_of
 from gpubench_nb.report.decision import DecisionView, Option, decision_frame, decision_sentences
 from gpubench_nb.report.stats import summarise
@@ -121,3 +121,22 @@ def test_several_outliers_of_one_variant_share_one_label() -> None:
     fig = report.elapsed_figure(summarise(_rows("b1", runs, None)))
     ax = next(a for a in fig.axes if a.get_title() == "warm")
     assert [t.get_text() for t in ax.texts] == ["runs 7, 8"]  # not two labels on each other
+
+
+def test_threads_are_read_from_the_run_record() -> None:
+    """engine/optimise.apply_threads' record when present, else torch's threads and the
+    OMP/MKL variables that environment.numerics captured at the run's start."""
+    numerics = {"cpu_threads": 2, "environment": {"OMP_NUM_THREADS": None}}
+    old = run_conditions({"environment": {"numerics": numerics}})
+    assert (old.threads, old.threads_fixed) == (
+        "torch intra-op threads 2, OMP/MKL threads unset",
+        False,
+    )
+    state = {"declared": 1, "intra_op": 1, "inter_op": 1, "OMP_NUM_THREADS": "1"}
+    new = run_conditions({"threads": state, "environment": {"numerics": numerics}})
+    assert new.threads_fixed is True
+    assert new.threads == (
+        "torch intra-op threads 1, inter-op 1, OMP_NUM_THREADS=1 (declared threads: 1)"
+    )
+    assert new.threads in new.text()
+    assert run_conditions({}).threads is None  # not recorded: nothing claimed
