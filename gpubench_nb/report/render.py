@@ -175,6 +175,12 @@ def _quality_rule(bundle: Bundle) -> str | None:
     )
 
 
+# (header label, CSV column): the rows' distinct values, else environment.json's
+_RECORDED = (("GPU model (used)", "gpu_model"), ("GPUs used", "gpu_count"), ("device", "device"),
+             ("driver", "driver_version"), ("CUDA/ROCm runtime", "runtime_version"),
+             ("torch", "torch_version"), ("Python", "python_version"))  # fmt: skip
+
+
 def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     """Protocol and environment, one column per bundle (R1.1, R2.3, R2.4, R3.1, R3.4)."""
     columns = {}
@@ -190,14 +196,8 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "code revision": env.get("code_revision"),
             "quality rule (R1.3)": _quality_rule(b),
             "seed": b.declared("seed") or _distinct(b, "seed"),
-            "GPU model (used)": _distinct(b, "gpu_model") or env.get("gpu_model"),
-            "GPUs used": _distinct(b, "gpu_count") or env.get("gpu_count"),
+            **{label: _distinct(b, key) or env.get(key) for label, key in _RECORDED},
             "GPUs visible (not necessarily used, R2.5)": env.get("visible_gpu_count"),
-            "device": _distinct(b, "device") or env.get("device"),
-            "driver": _distinct(b, "driver_version") or env.get("driver_version"),
-            "CUDA/ROCm runtime": _distinct(b, "runtime_version") or env.get("runtime_version"),
-            "torch": _distinct(b, "torch_version") or env.get("torch_version"),
-            "Python": _distinct(b, "python_version") or env.get("python_version"),
             "CPU": env.get("cpu_model"),
             "precision, context": f"{_distinct(b, 'precision')}, {_distinct(b, 'context')}",
             "timer scope (R3.1)": b.compared("timer_scope"),
