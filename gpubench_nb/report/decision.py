@@ -216,7 +216,13 @@ def fastest_sentence(lowest: Option, others: Sequence[Option], check: Conditions
             f"faster: the recorded conditions make this comparison unreliable "
             f"({'; '.join(check.withheld)}). To compare them, {ADVICE}. Medians: "
             + ", ".join(_shown(o) for o in others)
-            + "."
+            + ". Median over fastest run: "
+            + ", ".join(
+                f"{o.name} {formats.number(o.warm.median / o.warm.low)}×"
+                for o in (lowest, *others)
+                if o.warm.low
+            )  # fmt: skip
+            + " (under contention a median measures the wait for the cores more than the setting)."
         )
     groups: dict[str, list[str]] = {}
     for o in others:

@@ -48,6 +48,7 @@ def test_heavy_load_with_free_threads_withholds_the_verdict_and_says_what_to_do(
     assert sentence.startswith("Verdict withheld: box / b32 has the lowest median warm time")
     assert "no option is shown faster" in sentence and "heavy load" in sentence
     assert "rerun on a quiet machine, or with fixed threads" in sentence
+    assert "Median over fastest run: box / b32 3.00×, box / b1 2.32×" in sentence
     assert "Fastest" not in " ".join(view.sentences) and "Faster than" not in sentence
     banner = view.check.banner()
     assert banner and "heavy load" in banner and "No option is named faster" in banner
