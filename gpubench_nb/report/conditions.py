@@ -267,13 +267,8 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
     differing between variants, another GPU process during some variants only, a throttled
     GPU (each withholds)."""
     heavy = [v for v in variants if v.heavy]
-    loads = [v for v in variants if v.load_median is not None and v.cpu_count]
-    spread = (
-        max(v.load_median for v in loads) - min(v.load_median for v in loads)  # type: ignore[operator]
-        if len(loads) > 1
-        else 0.0
-    )
-    cores = min((v.cpu_count for v in loads), default=0) or 0
+    per_core = [v.load_median / v.cpu_count for v in variants if v.load_median and v.cpu_count]
+    spread = max(per_core) - min(per_core) if per_core else 0.0
     found: list[tuple[str, bool]] = []
     if heavy:
         free = not all(v.threads_fixed for v in heavy)
@@ -283,10 +278,10 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
             f"during {named}" + (", with threads not fixed" if free else ", threads fixed"),
             free,
         ))  # fmt: skip
-    if cores and spread > DIFFERENT_LOAD_PER_CORE * cores:
+    if spread > DIFFERENT_LOAD_PER_CORE:
         found.append((
-            f"different load: the variants' median loads differ by {spread:.2f}, more than "
-            f"{DIFFERENT_LOAD_PER_CORE:g} per core on {cores} cores",
+            f"different load: the variants' median loads per core differ by {spread:.2f}, more "
+            f"than {DIFFERENT_LOAD_PER_CORE:g}",
             True,
         ))  # fmt: skip
     if len({v.gpu_process_runs > 0 for v in variants}) > 1:

@@ -119,7 +119,7 @@ def test_banner_for_heavy_or_different_load_with_its_thresholds() -> None:
     assert (
         "heavy load: the 1-minute load average exceeded 1 per core during box / b4 (max 2.60)"
     ) in banner
-    assert "different load: the variants' median loads differ by 2.30, more than 0.5 per core" in (
+    assert "different load: the variants' median loads per core differ by 1.15, more than 0.5" in (
         banner
     )
     assert uneven[1].text() == "load 2.50, max 2.60 (2 cores); others busy 3/3 runs (x)"

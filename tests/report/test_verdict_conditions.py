@@ -141,3 +141,9 @@ def test_threads_are_read_from_the_run_record() -> None:
     )
     assert new.threads in new.text()
     assert run_conditions({}).threads is None  # not recorded: nothing claimed
+
+
+def test_load_is_compared_per_core_across_machines() -> None:
+    """A 64-core box at load 3 is as quiet as a 2-core one at 0.2: no withheld verdict."""
+    view = _view(QUIET_B1, QUIET_B32, _load(0.2), RunConditions(3.0, 3.0, 64))
+    assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
