@@ -78,30 +78,22 @@ def _first(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _busy(activity: Any) -> tuple[str, ...] | None:
-    if not isinstance(activity, Mapping):
+def _listed(lists: Sequence[Any], text: Any) -> tuple[str, ...] | None:
+    """``text(p)`` of every process in the lists the record holds; None: none was recorded."""
+    found = [p for procs in lists if isinstance(procs, list) for p in procs]
+    if not any(isinstance(procs, list) for procs in lists):
         return None
-    procs = activity.get("busy_processes")
-    if not isinstance(procs, list):
-        return None
-    return tuple(
-        f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)"
-        for p in procs
-        if isinstance(p, Mapping)
-    )
+    return tuple(dict.fromkeys(text(p) for p in found if isinstance(p, Mapping)))
+
+
+def _busy(*activity: Any) -> tuple[str, ...] | None:
+    lists = [a.get("busy_processes") if isinstance(a, Mapping) else None for a in activity]
+    return _listed(lists, lambda p: f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)")
 
 
 def _gpu_processes(env: Mapping[str, Any]) -> tuple[str, ...] | None:
-    seen: dict[str, None] = {}
-    found = False
-    for when in ("start", "end"):
-        procs = env.get(f"gpu_processes_{when}")
-        if isinstance(procs, list):
-            found = True
-            for p in procs:
-                if isinstance(p, Mapping):
-                    seen[f"pid {p.get('pid')} on {p.get('device')}"] = None
-    return tuple(seen) if found else None
+    lists = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
+    return _listed(lists, lambda p: f"pid {p.get('pid')} on {p.get('device')}")
 
 
 def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
@@ -151,10 +143,6 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     run = run or {}
     env = run.get("environment") if isinstance(run.get("environment"), Mapping) else {}
     start, end = env.get("cpu_activity_start"), env.get("cpu_activity_end")
-    busy_start, busy_end = _busy(start), _busy(end)
-    busy = None
-    if busy_start is not None or busy_end is not None:
-        busy = tuple(dict.fromkeys((*(busy_start or ()), *(busy_end or ()))))
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     cpu_count = (start or {}).get("cpu_count") if isinstance(start, Mapping) else None
     threads, fixed = _threads(run, env)
@@ -162,7 +150,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
         cpu_count=cpu_count or env.get("cpu_count"),
-        busy=busy,
+        busy=_busy(start, end),
         gpu_processes=_gpu_processes(env),
         gpu=_gpu_fields(run, env, _telemetry(run)),
         fault=fault.group(0) if fault else None,

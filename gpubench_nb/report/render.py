@@ -58,6 +58,7 @@ from gpubench_nb.report.stats import (
     Summary,
     anchor_warnings,
     clock_warnings,
+    failed,
     memory_phases,
     shown,
     summarise,
@@ -467,7 +468,8 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
             "error": r.get("error"),
             "notes": r.get("notes"),
         }
-        for r in summarise(rows).failed_rows()
+        for r in summarise(rows).rows
+        if failed(r)
     ]
     if not records:
         return "No failed observation: every run has a recorded elapsed time and no error."

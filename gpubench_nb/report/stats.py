@@ -179,9 +179,6 @@ class Summary:
         """(bundle, variant) pairs, in the order read."""
         return list(dict.fromkeys((p.bundle, p.variant_id) for p in self.phases))
 
-    def failed_rows(self) -> list[Mapping[str, Any]]:
-        return [r for r in self.rows if failed(r)]
-
 
 def summarise(rows: Rows | Summary) -> Summary:
     """The one summary of ``rows`` (a bundle's typed rows, a frame of them, or a Summary).
