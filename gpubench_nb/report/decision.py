@@ -249,7 +249,7 @@ def fastest_sentence(lowest: Option, others: Sequence[Option], check: Conditions
 def minima_sentence(lowest: Option, others: Sequence[Option]) -> str | None:
     """Where another option's fastest run beats the lowest median's fastest run: under load a
     median can measure contention for the cores more than the setting (R3.5: the range)."""
-    quicker = [o for o in others if o.warm.low < lowest.warm.low]  # type: ignore[operator]
+    quicker = [o for o in others if 0 < o.warm.low < lowest.warm.low]  # type: ignore[operator]
     if not quicker:
         return None
     named = ", ".join(
