@@ -185,7 +185,7 @@ def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypat
         frozen(workspace / "experiment.yaml", tmp_path),
     )
     assert failed["elapsed_seconds"] is None and failed["status"] == "failed"
-    assert failed["error"].startswith("OutOfMemoryError")
+    assert failed["error"].startswith("OutOfMemoryError") and failed["out_of_memory"] is True
     assert "R5.8" in failed["notes"] and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed["notes"]
     assert failed["load_seconds"] > 0  # the load row still has its time
     assert not (run_dir(tmp_path, "b4", "cold", 3) / "predictions.jsonl").exists()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import re
 import shutil
 import subprocess
@@ -19,14 +18,7 @@ from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import render as report
-from gpubench_nb.report.stats import (
-    COLD_FIRST_RATIO,
-    acceptance,
-    anchor_warnings,
-    failures,
-    memory_summary,
-    summarise,
-)
+from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
 
 CHROMIUM = Path("/usr/bin/chromium")
 MIB = 2**20
@@ -167,6 +159,7 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
             run_dir = bundle / "runs" / variant / f"{phase}-{run_index}"
             run_dir.mkdir(parents=True)
             run = {"elapsed_seconds": seconds, "error": OOM if failed else None, "notes": ""}
+            run["out_of_memory"] = failed  # what the producers record (R5.8)
             run["environment"] = _machine(heavy=not gpu and variant == "b1")  # R2.5
             run.update(truncated_texts=3, dropped_tokens=41)
             (run_dir / "run.json").write_text(json.dumps(run), encoding="utf-8")
@@ -243,10 +236,9 @@ def cpu_bundle(tmp_path: Path) -> Path:
     return write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
 
 
-def _row(frame, variant: str, phase: str):
-    match = frame[(frame["variant_id"] == variant) & (frame["phase"] == phase)]
-    assert len(match) == 1
-    return match.iloc[0]
+def _group(rows, variant: str, phase: str):
+    summary = summarise(rows)
+    return summary.of(summary.phases[0].bundle, variant, phase)
 
 
 def test_rows_keep_empty_cells_as_not_recorded(cpu_bundle: Path) -> None:
@@ -268,24 +260,25 @@ def test_unreadable_csv_is_refused_naming_the_cell(cpu_bundle: Path) -> None:
 
 def test_summarise_worked_medians_and_ranges(gpu_bundle: Path) -> None:
     rows = report.load_bundles([gpu_bundle])[0].rows
-    table = summarise(rows)
-    assert list(table["phase"][:3]) == ["load", "cold", "warm"]  # R3.2 order
-    assert list(dict.fromkeys(table["variant_id"])) == ["b1", "b4", "b8"]  # declared, not drawn
-    assert len(table) == 9 and "p95" not in " ".join(table.columns)  # R3.5
-    b1_cold = _row(table, "b1", "cold")  # sorted 0.90 1.00 1.05 1.10 2.00
-    assert (b1_cold["n"], b1_cold["n_failed"]) == (5, 0)
-    assert b1_cold["median_seconds"] == pytest.approx(1.05)
-    assert (b1_cold["min_seconds"], b1_cold["max_seconds"]) == (0.90, 2.00)
-    b1_load = _row(table, "b1", "load")  # sorted 0.40 0.41 0.42 0.43 0.45
-    assert b1_load["median_seconds"] == pytest.approx(0.42)
-    assert math.isnan(b1_load["median_texts_per_second"])  # a load processes no texts
-    assert _row(table, "b4", "warm")["median_texts_per_second"] == pytest.approx(1000 / 0.50)
-    b8_warm = _row(table, "b8", "warm")  # the OOM run is counted apart, not a zero (R5.8)
-    assert (b8_warm["n"], b8_warm["n_failed"]) == (4, 1)
-    assert b8_warm["median_seconds"] == pytest.approx((0.30 + 0.31) / 2)  # 0.28 0.30 0.31 0.45
-    assert (b8_warm["min_seconds"], b8_warm["max_seconds"]) == (0.28, 0.45)
+    summary = summarise(rows)
+    assert [p.phase for p in summary.phases[:3]] == ["load", "cold", "warm"]  # R3.2 order
+    assert [v for _, v in summary.variants()] == ["b1", "b4", "b8"]  # declared, not drawn
+    assert len(summary.phases) == 9 and not hasattr(summary.phases[0], "p95")  # R3.5
+    b1_cold = _group(rows, "b1", "cold")  # sorted 0.90 1.00 1.05 1.10 2.00
+    assert (b1_cold.n, b1_cold.failed_runs) == (5, ())
+    assert b1_cold.median == pytest.approx(1.05)
+    assert (b1_cold.low, b1_cold.high) == (0.90, 2.00)
+    b1_load = _group(rows, "b1", "load")  # sorted 0.40 0.41 0.42 0.43 0.45
+    assert b1_load.median == pytest.approx(0.42)
+    assert b1_load.median_rate is None  # a load processes no texts
+    assert _group(rows, "b4", "warm").median_rate == pytest.approx(1000 / 0.50)
+    b8_warm = _group(rows, "b8", "warm")  # the OOM run is counted apart, not a zero (R5.8)
+    assert (b8_warm.n, b8_warm.failed_runs, b8_warm.oom_runs) == (4, (5,), 1)
+    assert b8_warm.median == pytest.approx((0.30 + 0.31) / 2)  # 0.28 0.30 0.31 0.45
+    assert (b8_warm.low, b8_warm.high) == (0.28, 0.45)
     # Median of the four per-run rates: (1000/0.30 + 1000/0.31) / 2, not 1000 / 0.305.
-    assert b8_warm["median_texts_per_second"] == pytest.approx((1000 / 0.30 + 1000 / 0.31) / 2)
+    assert b8_warm.median_rate == pytest.approx((1000 / 0.30 + 1000 / 0.31) / 2)
+    assert b8_warm.acceptance.verdict is False  # protocol.quality's rule, read (R1.5)
 
 
 def test_anchor_warnings_first_cold_run_and_spread(gpu_bundle: Path) -> None:
@@ -308,13 +301,12 @@ def test_first_cold_run_at_exactly_the_ratio_is_not_warned(gpu_bundle: Path) -> 
 
 def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     bundles = report.load_bundles([gpu_bundle])
-    rows = report.rows_frame(bundles)
-    listed = failures(rows)
-    assert len(listed) == 1
+    rows = report.summary_of(bundles)
+    listed = report.failures_table(rows)
+    assert list(listed.index) == [(bundles[0].label, "b8", "warm", 5)]
     failed = listed.iloc[0]
-    assert (failed["variant_id"], failed["phase"], failed["run_index"]) == ("b8", "warm", 5)
-    assert failed["elapsed_seconds"] == "not recorded" and OOM in failed["error"]
-    assert "out of memory" in failed["notes"]
+    assert failed["elapsed"] == "not recorded" and OOM in failed["error"]
+    assert failed["out of memory (R5.8)"] == "true" and "OOM" in failed["notes"]
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
@@ -329,15 +321,14 @@ def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     assert warm.get_yscale() == "linear"  # 0.28-0.83 s: well within 10×
     assert [t.get_text() for t in warm.get_xticklabels()] == ["b1", "b4", "b8\n(1 failed)"]
     assert [ax.get_title() for ax in fig.axes] == ["load", "cold", "warm"]  # facets, R3.2
-    assert isinstance(report.failures_table(rows), type(rows))
 
 
 def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) -> None:
     """Issue 24 §4: one slow run must not flatten the others against zero."""
-    rows = report.rows_frame(report.load_bundles([gpu_bundle]))
-    slow = (rows["variant_id"] == "b4") & (rows["phase"] == "warm") & (rows["run_index"] == 3)
-    rows.loc[slow, "elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
-    rows.loc[slow, "texts_per_second"] = 1000 / 9.0
+    rows = [dict(r) for r in report.load_bundles([gpu_bundle])[0].rows]
+    for row in rows:
+        if (row["variant_id"], row["phase"], row["run_index"]) == ("b4", "warm", 3):
+            row["elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     assert warm.get_yscale() == "log" and "log scale" in warm.get_ylabel()
@@ -350,34 +341,47 @@ def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) 
     assert b4["outliers (above median + 3 × MAD; kept)"] == "run 3 (9.00 s)"
 
 
-def test_acceptance_per_run(gpu_bundle: Path) -> None:
-    table = acceptance(report.load_bundles([gpu_bundle])[0].rows)
-    assert len(table) == 30 and set(table["phase"]) == {"cold", "warm"}
-    b8 = table[(table["variant_id"] == "b8") & (table["run_index"] == 1)].iloc[0]
-    assert b8["meets_threshold"] is False and b8["corpus_accepted"] is False
-    assert b8["drop_vs_reference"] == pytest.approx(0.12)
-    b4 = table[(table["variant_id"] == "b4") & (table["run_index"] == 2)].iloc[0]
-    assert b4["corpus_accepted"] is True and b4["drop_vs_reference"] == pytest.approx(0.0)
+def test_acceptance_one_row_per_variant(gpu_bundle: Path) -> None:
+    table = report.acceptance_table(report.summary_of(report.load_bundles([gpu_bundle])))
+    assert [v for _, v in table.index] == ["b1", "b4", "b8"]  # not 30 rows all "true"
+    b4 = table.iloc[1]
+    assert (b4["accepted (R1.5)"], b4["runs accepted"], b4["IDs match"]) == (
+        "accepted",
+        "10/10",
+        "all 10 true",
+    )
+    assert b4["runs not accepted"] == "none"
+    b8 = table.iloc[2]
+    assert (b8["accepted (R1.5)"], b8["runs accepted"], b8["IDs match"]) == (
+        "not accepted",
+        "0/10",
+        "9/10 true",
+    )
+    assert b8["≥ threshold"] == "0/10 true" and b8["quality: median (min–max)"] == (
+        "macro_f1 0.660 < 0.700"
+    )
+    assert b8["runs not accepted"].startswith("cold-1, cold-2")
 
 
 def test_memory_side_by_side_and_cpu_sentence(gpu_bundle: Path, cpu_bundle: Path) -> None:
-    gpu_rows = report.rows_frame(report.load_bundles([gpu_bundle]))
-    summary = memory_summary(gpu_rows)
-    b4_warm = _row(summary, "b4", "warm")  # peaks 100..140 MiB
-    assert b4_warm["median_peak_allocated_bytes"] == 120 * MIB
-    assert (b4_warm["min_peak_allocated_bytes"], b4_warm["max_peak_allocated_bytes"]) == (
-        100 * MIB,
-        140 * MIB,
-    )
-    b8_warm = _row(summary, "b8", "warm")  # runs 1-4 only: the OOM run is not a reading
-    assert b8_warm["max_peak_allocated_bytes"] == 230 * MIB
+    gpu_rows = report.summary_of(report.load_bundles([gpu_bundle]))
+    assert len(memory_phases(gpu_rows)) == 9
+    b4_warm = _group(gpu_rows, "b4", "warm")  # peaks 100..140 MiB
+    assert b4_warm.median_of("peak_allocated_bytes") == 120 * MIB
+    peaks = b4_warm.values("peak_allocated_bytes")
+    assert (min(peaks), max(peaks)) == (100 * MIB, 140 * MIB)
+    b8_warm = _group(gpu_rows, "b8", "warm")  # runs 1-4 only: the OOM run is not a reading
+    assert max(b8_warm.values("peak_allocated_bytes")) == 230 * MIB
+    table = report.memory_table(gpu_rows)
+    b4 = table.loc[(b4_warm.bundle, "b4", "warm")]
+    assert b4["peak allocated, MiB: median (min–max)"] == "120.0 (100.0–140.0)"
     fig = report.memory_figure(gpu_rows)
     for ax in fig.axes:  # R3.9: every bar starts at zero, four readings side by side
         bars = [p for container in ax.containers for p in getattr(container, "patches", [])]
         assert len(bars) == 4 * 3 and all(bar.get_y() == 0 for bar in bars)
         assert len({round(bar.get_x(), 6) for bar in bars}) == len(bars)
     assert "not covered" in report.memory_note(gpu_rows)
-    cpu_rows = report.rows_frame(report.load_bundles([cpu_bundle]))
+    cpu_rows = report.summary_of(report.load_bundles([cpu_bundle]))
     assert report.memory_figure(cpu_rows) is None and report.memory_table(cpu_rows) is None
     assert "memory was not recorded" in report.memory_note(cpu_rows)
 
@@ -410,7 +414,7 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
     assert header.loc["driver", labels[1]] == "—"  # not recorded on CPU, never 0
     assert header.loc["truncation, b8 (R2.3)", labels[0]] == "3 texts cut, 41 tokens dropped"
     assert header.loc["model revision", labels[0]] == "m" * 16 + "…"  # full in the lock
-    assert len(summarise(report.rows_frame(bundles))) == 18
+    assert len(report.summary_of(bundles).phases) == 18
 
 
 def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
@@ -424,10 +428,10 @@ def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     h100 = table.loc[(bundles[0].label, "h100-example")]
     assert h100["b4: USD per accepted corpus"] == "USD 1,234.56"
     assert h100["b8: USD per accepted corpus"].startswith("none")
-    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
+    text = " ".join(report.decision_view_of(bundles).sentences)
     # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
-    assert "b8 was faster but not accepted** (quality below 0.7): median 305 ms" in text
-    assert "500 ms for b4" in text and "R5.7" in text
+    assert "b8 was faster (median 305 ms) but not accepted (macro_f1 0.660 below the " in text
+    assert "run failed: out of memory (1 of 10 runs)): it does not reach the same goal" in text
 
 
 def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -444,8 +448,8 @@ def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle
     assert row["package total (USD)"] == "USD 84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
     assert row["b1: USD per accepted corpus"] == "USD 84.00"  # one accepted corpus, not five (R5.3)
     assert row["b8: USD per accepted corpus"].startswith("none")
-    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
-    assert "b8 was faster but not accepted" in text and len(text.splitlines()) == 1
+    text = " ".join(report.decision_view_of(bundles).sentences)
+    assert text.count("was faster (median") == 1 and "b8 was faster" in text
 
 
 def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -488,7 +492,7 @@ def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> 
 def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
     (cpu_bundle / "resultats-bruts.csv").write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
     bundles = report.load_bundles([cpu_bundle])
-    rows = report.rows_frame(bundles)
+    rows = report.summary_of(bundles)
     assert "no row in resultats-bruts.csv yet" in report.title_markdown(bundles)
     assert report.elapsed_figure(rows) is None and report.memory_figure(rows) is None
     assert report.summary_table(rows).empty and report.acceptance_table(rows).empty
@@ -688,14 +692,15 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert bodies[0] == 6  # 2 bundles x 3 variants
     assert bodies[2] == 12  # 2 bundles x 3 variants x (cold, warm): the machine (R2.5)
     assert bodies[3] == 18  # 2 bundles x 3 variants x 3 phases
-    assert bodies[5] == 60  # 2 bundles x 30 measured runs
+    assert bodies[5] == 6  # 2 bundles x 3 variants: one acceptance row each
     assert bodies[6] == 1  # the OOM run, listed with its note
     assert bodies[7] == 4  # 2 bundles x 2 offers
     assert "outlier: run 2 (kept, R3.6)" in tables[0] and "run 2 (450 ms)" in tables[3]
-    assert "Cheapest accepted option" in dom and "Fastest accepted option" in dom
+    assert "Cheapest accepted option" in dom and "Verdict withheld" in dom  # the CPU's b1 ran
+    assert "heavy load" in dom and "with threads not fixed" in dom  # under heavy load (R2.5)
     assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
     assert "out of memory" in tables[6] and "memory was not recorded" in dom
-    assert "b8 was faster but not accepted" in dom
+    assert "b8 was faster (median 305 ms) but not accepted" in dom
     assert "The rental ledger" in dom and "USD 617.28 per accepted corpus" in dom
     assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
 
@@ -796,7 +801,7 @@ def test_a_throttled_or_low_clock_run_is_flagged(gpu_bundle: Path) -> None:
     found = clock_warnings(rows)
     assert len(found) == 1
     assert "/ b8 / warm run 2: low clock: median SM clock 1507 MHz" in found[0]
-    assert found[0] in warnings_markdown(report.rows_frame(report.load_bundles([gpu_bundle])))
+    assert found[0] in warnings_markdown(report.summary_of(report.load_bundles([gpu_bundle])))
     assert [
         r["energy_joules"]
         for r in rows
