@@ -69,9 +69,9 @@ def _csv_check(args: argparse.Namespace) -> int:
 
 
 def _check_bundle(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.audit import check_bundle
+    from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = check_bundle(args.bundle)
+    problems = verify_bundle(args.bundle)
     ok = f"{args.bundle}: every check re-derived and matching; manifest intact"
     return _verdict(problems, ok, refused=1)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.economics.reprice import verify_bundle
 from gpubench_nb.engine.environment import record_environment
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.observations import rows_for_run
@@ -22,7 +23,6 @@ from gpubench_nb.pipeline.orchestrate import prepare_bundle
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol import bundle as layout
-from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
@@ -64,7 +64,7 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
             "fix: finish that benchmark first (gpubench-nb run)",
             rule="R5.6",
         )
-    problems = check_bundle(benchmark)
+    problems = verify_bundle(benchmark)
     if problems:
         listing = "\n  ".join(problems[:10])
         raise ProtocolError(

@@ -21,7 +21,13 @@ from gpubench_nb.protocol.quality import (
     assess_runs,
     kept_reference_value,
 )
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_run
+from gpubench_nb.protocol.records import (
+    MEASURED_PHASES,
+    Phase,
+    read_economics,
+    read_environment,
+    read_run,
+)
 from gpubench_nb.protocol.results import read_rows, validate_csv
 
 COMPARED_CHECKS = (
@@ -67,6 +73,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
+    problems += record_problems(root)
     rows = read_rows(csv_path)
     keys = Counter((r["variant_id"], r["phase"], r["run_index"]) for r in rows)
     problems += [
@@ -89,6 +96,40 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         run = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
         found += [(run, p) for p in compare_with_record(root, row)]
     return problems + grouped("run", found)
+
+
+def record_problems(root: Path) -> list[str]:
+    """Every typed record the manifest seals, read by its one reader (protocol/records.py), so
+    a file that is not its record is a finding, never skipped nor a traceback: environment.json
+    (R2.4) and economics.json (R5.6; a `run` bundle, one with a schedule, must keep both), each
+    run.json (R3.6), a failed run's included."""
+    found = []
+    readers = [(layout.ENVIRONMENT_NAME, read_environment), (layout.ECONOMICS_NAME, read_economics)]
+    scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
+    readers = [(name, reader, root) for name, reader in readers]
+    readers += [(p.name, read_run, p.parent) for p in sorted(root.glob("runs/*/*/run.json"))]
+    for name, reader, folder in readers:
+        if not (folder / name).is_file():
+            if not scheduled:
+                continue
+            found.append(f"{name}: missing; a finished bundle keeps it (R5.6)")
+            continue
+        try:
+            record = reader(folder)
+        except BundleError as exc:
+            found.append(str(exc))
+            continue
+        env = getattr(record, "environment", None) or record.to_dict()
+        if name != layout.ECONOMICS_NAME:  # the report prints cores: a count, or nothing
+            counts = [env.get("cpu_count")] + [
+                part.get("cpu_count")
+                for part in (env.get("cpu_activity_start"), env.get("cpu_activity_end"))
+                if isinstance(part, dict)
+            ]
+            bad = [c for c in counts if c is not None and (type(c) is not int or c < 1)]
+            if bad:
+                found.append(f"{folder / name}: cpu_count {bad[0]!r} is not a number of cores")
+    return found
 
 
 def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
@@ -225,7 +266,7 @@ def _compare_run(
     checks_path = root / "runs" / key / CHECKS_NAME
     try:
         kept = json.loads(checks_path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
     if not isinstance(kept, dict):
         return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]
