@@ -148,3 +148,20 @@ def test_a_lock_that_predates_seals_still_verifies(tmp_path) -> None:
     lock = json.loads((MAIN_BUNDLE / layout.LOCK_NAME).read_text(encoding="utf-8"))
     assert "lock_sha256" not in lock and "corpus_identity" not in lock
     assert verify_bundle(resealed(tmp_path, lambda b: None)) == []
+
+
+def test_every_offer_is_re_priced_from_the_table_that_priced_it(tmp_path) -> None:
+    from gpubench_nb.economics.reprice import _pricing, price_bundle
+
+    offers = Path(__file__).resolve().parents[2] / "parameters" / "offers.yaml"
+    terms = {"offers": offers, "offer": "h100-example", "days": 7, "lots": 1, "gpus": None}
+    bundle = resealed(tmp_path, lambda b: price_bundle(b, _pricing(None, terms)))
+    assert verify_bundle(bundle) == []  # priced with this table, checked with this table
+
+    def forge(data: dict) -> dict:
+        data["offers"][-1]["package_total_usd_minor"] = 1  # not the declared offer
+        return data
+
+    edit_json("economics.json", forge)(bundle)
+    layout.write_manifest(bundle)
+    assert any("package_total_usd_minor: 1 ->" in p for p in verify_bundle(bundle))
