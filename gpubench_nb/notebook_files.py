@@ -52,13 +52,13 @@ def notebook_path(name: str) -> Path:
 def copy_notebooks(destination: str | Path) -> list[Path]:
     """Copy every shipped notebook into ``destination`` (created if absent), all or nothing.
 
-    The folder passes the one output guard (R5.6: never inside a bundle, symlinks resolved);
-    no notebook is overwritten; on any error (a full disk, no permission) whatever was copied
-    is removed again, so no partial copy is left.
+    The caller passes the folder through the one output guard first (protocol/outputs.py,
+    R5.6); no notebook is overwritten; on any error (a full disk, no permission) whatever was
+    copied is removed again, so no partial copy is left.
     """
-    from gpubench_nb.protocol.outputs import check_output_folder
-
-    target = check_output_folder(Path(destination), option="--copy")
+    target = Path(destination)
+    if target.exists() and not target.is_dir():
+        raise GpubenchError(f"--copy {target}: not a folder; give a folder for the notebooks")
     source = notebooks_dir()
     existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
     if existing:

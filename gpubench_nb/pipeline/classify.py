@@ -17,6 +17,7 @@ from typing import Any
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.reprice import verify_bundle
 from gpubench_nb.engine.environment import record_environment
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.orchestrate import prepare_bundle
@@ -134,6 +135,7 @@ def classify(
     before anything runs (R1.3). ``output_dir`` goes through the output guard (R5.6), and a
     command that fails leaves no half-made bundle folder behind.
     """
+    check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
     is_reference = variant_id == exp.quality.reference_variant

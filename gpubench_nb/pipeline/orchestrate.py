@@ -19,6 +19,7 @@ from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
 from gpubench_nb.notebook_files import (
     ECONOMICS_STEP,
@@ -280,6 +281,7 @@ def run_experiment(
     exactly (R1.3); ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing``
     (offers, offer, days, lots) replaces the experiment's pricing section, which is not frozen.
     """
+    check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
         experiment.variant(variant_id)  # unknown ids fail before anything runs
