@@ -94,13 +94,10 @@ def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
-    from gpubench_nb.protocol.outputs import check_output_folder
+    from gpubench_nb.notebook_files import notebooks_dir
+    from gpubench_nb.pipeline.notebook_copy import copy_notebooks
 
-    if args.copy is None:
-        paths = [notebooks_dir()]
-    else:  # the one output guard (R5.6): never into a bundle, nor over a FIFO or a file
-        paths = copy_notebooks(check_output_folder(Path(args.copy), option="--copy"))
+    paths = [notebooks_dir()] if args.copy is None else copy_notebooks(args.copy)
     print(*paths, sep="\n")
     return 0
 
