@@ -103,32 +103,19 @@ def record_problems(root: Path) -> list[str]:
     a file that is not its record is a finding, never skipped nor a traceback: environment.json
     (R2.4) and economics.json (R5.6; a `run` bundle, one with a schedule, must keep both), each
     run.json (R3.6), a failed run's included."""
-    found = []
-    readers = [(layout.ENVIRONMENT_NAME, read_environment), (layout.ECONOMICS_NAME, read_economics)]
+    found: list[str] = []
     scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
-    readers = [(name, reader, root) for name, reader in readers]
-    readers += [(p.name, read_run, p.parent) for p in sorted(root.glob("runs/*/*/run.json"))]
-    for name, reader, folder in readers:
-        if not (folder / name).is_file():
-            if not scheduled:
-                continue
-            found.append(f"{name}: missing; a finished bundle keeps it (R5.6)")
+    readers = [(root / layout.ENVIRONMENT_NAME, read_environment)]
+    readers += [(root / layout.ECONOMICS_NAME, read_economics)]
+    readers += [(path, read_run) for path in sorted(root.glob("runs/*/*/run.json"))]
+    for path, reader in readers:
+        if not path.is_file():
+            found += [f"{path.name}: missing; a finished bundle keeps it (R5.6)"] * scheduled
             continue
         try:
-            record = reader(folder)
+            reader(path.parent)
         except BundleError as exc:
             found.append(str(exc))
-            continue
-        env = getattr(record, "environment", None) or record.to_dict()
-        if name != layout.ECONOMICS_NAME:  # the report prints cores: a count, or nothing
-            counts = [env.get("cpu_count")] + [
-                part.get("cpu_count")
-                for part in (env.get("cpu_activity_start"), env.get("cpu_activity_end"))
-                if isinstance(part, dict)
-            ]
-            bad = [c for c in counts if c is not None and (type(c) is not int or c < 1)]
-            if bad:
-                found.append(f"{folder / name}: cpu_count {bad[0]!r} is not a number of cores")
     return found
 
 

@@ -355,6 +355,9 @@ class EnvironmentRecord(_Record):
             "cuda_module_loading", numerics.get("cuda_module_loading", _MAP) or {}
         )
         slurm = r.get("slurm", _MAP)
+        r.get("cpu_count", _INT)  # typed, not kept: the report prints it as a count of cores
+        for part in ("cpu_activity_start", "cpu_activity_end"):
+            r.child(part, r.get(part, _MAP) or {}).get("cpu_count", _INT)
         return cls(
             captured_utc=r.get("captured_utc", _TEXT),
             gpu_model=r.get("gpu_model", _TEXT),

@@ -79,7 +79,7 @@ CASES = {
     "gpu_count two": (edit_json("environment.json", lambda d: _set(d, gpu_count="two")), "two"),
     "cpu_count text": (
         edit_json("environment.json", lambda d: _set(d, cpu_count="2")),
-        "cpu_count '2' is not a number of cores",
+        "key 'cpu_count': expected an integer, got '2'",
     ),
     "failed run batch four": (
         lambda b: edit_json(str(_failed_run(b).relative_to(b)), lambda d: _set(d, batch="four"))(b),
@@ -165,3 +165,14 @@ def test_every_offer_is_re_priced_from_the_table_that_priced_it(tmp_path) -> Non
     edit_json("economics.json", forge)(bundle)
     layout.write_manifest(bundle)
     assert any("package_total_usd_minor: 1 ->" in p for p in verify_bundle(bundle))
+
+
+@pytest.mark.parametrize(
+    "case", ["cpu_count text", "5000-digit integer", "100000-deep list", "401-digit float"]
+)
+def test_the_report_refuses_absurd_records_before_any_kernel(tmp_path, case) -> None:
+    from gpubench_nb.report.bundles import load_bundles
+
+    edit, _ = CASES[case]
+    with pytest.raises(BundleError, match=r"R\d\.\d: .*(out of range|unreadable|cpu_count)"):
+        load_bundles([str(resealed(tmp_path, edit))])
