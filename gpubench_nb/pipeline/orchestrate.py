@@ -153,8 +153,9 @@ def prepare_bundle(
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()
-        shutil.copy2(experiment.source, kept / "experiment.yaml")
-        shutil.copy2(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
+        # the content only: a copy gets a new file's mode (0666 & ~umask), as every bundle file
+        shutil.copyfile(experiment.source, kept / "experiment.yaml")
+        shutil.copyfile(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
     expected = bundle_dir / layout.EXPECTED_IDS_NAME
     if not expected.exists():
         write_expected_ids(corpus, expected)

@@ -39,13 +39,14 @@ CHILD = textwrap.dedent(
         folder = bundle / "runs" / parameters["variant_id"]
         folder = folder / f"{parameters['phase']}-{parameters['run_index']}"
         folder.mkdir(parents=True, exist_ok=True)
-        if parameters["phase"] == "warm":
+        if parameters["phase"] == "warm" and sys.argv[2] != "none":
             os.kill(os.getpid(), getattr(signal, sys.argv[2]))
             time.sleep(30)
         record = {"status": "ok", "elapsed_seconds": 0.25, "load_seconds": 0.5,
                   "precision": "fp32", "batch": 4, "context": 32}
         (folder / "run.json").write_text(json.dumps(record), encoding="utf-8")
 
+    os.umask(int(sys.argv[3], 8))
     orchestrate.execute_notebook = fake
     orchestrate._render_report = lambda bundle: None
     sys.exit(cli.main(["run", sys.argv[1], "--output-dir", "out"]))
@@ -82,7 +83,7 @@ def test_a_signal_to_run_is_heard_like_ctrl_c(tmp_path: Path, data_dir: Path, na
     experiment = _experiment(tmp_path, data_dir)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(experiment), name],
+        [sys.executable, "-c", CHILD, str(experiment), name, "022"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 128 + getattr(signal, name), done.stderr
@@ -117,3 +118,21 @@ def test_report_refuses_a_bundle_a_run_holds(tmp_path: Path) -> None:
         holder.wait()
         holder.stdout.close()
     refuse_if_written(bundle)  # the system released the lock with its holder: readable again
+
+
+def test_under_umask_027_no_bundle_file_is_readable_by_others(
+    tmp_path: Path, data_dir: Path
+) -> None:
+    experiment = _experiment(tmp_path, data_dir)
+    for path in tmp_path.iterdir():
+        path.chmod(0o644)  # inputs as a checkout leaves them
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(experiment), "none", "027"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    bundle = tmp_path / "out" / "stop"
+    assert (bundle / "MANIFEST.sha256").is_file()
+    modes = {p.relative_to(bundle).as_posix(): p.stat().st_mode & 0o777 for p in bundle.rglob("*")}
+    assert {name: oct(mode) for name, mode in modes.items() if mode & 0o007} == {}
