@@ -70,6 +70,8 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(tmp_path: Path
         sock.close()
     with pytest.raises(BundleError, match=r"R5\.6: --out .* is a (FIFO|symlink|socket)"):
         check_output(out, option="--out", instead="write elsewhere")
+    with pytest.raises(BundleError, match="is a character device"):  # as root: /dev/null itself
+        check_output(Path(os.devnull), option="--out", instead="write elsewhere")
     assert out.is_symlink() or not out.is_file()  # still what it was, not a renamed file
     assert target.read_text(encoding="utf-8") == "keep me\n"
 
