@@ -14,7 +14,7 @@ from gpubench_nb.economics.offers import load_offers
 from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
 from gpubench_nb.economics.tables import economics_tables
 from gpubench_nb.errors import EconomicsError
-from gpubench_nb.notebook_files import ECONOMICS_STEP
+from gpubench_nb.kernel import ECONOMICS_STEP
 from gpubench_nb.protocol.bundle import CSV_NAME, ECONOMICS_NAME
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import differences

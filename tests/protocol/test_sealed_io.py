@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from gpubench_nb import kernel
 from gpubench_nb.cli import main
 from gpubench_nb.errors import BundleError
-from gpubench_nb.pipeline import notebook_copy
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.outputs import check_output, check_output_folder
 
@@ -119,7 +119,7 @@ def test_notebooks_copy_on_a_full_disk_leaves_no_partial_copy(
             raise OSError(errno.ENOSPC, "No space left on device")
         dst.write(src.read())
 
-    monkeypatch.setattr(notebook_copy.shutil, "copyfileobj", full)
+    monkeypatch.setattr(kernel.shutil, "copyfileobj", full)
     target = tmp_path / "nb"
     assert main(["notebooks", "--copy", str(target)]) == 2
     err = capsys.readouterr().err
