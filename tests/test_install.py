@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.pipeline.test_pipeline import make_experiment
+from tests.support.experiments import make_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]

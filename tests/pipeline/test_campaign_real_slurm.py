@@ -8,8 +8,9 @@ it is interrupted *mid-run*: first by the time-limit warning (USR2, ``scancel --
 submitit requeues the job, which resumes), then by ``scancel`` (SIGTERM); ``broken`` has a
 setup line that exits 1. Round 2
 resumes ``main``: the cold run is not redone, the interrupted warm run is redone (it was never
-a row, R3.6) and its row says why. Skips where a real Slurm cannot be started (not root, no
-packages), except under ``CI=true``, where it fails instead.
+a row, R3.6) and its row says why. Runs only under ``CI=true`` or ``GPUBENCH_TEST_SLURM=1``
+(it starts system daemons); skips where a real Slurm cannot be started (not root, no packages),
+except under ``CI=true``, where it fails instead.
 """
 
 from __future__ import annotations
@@ -28,14 +29,13 @@ import yaml
 
 pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[slurm]'")
 
-import slurm_cluster
-
 from gpubench_nb.cli import main
 from gpubench_nb.pipeline.campaign.state import verification
 from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 from gpubench_nb.protocol.experiment import SECTION_KEYS
 from gpubench_nb.protocol.records import read_environment
 from gpubench_nb.protocol.results import read_rows
+from tests.support import slurm_cluster
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine.faults import clear_pending
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
+from tests.support.experiments import frozen
 
 
 @pytest.fixture(autouse=True)

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import yaml
-from test_pipeline import make_experiment  # same folder: on sys.path under pytest
 
 from gpubench_nb.cli import main
 from gpubench_nb.errors import BundleError, EconomicsError, ProtocolError
@@ -29,6 +28,7 @@ from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.bundle import manifest_entries, verify_manifest, write_manifest
 from gpubench_nb.protocol.results import read_rows
 from gpubench_nb.protocol.writer import holder_path, lock_path
+from tests.support.experiments import make_experiment
 
 EXPERIMENT_ID = "guarded"
 

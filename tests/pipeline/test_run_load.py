@@ -5,7 +5,6 @@ CSV load row carries the load's memory readings."""
 from __future__ import annotations
 
 import pytest
-from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine import timing
 from gpubench_nb.engine.backends.bow import BowBackend
@@ -17,6 +16,7 @@ from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.fingerprint import sha256_files
+from tests.support.experiments import frozen
 
 
 @pytest.fixture(autouse=True)
