@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.interrupt import (
@@ -25,11 +24,8 @@ from gpubench_nb.pipeline.interrupt import (
     read_interruptions,
     stop_on_signals,
 )
-from gpubench_nb.protocol.experiment import SECTION_KEYS
 from gpubench_nb.protocol.results import read_rows
-
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
-REASON = {"repeats_reason": "unit test"} if "repeats_reason" in SECTION_KEYS["timing"] else {}
+from tests.support.experiments import bow_experiment
 
 
 def test_sigterm_becomes_interrupted_and_the_old_handlers_come_back() -> None:
@@ -57,34 +53,19 @@ def test_usr2_is_handed_to_the_requeue_handler_after_the_record() -> None:
 
 
 def _experiment(folder: Path, data_dir: Path) -> Path:
-    def subset(name: str, count: int) -> None:
-        lines = (data_dir / name).read_text(encoding="utf-8").splitlines()[::3][:count]
-        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    subset("eval.jsonl", 20)
-    subset("train.jsonl", 400)
-    subset("tune.jsonl", 100)
-    declaration = {
-        "experiment_id": "stop",
-        "seed": 3,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {
-            "metric": "accuracy",
-            "threshold": 0.0,
-            "tolerance": 1.0,
-            "reference_variant": "b4",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 32, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1, **REASON},
-    }
-    path = folder / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    return path
+    """20 texts, one variant, one cold and one warm run; its bow model built once per session."""
+    return bow_experiment(
+        folder,
+        "stop",
+        data_dir=data_dir,
+        eval_texts=(20, 3),
+        train=(400, 3),
+        tune=(100, 3),
+        batches=(4,),
+        seed=3,
+        quality={"metric": "accuracy", "threshold": 0.0, "tolerance": 1.0},
+        fixed={"context": 32},
+    )
 
 
 def _fake_kernels(monkeypatch: pytest.MonkeyPatch, interrupt_key: str | None) -> list[str]:

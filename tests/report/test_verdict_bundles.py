@@ -22,13 +22,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.report.decision import decision_frame, decision_view
+from tests.support.experiments import bow_experiment
 
 pytestmark = pytest.mark.slow
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
 DELAYS = {
     "b8": (0.2, 0.6, 1.0, 1.4, 6.0),
     "b16": (0.4, 0.8, 1.2, 1.6, 2.0),
@@ -36,47 +35,19 @@ DELAYS = {
 }
 
 
-def _subset(source: Path, target: Path, count: int, step: int) -> None:
-    lines = source.read_text(encoding="utf-8").splitlines()[::step][:count]
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 def _experiment(root: Path, data_dir: Path, name: str, variants: list[int], repeats: int) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", 120, step=8)
-    _subset(data_dir / "train.jsonl", root / "train.jsonl", 1500, step=3)
-    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 300, step=3)
-    timing: dict[str, object] = {"scope": "processing", "warmup_iterations": 1}
-    timing.update(repeats=repeats, order="alternating")
-    if repeats < 5:
-        timing["repeats_reason"] = "a test of the verdict with too few runs (issue 24)"
-    declaration = {
-        "experiment_id": name,
-        "seed": 11,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.2,
-            "tolerance": 0.05,
-            "reference_variant": f"b{variants[0]}",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": f"b{b}", "batch": b} for b in variants],
-        "timing": timing,
-        "pricing": {  # the shipped table: its example offers declare `placeholder: true`
-            "offers": str(Path(__file__).resolve().parents[2] / "parameters" / "offers.yaml"),
-            "offer": "h100-example",
-            "days": 7,
-            "lots": 1,
-        },
-    }
-    path = root / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration, sort_keys=False), encoding="utf-8")
-    return path
+    reason = "a test of the verdict with too few runs (issue 24)" if repeats < 5 else None
+    offers = str(Path(__file__).resolve().parents[2] / "parameters" / "offers.yaml")
+    return bow_experiment(
+        root,
+        name,
+        data_dir=data_dir,
+        eval_texts=(120, 8),
+        batches=tuple(variants),
+        timing={"repeats": repeats, "order": "alternating", "repeats_reason": reason},
+        # the shipped table: its example offers declare `placeholder: true`
+        pricing={"offers": offers, "offer": "h100-example", "days": 7, "lots": 1},
+    )
 
 
 @contextlib.contextmanager
