@@ -364,7 +364,7 @@ SUBCOMMANDS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `gpubench-nb` parser: one small function per subcommand (issue 25)."""
+    """The `gpubench-nb` parser: one small function per subcommand."""
     from gpubench_nb import __version__
 
     parser = argparse.ArgumentParser(

@@ -8,11 +8,11 @@ by the user only), which both removes the reason for the warning and the warning
 Those sockets and the connection files live in a private runtime folder of this process (0700,
 created at the first kernel, removed at exit), never in the kernels' working folder: two
 ``gpubench-nb run`` started together on one install (a GPU server has several users) otherwise
-pick the same ``kernel-ipc-N`` socket names and talk to each other's kernels (issue 22 §1).
+pick the same ``kernel-ipc-N`` socket names and talk to each other's kernels.
 
 The kernels gpubench-nb starts also end without the interpreter's teardown once they have shut
 down cleanly (``exit_without_teardown``): with torch imported that teardown was 0.6-0.9 s of
-every scheduled run (issue 25).
+every scheduled run.
 
 A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
 client picks and the usual exit. For those, ``python -m gpubench_nb.kernel install`` writes a
@@ -42,7 +42,7 @@ from typing import Any
 TCP_WARNING = "Kernel is running over TCP without encryption"
 _IRI_GRAMMAR = "rfc3987_syntax"  # optional to jsonschema; no notebook schema uses it
 # Set in the environment of the kernels gpubench-nb starts: they skip the interpreter's
-# teardown at exit (exit_without_teardown, issue 25).
+# teardown at exit (exit_without_teardown).
 FAST_EXIT = "GPUBENCH_KERNEL_FAST_EXIT"
 # ipykernel's line (kernelbase: with a final period on the shell path, without on control)
 SHUTDOWN_INTERRUPT = "KeyboardInterrupt caught in kernel"
@@ -102,7 +102,7 @@ def _remove_stale(base: Path) -> None:
 @functools.cache
 def kernel_manager_class() -> type:
     """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX),
-    with its connection file and sockets in :func:`runtime_dir` (issue 22 §1)."""
+    with its connection file and sockets in :func:`runtime_dir`."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
@@ -138,7 +138,7 @@ def papermill_module() -> ModuleType:
     papermill and nbconvert import nbformat, which imports jsonschema; jsonschema imports the
     optional package ``rfc3987_syntax`` (installed with jupyterlab) to check ``iri`` formats,
     and that package builds its Earley parser at import: 1.1 s on 2 cores, paid by every
-    ``gpubench-nb run`` and ``report`` (issue 25). No notebook schema declares an ``iri``
+    ``gpubench-nb run`` and ``report``. No notebook schema declares an ``iri``
     format, so this process marks the package absent before jsonschema is first imported;
     jsonschema then skips that one optional checker, as it does when the package is not
     installed. Kernels and other processes are untouched.
@@ -168,7 +168,7 @@ class _DropShutdownInterrupt(logging.Filter):
     jupyter_client sends SIGINT before every ``shutdown_request``; when it lands while the
     kernel handles a message (not a cell: a cell reports its own KeyboardInterrupt), ipykernel
     logs that line at ERROR into the bundle's kernel log, now and then, for a run that went
-    well (issue 25). Those kernels run in a session of their own, so a user's Ctrl-C reaches
+    well. Those kernels run in a session of their own, so a user's Ctrl-C reaches
     them only through that same shutdown: the line never says anything to act on there."""
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -198,7 +198,7 @@ def stop_control_thread(app: Any, timeout_seconds: float = 10.0) -> None:
     (its handler was registered last) and only then joins the control thread: when the reply
     is still being flushed at that moment, the flush waits out its 10 s timeout, the client
     gives up after 2.5 s and sends SIGTERM. One kernel in 6-10 on 2 cores took 3.4 s more to
-    stop, for every scheduled run and step (issue 25). Stopped here first, the control thread
+    stop, for every scheduled run and step. Stopped here first, the control thread
     completes its flush; ipykernel's own close then finds it stopped and skips it.
     """
     control = getattr(app, "control_thread", None)
@@ -211,7 +211,7 @@ def exit_without_teardown() -> None:
     """End a kernel that has shut down cleanly the way the interpreter would, minus the module
     teardown: non-daemon threads joined, atexit handlers run, standard streams flushed, then
     ``os._exit(0)``. With torch imported the teardown alone took 0.6-0.9 s of every kernel's
-    graceful shutdown on 2 cores, once per scheduled run (issue 25). Only kernels that
+    graceful shutdown on 2 cores, once per scheduled run. Only kernels that
     gpubench-nb starts (``FAST_EXIT`` set by its kernel manager) take this path: their notebooks
     write every file atomically and close it inside the cell; a kernel a person starts from
     Jupyter exits as usual, its unclosed files flushed by the teardown."""

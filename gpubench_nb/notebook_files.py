@@ -1,4 +1,4 @@
-"""Where the stage notebooks are: package data ``gpubench_nb.notebooks`` (issue 21).
+"""Where the stage notebooks are: package data ``gpubench_nb.notebooks``.
 
 The source is the repository's top-level ``notebooks/`` folder, which ``pyproject.toml`` maps to
 that package; a wheel, ``pip install .``, an editable and a read-only install all find them
@@ -15,14 +15,11 @@ from pathlib import Path
 from gpubench_nb.errors import GpubenchError
 
 PACKAGE = "gpubench_nb.notebooks"
-STAGE_NOTEBOOKS = (
-    "00_environment.ipynb",
-    "10_measure.ipynb",
-    "20_quality.ipynb",
-    "30_economics.ipynb",
-    "90_report.ipynb",
-    "memory_mlp.ipynb",
-)
+# The notebook steps: each ships as "<step>.ipynb", is kept in the bundle under that name, and
+# names its bundle writer (R5.6). Every stage asks these names here.
+STEPS = ("00_environment", "10_measure", "20_quality", "30_economics", "90_report", "memory_mlp")
+ENVIRONMENT_STEP, MEASURE_STEP, QUALITY_STEP, ECONOMICS_STEP, REPORT_STEP, MEMORY_STEP = STEPS
+STAGE_NOTEBOOKS = tuple(f"{step}.ipynb" for step in STEPS)
 
 
 def notebooks_dir() -> Path:

@@ -18,8 +18,8 @@ ROUNDING_RULE = (
 )
 
 _OFFER_FIELDS = ("id", "provider", "gpu_model", "gpus_per_lot", "package_price_usd_minor")
-# Optional: ``placeholder: true`` declares the prices invented examples, not a quote (issue 24
-# §3). Every price of such an offer is marked wherever it is shown (formats.price).
+# Optional: ``placeholder: true`` declares the prices invented examples, not a quote.
+# Every price of such an offer is marked wherever it is shown (formats.price).
 _OPTIONAL_FIELDS = ("placeholder",)
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
@@ -38,7 +38,7 @@ class Offer:
     gpus_per_lot: int
     # days -> USD cents for the whole package of one lot; always exactly the keys 3, 7, 30.
     package_price_usd_minor: Mapping[int, int] = field(hash=False)
-    placeholder: bool = False  # invented example prices, not a quote (issue 24 §3)
+    placeholder: bool = False  # invented example prices, not a quote
 
     def price_usd_minor(self, days: int) -> int:
         """The whole ``days``-day package price of one lot, in cents (R5.1)."""
@@ -142,7 +142,7 @@ def _check_field_names(where: str, entry: dict[str, Any]) -> None:
 
 
 def _placeholder(where: str, placeholder: Any) -> bool:
-    """``placeholder: true`` marks invented example prices, not a quote (issue 24 §3)."""
+    """``placeholder: true`` marks invented example prices, not a quote."""
     if not isinstance(placeholder, bool):
         raise EconomicsError(
             f"{where} field 'placeholder': must be true (invented example prices, not a quote) "

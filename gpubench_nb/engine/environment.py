@@ -350,3 +350,21 @@ def _sku_text(details: dict[str, Any]) -> str:
         f"persistence={details.get('persistence_mode')} mig={details.get('mig_mode')} "
         f"ecc={details.get('ecc_mode')}"
     )
+
+
+def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
+    """00_environment: the machine as observed (R2.4, R2.5) into the bundle's environment.json,
+    under its writer and only for the frozen declaration (R1.3, checked before anything)."""
+    from gpubench_nb.engine.backends import resolve_device
+    from gpubench_nb.notebook_files import ENVIRONMENT_STEP
+    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.lock import require_frozen
+    from gpubench_nb.protocol.records import write_environment
+    from gpubench_nb.protocol.writer import bundle_writer
+
+    with bundle_writer(bundle_dir, ENVIRONMENT_STEP, step=True):
+        exp = load_experiment(experiment)
+        require_frozen(bundle_dir, exp, step=ENVIRONMENT_STEP)
+        environment = capture_environment(resolve_device(exp.fixed.get("device", "auto")))
+        write_environment(Path(bundle_dir), environment)
+        return environment

@@ -1,4 +1,4 @@
-"""What `validate` checks before any run: every file the experiment names is there (issue 25).
+"""What `validate` checks before any run: every file the experiment names is there.
 
 A missing file is named by the key that holds its path (``corpus.tune``, ``pricing.offers``),
 its absolute path and the fix, all in one error, so that `validate` passing means `run` will

@@ -2,7 +2,7 @@
 
 In a terminal the progress is a tqdm bar. Anywhere else (``make demo > log``, CI, ``nohup``) a
 bar's carriage-return frames would pile up into one unreadable line of kilobytes, so each
-finished run is one plain line instead: ``[ 4/30] b1 warm 1  3.71 s`` (issue 25).
+finished run is one plain line instead: ``[ 4/30] b1 warm 1  3.71 s``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def run_with_progress(
             protocol=protocol,
         )
         finished = True
-    finally:  # closed at the real count; a refusal is printed after it (issue 16)
+    finally:  # closed at the real count; a refusal is printed after it
         progress.close(finished)
     return summary_text(
         result.rows, result.bundle_dir, result.report_path, verdicts=result.verdicts, phases=PHASES

@@ -48,7 +48,7 @@ class Corpus:
     path: Path
     items: tuple[CorpusItem, ...]
     revision: str
-    # False: loaded for acceptance, which reads IDs and labels only (issue 25: a 535 MB corpus
+    # False: loaded for acceptance, which reads IDs and labels only (a 535 MB corpus
     # held 3.3 GB); the revision is still that of the texts, checked while reading them.
     texts_kept: bool = True
 
@@ -116,7 +116,7 @@ def corpus_identity(items: Sequence[CorpusItem]) -> str:
     The revision pins the order too (R2.1: variants see the same input order); the identity is
     what a ledger counts: the same items (ID, text, label) in another order, or with IDs written
     in another Unicode form that NFC makes equal (the tool's own ID rule, protocol/ids.py), are
-    one corpus (issue 22 §4). Each item is the compact JSON array ``[NFC id, text, label]``;
+    one corpus. Each item is the compact JSON array ``[NFC id, text, label]``;
     the arrays are sorted, then hashed one per line after a version tag.
     """
     records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
@@ -156,7 +156,7 @@ def load_corpus(
     counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
     ...): a file that cannot be read is reported under it. The file is read as a stream;
     ``texts=False`` checks and fingerprints the texts but does not keep them (acceptance reads
-    IDs and labels only: memory stays near the file's size, issue 25).
+    IDs and labels only: memory stays near the file's size).
     """
     path = Path(path)
     if fmt not in ("jsonl", "csv"):

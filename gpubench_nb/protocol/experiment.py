@@ -16,6 +16,7 @@ from typing import Any
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.experiment_rules import (
     MIN_REPEATS,
+    optimisation_problems,
 )
 from gpubench_nb.protocol.experiment_rules import (
     identifier as _identifier,
@@ -30,13 +31,16 @@ from gpubench_nb.protocol.experiment_rules import (
     seed as _seed,
 )
 from gpubench_nb.protocol.experiment_spec import (
+    ATTENTIONS,
     BACKENDS,
     BATCHINGS,
+    COMPILE_MODES,
     METRICS,
     ORDERS,
     OUTPUT_FORMATS,
     PACKAGE_DAYS,
     PRECISIONS,
+    QUANTIZATIONS,
     SCOPES,
     SETTING_DEFAULTS,
     SETTING_KEYS,
@@ -89,7 +93,7 @@ class Checker:
 
     def __init__(self, source: Path) -> None:
         self.source = source
-        # one failure in many fields (every variant's batch) is said once (issue 25)
+        # one failure in many fields (every variant's batch) is said once
         self.found = Problems("field")
         self.failures = 0  # how many fail() calls so far, for checks that follow another
 
@@ -153,7 +157,7 @@ class Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    # Bounded, duplicate keys refused (issue 11 §6): the one YAML reader.
+    # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)
@@ -175,6 +179,14 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     fixed = _fixed(check, top["fixed"], knob)
     variants = _variants(check, top["variants"], knob, fixed)
     quality = _quality(check, top["quality"], [v.id for v in variants])
+    model = _model(check, top["model"], classes)
+    refused = {  # what this backend and device cannot run, said once per field (R2.1)
+        (f"fixed.{key}" if key in fixed else f"variants[{v.id}].{key}", problem, fix): None
+        for v in variants
+        for key, problem, fix in optimisation_problems(v.settings, model.backend)
+    }
+    for where, problem, fix in refused:
+        check.fail(where, problem, fix, rule="R2.1")
     notes = top.get("notes") or ""
     if not isinstance(notes, str):
         check.fail("notes", "must be free text", "write a string")
@@ -190,7 +202,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
             "output_format", top.get("output_format", "predictions_jsonl"), OUTPUT_FORMATS
         ),
         quality=quality,
-        model=_model(check, top["model"], classes),
+        model=model,
         tokenizer=TokenizerSpec(
             path=check.path("tokenizer.path", _section(check, top, "tokenizer").get("path"))
         ),
@@ -282,6 +294,11 @@ def _setting(check: Checker, where: str, key: str, value: Any) -> Any:
         return check.choice(where, value, PRECISIONS)
     if key == "batching":
         return check.choice(where, value, BATCHINGS)
+    choices = {"compile": COMPILE_MODES, "attention": ATTENTIONS, "quantization": QUANTIZATIONS}
+    if key in choices:
+        return check.choice(where, value, choices[key])
+    if key == "threads":
+        return value if value == "auto" else check.integer(where, value, 1, "auto or e.g. 2")
     if key in ("context", "batch"):
         return check.integer(where, value, 1)
     device = check.text(where, value)

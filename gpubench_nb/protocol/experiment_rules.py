@@ -1,4 +1,4 @@
-"""Input rules of the experiment's fields (issue 11 §6): identifiers, seeds, repeats, formats."""
+"""Input rules of the experiment's fields: identifiers, seeds, repeats, formats."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from gpubench_nb.protocol.experiment_spec import ATTENTION_BACKENDS, CPU_QUANTIZATIONS
 
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
@@ -112,3 +114,42 @@ def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> N
             f"corpus.format: {kind}",
             rule="R1.1",
         )
+
+
+def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, str]]:
+    """``(setting, problem, fix)`` for each way of running the model that ``backend`` or the
+    declared device cannot run (R2.1), decided from the declaration alone; what depends on
+    this machine's packages and GPU is checked by ``engine.optimise.unrunnable``."""
+    found = []
+    device, scheme, attention = settings.device, settings.quantization, settings.attention
+    if attention != "auto" and backend not in ATTENTION_BACKENDS:
+        found.append(
+            (
+                "attention",
+                f"backend {backend} has no transformers attention to choose",
+                f"use attention: auto, or a backend among {', '.join(ATTENTION_BACKENDS)}",
+            )
+        )
+    if attention == "flash_attention_2" and (device == "cpu" or settings.precision == "fp32"):
+        found.append(
+            ("attention", "flash_attention_2 runs on CUDA in fp16 or bf16 only", "use sdpa")
+        )
+    if scheme in CPU_QUANTIZATIONS and (device.startswith("cuda") or settings.precision != "fp32"):
+        found.append(
+            (
+                "quantization",
+                f"{scheme} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
+                "declare device: cpu and precision: fp32, or a torchao scheme on CUDA",
+            )
+        )
+    if scheme not in ("none", *CPU_QUANTIZATIONS) and device == "cpu":
+        found.append(
+            (
+                "quantization",
+                f"{scheme} (torchao) is run on CUDA devices here",
+                "declare a CUDA device, or int8_dynamic on the CPU",
+            )
+        )
+    if scheme == "int4_weight_only" and settings.precision != "bf16":
+        found.append(("quantization", "int4_weight_only packs bf16 weights", "fix precision bf16"))
+    return found

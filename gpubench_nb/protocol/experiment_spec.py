@@ -11,7 +11,11 @@ from typing import Any
 from gpubench_nb.errors import ProtocolError
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
-BACKENDS = ("bow", "minilm", "hf", "causal_lm")
+# The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
+PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
+USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
+BACKENDS = PRESET_BACKENDS + USER_BACKENDS
+PROMPT_BACKENDS = ("causal_lm",)  # classify through the declared model.prompt (R2.5)
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
@@ -31,9 +35,25 @@ ORDERS = ("alternating", "drawn")
 BATCHINGS = ("corpus_order", "length_sorted")
 PACKAGE_DAYS = (3, 7, 30)
 OUTPUT_FORMATS = ("predictions_jsonl",)
+# How the model is run (R2.1): a torch.compile mode, the attention implementation of a
+# transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
+COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
+ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
+QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
+CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # The settings an experiment may vary; exactly one of them is the declared knob (R2.1).
 SETTING_KEYS = ("precision", "context", "batch", "device", "batching")
+SETTING_KEYS += ("compile", "attention", "quantization", "threads")
+# Settings added after locks were frozen: left out of the lock at their default (R1.3).
+LATER_DEFAULTS: Mapping[str, Any] = {
+    "compile": "none",
+    "attention": "auto",
+    "quantization": "none",
+    "threads": "auto",
+}
 SETTING_DEFAULTS: Mapping[str, Any] = {"device": "auto", "batching": "corpus_order"}
+SETTING_DEFAULTS = {**SETTING_DEFAULTS, **LATER_DEFAULTS}
 
 
 @dataclass(frozen=True)
@@ -75,6 +95,14 @@ class Settings:
     batch: int
     device: str
     batching: str
+    compile: str = "none"
+    attention: str = "auto"
+    quantization: str = "none"
+    threads: int | str = "auto"
+
+    def optimisations(self) -> dict[str, Any]:
+        """The settings of how the model is run that differ from their defaults (R2.1)."""
+        return {k: getattr(self, k) for k, v in LATER_DEFAULTS.items() if getattr(self, k) != v}
 
 
 @dataclass(frozen=True)
@@ -157,7 +185,7 @@ class Experiment:
             "reference_variant": self.quality.reference_variant,
         }
         declared["output_format"] = self.output_format
-        declared["fixed"] = dict(self.fixed)
+        declared["fixed"] = _declared(self.fixed)
         declared["timing"] = {
             "scope": self.timing.scope,
             "warmup_iterations": self.timing.warmup_iterations,
@@ -169,12 +197,21 @@ class Experiment:
             declared["timing"]["repeats_reason"] = self.timing.repeats_reason
         if self.model.prompt is not None:  # defaults filled in, template hash (R1.3, R2.5)
             declared["model"] = {**declared["model"], "prompt": self.model.prompt.normalised()}
-        declared["variants"] = [{"id": v.id, **_settings_dict(v.settings)} for v in self.variants]
+        declared["variants"] = [
+            {"id": v.id, **_settings_dict(v.settings), self.knob: v.knob_value}
+            for v in self.variants
+        ]
         return plain_data(declared)
 
 
+def _declared(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """``settings`` without the later settings at their default: a lock frozen before they
+    existed stays the lock of the same experiment (R1.3)."""
+    return {k: v for k, v in settings.items() if k not in LATER_DEFAULTS or LATER_DEFAULTS[k] != v}
+
+
 def _settings_dict(settings: Settings) -> dict[str, Any]:
-    return {key: getattr(settings, key) for key in SETTING_KEYS}
+    return _declared({key: getattr(settings, key) for key in SETTING_KEYS})
 
 
 def plain_data(value: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.bundle import LOCK_NAME
+from gpubench_nb.protocol.bundle import CAMPAIGN_FROZEN_DIR, LOCK_NAME
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
 
@@ -42,7 +42,7 @@ def build_lock(
 
 
 def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
-    """``lock`` with ``lock_sha256``: the SHA-256 of every other field (issue 22 §5).
+    """``lock`` with ``lock_sha256``: the SHA-256 of every other field.
 
     ``sha256`` covers what is compared between runs (declaration and fingerprints) and stays
     as it was, so bundles frozen before keep verifying; ``lock_sha256`` also covers the fields
@@ -127,8 +127,8 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
         lock = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ProtocolError(
-            f"{path}: protocol lock not found. Fix: copy the campaign's protocol.lock.json "
-            "(outputs/<campaign>/protocol.lock.json) to this machine and pass its path",
+            f"{path}: protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/"
+            f"<campaign>/{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path",
             rule="R1.3",
         ) from None
     except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:

@@ -1,8 +1,8 @@
 """Where a command may write (R5.6): never over one of its inputs, never into a sealed bundle.
 
-A command that overwrites what it reads destroys the evidence it was asked to check (issue 11
-§4: `accept EXP F --checks F` replaced the predictions by their own report; `accept` on a
-predictions file inside a finished bundle rewrote that bundle's archived checks.json).
+A command that overwrites what it reads destroys the evidence it was asked to check
+(`accept EXP F --checks F` would replace the predictions by their own report; `accept` on a
+predictions file inside a finished bundle would rewrite that bundle's archived checks.json).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def check_output(
     folder: bool = False,
     rule: str = "R5.6",
 ) -> Path:
-    """The one guard of every output option (issue 22 §2): refuse ``out`` (exit 2) when writing
+    """The one guard of every output option: refuse ``out`` (exit 2) when writing
     it would destroy an input, or write into a bundle (finished or not, read by the command or
     not). A folder that merely holds inputs is fine: a new file or bundle there replaces none.
 

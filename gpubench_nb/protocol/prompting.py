@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench_nb.protocol.experiment_spec import PROMPT_BACKENDS
+
 PLACEHOLDER = "{text}"
 DECISIONS = ("loglik", "generate")
 LENGTH_NORMALISATIONS = ("none", "tokens", "chars")
@@ -88,12 +90,12 @@ def normalise_answer(text: str, steps: tuple[str, ...]) -> str:
 def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...]) -> Any:
     """``model.prompt`` validated with ``check`` (experiment's _Checker): a PromptSpec for
     ``causal_lm``, None for other backends (which must not declare one)."""
-    if backend != "causal_lm":
+    if backend not in PROMPT_BACKENDS:
         if value is not None:
             check.fail(
                 "model.prompt",
-                f"only backend causal_lm takes a prompt, not {backend}",
-                "remove model.prompt or declare backend: causal_lm",
+                f"only backend {' or '.join(PROMPT_BACKENDS)} takes a prompt, not {backend}",
+                f"remove model.prompt or declare backend: {PROMPT_BACKENDS[0]}",
                 rule="R1.3",
             )
         return None

@@ -1,7 +1,7 @@
 """The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused.
 
 Every YAML the tool reads (experiment, offers, papermill list parameters) goes through here, so
-each input rule holds everywhere (issue 11 §6): a key given twice is an error, not "last one
+each input rule holds everywhere: a key given twice is an error, not "last one
 wins"; a small file cannot expand into gigabytes through aliases ("billion laughs").
 """
 

@@ -56,7 +56,7 @@ def load_backend(
         "precision": precision,
         "revisions": revisions,
     }
-    entry = backend_entry(model.backend)  # the registry, not a chain of names (issue 21)
+    entry = backend_entry(model.backend)  # the registry, not a chain of names
     backend_class = entry.backend_class()
     if entry.prompt:
         kwargs["prompt"] = model.prompt  # the declared prompt, frozen in the lock (R1.3, R2.5)

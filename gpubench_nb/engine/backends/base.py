@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported (issue 21)
+from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
     BATCHINGS,
@@ -191,6 +191,9 @@ class Backend:
     """A loaded model + tokenizer on one device at one precision (see ARCHITECTURE.md)."""
 
     name: str
+    # reads the shipped WordPiece files with `tokenizers` alone, never importing transformers
+    # (tokenization.TextTokenizer); another tokenizer folder still goes through transformers
+    plain_tokenizer = False
     device: torch.device
     precision: str
     classes: tuple[str, ...]
@@ -279,11 +282,9 @@ class Backend:
         self.model_revision = model_revision or sha256_files(
             model_files(self.model_path), self.model_path
         )
-        from gpubench_nb.engine.backends.registry import REGISTRY
-
-        entry = REGISTRY.get(self.name)
-        plain = entry is not None and entry.plain_tokenizer
-        self.tokenizer = TextTokenizer(tokenizer_path, revision=tokenizer_revision, plain=plain)
+        self.tokenizer = TextTokenizer(
+            tokenizer_path, revision=tokenizer_revision, plain=self.plain_tokenizer
+        )
         self.tokenizer_revision = self.tokenizer.revision
 
     def _map_labels(self, model_labels: Sequence[str]) -> None:

@@ -29,7 +29,7 @@ from gpubench_nb.engine.backends.presets import (
     wordpiece_dir,
     write_metadata,
 )
-from gpubench_nb.engine.backends.tokenization import TextTokenizer
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def build_bow(
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = _bow_options(options)
+    opts = preset_options(options)
     classes = tuple(classes)
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
@@ -179,7 +179,13 @@ def build_bow(
     return built_report(out_dir, started, metadata)
 
 
-def _bow_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+def preset_source() -> tuple[Path, list[Path]]:
+    """What a bow build starts from, hashed as its source_revision (R1.1): the shipped
+    WordPiece files, byte-identical to the MiniLM package's (the same revision)."""
+    return wordpiece_dir(), tokenizer_files(wordpiece_dir())
+
+
+def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """model.build of the bow preset, defaults filled in and each value checked."""
     opts = require_mapping(options or {}, BOW_OPTIONS, "the bow preset")
     for key in ("dim", "max_epochs", "train_batch"):
@@ -251,6 +257,7 @@ class BowBackend(Backend):
     """A built bow folder, loaded on a device at a precision (the EmbeddingBag included)."""
 
     name = "bow"
+    plain_tokenizer = True
 
     def __init__(
         self,
@@ -291,3 +298,7 @@ class BowBackend(Backend):
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors)
+
+
+BACKEND = BowBackend
+build_preset = build_bow

@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata, require_mapping
-from gpubench_nb.engine.backends.presets import minilm_source_dir, wordpiece_dir
-from gpubench_nb.engine.backends.registry import PRESETS
-from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
+from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
 
@@ -58,23 +56,16 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     A folder whose recorded build declaration (backend, seed, context, options, classes,
     train/tune revisions, MiniLM source revision) matches is reused as is; a different one is
     replaced only with ``force`` (R1.1: a frozen model is never silently rebuilt)."""
-    from gpubench_nb.engine.backends.bow import BOW_OPTIONS, build_bow
-    from gpubench_nb.engine.backends.minilm import ENCODER_FILES, MINILM_OPTIONS, build_minilm
-
     backend = exp.model.backend
-    if backend not in PRESETS:
+    entry = backend_entry(backend)
+    if not entry.preset:
         raise BackendError(
             f"model.backend {backend!r} has nothing to build: build-model builds the presets "
             f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
         )
-    defaults = BOW_OPTIONS if backend == "bow" else MINILM_OPTIONS
-    options = require_mapping(dict(exp.model.build or {}), defaults, f"the {backend} preset")
-    # bow: the shipped WordPiece files, byte-identical to the MiniLM package's (the same
-    # source_revision); minilm: the package itself (its encoder).
-    source = minilm_source_dir() if backend == "minilm" else wordpiece_dir()
-    source_files = tokenizer_files(source)
-    if backend == "minilm":
-        source_files += [source / name for name in ENCODER_FILES]
+    preset = entry.module()  # its preset_options, preset_source and build_preset
+    options = preset.preset_options(exp.model.build)
+    source, source_files = preset.preset_source()
     train = _load_split(exp, "train")
     tune = _load_split(exp, "tune")
     _check_disjoint(exp, train, tune)
@@ -95,8 +86,7 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
 
-    builder = build_bow if backend == "bow" else build_minilm
-    builder(
+    preset.build_preset(
         train.texts,
         train.labels,
         tune.texts,

@@ -28,6 +28,8 @@ from gpubench_nb.protocol.prompting import normalise_answer
 if TYPE_CHECKING:
     import torch
 
+AUTO_CLASSES = ("AutoModelForCausalLM", "GenerationConfig")  # imported before the load clock
+MODEL_MAPPING = "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"  # (imports.py, R3.2; as hf.py)
 OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
 
 
@@ -82,7 +84,7 @@ class CausalLmBackend(Backend):
         self.precision = precision
         model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(precision))
         self.module = model.to(device).eval()
-        # Issue 23 §7 (R2.5, R1.3): the folder's generation_config.json is fingerprinted, but
+        # R2.5, R1.3: the folder's generation_config.json is fingerprinted, but
         # none of its options applies: the model's defaults become exactly the declared ones,
         # so generate() has no folder default left to merge in.
         self.generation_config, self.folder_overridden = declared_generation_config(
@@ -264,7 +266,7 @@ class CausalLmBackend(Backend):
 
 def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple[Any, list[str]]:
     """The generation config of the declared options only (greedy, ``max_new_tokens``), and
-    the names of the folder's generation options it overrides (issue 23 §7). Token ids (end of
+    the names of the folder's generation options it overrides. Token ids (end of
     sequence, padding, start) are facts of the model, read from its files, which are part of
     the model revision; every other option of generation_config.json is dropped."""
     from transformers import GenerationConfig
@@ -320,3 +322,6 @@ class StopInAnswer:
             for row in input_ids[:, self.width :].tolist()
         ]
         return torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+
+
+BACKEND = CausalLmBackend

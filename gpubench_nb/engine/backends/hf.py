@@ -24,8 +24,12 @@ WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.
 
 
 # Read by from_pretrained beside config.json when present: generation_config.json holds the
-# folder's generation defaults (issue 23 §7: they changed answers while no revision knew).
+# folder's generation defaults (they changed answers while no revision knew).
 MODEL_EXTRA_FILES = ("generation_config.json",)
+# Imported before the load clock starts (imports.py, R3.2): the transformers classes this load
+# names, and the auto mapping from a config's model_type to its concrete model class.
+AUTO_CLASSES = ("AutoModelForSequenceClassification",)
+MODEL_MAPPING = "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"
 
 
 def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
@@ -137,3 +141,6 @@ class HfBackend(EncoderBackend):
         if self._decoder is not None:
             described["padding"] = self._decoder.describe()
         return described
+
+
+BACKEND = HfBackend

@@ -30,7 +30,7 @@ from gpubench_nb.engine.backends.presets import (
     staged_build,
     write_metadata,
 )
-from gpubench_nb.engine.backends.tokenization import TextTokenizer
+from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
 
@@ -39,6 +39,11 @@ if TYPE_CHECKING:
 
 ENCODER_FILES = ("config.json", "model.safetensors")
 HEAD_FILE = "head.safetensors"
+# Imported before the load clock starts (imports.py, R3.2): the transformers classes this load
+# names, and the auto mapping from a config's model_type to its concrete model class.
+AUTO_CLASSES = ("AutoModel",)
+MODEL_MAPPING = "MODEL_MAPPING_NAMES"
+DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
 # C is chosen on tune macro-F1 (R1.4); the grid spans the range where L2-normalised
 # sentence embeddings go from under- to over-regularised.
 MINILM_OPTIONS: dict[str, Any] = {
@@ -125,7 +130,7 @@ def build_minilm(
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = _minilm_options(options)
+    opts = preset_options(options)
     classes = tuple(classes)
     source = Path(source_dir) if source_dir else minilm_source_dir()
     tokenizer = TextTokenizer(source)
@@ -164,7 +169,14 @@ def build_minilm(
     return built_report(out_dir, started, metadata)
 
 
-def _minilm_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+def preset_source() -> tuple[Path, list[Path]]:
+    """What a minilm build starts from, hashed as its source_revision (R1.1): the MiniLM
+    package's tokenizer and encoder."""
+    source = minilm_source_dir()
+    return source, [*tokenizer_files(source), *(source / name for name in ENCODER_FILES)]
+
+
+def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """model.build of the minilm preset, defaults filled in and each value checked."""
     opts = require_mapping(options or {}, MINILM_OPTIONS, "the minilm preset")
     for key in ("max_iter", "embed_batch"):
@@ -298,3 +310,7 @@ class MinilmBackend(EncoderBackend):
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.module(**tensors)
+
+
+BACKEND = MinilmBackend
+build_preset = build_minilm

@@ -124,7 +124,7 @@ def load_campaign(path: str | Path) -> Campaign:
     """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
     source = Path(path).resolve()
     # The one YAML reader (R1.3): a key given twice is refused, not "the last one wins", with
-    # the experiment file's size, alias and depth limits (issue 22 §5).
+    # the experiment file's size, alias and depth limits.
     raw = read_yaml(source, what="campaign", error=ProtocolError, rule="R1.3")
     check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)

@@ -1,0 +1,290 @@
+"""How a loaded model is run (R2.1): CPU threads, attention, quantisation and torch.compile,
+each applied as declared, verified, and timed apart from the load and the passes (R3.2)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.timing import Stopwatch, synchronizer
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_rules import optimisation_problems
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# torchao's configuration class of each CUDA scheme (torchao.quantization.quantize_).
+TORCHAO_CONFIGS = {
+    "int8_weight_only": "Int8WeightOnlyConfig",
+    "int4_weight_only": "Int4WeightOnlyConfig",
+    "fp8": "Float8DynamicActivationFloat8WeightConfig",
+}
+CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+def apply_threads(declared: int | str) -> dict[str, Any]:
+    """Enforce the declared CPU threads in this process, then record them (issue 34): torch's
+    intra-op and inter-op pools and the OMP/MKL variables that compiler workers inherit.
+    ``"auto"`` changes nothing and is recorded all the same. A pool left at another size is a
+    BackendError (R2.1: the declared setting was not applied)."""
+    import torch
+
+    if declared != "auto":
+        os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
+        torch.set_num_threads(int(declared))
+        # the inter-op pool cannot change once it ran work here: then recorded as it is
+        with contextlib.suppress(RuntimeError):
+            torch.set_num_interop_threads(int(declared))
+    state = {
+        "declared": declared,
+        "intra_op": torch.get_num_threads(),
+        "inter_op": torch.get_num_interop_threads(),
+        **{name: os.environ.get(name) for name in THREAD_VARIABLES},
+        "cpu_count": os.cpu_count(),
+    }
+    if declared != "auto" and state["intra_op"] != declared:
+        raise BackendError(
+            f"threads {declared} was declared but torch runs {state['intra_op']} intra-op "
+            "threads in this process; fix: declare threads: auto",
+            rule="R2.1",
+        )
+    return state
+
+
+def threads_text(state: dict[str, Any]) -> str:
+    """The threads of a run, for its notes (issue 34: shown with the conditions)."""
+    env = " ".join(f"{n}={state.get(n) or 'unset'}" for n in THREAD_VARIABLES)
+    return (
+        f"threads {state.get('declared')}: torch intra-op {state.get('intra_op')}, inter-op "
+        f"{state.get('inter_op')}, {env}, {state.get('cpu_count')} CPUs visible"
+    )
+
+
+@dataclass(frozen=True)
+class Optimised:
+    """What applying the declared optimisations to a loaded model did (R2.1, R3.2).
+
+    ``quantize_seconds`` and ``compile_seconds`` are their own figures, outside the load clock
+    and every pass (R3.2); the compile figure includes the first forward of one batch, which is
+    where torch.compile compiles. ``memory`` is that step's R3.8 readings (the quantised
+    weights are on the device by its end); ``weight_bytes`` counts the state after it.
+    """
+
+    attention: str | None = None  # the implementation the model runs (transformers models)
+    quantization: str = "none"
+    quantized_layers: int | None = None
+    quantize_seconds: float | None = None
+    compile: str = "none"
+    compile_seconds: float | None = None
+    compiled_graphs: int | None = None  # graphs compiled by the compile step
+    compiler_cache: dict[str, Any] | None = None
+    weight_bytes: int | None = None
+    memory: dict[str, Any] = field(default_factory=NOT_RECORDED.to_dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def note(self) -> str:
+        """One `notes` item: the settings applied and their own seconds (R3.2)."""
+        parts = [f"attention {self.attention or 'not applicable'}"]
+        if self.quantization != "none":
+            parts.append(
+                f"quantization {self.quantization} ({self.quantized_layers} Linear layers, "
+                f"{self.quantize_seconds:.3f} s outside the load clock)"
+            )
+        if self.compile != "none":
+            cache = (self.compiler_cache or {}).get("state_at_start", "not recorded")
+            parts.append(
+                f"torch.compile mode {self.compile} ({self.compile_seconds:.3f} s for "
+                f"{self.compiled_graphs} graph(s) on the first batch, outside the load clock "
+                f"and every pass; compiler cache {cache})"
+            )
+        return "R2.1 model run with " + ", ".join(parts)
+
+
+def graphs_compiled() -> int | None:
+    """Graphs torch.compile has compiled in this process so far; None when it never ran."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def isolated_compiler_cache() -> dict[str, Any]:
+    """A new, empty compiler cache for this run (inductor and triton), so a cold run compiles
+    from nothing (R3.7); where it is and its state are recorded."""
+    folder = Path(tempfile.mkdtemp(prefix="gpubench-compile-"))
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    return {"dir": str(folder), "state_at_start": f"empty (new folder {folder})"}
+
+
+def close_compiler_cache(cache: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The cache's size at the end of the run, then the folder removed (it is per run)."""
+    if not cache:
+        return cache
+    folder = Path(cache["dir"])
+    sizes = []
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):  # compiler workers may still rename their files
+            sizes.append(path.stat().st_size if path.is_file() else None)
+    shutil.rmtree(folder, ignore_errors=True)
+    kept = [size for size in sizes if size is not None]
+    return {**cache, "files_at_end": len(kept), "bytes_at_end": sum(kept)}
+
+
+def _attention(module: Any, declared: str) -> str | None:
+    """Set and read back the transformers attention implementation; None for other models."""
+    if "transformers" not in sys.modules:
+        return None
+    from transformers import PreTrainedModel
+
+    model = next((m for m in module.modules() if isinstance(m, PreTrainedModel)), None)
+    if model is None:
+        return None
+    if declared != "auto":
+        model.set_attn_implementation(declared)
+    applied = model.config._attn_implementation
+    if declared != "auto" and applied != declared:
+        raise BackendError(
+            f"attention {declared} was declared but {type(model).__name__} runs {applied} (it "
+            "cannot switch implementation); fix: declare attention: auto",
+            rule="R2.1",
+        )
+    return applied
+
+
+def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
+    """``module`` with its Linear layers quantised by ``scheme``, and how many were."""
+    import torch
+
+    if scheme == "int8_dynamic":
+        with warnings.catch_warnings():  # torch.ao's own deprecation notices, not ours
+            warnings.simplefilter("ignore")
+            module = torch.ao.quantization.quantize_dynamic(
+                module, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
+            )
+        kind = torch.ao.nn.quantized.dynamic.Linear
+        return module, sum(isinstance(m, kind) for m in module.modules())
+    import torchao.quantization as tq
+
+    tq.quantize_(module, getattr(tq, TORCHAO_CONFIGS[scheme])())
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    return module, sum(type(m.weight).__module__.startswith("torchao") for m in linears)
+
+
+def weight_bytes(module: Any) -> int:
+    """Bytes of the module's state (packed quantised weights included), each tensor once."""
+    import torch
+
+    seen: dict[tuple[int, int], int] = {}
+    stack = list(module.state_dict().values())
+    while stack:
+        value = stack.pop()
+        if isinstance(value, tuple | list):
+            stack.extend(value)
+        elif isinstance(value, torch.Tensor):
+            seen[(value.data_ptr(), value.numel())] = value.numel() * value.element_size()
+    return sum(seen.values())
+
+
+def apply_optimisations(
+    backend: Any, settings: Any, sample: Callable[[], Any], device: Any
+) -> Optimised:
+    """Apply the declared attention, quantisation and compile mode to ``backend``, in that
+    order, timed apart (R3.2) inside one memory probe (R3.8). ``sample()`` gives one batch:
+    its forward is where torch.compile compiles. Raises on failure; the caller records it."""
+    attention = _attention(backend.module, settings.attention)
+    scheme, mode = settings.quantization, settings.compile
+    if scheme == "none" and mode == "none":
+        return Optimised(attention=attention)
+    probe = probe_for(device)
+    watch = Stopwatch(sync=synchronizer(device))
+    probe.begin()
+    quantized = quantize_seconds = compile_seconds = graphs = cache = None
+    if scheme != "none":
+        watch.start()
+        backend.module, quantized = _quantize(backend.module, scheme)
+        quantize_seconds = watch.stop()
+        if not quantized:
+            raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
+    if mode != "none":
+        cache = isolated_compiler_cache()
+        batch = sample()
+        before = graphs_compiled() or 0
+        watch.start()
+        with warnings.catch_warnings():  # torch's own deprecation notices while it compiles
+            warnings.simplefilter("ignore", DeprecationWarning)
+            backend.module.compile(mode=mode)
+            backend.predict(batch)
+        compile_seconds = watch.stop()
+        graphs = (graphs_compiled() or 0) - before
+    memory: MemoryReading = probe.end()
+    return Optimised(
+        attention=attention,
+        quantization=scheme,
+        quantized_layers=quantized,
+        quantize_seconds=quantize_seconds,
+        compile=mode,
+        compile_seconds=compile_seconds,
+        compiled_graphs=graphs,
+        compiler_cache=cache,
+        weight_bytes=weight_bytes(backend.module),
+        memory=memory.to_dict(),
+    )
+
+
+def unrunnable(exp: Any) -> list[str]:
+    """What this machine cannot run of the declared optimisations, each with the reason and
+    the fix (R2.1): a missing package, a GPU without the needed capability, no C compiler for
+    torch.compile on the CPU. ``device: auto`` is judged as it resolves here."""
+    from gpubench_nb.engine.backends.base import resolve_device
+
+    problems: list[str] = []
+    for variant in exp.variants:
+        s = variant.settings
+        if not s.optimisations() or s.optimisations().keys() == {"threads"}:
+            continue
+        device = resolve_device(s.device)
+        resolved = type(s)(**{**asdict(s), "device": device.type})
+        problems += [
+            f"{variant.id}: {p}; fix: {f}"
+            for _, p, f in optimisation_problems(resolved, exp.model.backend)
+        ]
+        problems += [f"{variant.id}: {p}" for p in _missing(s, device)]
+    return list(dict.fromkeys(problems))
+
+
+def _missing(s: Any, device: Any) -> list[str]:
+    """The packages, compiler or GPU capability the settings ``s`` need on ``device``."""
+    import torch
+
+    found = []
+    if s.quantization in TORCHAO_CONFIGS and importlib.util.find_spec("torchao") is None:
+        found.append(
+            f"quantization {s.quantization} needs the torchao package (pip install torchao)"
+        )
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    if s.quantization == "fp8" and capability is not None and capability < (8, 9):
+        name = torch.cuda.get_device_name(device)
+        found.append(f"fp8 needs compute capability 8.9 or later; {name} has {capability}")
+    if s.attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
+        found.append("flash_attention_2 needs the flash-attn package (pip install flash-attn)")
+    if (
+        s.compile != "none"
+        and device.type == "cpu"
+        and not any(shutil.which(c) for c in (os.environ.get("CXX") or "g++", "g++", "clang++"))
+    ):
+        found.append("torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH")
+    if s.compile != "none" and device.type == "cuda" and importlib.util.find_spec("triton") is None:
+        found.append("torch.compile on CUDA needs the triton package")
+    return found

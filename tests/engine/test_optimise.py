@@ -1,0 +1,148 @@
+"""engine.optimise: threads, attention, quantisation and torch.compile applied to a loaded
+model, verified, timed apart (R2.1, R3.2), and what this machine cannot run refused."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gpubench_nb.engine import optimise
+from gpubench_nb.engine.backends import load_backend
+from gpubench_nb.engine.backends.presets import minilm_source_dir
+from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_spec import ModelSpec, Settings, TokenizerSpec, Variant
+
+CLASSES = ("admin", "games", "mail")
+TEXTS = ["mail server for the web", "a game of chess", "backup tool", "send and read mail"]
+SETTINGS = Settings(precision="fp32", context=32, batch=2, device="cpu", batching="corpus_order")
+
+
+def _tiny_hf(folder: Path) -> Path:
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        num_labels=len(CLASSES),
+        id2label=dict(enumerate(CLASSES)),
+        label2id={c: i for i, c in enumerate(CLASSES)},
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).eval().save_pretrained(str(folder))
+    for path in tokenizer_files(minilm_source_dir()):
+        shutil.copyfile(path, folder / path.name)
+    return folder
+
+
+@pytest.fixture
+def hf(tmp_path):
+    folder = _tiny_hf(tmp_path / "hf")
+    return load_backend(
+        ModelSpec(backend="hf", path=folder),
+        TokenizerSpec(path=folder),
+        classes=CLASSES,
+        device="cpu",
+        precision="fp32",
+    )
+
+
+def _batches(backend):
+    return backend.batches(backend.tokenize(TEXTS, 32), 2, "corpus_order")
+
+
+def _predict(backend) -> list[int]:
+    return [i for b in _batches(backend) for i in backend.predict(b).tolist()]
+
+
+def test_threads_are_enforced_and_recorded_then_restored(monkeypatch) -> None:
+    for name in optimise.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    before = torch.get_num_threads()
+    try:
+        state = optimise.apply_threads(1)
+        assert state["intra_op"] == torch.get_num_threads() == 1
+        assert state["OMP_NUM_THREADS"] == state["MKL_NUM_THREADS"] == "1"
+        assert "intra-op 1" in optimise.threads_text(state)
+    finally:
+        torch.set_num_threads(before)
+    for name in optimise.THREAD_VARIABLES:
+        monkeypatch.delenv(name)
+    auto = optimise.apply_threads("auto")
+    assert auto["declared"] == "auto" and auto["intra_op"] == before
+    assert auto["OMP_NUM_THREADS"] is None  # recorded as unset, never set by "auto"
+
+
+def test_int8_dynamic_quantises_every_linear_outside_the_load(hf) -> None:
+    plain = _predict(hf)
+    before = optimise.weight_bytes(hf.module)
+    linears = sum(isinstance(m, torch.nn.Linear) for m in hf.module.modules())
+    settings = replace(SETTINGS, quantization="int8_dynamic")
+    done = optimise.apply_optimisations(hf, settings, lambda: _batches(hf)[0], torch.device("cpu"))
+    assert done.quantization == "int8_dynamic" and done.quantized_layers == linears
+    assert done.quantize_seconds is not None and done.compile_seconds is None
+    assert done.weight_bytes is not None and done.weight_bytes < before  # int8 packed weights
+    assert done.attention == hf.module.config._attn_implementation
+    assert "quantization int8_dynamic" in done.note()
+    quantised = _predict(hf)
+    assert len(quantised) == len(plain) and all(0 <= i < len(CLASSES) for i in quantised)
+
+
+def test_attention_is_set_and_read_back(hf) -> None:
+    done = optimise.apply_optimisations(
+        hf, replace(SETTINGS, attention="eager"), lambda: None, torch.device("cpu")
+    )
+    assert done.attention == "eager" == hf.module.config._attn_implementation
+    assert done.quantize_seconds is None and done.compile_seconds is None
+
+
+def test_a_model_with_no_linear_layer_is_refused() -> None:
+    backend = SimpleNamespace(module=torch.nn.Sequential(torch.nn.ReLU()))
+    settings = replace(SETTINGS, quantization="int8_dynamic")
+    with pytest.raises(BackendError, match="found no Linear layer"):
+        optimise.apply_optimisations(backend, settings, lambda: None, torch.device("cpu"))
+
+
+@pytest.mark.slow
+def test_compile_is_timed_on_one_batch_in_an_isolated_cache(hf, monkeypatch) -> None:
+    for name in optimise.CACHE_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    plain = _predict(hf)
+    settings = replace(SETTINGS, compile="default")
+    done = optimise.apply_optimisations(hf, settings, lambda: _batches(hf)[0], torch.device("cpu"))
+    assert done.compile == "default" and done.compiled_graphs >= 1
+    assert done.compile_seconds is not None
+    cache = Path(done.compiler_cache["dir"])
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(cache)
+    assert done.compiler_cache["state_at_start"].startswith("empty")
+    assert _predict(hf) == plain  # the compiled graph gives the same answers
+    closed = optimise.close_compiler_cache(done.compiler_cache)
+    assert closed["files_at_end"] > 0 and not cache.exists()
+
+
+def _exp(**settings):
+    s = replace(SETTINGS, **settings)
+    return SimpleNamespace(
+        variants=(Variant(id="v", settings=s, knob_value=None),),
+        model=ModelSpec(backend="hf", path=Path("m")),
+    )
+
+
+def test_what_this_machine_lacks_is_named(monkeypatch) -> None:
+    monkeypatch.setattr(optimise.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(optimise.shutil, "which", lambda name: None)
+    assert optimise.unrunnable(_exp()) == []
+    lacks = optimise.unrunnable(_exp(compile="default", attention="sdpa"))
+    assert lacks == ["v: torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH"]
+    auto = optimise.unrunnable(_exp(device="auto", quantization="fp8", precision="bf16"))
+    assert any("fp8 (torchao) is run on CUDA devices here" in p for p in auto)  # auto -> cpu
+    assert any("needs the torchao package" in p for p in auto)
