@@ -1,5 +1,7 @@
 """The verdict on REAL bundles (issue 24, done-when): the real pipeline, the bow model, a small
-corpus, and delay faults (GPUBENCH_FAULT=delay:S) that make genuinely slow warm runs.
+corpus, and delay faults (GPUBENCH_FAULT=delay:S) that make genuinely slow warm runs. The runs
+are made in this process (tests/support/in_process.py: the calls the notebooks make), as a
+fresh kernel per run is not what is tested here; the report is rendered by its kernel.
 
 One experiment, batch 1 / 8 / 16, 5 cold + 5 warm runs each. Delays inside the timed pass put
 the warm times where the test needs them, 0.2 s apart, far above the bow model's milliseconds
@@ -26,6 +28,7 @@ import pytest
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.report.decision import decision_frame, decision_view
 from tests.support.experiments import bow_experiment
+from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
 DELAYS = {
@@ -52,16 +55,16 @@ def _experiment(root: Path, data_dir: Path, name: str, variants: list[int], repe
 
 @contextlib.contextmanager
 def one_thread() -> Iterator[None]:
-    """OMP_NUM_THREADS=1 for the kernels: the delays, not thread contention, set the times."""
-    before = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
+    """One intra-op thread for the runs: the delays, not thread contention, set the times."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
     try:
-        yield
+        with steps_in_process(real_report=True):
+            yield
     finally:
-        if before is None:
-            del os.environ["OMP_NUM_THREADS"]
-        else:
-            os.environ["OMP_NUM_THREADS"] = before
+        torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
