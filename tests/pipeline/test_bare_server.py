@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from gpubench_nb.engine.backends.presets import WORDPIECE_DIR
 from tests.support.experiments import subset, write_yaml
 
@@ -61,6 +63,7 @@ def _hidden(script: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_a_bow_experiment_builds_and_runs_without_the_minilm_package(tmp_path, data_dir):
     """Before issue 23 build-model refused: "the bow and minilm presets need its tokenizer"."""
     subset(data_dir / "eval.jsonl", tmp_path / "eval.jsonl", 40)
@@ -74,6 +77,7 @@ def test_a_bow_experiment_builds_and_runs_without_the_minilm_package(tmp_path, d
     assert out["minilm_loaded"] is False
 
 
+@pytest.mark.slow
 def test_the_gpu_tests_collect_without_the_minilm_package():
     """The gpu-marked test files (what gpu_check.sh runs first) import without the package."""
     files = sorted(

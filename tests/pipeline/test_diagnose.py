@@ -23,7 +23,7 @@ def _async_fault(monkeypatch: pytest.MonkeyPatch):
     clear_pending()
 
 
-def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(workspace, tmp_path):  # noqa: F811
+def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(workspace, tmp_path):
     """The run says where the error surfaced and which batches were launched (1-10 of b4's
     10 batches); the diagnosis, a fresh process with CUDA_LAUNCH_BLOCKING=1, finds batch 2,
     writes diagnosis.json (kind, environment) and leaves run.json as it was."""

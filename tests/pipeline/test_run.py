@@ -166,6 +166,7 @@ def test_declaration_errors_raise(workspace, tmp_path, monkeypatch) -> None:
     assert not (tmp_path / "runs").exists()  # nothing written for a declaration error
 
 
+@pytest.mark.slow
 def test_dead_process_leaves_a_failed_run_json_r3_6(workspace, tmp_path) -> None:
     code = (
         "import sys; from gpubench_nb.pipeline.run import execute_run; "
