@@ -9,7 +9,6 @@ bundle (R5.6), kernels run in the caller's working directory.
 from __future__ import annotations
 
 import importlib.resources
-import shutil
 from pathlib import Path
 
 from gpubench_nb.errors import GpubenchError
@@ -47,31 +46,3 @@ def notebook_path(name: str) -> Path:
     if name not in STAGE_NOTEBOOKS:
         raise ValueError(f"unknown notebook {name!r}; shipped: {', '.join(STAGE_NOTEBOOKS)}")
     return notebooks_dir() / name
-
-
-def copy_notebooks(destination: str | Path) -> list[Path]:
-    """Copy every shipped notebook into ``destination`` (created if absent); refuse to overwrite.
-
-    Every target is checked before the first copy, so a refusal copies nothing.
-    """
-    target = Path(destination)
-    if target.exists() and not target.is_dir():
-        raise GpubenchError(
-            f"--copy {target}: not a folder; give a folder to copy the notebooks into"
-        )
-    source = notebooks_dir()
-    existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
-    if existing:
-        raise GpubenchError(
-            f"--copy {target}: {', '.join(p.name for p in existing)} already there; nothing "
-            "copied (never overwritten); remove them or choose another folder"
-        )
-    target.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for name in STAGE_NOTEBOOKS:
-        # "x": never overwrite, even a file made since the check; the mode is a new file's
-        # (0666 & ~umask), not a read-only install's 0444.
-        with (source / name).open("rb") as src, (target / name).open("xb") as dst:
-            shutil.copyfileobj(src, dst)
-        copied.append(target / name)
-    return copied

@@ -10,10 +10,10 @@ from gpubench_nb.cli import main
 from gpubench_nb.errors import GpubenchError
 from gpubench_nb.notebook_files import (
     STAGE_NOTEBOOKS,
-    copy_notebooks,
     notebook_path,
     notebooks_dir,
 )
+from gpubench_nb.pipeline.notebook_copy import copy_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 
