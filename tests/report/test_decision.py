@@ -5,8 +5,6 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from test_report import write_bundle
-
 from gpubench_nb.report.decision import (
     DecisionView,
     Option,
@@ -17,6 +15,7 @@ from gpubench_nb.report.decision import (
     placeholder_sentences,
 )
 from gpubench_nb.report.stats import summarise
+from tests.support.golden import write_bundle
 
 
 def _option(bundle: str, variant: str, warm: tuple[float, ...], **changes) -> Option:

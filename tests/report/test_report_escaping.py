@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 
 import pytest
-from test_report import LEDGER, write_bundle
 
 from gpubench_nb.report import render as report
 from gpubench_nb.report.escape import md_code, md_text
+from tests.support.golden import LEDGER, write_bundle
 
 PAYLOAD = "<img src=x onerror=alert(1)>"
 LIVE = re.compile(r"<img[^>]*onerror", re.IGNORECASE)
