@@ -25,10 +25,12 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _build_model(args: argparse.Namespace) -> int:
     from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.engine.backends.build import build_summary
     from gpubench_nb.protocol.experiment import load_experiment
 
-    path = build_model(load_experiment(args.experiment), force=args.force)
-    print(f"model ready: {Path(path).resolve()}")
+    exp = load_experiment(args.experiment)
+    path = build_model(exp, force=args.force)
+    print(f"model ready: {Path(path).resolve()}", *build_summary(exp, path), sep="\n")
     return 0
 
 
@@ -90,6 +92,28 @@ def _notebooks(args: argparse.Namespace) -> int:
 
     paths = [notebooks_dir()] if args.copy is None else copy_notebooks(args.copy)
     print(*paths, sep="\n")
+    return 0
+
+
+def schemas() -> dict[str, dict]:
+    """The declarations validate checks the files against, by file (``gpubench-nb schema``)."""
+    from gpubench_nb.economics.offers import OFFERS
+    from gpubench_nb.pipeline.campaign.file import CAMPAIGN
+    from gpubench_nb.protocol.experiment_spec import EXPERIMENT
+
+    return {"experiment": EXPERIMENT, "offers": OFFERS, "campaign": CAMPAIGN}
+
+
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from gpubench_nb.protocol import schema
+
+    if args.reference:
+        print(schema.reference(schemas()), end="")
+    else:
+        document = schema.document(f"gpubench-nb {args.file} file", schemas()[args.file])
+        print(json.dumps(document, indent=1, ensure_ascii=False))
     return 0
 
 
@@ -188,6 +212,7 @@ HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ledger": _ledger,
     "classify": _classify,
     "notebooks": _notebooks,
+    "schema": _schema,
     "campaign run": _campaign_run,
     "campaign status": _campaign_status,
     "campaign report": _campaign_report,

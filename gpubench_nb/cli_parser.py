@@ -32,6 +32,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
+SCHEMA_FILES = ("experiment", "offers", "campaign")
 EXPERIMENT_HELP = "the experiment YAML (e.g. parameters/demo.yaml); see `gpubench-nb --help`"
 OUTPUT_DIR_HELP = (
     "folder that receives one bundle per experiment, relative to the current folder "
@@ -49,6 +50,7 @@ outputs/<experiment_id>/.
 
 The usual path:
   gpubench-nb validate parameters/demo.yaml    check the declaration and every file it names
+  gpubench-nb build-model parameters/demo.yaml build a preset (bow, minilm) on train/tune
   gpubench-nb run parameters/demo.yaml         measure, accept, price; writes the bundle
   gpubench-nb report outputs/demo-bow-batch    one HTML report over one or more bundles
 """
@@ -286,6 +288,20 @@ CAMPAIGN_HELP = (
 )
 
 
+def _add_schema(sub: argparse._SubParsersAction) -> None:
+    p = _command(
+        sub,
+        "schema",
+        "print the JSON Schema of a file you write (what validate checks key by key)",
+        "For an editor: the shipped YAMLs name docs/schema/<file>.json on their first line, so\n"
+        "keys complete and typos show as you type. --reference prints docs/REFERENCE.md.",
+        "gpubench-nb schema experiment > experiment.schema.json",
+    )
+    p.add_argument("file", nargs="?", default="experiment", choices=SCHEMA_FILES, help="which")
+    p.add_argument("--reference", action="store_true", help="the reference page (Markdown)")
+    p.set_defaults(handler="schema")
+
+
 def _add_campaign(sub: argparse._SubParsersAction) -> None:
     campaign = _command(
         sub,
@@ -359,6 +375,7 @@ SUBCOMMANDS = (
     _add_ledger,
     _add_classify,
     _add_notebooks,
+    _add_schema,
     _add_campaign,
 )
 

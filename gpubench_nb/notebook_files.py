@@ -12,7 +12,7 @@ import importlib.resources
 import shutil
 from pathlib import Path
 
-from gpubench_nb.errors import GpubenchError
+from gpubench_nb.errors import GpubenchError, disk_full, storage_error
 
 PACKAGE = "gpubench_nb.notebooks"
 # The notebook steps: each ships as "<step>.ipynb", is kept in the bundle under that name, and
@@ -50,15 +50,15 @@ def notebook_path(name: str) -> Path:
 
 
 def copy_notebooks(destination: str | Path) -> list[Path]:
-    """Copy every shipped notebook into ``destination`` (created if absent); refuse to overwrite.
+    """Copy every shipped notebook into ``destination`` (created if absent), all or nothing.
 
-    Every target is checked before the first copy, so a refusal copies nothing.
+    The folder passes the one output guard (R5.6: never inside a bundle, symlinks resolved);
+    no notebook is overwritten; on any error (a full disk, no permission) whatever was copied
+    is removed again, so no partial copy is left.
     """
-    target = Path(destination)
-    if target.exists() and not target.is_dir():
-        raise GpubenchError(
-            f"--copy {target}: not a folder; give a folder to copy the notebooks into"
-        )
+    from gpubench_nb.protocol.outputs import check_output_folder
+
+    target = check_output_folder(Path(destination), option="--copy")
     source = notebooks_dir()
     existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
     if existing:
@@ -66,12 +66,24 @@ def copy_notebooks(destination: str | Path) -> list[Path]:
             f"--copy {target}: {', '.join(p.name for p in existing)} already there; nothing "
             "copied (never overwritten); remove them or choose another folder"
         )
-    target.mkdir(parents=True, exist_ok=True)
-    copied = []
-    for name in STAGE_NOTEBOOKS:
-        # "x": never overwrite, even a file made since the check; the mode is a new file's
-        # (0666 & ~umask), not a read-only install's 0444.
-        with (source / name).open("rb") as src, (target / name).open("xb") as dst:
-            shutil.copyfileobj(src, dst)
-        copied.append(target / name)
+    created, copied = not target.exists(), []
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in STAGE_NOTEBOOKS:
+            # "x": never overwrite, even a file made since the check; the mode is a new file's
+            # (0666 & ~umask), not a read-only install's 0444.
+            with (source / name).open("rb") as src, (target / name).open("xb") as dst:
+                copied.append(target / name)
+                shutil.copyfileobj(src, dst)
+    except OSError as exc:
+        for path in copied:
+            path.unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        if disk_full(exc):
+            raise storage_error(exc, exc.filename or target) from None
+        raise GpubenchError(
+            f"--copy {target}: cannot write there ({exc.strerror or exc}); nothing was copied. "
+            "Fix: give a folder you can write to"
+        ) from None
     return copied

@@ -168,7 +168,8 @@ def cpu_model() -> str | None:
 
 def code_revision(root: Path | None = None) -> str:
     """``git:<commit>`` (+ ``-dirty`` with uncommitted or untracked changes), else
-    ``package:gpubench-nb==<version>`` when not run from a checkout (R1.1, R2.5).
+    ``package:gpubench-nb==<version>`` when not run from a checkout, a version that names
+    the commit it was built from (setuptools-scm, ``0.1.1.dev3+g1a2b3c4``) (R1.1, R2.5).
 
     Read-only git calls; GIT_OPTIONAL_LOCKS=0 keeps ``git status`` from rewriting the index.
     """

@@ -31,21 +31,14 @@ from gpubench_nb.engine.backends.presets import (
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_spec import build_defaults
 
 if TYPE_CHECKING:
     import torch
 
 WEIGHTS_FILE = "model.safetensors"
-# Defaults chosen on the tune split only (R1.4); eval is never looked at while building.
-BOW_OPTIONS: dict[str, Any] = {
-    "dim": 64,
-    "max_epochs": 8,
-    "learning_rate": 0.05,
-    "train_batch": 256,
-    "train_limit": None,
-    "tune_limit": None,
-    "subset": "stratified",
-}
+# Declared in experiment_spec.BUILD_OPTIONS (the schema validate uses); chosen on tune (R1.4).
+BOW_OPTIONS = build_defaults("bow")
 
 
 def bow_module(

@@ -32,6 +32,7 @@ from gpubench_nb.engine.backends.presets import (
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_spec import build_defaults
 from gpubench_nb.protocol.fingerprint import sha256_files
 
 if TYPE_CHECKING:
@@ -44,17 +45,9 @@ HEAD_FILE = "head.safetensors"
 AUTO_CLASSES = ("AutoModel",)
 MODEL_MAPPING = "MODEL_MAPPING_NAMES"
 DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
-# C is chosen on tune macro-F1 (R1.4); the grid spans the range where L2-normalised
-# sentence embeddings go from under- to over-regularised.
-MINILM_OPTIONS: dict[str, Any] = {
-    "c_grid": [0.1, 1.0, 10.0, 100.0, 1000.0],
-    "max_iter": 2000,
-    "embed_batch": 32,
-    "device": "auto",
-    "train_limit": None,
-    "tune_limit": None,
-    "subset": "stratified",
-}
+# Declared in experiment_spec.BUILD_OPTIONS; C is chosen on tune macro-F1 (R1.4), from a grid
+# spanning under- to over-regularised L2-normalised sentence embeddings.
+MINILM_OPTIONS = build_defaults("minilm")
 
 
 def model_files(folder: Path) -> list[Path]:

@@ -15,9 +15,9 @@ from gpubench_nb.atomic import give_plain_modes, write_json_atomic
 from gpubench_nb.engine.backends.base import METADATA_FILE
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_DIR, tokenizer_files
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment_spec import SUBSET_MODES
 
 METADATA_FORMAT = 1
-SUBSET_MODES = ("stratified", "first")
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,9 @@ from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import (
     BACKENDS,
     PRESET_BACKENDS,
-    PROMPT_BACKENDS,
     USER_BACKENDS,
 )
+from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
 
 _PACKAGE = "gpubench_nb.engine.backends"
 
