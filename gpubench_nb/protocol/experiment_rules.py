@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
+CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -118,9 +120,6 @@ def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, s
     """``(setting, problem, fix)`` for each way of running the model that ``backend`` or the
     declared device cannot run (R2.1), decided from the declaration alone; what depends on
     this machine's packages and GPU is checked by ``engine.optimise.unrunnable``."""
-    # experiment_spec imports this module's limits: imported here, not at the top (a cycle)
-    from gpubench_nb.protocol.experiment_spec import ATTENTION_BACKENDS, CPU_QUANTIZATIONS
-
     found = []
     device, scheme, attention = settings.device, settings.quantization, settings.attention
     if attention != "auto" and backend not in ATTENTION_BACKENDS:
