@@ -390,6 +390,7 @@ def _examine(
         lots=lots,
         hardware=recorded_hardware(rows, env.to_dict()),
         declared_offer_id=offer.id,
+        offer_cpu_model=offer.cpu_model,
     )
     if not owner.attributable:
         return owner.reason, {}

@@ -9,8 +9,9 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpubench_nb.economics.attribution import recorded_hardware
 from gpubench_nb.economics.bundle_economics import economics_data, read_bundle_rows
-from gpubench_nb.economics.offers import load_offers
+from gpubench_nb.economics.offers import MACHINE_OFFER_ID, load_offers, machine_offer
 from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
 from gpubench_nb.economics.tables import economics_tables
 from gpubench_nb.errors import EconomicsError
@@ -70,11 +71,16 @@ def price_bundle(bundle_dir: Path, pricing: PricingLike | None) -> dict[str, Any
     first write (transactional); return economics.json's data. The caller holds the writer."""
     csv_path = bundle_dir / CSV_NAME
     rows = read_bundle_rows(csv_path)
+    environment = read_environment(bundle_dir).to_dict()
     table = None
     if pricing is not None:  # validated in full before the first write (transactional)
         table = load_offers(pricing.offers)
+        if pricing.offer == MACHINE_OFFER_ID:  # the demo's offer for this bundle's machine
+            hardware = recorded_hardware(rows, environment)
+            table[MACHINE_OFFER_ID] = machine_offer(
+                hardware.gpu_models, hardware.gpu_count, hardware.cpu_model
+            )
         rows = fill_package_columns(rows, pricing, table)
-    environment = read_environment(bundle_dir).to_dict()
     data = economics_data(pricing, rows, environment=environment, offers=table)
     if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
         write_rows_atomic(csv_path, rows)

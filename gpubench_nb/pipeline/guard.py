@@ -20,7 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench_nb.economics.offers import load_offers, package_quote, resolve_offer
+from gpubench_nb.economics.offers import (
+    MACHINE_OFFER_ID,
+    load_offers,
+    package_quote,
+    resolve_offer,
+)
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_stamp
@@ -66,7 +71,8 @@ def validate_pricing(experiment: Experiment) -> None:
     if pricing is None:
         return
     table = load_offers(pricing.offers)
-    resolve_offer(table, pricing.offer)
+    if pricing.offer != MACHINE_OFFER_ID:  # that one is written from the recorded machine
+        resolve_offer(table, pricing.offer)
     for offer in table.values():  # 30_economics prices every offer of the table
         package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
 

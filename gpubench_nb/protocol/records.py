@@ -490,11 +490,12 @@ class EconomicsRecord(_Record):
                 )
                 for c in o.each("variants")
             ]
+            per_lot = o.get("gpus_per_lot", _INT)
             offers.append(
                 OfferEconomics(
                     offer_id=o.get("offer_id", _TEXT, required=True),
                     gpu_model=o.get("gpu_model", _TEXT) or "",
-                    gpus_per_lot=o.get("gpus_per_lot", _INT) or 1,
+                    gpus_per_lot=1 if per_lot is None else per_lot,  # 0: CPU-only
                     days=o.get("days", _INT),
                     lots=o.get("lots", _INT) or 1,
                     package_total_usd_minor=o.get("package_total_usd_minor", _INT),

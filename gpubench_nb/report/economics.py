@@ -25,7 +25,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 "bundle": b.label,
                 "offer": offer.offer_id,
                 "declared offer": offer.declared,
-                "offer GPU": offer.gpu_model,
+                "offer GPU": offer.gpu_model or "none (CPU-only)",
                 "days": offer.days,
                 "lots": offer.lots,
                 "package total (USD)": formats.price(
