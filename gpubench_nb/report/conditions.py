@@ -156,7 +156,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         fault=fault.group(0) if fault else None,
         threads=threads,
         threads_fixed=fixed,
-        throttled=bool(_telemetry(run).get("flags")),
+        throttled=any(_telemetry(run).get(k) for k in ("throttled", "low_clock", "flags")),
     )
 
 
