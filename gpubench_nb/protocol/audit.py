@@ -13,7 +13,7 @@ from gpubench_nb.errors import BundleError, CorpusError, ProtocolError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import Corpus, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, lock_seal_problems, read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
@@ -112,10 +112,7 @@ def seal_problems(bundle_dir: str | Path) -> list[str]:
     lock, lock_problem = _lock_object(root)
     if lock_problem is not None:
         return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
-    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
-    if canonical_sha256(frozen) != lock.get("sha256"):
-        problems.append("protocol.lock.json: its sha256 does not match its content (R1.3)")
-    problems += lock_seal_problems(lock)  # experiment_id, created_utc ...
+    problems += lock_problems(lock)  # both checksums, one rule (R1.3)
     problems += [f"{layout.CSV_NAME}: {p}" for p in validate_csv(root / layout.CSV_NAME)]
     return problems
 

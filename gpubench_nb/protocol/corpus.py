@@ -27,6 +27,7 @@ from gpubench_nb.protocol.corpus_file import (
     text_lines,
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.outputs import regular_input
 from gpubench_nb.protocol.problems import Problems
 from gpubench_nb.protocol.splits import check_disjoint
 
@@ -164,6 +165,7 @@ def load_corpus(
             f"{path}: corpus format {fmt!r} is not supported; use 'jsonl' or 'csv'", rule="R1.1"
         )
     fields = (id_field, text_field, label_field)
+    regular_input(path, f"corpus ({key})", CorpusError, "R1.1")  # a FIFO would block the read
     try:
         with open(path, "rb") as handle:
             head = handle.readline(4096)

@@ -11,22 +11,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gpubench_nb.protocol.experiment_spec import PROMPT_BACKENDS
+from gpubench_nb.protocol import schema
 
+PROMPT_BACKENDS = ("causal_lm",)  # the backends that classify through model.prompt (R2.5)
 PLACEHOLDER = "{text}"
 DECISIONS = ("loglik", "generate")
 LENGTH_NORMALISATIONS = ("none", "tokens", "chars")
 NORMALISE_STEPS = ("strip", "casefold")
-PROMPT_KEYS = (
-    "template",
-    "chat_template",
-    "verbalisations",
-    "decision",
-    "length_normalisation",
-    "max_new_tokens",
-    "stop",
-    "normalise",
-)
+_STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+PROMPT = schema.section("causal_lm only: how a causal LM classifies (R1.3, R2.5)", {
+    "template": schema.text("the prompt, holding {text} exactly once"),
+    "chat_template": schema.flag("the template is the user turn of the chat template",
+                                 default=False),
+    "verbalisations": {"type": "object", "additionalProperties": schema.text("its answer"),
+                       "description": 'class -> the answer meaning it, e.g. games: " games"'},
+    "decision": schema.enum("score every class, or generate greedily", DECISIONS,
+                            default="loglik"),
+    "length_normalisation": schema.enum("loglik: divide by the answer's length",
+                                        LENGTH_NORMALISATIONS, default="none"),
+    "max_new_tokens": schema.integer("generate: the answer's longest length (required)"),
+    "stop": {**_STRINGS, "default": [], "description": "generate: strings ending an answer"},
+    "normalise": {"type": "array", "items": {"enum": list(NORMALISE_STEPS)},
+                  "default": ["strip"], "description": "generate: steps before matching"},
+})  # fmt: skip
+PROMPT_KEYS = schema.keys(PROMPT)
 GENERATE_ONLY = ("max_new_tokens", "stop", "normalise")
 LOGLIK_ONLY = ("length_normalisation",)
 

@@ -25,8 +25,7 @@ from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
-from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import REPORT_STEP, notebook_path
+from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import (
@@ -476,6 +475,14 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
     return shown(_table(records, ["bundle", "variant", "phase", "run"]))
 
 
+def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
+    """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
+    HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
+    out_html = Path(out_html).resolve()
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
+    return out_html.parent / "notebooks" / name
+
+
 def render_report(
     bundle_dirs: Sequence[str | os.PathLike[str]],
     out_html: str | os.PathLike[str],
@@ -498,8 +505,7 @@ def render_report(
     if ledger_path:
         ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
-    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
-    executed = out_html.parent / "notebooks" / name
+    executed = executed_notebook(out_html)
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
     try:
