@@ -95,9 +95,9 @@ def _read_json(path: Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         raise BundleError(
-            f"{path}: unreadable JSON ({exc}); fix: restore it from the bundle"
+            f"{path}: unreadable JSON ({str(exc)[:200]}); fix: restore it from the bundle"
         ) from None
 
 

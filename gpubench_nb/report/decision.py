@@ -32,6 +32,7 @@ from gpubench_nb.report.conditions import (
     conditions_check,
     over_runs,
 )
+from gpubench_nb.report.optimised import optimisation_sentences
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
@@ -344,7 +345,8 @@ def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) 
     summary = summary or summary_of(bundles)
     options = [option for bundle in bundles for option in bundle_options(bundle, summary)]
     check = conditions_check([o.conditions for o in options if o.conditions])
-    sentences = decision_sentences(options, check) + placeholder_sentences(options)
+    optimised = [line for b in bundles for line in optimisation_sentences(b, summary)]
+    sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
     return DecisionView(options, sentences, check)
 
 
