@@ -227,8 +227,9 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
 
 
 ADVICE = (
-    "rerun on a quiet machine, or with fixed threads (OMP_NUM_THREADS=1 in the environment "
-    "of `gpubench-nb run`), so that every variant competes for the cores alike"
+    "rerun on a quiet machine, or with fixed threads (`threads: 1` under `fixed` in the "
+    "experiment, or OMP_NUM_THREADS=1 for `gpubench-nb run`), so that every variant competes "
+    "for the cores alike"
 )
 
 
