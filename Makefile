@@ -18,7 +18,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test lint benchmarks clean-outputs wheelhouse
+.PHONY: demo test test-fast lint benchmarks clean-outputs wheelhouse
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# The inner loop: every test but those marked `slow` (real kernels, end to end); `make test`
+# and .ci/run still run them all.
+test-fast: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m "not slow"
 
 benchmarks: $(DEV_STAMP)
 	$(BIN)/python benchmarks/acceptance_scale.py

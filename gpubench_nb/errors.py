@@ -68,10 +68,11 @@ def disk_full(exc: BaseException) -> bool:
 
 
 def storage_error(exc: OSError, path: object) -> StorageError:
-    """The one-line message for a write the disk refused."""
+    """The one-line message for a write the disk or the folder refused."""
     why = exc.strerror or str(exc)
+    fix = "free space on that disk" if disk_full(exc) else "make that folder writable"
     return StorageError(
         f"cannot write {path}: {why}. Nothing half-written is kept (a finished bundle is "
-        "untouched; an unfinished one resumes). Fix: free space on that disk, or write elsewhere "
+        f"untouched; an unfinished one resumes). Fix: {fix}, or write elsewhere "
         "(--output-dir / --out), then rerun the same command"
     )

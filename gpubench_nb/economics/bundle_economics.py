@@ -11,7 +11,7 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
       "unit_of_work": str,          # declared once for the whole comparison (R5.4)
       "rounding_rule": str,         # how cost per accepted corpus is rounded to the cent
       "note": str,                  # what is and is not computed (R5.3, R5.5)
-      "pricing": null | {"offers_file": str, "offer": str, "days": int,
+      "pricing": null | {"offers_file": str, "offers_sha256": str, "offer": str, "days": int,
                          "lots": int | null, "gpus": int | null},
       "measured_on": {"gpu_model": [str, ...],    # GPUs recorded in resultats-bruts.csv
                       "gpu_count": int | null, "hardware": str},
@@ -74,6 +74,7 @@ from gpubench_nb.economics.offers import (
 from gpubench_nb.economics.package_columns import PricingLike, quote_for
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.protocol.bundle import CSV_NAME
+from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import Phase, read_environment, write_economics
 from gpubench_nb.protocol.results import read_rows
@@ -210,6 +211,7 @@ def _price_offers(
         )
     data["pricing"] = {
         "offers_file": str(offers_file),
+        "offers_sha256": sha256_file(offers_file),  # check-bundle re-prices with this table
         "offer": declared.id,
         "days": pricing.days,
         "lots": pricing.lots,

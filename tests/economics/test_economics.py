@@ -600,6 +600,7 @@ def _freeze_fake(bundle: Path) -> None:
 
     frozen = {"declaration": FAKE_DECLARATION, "fingerprints": {}}
     lock = {**frozen, "sha256": canonical_sha256(frozen)}
+    lock["experiment_id"] = FAKE_DECLARATION["experiment_id"]  # a lock names its experiment
     (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
 
 

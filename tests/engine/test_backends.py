@@ -556,6 +556,7 @@ def test_hf_class_name_mismatch_is_a_clear_error(tmp_path) -> None:
 # --- minilm preset -----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_minilm_builds_on_a_subset_and_predicts(splits, tmp_path) -> None:
     started = time.perf_counter()
     out = tmp_path / "minilm"
