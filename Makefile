@@ -1,8 +1,9 @@
 # The README's two commands: `make demo` and `make test`. Both create .venv and install first.
 # TORCH: the torch requirement installed before the package. The default is a plain range (a
 # GPU server gets its CUDA build); on a CPU-only machine pass e.g. TORCH='torch==2.13.0'.
-# TORCH_INDEX: an index URL for that one torch install only (pip's --index-url), e.g. PyTorch's
-# CPU-only wheels: TORCH_INDEX=https://download.pytorch.org/whl/cpu. Empty: pip's usual index.
+# TORCH_INDEX: an index URL for the torch wheel only (pip's --index-url with --no-deps), e.g.
+# PyTorch's CPU-only wheels: TORCH_INDEX=https://download.pytorch.org/whl/cpu. torch's own
+# dependencies then come, with the package's, from pip's usual index. Empty: the usual index.
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch>=2.1,<2.15
@@ -24,15 +25,16 @@ $(BIN)/python:
 
 # The last step installs the venv's python3 kernelspec, launched without ipykernel's TCP notice
 # (gpubench_nb/kernel.py), so the plain papermill CLI prints no such warning either.
+# PYTHONWARNINGS: setuptools' information-only "Editable installation" notice, not printed.
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)") "$(TORCH)"
-	$(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)" --no-deps) "$(TORCH)"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e .
 	$(BIN)/python -m gpubench_nb.kernel install >/dev/null
 	touch $@
 
 $(DEV_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q -e ".[dev,minilm]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[dev,minilm]"
 	touch $@
 
 demo: $(STAMP)

@@ -31,7 +31,7 @@ def _final_mode(path: Path) -> int:
     """The mode a plain ``open(path, "w")`` would leave: the existing file's, else 0666 & ~umask.
 
     ``mkstemp`` creates its file 0600 whatever the umask; renamed into place as is, every
-    bundle file would be unreadable by the colleagues it is meant for (issue 16).
+    bundle file would be unreadable by the colleagues it is meant for.
     """
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
@@ -42,7 +42,7 @@ def _final_mode(path: Path) -> int:
 def give_plain_modes(root: Path) -> None:
     """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would: folders
     0777 & ~umask, files 0666 & ~umask (a folder staged with ``mkdtemp`` is 0700 and some
-    writers leave 0600 files; a model folder is meant for colleagues too, issue 25)."""
+    writers leave 0600 files; a model folder is meant for colleagues too)."""
     mask = _current_umask()
     root = Path(root)
     for folder, _, files in os.walk(root):
@@ -70,7 +70,7 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if disk_full(exc):  # one clear line instead of a traceback (issue 22 §7)
+        if disk_full(exc):  # one clear line instead of a traceback
             raise storage_error(exc, path) from None
         raise
 

@@ -54,7 +54,7 @@ def disk_full(exc: BaseException) -> bool:
 
 
 def storage_error(exc: OSError, path: object) -> StorageError:
-    """The one-line message for a write the disk refused (issue 22 §7)."""
+    """The one-line message for a write the disk refused."""
     why = exc.strerror or str(exc)
     return StorageError(
         f"cannot write {path}: {why}. Nothing half-written is kept (a finished bundle is "

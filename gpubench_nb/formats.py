@@ -6,7 +6,7 @@ import math
 from decimal import Decimal
 
 NOT_RECORDED = "—"  # an empty cell is shown as a dash, never as 0 or NaN (R4.3)
-# How a price from an offer marked ``placeholder: true`` is shown, everywhere (issue 24 §3).
+# How a price from an offer marked ``placeholder: true`` is shown, everywhere.
 PLACEHOLDER_MARK = "PLACEHOLDER, not a quote"
 
 
@@ -117,6 +117,6 @@ def usd(cents: int | None) -> str:
 
 def price(cents: int | None, *, placeholder: bool = False) -> str:
     """A price: ``USD 420.00``, or ``USD 420.00 [PLACEHOLDER, not a quote]`` when the offer
-    declares its prices invented examples (issue 24 §3): never shown as a bare price."""
+    declares its prices invented examples: never shown as a bare price."""
     text = usd(cents)
     return f"{text} [{PLACEHOLDER_MARK}]" if placeholder and not _missing(cents) else text

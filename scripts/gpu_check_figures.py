@@ -1,55 +1,27 @@
-"""GPU checks of issue 23: every figure means what it says (run by scripts/gpu_check.py).
+"""The GPU check's verdict rules (``JUDGES``) and the checks of the run's figures.
 
-One ``VERDICT`` line per check, printed as soon as it is known:
+Every check compares what the project records with a measurement taken independently of it,
+and every check can fail: ``PLANTED`` holds, for each, a good case and a planted fault, and
+``python scripts/gpu_check.py --device cpu`` (the CPU smoke mode, tests/test_gpu_check_script.py)
+runs each judge on both and prints ``PLANTED <name>: FAIL (<fault>)``. A judge takes the
+measured data and returns ``(ok, detail)``; the caller prints ``VERDICT`` at once.
 
-- ``load/imports-outside-clock`` (§1): in every fresh cold-row process, no module was imported
-  while the load clock ran, no pandas / scikit-learn / matplotlib / papermill was imported,
-  and ``import_seconds`` is recorded apart from ``load_seconds``.
-- ``load/page-cache-residency`` (§2): the weight files' residency at load start is observed
-  (mincore) in every row; fingerprinting has just read them, so 100 % is expected.
-- ``clocks/sampled-during-pass`` (§3): NVML sampled on the side thread during a busy pass:
-  samples, min/median SM clock, reasons, energy per pass (J), flags; and
-  ``clocks/sampler-outside-timed-path``: the same pass with and without the sampler, alternated,
-  median ratio <= 1.02.
-- ``cuda/module-loading-effective`` (§4): after CUDA init the effective CUDA_MODULE_LOADING is
-  a value (LAZY / EAGER), not "unset", and says who set it.
-- ``errors/async-located`` and ``errors/diagnosis-blocking`` (§5): a device-side assert
-  launched at batch 2 of 5 is reported at the synchronisation (or launch) where it surfaced with
-  the batches launched since the last synchronisation; rerun in a fresh process with
-  CUDA_LAUNCH_BLOCKING=1, it is located at batch 2.
-- ``memory/cublas-workspace`` (§6): in a fresh process, the first matrix product leaves the
-  cuBLAS workspace allocated (the figure the cold note states: 32 MiB on Hopper).
-- ``generation/folder-options-ignored`` (§7): a tiny GPT-2 on the GPU with a model folder whose
-  generation_config.json sets ``cache_implementation: static``, ``min_new_tokens: 2`` and
-  ``suppress_tokens`` answers exactly as without them (no torch.compile pass), and its model
-  revision differs.
-
-What only a GPU can prove, and what the CPU tests already prove (issue 23's closing note):
-
-- §1: CPU tests prove the load clock imports nothing and the bow kernel imports no pandas /
-  scikit-learn / scipy / sympy / matplotlib / papermill (sys.modules in a fresh process); the
-  GPU check proves it for the CUDA build of torch and the hf / MiniLM-shaped rows, and gives
-  the import vs load seconds on the server.
-- §2: CPU tests prove residency is recorded (100 % after fingerprinting, "not observable"
-  without mincore); the GPU server's filesystem (e.g. network storage) only shows on it.
-- §3: CPU tests prove the sampler with a fake NVML (statistics, reasons, energy, flags, order
-  around the timer) and the report's flags; only a GPU proves real NVML answers, the energy
-  counter, and that the side thread does not slow the timed pass (the side-by-side ratio).
-- §4: CPU tests prove the reading with a fake CUDA and a real C-level setenv; only a GPU proves
-  the value torch really sets at CUDA initialisation.
-- §5: CPU tests prove the location and the blocking diagnosis with the ``cudaerror`` fault
-  (which imitates CUDA's asynchrony); only a GPU proves it with a real device-side assert.
-- §6: the cuBLAS workspace size exists only on a GPU (CPU tests check the notes say it).
-- §7: CPU tests prove revisions and answers with tiny GPT-2 / Llama; the GPU check adds
-  ``cache_implementation: static`` (a torch.compile path on CUDA) to the folder.
-- §8 is proven on the CPU (a bow run and the GPU tests' collection with the package hidden);
-  the device run itself is the final proof on a bare server.
+The independent measurements: CUDA events recorded on the stream (timers), a 1 GiB allocation
+of known size (peak resets), nvidia-smi (the environment record; SM clock and power sampled by
+a separate process during a pass, energy as its power x time), a shell started after CUDA
+initialisation (the C-level CUDA_MODULE_LOADING it inherits), fincore(1) after evicting and
+reading half a file (page-cache residency), a fresh ``python -c "import torch"`` measured beside
+each cold row (import_seconds), the pass with the sampler against the same pass without it and
+against a GIL-hogging sampler that must be caught (sampler cost), the batch the check itself
+made fail (asynchronous errors), the bytes the first matrix product leaves allocated (the cold
+note's cuBLAS workspace), and the answers without the folder's generation options.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -62,59 +34,361 @@ ROOT = Path(__file__).resolve().parent.parent
 HEAVY = ("pandas", "sklearn", "matplotlib", "papermill", "nbformat")
 CHILD_TAG = "GPU_FIGURES_CHILD "
 Verdict = Callable[[str, str, str], None]
+Judged = tuple[bool, str]
 
 
-# --- §1, §2: judged from the cold rows' fresh processes ----------------------------------------
+def within(timer: float, events: float, *, rel: float = 0.05, abs_s: float = 0.002) -> bool:
+    """The timer covers the GPU work (never shorter than the events, 50 us slack for the
+    two clocks) and adds little to it."""
+    return events - 50e-6 <= timer <= events * (1 + rel) + abs_s
 
 
-def judge_imports(rows: list[dict[str, Any]], verdict: Verdict) -> None:
-    """§1 over every cold row: nothing imported inside the load clock, no heavy module."""
-    bad, figures = [], []
-    for row in rows:
-        name = row.get("name", "?")
-        if row.get("error") or row.get("import_seconds") is None:
-            bad.append(f"{name}: not measured ({str(row.get('error'))[:80]})")
-            continue
-        if row.get("imported_during_load"):
-            bad.append(f"{name}: imported during load {row['imported_during_load'][:5]}")
-        if row.get("heavy_modules"):
-            bad.append(f"{name}: imported {row['heavy_modules']}")
-        figures.append(
-            f"{name} import {row['import_seconds']:.2f} s / load {row['load_seconds']:.3f} s"
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.3f} ms"
+
+
+# --- the judges: measured data -> (ok, detail) --------------------------------------------------
+
+
+def judge_stopwatch(d: dict) -> Judged:
+    ok = within(d["timer"], d["events"])
+    return ok, f"timer {_ms(d['timer'])}, CUDA events {_ms(d['events'])}"
+
+
+def judge_negative_control(d: dict) -> Judged:
+    """The comparison must catch a timer that skipped the synchronise."""
+    caught = not within(d["timer"], d["events"]) and d["timer"] < 0.5 * d["events"]
+    flag = "flags it" if caught else "does NOT flag it"
+    return caught, f"no-sync timer {_ms(d['timer'])}, events {_ms(d['events'])}: comparison {flag}"
+
+
+def judge_measure_pass(d: dict) -> Judged:
+    ok = within(d["timer"], d["events"]) and d["timer"] >= 0.98 * d["truth"]
+    return ok, f"timer {_ms(d['timer'])}, events {_ms(d['events'])}, known delay {_ms(d['truth'])}"
+
+
+def judge_peak_reset(d: dict) -> Judged:
+    ok = d["before"] >= d["gib"] and d["base"] + d["small"] <= d["peak"] < d["base"] + d["gib"] // 2
+    return ok, (
+        f"max before reset {d['before']} B (>= 1 GiB expected), baseline {d['base']} B, peak "
+        f"after reset {d['peak']} B (must exclude the GiB, include the {d['small']} B)"
+    )
+
+
+def judge_environment(d: dict) -> Judged:
+    """environment.json against nvidia-smi: name, driver, UUID; no empty field."""
+    diff = [k for k in ("name", "driver", "uuid") if d["project"].get(k) != d["smi"].get(k)]
+    ok = not diff and not d["empty"]
+    return (
+        ok,
+        f"project {d['project']} vs nvidia-smi {d['smi']}; differ: {diff}; empty: {d['empty']}",
+    )
+
+
+_SOURCES = {
+    "unset": "set by torch",
+    "start": "set before the process started",
+    "python": "set from Python",
+}
+
+
+def judge_module_loading(d: dict) -> Judged:
+    """Per case (unset / set at start / set from Python): the project's effective value equals
+    what a shell started after CUDA init inherits, and its label says where it came from."""
+    bad = [
+        f"{c['case']}: project {c['effective']} ({c['source']}) vs shell {c['shell']}"
+        for c in d["cases"]
+        if c["effective"] != c["shell"] or not str(c["source"]).startswith(_SOURCES[c["case"]])
+    ]
+    text = "; ".join(f"{c['case']}: {c['effective']} ({c['source']})" for c in d["cases"])
+    return not bad and len(d["cases"]) == 3, "; ".join(bad) or text
+
+
+def judge_clocks(d: dict) -> Judged:
+    """The project's in-span SM clock median and energy against nvidia-smi's, sampled by a
+    separate process during the same pass: within 10 % and 25 %."""
+    p, s = d["project"], d["smi"]
+    bad = []
+    if not p.get("samples") or p["samples"] < 3:
+        bad.append(f"{p.get('samples')} samples in the span")
+    if (
+        not s.get("sm_median")
+        or abs(p.get("sm_median", 0) - s["sm_median"]) > 0.10 * s["sm_median"]
+    ):
+        bad.append(f"SM median {p.get('sm_median')} vs nvidia-smi {s.get('sm_median')} MHz")
+    energy, truth = p.get("energy"), s.get("energy")
+    if not isinstance(energy, (int, float)) or not truth or abs(energy - truth) > 0.25 * truth:
+        bad.append(f"energy {energy} J vs nvidia-smi power x time {truth} J")
+    return not bad, "; ".join(bad) or (
+        f"SM median {p['sm_median']} vs {s['sm_median']} MHz, energy {energy:.2f} vs "
+        f"{truth:.2f} J over {d['seconds']:.3f} s, {p['samples']} samples"
+    )
+
+
+def judge_sampler_cost(d: dict) -> Judged:
+    """A launch-bound pass: with the sampler / without <= 1.03, and a GIL-hogging sampler
+    (the control) must show > 1.03, or this comparison could not see a host-side cost."""
+    ok = d["ratio"] <= 1.03 and d["control_ratio"] > 1.03
+    return (
+        ok,
+        f"median ratio with sampler {d['ratio']:.4f}, GIL-hogging control {d['control_ratio']:.4f}",
+    )
+
+
+def _batch_range(note: str) -> tuple[int, int] | None:
+    found = re.search(r"launched in batch(?:es)? (\d+)(?:-(\d+))?", note)
+    return None if found is None else (int(found[1]), int(found[2] or found[1]))
+
+
+def judge_async_located(d: dict) -> Judged:
+    """The note's range of batches launched since the last synchronisation holds the batch
+    that really failed."""
+    span = _batch_range(str(d["note"]))
+    ok = "CUDA error" in str(d["error"]) and span is not None and span[0] <= d["truth"] <= span[1]
+    return ok, f"failing batch {d['truth']}, note's range {span}: {str(d['note'])[:240]}"
+
+
+def judge_async_blocking(d: dict) -> Judged:
+    found = re.match(r"R3\.6 \w+ during batch (\d+) of", str(d["note"]))
+    ok = found is not None and int(found[1]) == d["truth"]
+    return (
+        ok,
+        f"failing batch {d['truth']}, located at {found and found[1]}: {str(d['note'])[:200]}",
+    )
+
+
+def judge_cublas(d: dict) -> Judged:
+    """The cold note's stated workspace (Hopper/Blackwell) against the bytes measured."""
+    stated = int(re.search(r"(\d+) MiB", d["note"])[1]) << 20
+    hopper = d["capability"] >= 9
+    ok = d["measured"] == stated if hopper else 0 < d["measured"] <= stated
+    return (
+        ok,
+        f"measured {d['measured']} B; the note states {stated} B on Hopper/Blackwell "
+        f"(this GPU: sm {d['capability']})",
+    )
+
+
+def judge_generation(d: dict) -> Judged:
+    ok = d["changed"] == 0 and d["revision_changed"]
+    return (
+        ok,
+        f"{d['changed']} of {d['n']} answers changed; revision changed: {d['revision_changed']}",
+    )
+
+
+def judge_imports(d: dict) -> Judged:
+    """One cold row: import_seconds (torch included) >= half a fresh `import torch` measured
+    beside it, larger than the load, and nothing imported inside the load clock."""
+    bad = []
+    if d["import_seconds"] is None or d["import_seconds"] < 0.5 * d["fresh_torch_seconds"]:
+        bad.append("import_seconds below half of a fresh import torch")
+    if d["import_seconds"] is not None and d["import_seconds"] <= (d["load_seconds"] or 0):
+        bad.append("import_seconds not larger than the load")
+    if d["imported_during_load"]:
+        bad.append(f"imported during load {d['imported_during_load'][:5]}")
+    if d["heavy"]:
+        bad.append(f"imported {d['heavy']}")
+    return not bad, "; ".join([*bad, ""]) + (
+        f"import_seconds {d['import_seconds']:.3f} s, fresh `import torch` "
+        f"{d['fresh_torch_seconds']:.3f} s, load {d['load_seconds']:.3f} s"
+    )
+
+
+def judge_residency(d: dict) -> Judged:
+    """The project's resident fraction against fincore(1) after eviction and after reading the
+    first half, within 2 points; and 1.0 at every cold row's load start."""
+    pairs = [(p, f) for p, f in zip(d["project"], d["fincore"], strict=True)]
+    bad = [f"project {p} vs fincore {f}" for p, f in pairs if f is None or abs(p - f) > 0.02]
+    bad += [f"{name}: {frac} at load start" for name, frac in d["rows"] if frac != 1.0]
+    shown = f"evicted, half read: project {d['project']}, fincore {d['fincore']}; " * bool(pairs)
+    return not bad, "; ".join(bad) or shown + f"at load start: {d['rows']}"
+
+
+JUDGES: dict[str, Callable[[dict], Judged]] = {
+    "timing/stopwatch": judge_stopwatch,
+    "timing/negative-control": judge_negative_control,
+    "timing/measure_pass": judge_measure_pass,
+    "memory/peak-reset": judge_peak_reset,
+    "environment": judge_environment,
+    "cuda/module-loading": judge_module_loading,
+    "clocks/sampled-during-pass": judge_clocks,
+    "clocks/sampler-cost": judge_sampler_cost,
+    "errors/async-located": judge_async_located,
+    "errors/diagnosis-blocking": judge_async_blocking,
+    "memory/cublas-workspace": judge_cublas,
+    "generation/folder-options-ignored": judge_generation,
+    "load/imports": judge_imports,
+    "load/page-cache-residency": judge_residency,
+}
+
+_CASES = [
+    {
+        "case": "unset",
+        "effective": "LAZY",
+        "source": "set by torch when it initialised CUDA",
+        "shell": "LAZY",
+    },
+    {
+        "case": "start",
+        "effective": "EAGER",
+        "source": "set before the process started",
+        "shell": "EAGER",
+    },
+    {
+        "case": "python",
+        "effective": "EAGER",
+        "source": "set from Python (os.environ)",
+        "shell": "EAGER",
+    },
+]
+_CLOCKS = {
+    "project": {"samples": 40, "sm_median": 1980, "energy": 410.0},
+    "smi": {"sm_median": 1965, "energy": 400.0},
+    "seconds": 0.8,
+}
+_IMPORTS = {
+    "import_seconds": 8.3,
+    "load_seconds": 0.15,
+    "fresh_torch_seconds": 7.9,
+    "imported_during_load": [],
+    "heavy": [],
+}
+_NOTE = "after batch 5 of 5 (...; the failing kernel was launched in batches 1-5, since ...)"
+# name -> (good data, planted fault described, faulty data)
+PLANTED: dict[str, tuple[dict, str, dict]] = {
+    "timing/stopwatch": (
+        {"timer": 0.0503, "events": 0.05},
+        "timer without a synchronise",
+        {"timer": 0.00004, "events": 0.05},
+    ),
+    "timing/negative-control": (
+        {"timer": 0.00004, "events": 0.05},
+        "a comparison that cannot see a missing sync",
+        {"timer": 0.0502, "events": 0.05},
+    ),
+    "timing/measure_pass": (
+        {"timer": 0.401, "events": 0.4, "truth": 0.4},
+        "a pass timer shorter than its known delay",
+        {"timer": 0.2, "events": 0.2, "truth": 0.4},
+    ),
+    "memory/peak-reset": (
+        {"before": 1 << 30, "base": 0, "peak": 16 << 20, "small": 16 << 20, "gib": 1 << 30},
+        "a peak that kept the freed GiB",
+        {
+            "before": 1 << 30,
+            "base": 0,
+            "peak": (1 << 30) + (16 << 20),
+            "small": 16 << 20,
+            "gib": 1 << 30,
+        },
+    ),
+    "environment": (
+        {
+            "project": {"name": "NVIDIA H200", "driver": "570.1", "uuid": "GPU-1"},
+            "smi": {"name": "NVIDIA H200", "driver": "570.1", "uuid": "GPU-1"},
+            "empty": [],
+        },
+        "a UUID copied from another GPU",
+        {
+            "project": {"name": "NVIDIA H200", "driver": "570.1", "uuid": "GPU-0"},
+            "smi": {"name": "NVIDIA H200", "driver": "570.1", "uuid": "GPU-1"},
+            "empty": [],
+        },
+    ),
+    "cuda/module-loading": (
+        {"cases": _CASES},
+        "a value set from Python labelled 'set before the process started'",
+        {"cases": [*_CASES[:2], dict(_CASES[2], source="set before the process started")]},
+    ),
+    "clocks/sampled-during-pass": (
+        _CLOCKS,
+        "idle samples from outside the span (median 345 MHz)",
+        {**_CLOCKS, "project": {**_CLOCKS["project"], "sm_median": 345}},
+    ),
+    "clocks/sampler-cost": (
+        {"ratio": 1.004, "control_ratio": 1.6},
+        "a sampler that slows the pass by 20 %",
+        {"ratio": 1.2, "control_ratio": 1.6},
+    ),
+    "errors/async-located": (
+        {"error": "RuntimeError: CUDA error: device-side assert", "note": _NOTE, "truth": 2},
+        "a note whose range misses the failing batch",
+        {
+            "error": "RuntimeError: CUDA error: x",
+            "note": _NOTE.replace("batches 1-5", "batches 3-5"),
+            "truth": 2,
+        },
+    ),
+    "errors/diagnosis-blocking": (
+        {"note": "R3.6 RuntimeError during batch 2 of 5 (a CUDA error; ...)", "truth": 2},
+        "the blocking rerun located at batch 3",
+        {"note": "R3.6 RuntimeError during batch 3 of 5 (a CUDA error; ...)", "truth": 2},
+    ),
+    "memory/cublas-workspace": (
+        {"measured": 32 << 20, "note": "(32 MiB on Hopper/Blackwell)", "capability": 9},
+        "a note stating 32 MiB where 8 MiB stays allocated",
+        {"measured": 8 << 20, "note": "(32 MiB on Hopper/Blackwell)", "capability": 9},
+    ),
+    "generation/folder-options-ignored": (
+        {"changed": 0, "revision_changed": True, "n": 24},
+        "folder options that changed 3 answers",
+        {"changed": 3, "revision_changed": True, "n": 24},
+    ),
+    "load/imports": (
+        _IMPORTS,
+        "torch imported before the import clock (9 ms recorded)",
+        {**_IMPORTS, "import_seconds": 0.009},
+    ),
+    "load/page-cache-residency": (
+        {"project": [0.0, 0.5], "fincore": [0.0, 0.5], "rows": [("bow", 1.0)]},
+        "a fraction that ignores eviction",
+        {"project": [1.0, 1.0], "fincore": [0.0, 0.5], "rows": [("bow", 1.0)]},
+    ),
+}
+
+
+def smoke(verdict: Verdict) -> bool:
+    """Each judge on its good case (must PASS) and its planted fault (must FAIL)."""
+    shown = True
+    for name, judge in JUDGES.items():
+        good, fault, bad = PLANTED[name]
+        good_ok, _ = judge(good)
+        bad_ok, detail = judge(bad)
+        print(
+            f"PLANTED {name}: {'PASS' if bad_ok else 'FAIL'} ({fault}: {detail[:160]})", flush=True
         )
-    verdict(
-        "load/imports-outside-clock",
-        "FAIL" if bad or not figures else "PASS",
-        "; ".join(bad) if bad else "; ".join(figures) or "no row measured",
-    )
+        shown &= good_ok and not bad_ok
+        verdict(
+            f"planted/{name}",
+            "PASS" if good_ok and not bad_ok else "FAIL",
+            f"good case {'PASS' if good_ok else 'FAIL'}, planted fault "
+            f"{'FAIL' if not bad_ok else 'PASS'}",
+        )
+    return shown
 
 
-def judge_residency(rows: list[dict[str, Any]], verdict: Verdict) -> None:
-    """§2 over every cold row: residency observed; the fractions are reported."""
-    seen = [r for r in rows if isinstance(r.get("residency"), dict)]
-    unobserved = [r.get("name") for r in seen if not r["residency"].get("observable")]
-    fractions = [f"{r.get('name')} {r['residency'].get('resident_fraction')}" for r in seen]
-    verdict(
-        "load/page-cache-residency",
-        "FAIL" if unobserved or not seen else "PASS",
-        (f"not observable in {unobserved}; " if unobserved else "")
-        + "resident fraction at load start: "
-        + (", ".join(fractions) or "no row")
-        + " (fingerprinting just read the files: 1.0 expected)",
-    )
+def report(verdict: Verdict, name: str, data: dict, judge_name: str | None = None) -> None:
+    """Judge ``data`` now and print the verdict (a failure to judge is a FAIL, with why)."""
+    try:
+        ok, detail = JUDGES[judge_name or name](data)
+    except Exception as exc:
+        ok, detail = False, f"cannot judge: {type(exc).__name__}: {exc}; data {str(data)[:200]}"
+    verdict(name, "PASS" if ok else "FAIL", detail)
 
 
-# --- §3, §4: in the main process ------------------------------------------------------------------
+# --- the measurements ----------------------------------------------------------------------------
 
 
-class _BusyBackend:
-    """Each batch is a few large matrix products: enough work to load the GPU's clocks."""
+class _Backend:
+    """Batches of 1 item; ``predict`` runs ``work`` (GPU-bound matmuls or host-bound launches)."""
 
-    name = "busy"
+    name, classes = "check", ("a",)
 
-    def __init__(self, torch: Any, device: Any) -> None:
-        self.torch, self.device, self.classes = torch, device, ("a",)
-        self.a = torch.randn(4096, 4096, device=device)
+    def __init__(self, torch: Any, device: Any, work: str, loops: int) -> None:
+        self.torch, self.device, self.work, self.loops = torch, device, work, loops
+        size = 4096 if work == "matmul" else 1
+        self.a = torch.randn(size, size, device=device) / size**0.5
 
     def tokenize(self, texts: Any, context: int) -> Any:
         from gpubench_nb.engine.backends.base import Tokenized
@@ -124,94 +398,272 @@ class _BusyBackend:
     def batches(self, tokenized: Any, batch: int, batching: str) -> list[Any]:
         from gpubench_nb.engine.backends.base import Batch, batch_order
 
-        return [
-            Batch(ix, {}) for ix in batch_order([1] * len(tokenized.input_ids), batch, batching)
-        ]
+        order = batch_order([1] * len(tokenized.input_ids), batch, batching)
+        return [Batch(ix, {}) for ix in order]
 
     def predict(self, batch: Any) -> Any:
         x = self.a
-        for _ in range(8):
-            x = (x @ self.a).tanh_()
+        for _ in range(self.loops):
+            x = (x @ self.a).tanh_() if self.work == "matmul" else x + 1
         return self.torch.zeros(len(batch.indices), dtype=self.torch.long, device=self.device)
 
 
-def check_clocks(torch: Any, device: Any, corpus: Any, settings: Any, verdict: Verdict) -> None:
-    """§3: the default sampler of a measured pass on the GPU records what the GPU ran at."""
+class FakeNvml:
+    """Constant answers, so that a CPU run samples like a GPU one (the sampler's host cost)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args: 1000
+
+
+def _settings(settings: Any) -> Any:
     import dataclasses
 
-    from gpubench_nb.engine.clocks import ClockSampler, telemetry_text
+    return dataclasses.replace(settings, batch=1)
+
+
+def _smi(*args: str) -> list[list[str]]:
+    done = subprocess.run(
+        ["nvidia-smi", *args, "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    return [[x.strip() for x in line.split(",")] for line in done.stdout.splitlines() if line]
+
+
+def _uuid(torch: Any, device: Any) -> str:
+    uuid = str(torch.cuda.get_device_properties(device).uuid)
+    return uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+
+
+def check_environment(torch: Any, device: Any, verdict: Verdict) -> None:
+    from gpubench_nb.engine.environment import capture_environment
+
+    env = capture_environment(used=[device])
+    empty = [
+        k
+        for k in ("cuda_driver_runtime", "gpu_process_survey_start", "numerics", "gpu_details")
+        if env.get(k) in (None, "", [])
+    ]
+    for row in env.get("gpu_details") or []:
+        empty += [f"{row['device']}.{k}" for k, v in row.items() if v in (None, "")]
+    project = {
+        "name": env.get("gpu_model"),
+        "driver": str(env.get("driver_version")).removeprefix("nvidia "),
+        "uuid": (env.get("gpu_uuids") or [None])[0],
+    }
+    answer = _smi("-i", _uuid(torch, device), "--query-gpu=name,driver_version,uuid")
+    smi = dict(zip(("name", "driver", "uuid"), answer[0] if answer else (), strict=False))
+    report(verdict, "environment", {"project": project, "smi": smi, "empty": empty})
+
+
+def check_clocks(torch: Any, device: Any, corpus: Any, settings: Any, verdict: Verdict) -> None:
+    """A 2-3 s GPU-bound pass with nvidia-smi sampling SM clock and power beside it (its own
+    process, 50 ms): the project's in-span median and energy against nvidia-smi's."""
+    from datetime import datetime
+
     from gpubench_nb.engine.measure import measure_pass
 
-    backend = _BusyBackend(torch, device)
-    small = dataclasses.replace(settings, batch=1)
-    result = measure_pass(backend, corpus, small, "processing", None)
-    record = result.gpu_telemetry
+    backend = _Backend(torch, device, "matmul", 24)
+    fields = subprocess.run(
+        ["nvidia-smi", "--help-query-gpu"], capture_output=True, text=True
+    ).stdout
+    power = "power.draw.instant" if "power.draw.instant" in fields else "power.draw"
+    query = ["-i", _uuid(torch, device), f"--query-gpu=timestamp,clocks.sm,{power}", "-lms", "50"]
+    smi = subprocess.Popen(
+        ["nvidia-smi", *query, "--format=csv,noheader,nounits"], stdout=subprocess.PIPE, text=True
+    )
+    time.sleep(0.5)
+    t0 = time.time()
+    result = measure_pass(backend, corpus, _settings(settings), "processing", None)
+    t1 = time.time()
+    time.sleep(0.2)
+    smi.terminate()
+    rows = []
+    for line in smi.communicate(timeout=10)[0].splitlines():
+        stamp, sm, power = (x.strip() for x in line.split(","))
+        if t0 <= datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp() <= t1:
+            rows.append((float(sm), float(power)))
+    record = result.gpu_telemetry or {}
     print("GPU_TELEMETRY", json.dumps(record), flush=True)
-    ok = (
-        result.ok
-        and isinstance(record, dict)
-        and record.get("observable")
-        and record.get("samples", 0) >= 3
-        and isinstance(record.get("sm_clock_mhz"), dict)
-    )
-    verdict(
+    sm = record.get("sm_clock_mhz")
+    seconds = result.elapsed_seconds or 0.0
+    project = {
+        "samples": record.get("samples"),
+        "sm_median": sm.get("median") if isinstance(sm, dict) else None,
+        "energy": record.get("energy_joules"),
+    }
+    ordered = sorted(r[0] for r in rows)
+    independent = {
+        "sm_median": ordered[len(ordered) // 2] if rows else None,
+        "energy": sum(r[1] for r in rows) / len(rows) * seconds if rows else None,
+    }
+    report(
+        verdict,
         "clocks/sampled-during-pass",
-        "PASS" if ok else "FAIL",
-        f"pass {result.elapsed_seconds} s; " + (telemetry_text(record) or f"error {result.error}"),
+        {"project": project, "smi": independent, "seconds": seconds},
     )
-    # The sampler runs beside the timed code, never in it: the same pass with and without it,
-    # alternated, must take the same time (a ratio, measured side by side).
+
+
+class _HogSampler:
+    """The control: a 'sampler' whose thread spins in Python, taking the GIL from the pass."""
+
+    observable, reason = True, None
+
+    def start(self) -> None:
+        import threading
+
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while not self.done.is_set():
+            sum(range(10_000))
+
+    def stop(self, span: Any = None) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def summary(self) -> dict:
+        return {"observable": False, "reason": "control", "flags": []}
+
+
+def check_sampler_cost(
+    torch: Any, device: Any, corpus: Any, settings: Any, verdict: Verdict
+) -> None:
+    """A launch-bound pass (tiny operations: the host is the bottleneck) with the project's
+    sampler, without it, and with a GIL-hogging control, alternated 3 times; median ratios."""
     import statistics
 
-    times: dict[str, list[float]] = {"with": [], "without": []}
+    from gpubench_nb.engine.clocks import ClockSampler, sampler_for
+    from gpubench_nb.engine.measure import measure_pass
+
+    backend = _Backend(torch, device, "launch", 200)
+    gpu = device.type == "cuda"
+    make = {
+        "without": lambda: ClockSampler(None, None),
+        "with": (lambda: sampler_for(device)) if gpu else (lambda: ClockSampler(FakeNvml(), 0)),
+        "control": _HogSampler,
+    }
+    times: dict[str, list[float]] = {k: [] for k in make}
     for _ in range(3):
-        for kind in ("without", "with"):
-            sampler = None if kind == "with" else ClockSampler(None, None)
-            run = measure_pass(backend, corpus, small, "processing", None, sampler=sampler)
+        for kind, new in make.items():
+            run = measure_pass(
+                backend, corpus, _settings(settings), "processing", None, sampler=new()
+            )
             times[kind].append(run.elapsed_seconds or float("nan"))
-    ratio = statistics.median(times["with"]) / statistics.median(times["without"])
-    verdict(
-        "clocks/sampler-outside-timed-path",
-        "PASS" if ratio <= 1.02 else "FAIL",
-        f"median pass with sampler / without = {ratio:.4f} (target <= 1.02); raw s with "
-        f"{[round(t, 4) for t in times['with']]} without {[round(t, 4) for t in times['without']]}",
+    base = statistics.median(times["without"])
+    print("SAMPLER_COST", json.dumps(times), flush=True)
+    report(
+        verdict,
+        "clocks/sampler-cost",
+        {
+            "ratio": statistics.median(times["with"]) / base,
+            "control_ratio": statistics.median(times["control"]) / base,
+        },
     )
 
 
-def check_module_loading(verdict: Verdict) -> None:
-    """§4: read after CUDA init (the caller has initialised CUDA)."""
-    from gpubench_nb.engine.numerics import module_loading
-
-    record = module_loading()
-    ok = record["effective"] in ("LAZY", "EAGER")
-    verdict(
-        "cuda/module-loading-effective",
-        "PASS" if ok else "FAIL",
-        f"effective {record['effective']} ({record['source']}); at process start "
-        f"{record['at_start'] or 'unset'} (os.environ); before issue 23 the record said "
-        "'unset'",
-    )
-
-
-# --- §5, §6: small fresh processes (torch + gpubench_nb.engine only) ---------------------------
-
-
-def _child(mode: str, *, env: dict[str, str] | None = None, timeout: int = 60) -> dict:
-    command = [sys.executable, str(Path(__file__).resolve()), mode]
+def _fincore(path: Path) -> float | None:
     try:
         done = subprocess.run(
-            command,
+            ["fincore", "--bytes", "--noheadings", "--output", "RES,SIZE", str(path)],
             capture_output=True,
             text=True,
-            timeout=timeout,
-            env={**os.environ, **(env or {})},
+            timeout=20,
         )
-    except subprocess.TimeoutExpired:
-        return {"error": f"child {mode} timed out after {timeout} s"}
-    for line in done.stdout.splitlines():
-        if line.startswith(CHILD_TAG):
-            return json.loads(line[len(CHILD_TAG) :])
-    return {"error": f"child {mode} exited {done.returncode}: {done.stderr.strip()[-400:]}"}
+        res, size = map(int, done.stdout.split())
+        return round(res / size, 4)
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return None
+
+
+def check_residency(folder: Path, rows: list[dict], verdict: Verdict) -> None:
+    """Evict a 64 MiB file, then read its first half: the project's fraction against fincore's
+    at both points; and the cold rows' fraction at load start."""
+    from gpubench_nb.engine.residency import residency
+
+    path = folder / "residency-check.bin"
+    path.write_bytes(os.urandom(64 << 20))
+    project, independent = [], []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        for step in ("evicted", "half read"):
+            if step == "half read":
+                os.pread(fd, 32 << 20, 0)
+            project.append(residency([path])["resident_fraction"])
+            independent.append(_fincore(path))
+    finally:
+        os.close(fd)
+        path.unlink()
+    fractions = [(r["name"], (r.get("residency") or {}).get("resident_fraction")) for r in rows]
+    report(
+        verdict,
+        "load/page-cache-residency",
+        {"project": project, "fincore": independent, "rows": fractions},
+    )
+
+
+def fresh_torch_seconds() -> float:
+    """`import torch` in a fresh process, timed inside it (the independent import figure)."""
+    code = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+# --- small fresh processes (torch + gpubench_nb.engine only) -------------------------------------
+
+
+def _children(specs: list[tuple[str, dict[str, str]]], timeout: int = 90) -> list[dict]:
+    """Fresh processes ``gpu_check_figures.py MODE [ARG]`` with their environments, started
+    together (each pays torch's import and CUDA's start: ~10 s on a GPU server); their JSON."""
+    procs = []
+    for mode, env in specs:
+        command = [sys.executable, str(Path(__file__).resolve()), *mode.split()]
+        procs.append(
+            subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+            )
+        )
+    out = []
+    for (mode, _), proc in zip(specs, procs, strict=True):
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out.append({"error": f"child {mode} timed out after {timeout} s"})
+            continue
+        tagged = [line for line in stdout.splitlines() if line.startswith(CHILD_TAG)]
+        out.append(
+            json.loads(tagged[-1][len(CHILD_TAG) :])
+            if tagged
+            else {"error": f"child {mode} exited {proc.returncode}: {stderr.strip()[-400:]}"}
+        )
+    return out
+
+
+def _loading_child(case: str) -> dict:
+    """After CUDA init: the project's record, and what a shell started now inherits."""
+    if case == "python":
+        os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+    import torch
+
+    from gpubench_nb.engine.numerics import module_loading
+
+    torch.zeros(1, device="cuda")
+    record = module_loading()
+    shell = subprocess.run(
+        ["sh", "-c", 'printf %s "${CUDA_MODULE_LOADING-unset}"'], capture_output=True, text=True
+    ).stdout
+    return {
+        "case": case,
+        "effective": record["effective"],
+        "source": record["source"],
+        "shell": shell,
+    }
 
 
 def _async_child() -> dict:
@@ -224,27 +676,30 @@ def _async_child() -> dict:
     device = torch.device("cuda")
     corpus = make_corpus(Path("async.jsonl"), [CorpusItem(f"i{n}", "x", "a") for n in range(5)])
 
-    class Assert(_BusyBackend):
+    class Assert(_Backend):
         calls = 0
 
         def predict(self, batch: Any) -> Any:
             Assert.calls += 1
             if Assert.calls == 2:
                 table = torch.zeros(4, device=device)
-                bad = torch.tensor([1 << 20], device=device)
-                table.index_select(0, bad)  # device-side assert, reported asynchronously
+                table.index_select(0, torch.tensor([1 << 20], device=device))  # async assert
             return super().predict(batch)
 
     class Settings:
         precision, context, batch, device, batching = "fp32", 8, 1, "cuda", "corpus_order"
 
-    result = measure_pass(Assert(torch, device), corpus, Settings(), "processing", None)
-    return {"error": result.error, "note": result.notes[0] if result.notes else None}
+    result = measure_pass(
+        Assert(torch, device, "matmul", 8), corpus, Settings(), "processing", None
+    )
+    return {"error": result.error, "note": result.notes[0] if result.notes else None, "truth": 2}
 
 
 def _cublas_child() -> dict:
     """Allocated bytes left by the first matrix product of a fresh process (output freed)."""
     import torch
+
+    from gpubench_nb.pipeline.run_record import CUBLAS_NOTE
 
     device = torch.device("cuda")
     x = torch.ones(64, 64, device=device)
@@ -253,39 +708,30 @@ def _cublas_child() -> dict:
     y = x @ x
     del y
     torch.cuda.synchronize(device)
-    return {"workspace_bytes": torch.cuda.memory_allocated(device) - before}
+    return {
+        "measured": torch.cuda.memory_allocated(device) - before,
+        "note": CUBLAS_NOTE,
+        "capability": torch.cuda.get_device_capability(device)[0],
+    }
 
 
-def check_async_errors(verdict: Verdict) -> None:
-    """§5: the truthful location, then the blocking diagnosis in a fresh process."""
-    plain = _child("--child-async", env={"CUDA_LAUNCH_BLOCKING": "0"})
-    note = str(plain.get("note"))
-    ok = "CUDA error" in str(plain.get("error")) and "since the last synchronisation" in note
-    verdict("errors/async-located", "PASS" if ok else "FAIL", note[:400])
-    blocking = _child("--child-async", env={"CUDA_LAUNCH_BLOCKING": "1"})
-    note = str(blocking.get("note"))
-    ok = "batch 2 of 5 (a CUDA error; CUDA_LAUNCH_BLOCKING=1" in note
-    verdict("errors/diagnosis-blocking", "PASS" if ok else "FAIL", note[:300])
-
-
-def check_cublas_workspace(verdict: Verdict) -> None:
-    """§6: what the cold note states; PASS when a workspace of 8-80 MiB stays allocated."""
-    from gpubench_nb.pipeline.run_record import CUBLAS_NOTE
-
-    out = _child("--child-cublas")
-    size = out.get("workspace_bytes")
-    ok = isinstance(size, int) and (8 << 20) <= size <= (80 << 20)
-    verdict(
-        "memory/cublas-workspace",
-        "PASS" if ok else "FAIL",
-        f"first matmul left {size} B ({(size or 0) / 2**20:.1f} MiB) allocated; cold note: "
-        f"{CUBLAS_NOTE}"
-        if not out.get("error")
-        else out["error"],
-    )
-
-
-# --- §7: generation options from the folder are ignored ----------------------------------------
+def check_children(verdict: Verdict) -> None:
+    """Module loading (unset / set at start / set from Python), the asynchronous error without
+    and with CUDA_LAUNCH_BLOCKING=1, and the cuBLAS workspace: six fresh processes at once."""
+    base = {k: v for k, v in os.environ.items() if k != "CUDA_MODULE_LOADING"}
+    specs = [
+        ("--child-cublas", base),
+        ("--child-async", {**base, "CUDA_LAUNCH_BLOCKING": "0"}),
+        ("--child-async", {**base, "CUDA_LAUNCH_BLOCKING": "1"}),
+        ("--child-loading unset", base),
+        ("--child-loading start", {**base, "CUDA_MODULE_LOADING": "EAGER"}),
+        ("--child-loading python", base),
+    ]
+    cublas, located, blocking, *cases = _children(specs)
+    report(verdict, "memory/cublas-workspace", cublas)
+    report(verdict, "errors/async-located", located)
+    report(verdict, "errors/diagnosis-blocking", blocking)
+    report(verdict, "cuda/module-loading", {"cases": cases})
 
 
 def check_generation(device: Any, tmp: Path, verdict: Verdict) -> None:
@@ -332,25 +778,28 @@ def check_generation(device: Any, tmp: Path, verdict: Verdict) -> None:
     config_path.write_text(json.dumps(config))
     after, leaky_seconds, leaky_revision = answers(leaky)
     changed = sum(a != b for a, b in zip(before, after, strict=True))
-    ok = changed == 0 and plain_revision != leaky_revision
-    verdict(
-        "generation/folder-options-ignored",
-        "PASS" if ok else "FAIL",
-        f"{changed} of {len(texts)} answers changed by the folder's generation_config.json; "
-        f"revision changed: {plain_revision != leaky_revision}; first pass {plain_seconds:.2f} s "
-        f"plain vs {leaky_seconds:.2f} s with cache_implementation=static in the folder",
+    data = {
+        "changed": changed,
+        "revision_changed": plain_revision != leaky_revision,
+        "n": len(texts),
+    }
+    print(
+        f"GENERATION first pass {plain_seconds:.2f} s plain, {leaky_seconds:.2f} s with the options"
     )
+    report(verdict, "generation/folder-options-ignored", data)
 
 
 def main(argv: list[str]) -> int:
-    if argv and argv[0] == "--child-async":
-        print(CHILD_TAG + json.dumps(_async_child()), flush=True)
-        return 0
-    if argv and argv[0] == "--child-cublas":
-        print(CHILD_TAG + json.dumps(_cublas_child()), flush=True)
-        return 0
-    print(__doc__)
-    return 2
+    children = {"--child-async": _async_child, "--child-cublas": _cublas_child}
+    if argv and argv[0] == "--child-loading":
+        out = _loading_child(argv[1])
+    elif argv and argv[0] in children:
+        out = children[argv[0]]()
+    else:
+        print(__doc__)
+        return 2
+    print(CHILD_TAG + json.dumps(out), flush=True)
+    return 0
 
 
 if __name__ == "__main__":

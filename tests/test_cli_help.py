@@ -39,7 +39,7 @@ def test_top_help_explains_an_experiment_and_the_usual_path() -> None:
     text = build_parser().format_help()
     assert "An experiment is one YAML file" in text
     path = [line.split()[:2] for line in text.splitlines() if line.startswith("  gpubench-nb ")]
-    assert path == [["gpubench-nb", "validate"], ["gpubench-nb", "run"], ["gpubench-nb", "report"]]
+    assert [command for _, command in path] == ["validate", "build-model", "run", "report"]
     assert "relative to that YAML's folder" in text and "relative to the" in text
 
 

@@ -137,7 +137,7 @@ def test_folders_where_files_are_expected_and_files_where_folders_are(
     demo: str, tmp_path: Path, predictions: Path, capsys: pytest.CaptureFixture
 ) -> None:
     _refused(capsys, ["validate", str(tmp_path)], "is a folder")
-    _refused(capsys, ["accept", demo, str(tmp_path)], "Is a directory")
+    _refused(capsys, ["accept", demo, str(tmp_path)], "is a folder")
     _refused(capsys, ["accept", demo, str(predictions), "--checks", str(tmp_path)], "is a folder")
     under_file = str(predictions / "checks.json")
     _refused(capsys, ["accept", demo, str(predictions), "--checks", under_file], "is a file")

@@ -72,30 +72,25 @@ def test_cold_row_verdicts(gpu_check, capsys) -> None:
     assert "VERDICT probe: FAIL (1 forward(s) ran during load)" in capsys.readouterr().out
 
 
-def test_issue_23_verdicts_fail_on_what_the_h200_showed(gpu_check) -> None:
-    """Imports inside the load clock, a heavy module in the kernel, residency not observed:
-    each FAILs; the good rows PASS with their figures (scripts/gpu_check_figures.py)."""
+def test_every_check_fails_on_its_planted_fault(gpu_check, capsys) -> None:
+    """The CPU smoke mode: each judge PASSes its good case and FAILs its planted fault (a check
+    that cannot fail proves nothing), and every check of the GPU run has a judge."""
     figures = gpu_check.figures
-    good = {
-        "name": "cold/hf/fp32/b1",
-        "import_seconds": 8.3,
-        "load_seconds": 0.15,
-        "imported_during_load": [],
-        "heavy_modules": [],
-        "residency": {"observable": True, "resident_fraction": 1.0},
-    }
     verdicts: list[tuple[str, str, str]] = []
+    shown = figures.smoke(lambda name, status, detail: verdicts.append((name, status, detail)))
+    assert shown and len(verdicts) == len(figures.JUDGES) == len(figures.PLANTED) == 14
+    assert all(status == "PASS" for _, status, _ in verdicts), verdicts
+    planted = [line for line in capsys.readouterr().out.splitlines() if line.startswith("PLANTED")]
+    assert len(planted) == 14 and all(": FAIL (" in line for line in planted)
 
-    def record(name, status, detail):
-        verdicts.append((name, status, detail))
 
-    figures.judge_imports([good], record)
-    figures.judge_imports([dict(good, imported_during_load=["transformers.models.bert"])], record)
-    figures.judge_imports([dict(good, heavy_modules=["pandas"])], record)
-    figures.judge_residency([good], record)
-    figures.judge_residency([dict(good, residency={"observable": False})], record)
-    assert [v[1] for v in verdicts] == ["PASS", "FAIL", "FAIL", "PASS", "FAIL"]
-    assert "import 8.30 s / load 0.150 s" in verdicts[0][2]
+def test_a_broken_judge_never_passes(gpu_check) -> None:
+    """A check whose data cannot be judged (a child that died, nvidia-smi absent) FAILs."""
+    verdicts: list[tuple[str, str, str]] = []
+    record = lambda *v: verdicts.append(v)  # noqa: E731
+    gpu_check.figures.report(record, "clocks/sampled-during-pass", {"error": "child died"})
+    gpu_check.figures.report(record, "cuda/module-loading", {"cases": [{"error": "no CUDA"}]})
+    assert [v[1] for v in verdicts] == ["FAIL", "FAIL"]
     assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1/compile=default") == [
         ("bow", "fp32", 16, ""),
         ("hf", "bf16", 1, "compile=default"),

@@ -265,7 +265,7 @@ def _offer_entry(
         "days": quote.days,
         "lots": quote.lots,
         "package_total_usd_minor": quote.package_total_usd_minor,
-        "placeholder": offer.placeholder,  # invented example prices, not a quote (issue 24 §3)
+        "placeholder": offer.placeholder,  # invented example prices, not a quote
         "declared": offer.id == declared_id,
         "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
         "attribution": owner.to_dict(),

@@ -14,7 +14,7 @@ import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from gpubench_nb.protocol.bundle import (
     MANIFEST_NAME,
     run_dir,
 )
-from gpubench_nb.protocol.clock import utc_text
+from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
 from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
@@ -53,19 +53,16 @@ from gpubench_nb.protocol.results import read_rows
 FORMATS = ("table", "csv", "json")
 
 
-def parse_utc(text: str, what: str = "--start") -> datetime:
-    """``2026-12-01`` or ``2026-12-01T09:00:00Z`` as an aware UTC datetime (naive = UTC)."""
+def parse_start(text: str) -> datetime:
+    """The package's ``--start`` (UTC text) as an aware UTC datetime (protocol.clock)."""
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        return parse_utc(text)
     except ValueError:
         raise EconomicsError(
-            f"{what}: not a date, got {text!r}; fix: write 2026-12-01 or 2026-12-01T09:00:00Z "
+            f"--start: not a date, got {text!r}; fix: write 2026-12-01 or 2026-12-01T09:00:00Z "
             "(UTC), the moment the package started",
             rule="R5.3",
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
-    return moment.astimezone(timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -139,7 +136,7 @@ def _times(
     bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
 ) -> tuple[list[datetime], list[str]]:
     """Every recorded moment of the bundle (each run's start and finish, the environment
-    capture), and the reasons a moment that should be there cannot be read (issue 22 §3, §9):
+    capture), and the reasons a moment that should be there cannot be read:
     a missing or malformed time is a stated reason, never silently skipped."""
     stamps: list[tuple[str, Any]] = [(f"{ENVIRONMENT_NAME} captured_utc", env.captured_utc)]
     unreadable = []
@@ -162,12 +159,9 @@ def _times(
     found = []
     for where, stamp in stamps:
         try:
-            if not isinstance(stamp, str) or not stamp:
-                raise EconomicsError("missing")
-            found.append(parse_utc(stamp, "recorded time"))
-        except EconomicsError:
-            shown = "missing" if stamp is None else repr(stamp)
-            unreadable.append(f"{where}: {shown}")
+            found.append(parse_utc(stamp if isinstance(stamp, str) else ""))
+        except ValueError:
+            unreadable.append(f"{where}: {'missing' if stamp is None else repr(stamp)}")
     return found, unreadable
 
 
@@ -175,7 +169,7 @@ def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
     """What the bundle's corpus is (R5.3): the identity its lock froze, else (a bundle frozen
     before identities were recorded) the identity of its kept corpus copy, which the manifest
     check has just verified. Either way the same items in another order, or with IDs equal
-    under NFC, are one corpus (issue 22 §4)."""
+    under NFC, are one corpus."""
     frozen = lock.get("corpus_identity")
     if isinstance(frozen, str) and frozen:
         return frozen
@@ -198,7 +192,7 @@ def ledger_report(
     table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
     given (atomically, for ``report --ledger``), returned formatted as ``fmt``.
 
-    ``out`` goes through the one output guard before anything is read (R5.6, issue 22 §2):
+    ``out`` goes through the one output guard before anything is read (R5.6):
     never over the offers table or a file of a bundle, never into a bundle.
     """
     if out:
@@ -209,7 +203,7 @@ def ledger_report(
             instead="name a new file outside every bundle, e.g. --out "
             f"{Path.cwd() / 'ledger.json'}",
         )
-    if not Path(offers_path).exists():  # a typed path is read from the current folder (issue 25)
+    if not Path(offers_path).exists():  # a typed path is read from the current folder
         raise EconomicsError(
             f"--offers {offers_path}: no such file, looked for at {Path(offers_path).resolve()} "
             "(a path you type is relative to the current folder); pass --offers with your "
@@ -221,7 +215,7 @@ def ledger_report(
         offer,
         days,
         lots,
-        parse_utc(start),
+        parse_start(start),
         bundle_dirs,
         machine=machine_from(machines) if machines else None,
     )
@@ -251,7 +245,7 @@ def build_ledger(
         raise EconomicsError("a bundle folder is passed twice; fix: name each bundle once")
     package_quote(offer, days, lots=lots)  # days and lots checked before any bundle is read
     end = start + timedelta(days=days)
-    now = now or datetime.now(timezone.utc)
+    now = now or utc_moment()
     if machine is None:
         machine = next((m for m in map(machine_of, paths) if m is not None), None)
         if machine is None:
@@ -287,7 +281,7 @@ def build_ledger(
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
-        "placeholder": offer.placeholder,  # invented example prices, not a quote (issue 24 §3)
+        "placeholder": offer.placeholder,  # invented example prices, not a quote
         "accepted_corpora": count,
         "cost_per_accepted_usd_minor": quote.cost_per_accepted_usd_minor,
         "rounding_rule": ROUNDING_RULE,
@@ -355,7 +349,7 @@ def _examine(
 
     A bundle is counted only once its seal verifies as check-bundle verifies it: the manifest,
     the lock's hashes and the CSV schema (R5.3, R5.6); a bundle without a manifest is
-    unfinished and not counted (issue 22 §3).
+    unfinished and not counted.
     """
     if not (path / CSV_NAME).is_file():
         return f"no {CSV_NAME}: nothing was recorded in this bundle", {}
@@ -436,7 +430,7 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     if fmt != "table":
         raise EconomicsError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
     window, total = ledger["window"], ledger["package_total_usd_minor"]
-    mark = bool(ledger.get("placeholder"))  # ledgers written before issue 24 have no such key
+    mark = bool(ledger.get("placeholder"))  # older ledgers have no such key
     lines = [
         ledger["statement"],
         f"window      [{window['start_utc']}, {window['end_utc']}) {window['status']}"
@@ -506,7 +500,7 @@ def _csv(ledger: Mapping[str, Any]) -> str:
 
 
 def read_ledger(path: str | Path) -> dict[str, Any]:
-    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency (issue 22 §3);
+    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency;
     EconomicsError when unusable.
 
     Its count must be the number of distinct accepted corpora it lists, its cost the arithmetic

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.errors import EconomicsError
+from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.yamlio import read_yaml
 
 # R5.1: only whole packages of these lengths are priced; nothing is prorated between them.
@@ -17,10 +18,26 @@ ROUNDING_RULE = (
     "with exact halves rounded up, in integer arithmetic: (2 * total + n) // (2 * n)"
 )
 
-_OFFER_FIELDS = ("id", "provider", "gpu_model", "gpus_per_lot", "package_price_usd_minor")
-# Optional: ``placeholder: true`` declares the prices invented examples, not a quote (issue 24
-# §3). Every price of such an offer is marked wherever it is shown (formats.price).
-_OPTIONAL_FIELDS = ("placeholder",)
+_PRICE = schema.integer("US cents for the whole package of one lot (USD 1,234.56: 123456)")
+# One offer of the table; ``placeholder: true`` declares its prices invented examples, not a
+# quote, and every price of it is marked wherever it is shown (formats.price).
+OFFER = schema.section("one rental offer (R5.1, R5.2)", {
+    "id": schema.text("what pricing.offer names", pattern=r"^\S(.*\S)?$"),
+    "provider": schema.text("who quoted the prices, and when"),
+    "gpu_model": schema.text("e.g. H100 80GB: a cost per corpus needs runs on it (R5.7)"),
+    "gpus_per_lot": schema.integer("GPUs in one billed lot"),
+    "package_price_usd_minor": schema.section(
+        "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS},
+        required=[str(d) for d in DURATIONS_DAYS]),
+    "placeholder": schema.flag("true: invented example prices, not a quote", default=False),
+}, required=("id", "provider", "gpu_model", "gpus_per_lot", "package_price_usd_minor"))  # fmt: skip
+OFFERS = schema.section(
+    "The offers table (`parameters/offers.yaml`): whole 3-, 7- and 30-day packages (R5.1).",
+    {"offers": {"type": "array", "minItems": 1, "items": OFFER, "description": "the offers"}},
+    required=("offers",),
+)
+_OFFER_FIELDS = tuple(OFFER["required"])
+_OPTIONAL_FIELDS = tuple(k for k in schema.keys(OFFER) if k not in _OFFER_FIELDS)
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
     "package_price_usd_minor, say who quoted them and when in provider, and remove "
@@ -38,7 +55,7 @@ class Offer:
     gpus_per_lot: int
     # days -> USD cents for the whole package of one lot; always exactly the keys 3, 7, 30.
     package_price_usd_minor: Mapping[int, int] = field(hash=False)
-    placeholder: bool = False  # invented example prices, not a quote (issue 24 §3)
+    placeholder: bool = False  # invented example prices, not a quote
 
     def price_usd_minor(self, days: int) -> int:
         """The whole ``days``-day package price of one lot, in cents (R5.1)."""
@@ -142,7 +159,7 @@ def _check_field_names(where: str, entry: dict[str, Any]) -> None:
 
 
 def _placeholder(where: str, placeholder: Any) -> bool:
-    """``placeholder: true`` marks invented example prices, not a quote (issue 24 §3)."""
+    """``placeholder: true`` marks invented example prices, not a quote."""
     if not isinstance(placeholder, bool):
         raise EconomicsError(
             f"{where} field 'placeholder': must be true (invented example prices, not a quote) "

@@ -11,6 +11,7 @@ from gpubench_nb.economics.bundle_economics import economics_data, read_bundle_r
 from gpubench_nb.economics.offers import load_offers
 from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
 from gpubench_nb.economics.tables import economics_tables
+from gpubench_nb.kernel import ECONOMICS_STEP
 from gpubench_nb.protocol.bundle import CSV_NAME
 from gpubench_nb.protocol.records import read_environment, write_economics
 from gpubench_nb.protocol.results import write_rows_atomic
@@ -33,10 +34,10 @@ def economics_notebook(
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer
 
-    with bundle_writer(bundle_dir, "30_economics", step=True):
+    with bundle_writer(bundle_dir, ECONOMICS_STEP, step=True):
         experiment = load_experiment(experiment_path)
         # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
-        require_frozen(bundle_dir, experiment, step="30_economics")
+        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)
         pricing = _pricing(experiment.pricing, pricing_override)
         return economics_tables(price_bundle(Path(bundle_dir), pricing))
 

@@ -38,7 +38,7 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
                     "days": offer["days"],
                     "lots": offer["lots"],
                     "package_total_usd_minor": offer["package_total_usd_minor"],
-                    "price": formats.price(  # marked when the offer is an example (issue 24)
+                    "price": formats.price(  # marked when the offer is an example
                         offer["package_total_usd_minor"], placeholder=bool(offer.get("placeholder"))
                     ),
                     "on this hardware": (offer.get("attribution") or {}).get("reason"),

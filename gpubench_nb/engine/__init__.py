@@ -5,7 +5,7 @@ import warnings
 
 
 def _console_progress_bars() -> None:
-    """Import ``tqdm.auto`` once, with its ipywidgets warning silenced (issue 25).
+    """Import ``tqdm.auto`` once, with its ipywidgets warning silenced.
 
     transformers imports ``tqdm.auto`` at import time; in a Jupyter kernel without ipywidgets
     tqdm then warns "TqdmWarning: IProgress not found" into every notebook and falls back to its

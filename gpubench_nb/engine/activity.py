@@ -1,7 +1,7 @@
 """Concurrency on the machine (R2.5): the 1-minute load average and the other processes that use
 notable CPU, read from /proc at the start and at the end of a run.
 
-Nothing sleeps on the run's path (issue 25: two fixed 0.2 s windows cost 0.41 s per run). Each
+Nothing sleeps on the run's path (two fixed 0.2 s windows cost 0.41 s per run). Each
 reading compares the processes' CPU ticks with the previous reading in this process: the
 start's window runs from the import of this module (the kernel's imports) to the start, the
 end's from the start to the end of the run. A window of explicit length (``window_seconds``,

@@ -34,6 +34,12 @@ def _gpus_allocated(env: Mapping[str, str]) -> int:
     return len(indices)
 
 
+def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
+    """The Slurm job this process runs in (SLURM_JOB_ID, else the older SLURM_JOBID), or None."""
+    env = os.environ if environ is None else environ
+    return env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID") or None
+
+
 def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The Slurm job this process runs in, or None outside Slurm.
 
@@ -41,7 +47,7 @@ def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any]
     ``cpus_per_node``: SLURM_JOB_CPUS_PER_NODE as Slurm writes it (e.g. ``2`` or ``8(x2)``).
     """
     env = os.environ if environ is None else environ
-    job_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
+    job_id = slurm_job_id(env)
     if not job_id:
         return None
     requested = _first_int(env.get(GPUS_REQUESTED_ENV))

@@ -1,31 +1,40 @@
-"""GPU clocks, power, temperature, clock-event reasons and energy during a timed pass (issue 23 §3).
+"""GPU clocks, power, temperature, clock-event reasons and energy during a timed pass.
 
 ``environment.json``'s clocks are an idle snapshot; what a pass ran at is only known by
 sampling while it runs. A ``ClockSampler`` polls NVML on its own thread, started just before
-the stopwatch and stopped just after it, so the timed code path never calls it (R3.1): the
-pass only shares the CPU with a thread that sleeps between NVML queries. The energy counter
-(``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded, Volta and later) is read
-before and after the pass where the GPU supports it: energy per corpus in joules, beside time.
-Without NVML every figure is ``"not observable"``, never a guess.
+the stopwatch and stopped just after it, so the timed code path never calls it (R3.1). Only
+the samples taken inside the stopwatch's span describe the pass: the others are dropped, and a
+pass shorter than the interval says "0 samples in the span" and is never flagged. The energy
+counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded, Volta and later)
+is read just before the timer and just after it, and kept only when it is believable:
+monotonic, and within the power readings (or the power limit) times the time between the two
+reads; else ``"not observable"`` with the reason. Telemetry never fails a pass: a refused
+thread, a dead thread, an NVML error or a non-number is recorded in ``errors``, and a hung
+NVML call is left behind after ``join_seconds``. Without NVML every figure is
+``"not observable"`` with the reason, never a guess.
 
-run.json key ``gpu_telemetry`` (``summarise``): ``observable``, ``samples``,
-``interval_seconds``, ``sm_clock_mhz`` / ``memory_clock_mhz`` / ``power_watts`` /
-``temperature_c`` as ``{"min", "median", "max"}``, ``max_sm_clock_mhz``,
-``clock_event_reasons`` (names seen in any sample), ``energy_joules``, ``throttled`` (a
-reason other than idle / application-clock setting was seen), ``low_clock`` (median SM clock
-below ``LOW_CLOCK_FRACTION`` of the maximum) and ``flags`` (sentences for notes and report).
+run.json key ``gpu_telemetry`` (``summarise``): ``observable`` (``reason`` when not),
+``samples`` (in the span), ``samples_outside_span``, ``interval_seconds``, ``sm_clock_mhz`` /
+``memory_clock_mhz`` / ``power_watts`` / ``temperature_c`` as ``{"min", "median", "max"}``,
+``max_sm_clock_mhz``, ``clock_event_reasons`` (names seen in any sample), ``energy_joules``
+(+ ``energy_window_seconds``, ``energy_reason``), ``errors``, ``throttled`` (a reason other
+than idle / application-clock setting was seen), ``low_clock`` (median SM clock below
+``LOW_CLOCK_FRACTION`` of the maximum) and ``flags`` (sentences for notes and report).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 NOT_OBSERVABLE = "not observable"
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
+# The energy counter is believed within [0.5 x min power, 1.25 x max power] x window, widened
+# by this many seconds of the highest power: the counter is refreshed, not continuous.
+ENERGY_REFRESH_SECONDS = 0.1
 # NVML clock-event (throttle) reason bits, nvml.h (nvmlClocksEventReason*).
 REASONS = {
     0x1: "gpu_idle",
@@ -51,14 +60,13 @@ def reason_names(mask: int) -> list[str]:
     return names
 
 
-def _reasons_getter(nvml: Any) -> Callable[[Any], int] | None:
+def _reasons_getter(nvml: Any) -> str | None:
     for name in (
         "nvmlDeviceGetCurrentClocksEventReasons",
         "nvmlDeviceGetCurrentClocksThrottleReasons",
     ):
-        getter = getattr(nvml, name, None)
-        if getter is not None:
-            return getter
+        if getattr(nvml, name, None) is not None:
+            return name
     return None
 
 
@@ -66,8 +74,9 @@ class ClockSampler:
     """Samples one GPU's clocks, power, temperature and reasons on a side thread.
 
     ``nvml`` is the initialised pynvml module (or a fake) and ``handle`` the GPU's handle; with
-    either None nothing is sampled and ``summary()`` says not observable. Use as a context
-    manager around the timed span, or ``start()`` / ``stop()``.
+    either None nothing is sampled and ``summary()`` says not observable, with ``reason`` (None:
+    a CPU pass, nothing to say). ``clock`` is in nanoseconds, the stopwatch's clock: ``stop``
+    takes the stopwatch's span in it. Use ``start()`` / ``stop(span)`` around the timed span.
     """
 
     def __init__(
@@ -76,122 +85,162 @@ class ClockSampler:
         handle: Any | None,
         *,
         interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
-        clock: Callable[[], float] = time.perf_counter,
+        clock: Callable[[], int] = time.perf_counter_ns,
+        reason: str | None = None,
+        join_seconds: float = 0.25,
     ) -> None:
-        self.nvml, self.handle = nvml, handle
-        self.interval_seconds = interval_seconds
+        self.nvml, self.handle, self.reason = nvml, handle, reason
+        self.interval_seconds, self.join_seconds = interval_seconds, join_seconds
         self._clock = clock
         self.samples: list[dict[str, Any]] = []
-        self.energy_start_mj: int | None = None
-        self.energy_end_mj: int | None = None
+        self.errors: list[str] = []
+        self.energy_start: tuple[int, Any] | None = None  # (clock, mJ)
+        self.energy_end: tuple[int, Any] | None = None
+        self.span: tuple[int, int] | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.errors: list[str] = []
+        self._state = "new"  # -> started -> stopped
 
     @property
     def observable(self) -> bool:
         return self.nvml is not None and self.handle is not None
 
-    def _energy(self) -> int | None:
-        try:
-            value = self.nvml.nvmlDeviceGetTotalEnergyConsumption(self.handle)
-        except Exception:  # pre-Volta, a MIG slice, or a fake without it
+    def _note(self, text: str) -> None:
+        if len(self.errors) < 8 and text not in self.errors:
+            self.errors.append(text[:160])
+
+    def _ask(self, getter: str | None, *args: Any) -> Any:
+        """NVML's number, or None with the error (or the non-number) recorded."""
+        if getter is None:
             return None
-        return value if isinstance(value, int) else None
+        try:
+            value = getattr(self.nvml, getter)(self.handle, *args)
+        except Exception as exc:
+            self._note(f"{getter}: {type(exc).__name__}: {exc}")
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self._note(f"{getter} answered {type(value).__name__} {value!r:.40}, not a number")
+            return None
+        return value
 
     def sample(self) -> None:
         """One reading of every figure (a failed query is None in that sample)."""
-        nvml, handle = self.nvml, self.handle
-
-        def ask(getter: str, *args: Any) -> Any:
-            try:
-                return getattr(nvml, getter)(handle, *args)
-            except Exception as exc:
-                if len(self.errors) < 5:
-                    self.errors.append(f"{getter}: {type(exc).__name__}")
-                return None
-
-        sm = getattr(nvml, "NVML_CLOCK_SM", 1)
-        mem = getattr(nvml, "NVML_CLOCK_MEM", 2)
-        getter = _reasons_getter(nvml)
-        reasons = None
-        if getter is not None:
-            try:
-                reasons = int(getter(handle))
-            except Exception:
-                reasons = None
-        power = ask("nvmlDeviceGetPowerUsage")
-        self.samples.append(
-            {
-                "t": self._clock(),
-                "sm_clock_mhz": ask("nvmlDeviceGetClockInfo", sm),
-                "memory_clock_mhz": ask("nvmlDeviceGetClockInfo", mem),
-                "power_watts": None if power is None else power / 1000,
-                "temperature_c": ask(
-                    "nvmlDeviceGetTemperature", getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
-                ),
-                "reasons": reasons,
-            }
-        )
+        nvml = self.nvml
+        power = self._ask("nvmlDeviceGetPowerUsage")
+        reasons = self._ask(_reasons_getter(nvml))
+        row = {
+            "t": self._clock(),
+            "sm_clock_mhz": self._ask("nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_SM", 1)),
+            "memory_clock_mhz": self._ask(
+                "nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2)
+            ),
+            "power_watts": None if power is None else power / 1000,
+            "temperature_c": self._ask(
+                "nvmlDeviceGetTemperature", getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
+            ),
+            "reasons": None if reasons is None else int(reasons),
+        }
+        if self._state == "started":  # a call that returns after stop() is not kept
+            self.samples.append(row)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_seconds):
-            self.sample()
+        try:
+            while not self._stop.wait(self.interval_seconds):
+                self.sample()
+        except BaseException as exc:  # recorded, never raised into the pass
+            self._note(f"sampler thread died: {type(exc).__name__}: {exc}")
+
+    def _energy(self) -> tuple[int, Any]:
+        return self._clock(), self._ask("nvmlDeviceGetTotalEnergyConsumption")
 
     def start(self) -> None:
-        """Read the energy counter and a first sample, then start the thread (before the timer)."""
-        if not self.observable:
+        """Start the thread, then read the energy counter (just before the timer)."""
+        if not self.observable or self._state != "new":
             return
-        self.energy_start_mj = self._energy()
-        self.sample()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="gpubench-clocks", daemon=True)
-        self._thread.start()
+        self._state = "started"
+        try:
+            self._thread = threading.Thread(target=self._run, name="gpubench-clocks", daemon=True)
+            self._thread.start()
+        except Exception as exc:  # e.g. a container's pids limit: the pass runs unsampled
+            self._thread = None
+            self._note(f"sampler thread not started: {type(exc).__name__}: {exc}")
+        self.energy_start = self._energy()
 
-    def stop(self) -> None:
-        """Stop the thread, take a last sample, read the energy counter (after the timer).
-        A second call (a failure after the timer stopped) changes nothing."""
-        if not self.observable or self._thread is None:
+    def stop(self, span: tuple[int, int] | None = None) -> None:
+        """Read the energy counter, stop the thread, waiting at most ``join_seconds`` (after
+        the timer). ``span``: the stopwatch's (start, stop) in ``clock``. A second call (a
+        failure after the timer stopped) changes nothing."""
+        if not self.observable or self._state != "started":
             return
+        self.energy_end = self._energy()
+        self.span = span
         self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self.sample()
-        self.energy_end_mj = self._energy()
-
-    def __enter__(self) -> ClockSampler:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(self.join_seconds)
+            if thread.is_alive():
+                self._note(
+                    f"sampler thread still inside an NVML call {self.join_seconds} s after the "
+                    "pass: left behind"
+                )
+        self._state = "stopped"
 
     def summary(self, max_sm_clock_mhz: Any = None) -> dict[str, Any]:
         """The ``gpu_telemetry`` record of the span (see the module docstring)."""
+        if not self.observable:
+            return summarise([], observable=False, reason=self.reason)
+        sm = getattr(self.nvml, "NVML_CLOCK_SM", 1)
+        limit = self._ask("nvmlDeviceGetEnforcedPowerLimit")
         return summarise(
             self.samples,
-            observable=self.observable,
-            energy_start_mj=self.energy_start_mj,
-            energy_end_mj=self.energy_end_mj,
-            max_sm_clock_mhz=max_sm_clock_mhz if max_sm_clock_mhz is not None else self._max_sm(),
+            observable=True,
+            span=self.span,
+            energy=(self.energy_start, self.energy_end),
+            power_limit_watts=None if limit is None else limit / 1000,
+            max_sm_clock_mhz=max_sm_clock_mhz
+            if max_sm_clock_mhz is not None
+            else self._ask("nvmlDeviceGetMaxClockInfo", sm),
             interval_seconds=self.interval_seconds,
+            errors=self.errors,
         )
 
-    def _max_sm(self) -> Any:
-        if not self.observable:
-            return None
-        try:
-            return self.nvml.nvmlDeviceGetMaxClockInfo(
-                self.handle, getattr(self.nvml, "NVML_CLOCK_SM", 1)
-            )
-        except Exception:
-            return None
+
+def check_energy(
+    start: tuple[int, Any] | None,
+    end: tuple[int, Any] | None,
+    powers_watts: Sequence[float],
+    power_limit_watts: float | None = None,
+) -> tuple[Any, float | None, str | None]:
+    """(joules or "not observable", window seconds, reason): the counter's difference between
+    two ``(clock ns, mJ)`` reads, kept only if monotonic and within the power bounds."""
+    if not start or not end or not all(isinstance(r[1], int) for r in (start, end)):
+        return NOT_OBSERVABLE, None, "no energy counter reading (pre-Volta, MIG, or refused)"
+    joules, seconds = (end[1] - start[1]) / 1000, (end[0] - start[0]) / 1e9
+    if joules < 0:
+        return (
+            NOT_OBSERVABLE,
+            seconds,
+            f"the energy counter went backwards ({start[1]} -> {end[1]} mJ: reset or wrap)",
+        )
+    top = max([*powers_watts, power_limit_watts or 0])
+    if top <= 0:
+        return NOT_OBSERVABLE, seconds, "no power reading or power limit to check it against"
+    low = 0.5 * min(powers_watts, default=0) * seconds - top * ENERGY_REFRESH_SECONDS
+    high = 1.25 * top * seconds + top * ENERGY_REFRESH_SECONDS
+    if not low <= joules <= high:
+        return (
+            NOT_OBSERVABLE,
+            seconds,
+            f"the counter says {joules:.3f} J over {seconds:.4f} s, outside the "
+            f"{max(low, 0):.3f}-{high:.3f} J that the power readings allow",
+        )
+    return joules, seconds, None
 
 
 def _median(numbers: list[float]) -> float:
     """``statistics.median``, without importing it: in a process that has loaded torch, the
     ``decimal`` extension that ``statistics`` pulls in took 74 ms to load on 2 cores, paid by
-    every measuring kernel (issue 25)."""
+    every measuring kernel."""
     ordered = sorted(numbers)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
@@ -208,20 +257,28 @@ def summarise(
     samples: list[dict[str, Any]],
     *,
     observable: bool,
-    energy_start_mj: int | None = None,
-    energy_end_mj: int | None = None,
+    span: tuple[int, int] | None = None,
+    energy: tuple[Any, Any] = (None, None),
+    power_limit_watts: float | None = None,
     max_sm_clock_mhz: Any = None,
     interval_seconds: float | None = None,
+    errors: Sequence[str] = (),
+    reason: str | None = None,
 ) -> dict[str, Any]:
-    """The pure summary of samples: min/median/max, reasons seen, energy, flags."""
+    """The pure summary of the samples inside ``span`` (all of them without one): min/median/
+    max, reasons seen, checked energy, flags. No sample in the span: no flag."""
     if not observable:
-        return {"observable": False, "reason": "NVML cannot be asked for this device", "flags": []}
-    masks = [s["reasons"] for s in samples if isinstance(s.get("reasons"), int)]
+        return {
+            "observable": False,
+            "reason": reason or "NVML cannot be asked for this device",
+            "flags": [],
+        }
+    kept = [s for s in samples if span is None or span[0] <= s.get("t", span[0]) <= span[1]]
+    masks = [s["reasons"] for s in kept if isinstance(s.get("reasons"), int)]
     seen = sorted({name for mask in masks for name in reason_names(mask)})
-    sm = _stats([s.get("sm_clock_mhz") for s in samples])
-    energy: Any = NOT_OBSERVABLE
-    if isinstance(energy_start_mj, int) and isinstance(energy_end_mj, int):
-        energy = (energy_end_mj - energy_start_mj) / 1000
+    sm = _stats([s.get("sm_clock_mhz") for s in kept])
+    powers = [s["power_watts"] for s in samples if isinstance(s.get("power_watts"), float)]
+    joules, window, energy_reason = check_energy(*energy, powers, power_limit_watts)
     throttled = [name for name in seen if name not in BENIGN]
     low = (
         isinstance(sm, dict)
@@ -239,15 +296,19 @@ def summarise(
         )
     return {
         "observable": True,
-        "samples": len(samples),
+        "samples": len(kept),
+        "samples_outside_span": len(samples) - len(kept),
         "interval_seconds": interval_seconds,
         "sm_clock_mhz": sm,
-        "memory_clock_mhz": _stats([s.get("memory_clock_mhz") for s in samples]),
-        "power_watts": _stats([s.get("power_watts") for s in samples]),
-        "temperature_c": _stats([s.get("temperature_c") for s in samples]),
+        "memory_clock_mhz": _stats([s.get("memory_clock_mhz") for s in kept]),
+        "power_watts": _stats([s.get("power_watts") for s in kept]),
+        "temperature_c": _stats([s.get("temperature_c") for s in kept]),
         "max_sm_clock_mhz": max_sm_clock_mhz if max_sm_clock_mhz is not None else NOT_OBSERVABLE,
         "clock_event_reasons": seen if masks else NOT_OBSERVABLE,
-        "energy_joules": energy,
+        "energy_joules": joules,
+        "energy_window_seconds": window,
+        "energy_reason": energy_reason,
+        "errors": list(errors),
         "throttled": bool(throttled),
         "low_clock": bool(low),
         "flags": flags,
@@ -259,45 +320,56 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
     if not record:
         return ""
     if not record.get("observable"):
-        return f"gpu clocks during the pass: {NOT_OBSERVABLE}"
-    sm = record.get("sm_clock_mhz")
-    sm_text = (
-        f"SM clock min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
-        if isinstance(sm, dict)
-        else f"SM clock {NOT_OBSERVABLE}"
-    )
-    reasons = record.get("clock_event_reasons")
-    reasons_text = (
-        "+".join(reasons)
-        if isinstance(reasons, list) and reasons
-        else ("none" if isinstance(reasons, list) else NOT_OBSERVABLE)
-    )
+        return f"gpu clocks during the pass: {NOT_OBSERVABLE} ({record.get('reason')})"
     energy = record.get("energy_joules")
-    energy_text = f"{energy:.3f} J" if isinstance(energy, (int, float)) else NOT_OBSERVABLE
-    text = (
-        f"gpu during the pass ({record.get('samples')} samples): {sm_text} (max "
-        f"{record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}, energy "
-        f"{energy_text}"
+    energy_text = (
+        f"{energy:.3f} J (counter read {record.get('energy_window_seconds', 0):.4f} s apart)"
+        if isinstance(energy, (int, float))
+        else f"{NOT_OBSERVABLE} ({record.get('energy_reason')})"
     )
+    if not record.get("samples"):
+        text = (
+            f"gpu during the pass: 0 samples in the span (the pass was shorter than the "
+            f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no "
+            f"flag), energy {energy_text}"
+        )
+    else:
+        sm = record.get("sm_clock_mhz")
+        sm_text = (
+            f"SM clock min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
+            if isinstance(sm, dict)
+            else f"SM clock {NOT_OBSERVABLE}"
+        )
+        reasons = record.get("clock_event_reasons")
+        reasons_text = (
+            ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
+        )
+        text = (
+            f"gpu during the pass ({record.get('samples')} samples in the span): {sm_text} (max "
+            f"{record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}, energy "
+            f"{energy_text}"
+        )
+    if record.get("errors"):
+        text += "; telemetry errors: " + "; ".join(record["errors"])
     if record.get("flags"):
         text += "; FLAG " + "; FLAG ".join(record["flags"])
     return text
 
 
 def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
-    """A sampler for torch ``device`` (NVML matched by UUID, ``engine.nvml``); on CPU, or
-    where NVML cannot be asked, one that records ``not observable``."""
-    from gpubench_nb.engine.nvml import handle_for, load_nvml
+    """A sampler for torch ``device`` (NVML matched by UUID, ``engine.nvml``, a MIG slice read
+    on its parent GPU); on CPU one that records nothing; on a GPU NVML cannot be asked about,
+    one that records ``not observable`` with the reason."""
+    from gpubench_nb.engine.nvml import _parent, handle_for, load_nvml
 
     if getattr(device, "type", "cpu") != "cuda":
         return ClockSampler(None, None, **kwargs)
     nvml = load_nvml()
-    index = device.index if device.index is not None else 0
-    handle = None if nvml is None else handle_for(nvml, index)
-    if handle is not None:
-        try:
-            if nvml.nvmlDeviceIsMigDeviceHandle(handle):
-                handle = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
-        except Exception:
-            pass
-    return ClockSampler(nvml, handle, **kwargs)
+    if nvml is None:
+        reason = f"NVML cannot be loaded on {device} (nvidia-ml-py missing, ROCm, or no driver)"
+        return ClockSampler(None, None, reason=reason, **kwargs)
+    handle = handle_for(nvml, device.index if device.index is not None else 0)
+    if handle is None:
+        reason = f"no NVML device matches {device} by UUID"
+        return ClockSampler(None, None, reason=reason, **kwargs)
+    return ClockSampler(nvml, _parent(nvml, handle), **kwargs)

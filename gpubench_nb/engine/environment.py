@@ -168,7 +168,8 @@ def cpu_model() -> str | None:
 
 def code_revision(root: Path | None = None) -> str:
     """``git:<commit>`` (+ ``-dirty`` with uncommitted or untracked changes), else
-    ``package:gpubench-nb==<version>`` when not run from a checkout (R1.1, R2.5).
+    ``package:gpubench-nb==<version>`` when not run from a checkout, a version that names
+    the commit it was built from (setuptools-scm, ``0.1.1.dev3+g1a2b3c4``) (R1.1, R2.5).
 
     Read-only git calls; GIT_OPTIONAL_LOCKS=0 keeps ``git status`` from rewriting the index.
     """
@@ -350,3 +351,21 @@ def _sku_text(details: dict[str, Any]) -> str:
         f"persistence={details.get('persistence_mode')} mig={details.get('mig_mode')} "
         f"ecc={details.get('ecc_mode')}"
     )
+
+
+def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
+    """00_environment: the machine as observed (R2.4, R2.5) into the bundle's environment.json,
+    under its writer and only for the frozen declaration (R1.3, checked before anything)."""
+    from gpubench_nb.engine.backends import resolve_device
+    from gpubench_nb.kernel import ENVIRONMENT_STEP
+    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.lock import require_frozen
+    from gpubench_nb.protocol.records import write_environment
+    from gpubench_nb.protocol.writer import bundle_writer
+
+    with bundle_writer(bundle_dir, ENVIRONMENT_STEP, step=True):
+        exp = load_experiment(experiment)
+        require_frozen(bundle_dir, exp, step=ENVIRONMENT_STEP)
+        environment = capture_environment(resolve_device(exp.fixed.get("device", "auto")))
+        write_environment(Path(bundle_dir), environment)
+        return environment

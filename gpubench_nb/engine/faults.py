@@ -10,9 +10,9 @@ Grammar (whitespace ignored, case-sensitive)::
            | "hang"     sleep forever (for dead-kernel / timeout handling)
            | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
                         raised at the next device synchronisation (``surface_pending``), or at
-                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would (issue 23 §5)
+                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would
            | "delay:" SECONDS   sleep SECONDS (> 0, at most 3600) and go on: a genuinely slow
-                        run inside the timed pass, not a failure (issue 24 §5, R3.6)
+                        run inside the timed pass, not a failure (R3.6)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
            | "load"       inside the timed load phase, before the backend loads
     FILTER = "variant:" ID                the variant id (e.g. b4)

@@ -94,7 +94,7 @@ def _settle() -> None:
     What survives is then frozen (``gc.freeze``): the next settle and any collection inside a
     span walk only objects made since, not the imports' and the load's heap again (R3.2: load
     work never counts in a pass). Without it each settle walked the whole heap, ~80 ms of
-    every warm-up and measured pass on 2 cores (issue 25), and a full collection falling inside
+    every warm-up and measured pass on 2 cores, and a full collection falling inside
     a span would charge that walk to the pass."""
     gc.collect()
     gc.freeze()
@@ -136,12 +136,12 @@ def measure_pass(
     ``predictions_path=None`` writes nothing (only for passes whose output is not kept).
     ``sampler`` (default: ``clocks.sampler_for(device)`` for a measured pass on a GPU) samples
     clocks, power and energy on its own thread, started just before the timer and stopped just
-    after it (issue 23 §3). A CUDA error is located truthfully: it surfaces at a
+    after it. A CUDA error is located truthfully: it surfaces at a
     synchronisation after the kernel that caused it, so the note names the batches launched
-    since the last one (issue 23 §5).
+    since the last one.
     ``prepared``: a dict kept by the caller across the passes of one process; in the
     ``processing`` scope the tokenisation and the batches are built on the first pass and
-    reused by the next (issue 25: they do not change between passes, and stay outside the
+    reused by the next (they do not change between passes, and stay outside the
     timer). In ``end_to_end`` they are inside the timer (R3.1), so redone every pass.
     """
     check_scope(scope)
@@ -163,7 +163,7 @@ def measure_pass(
         else:
             ids, labels, elapsed, memory = run.end_to_end(corpus, reader)
     except Exception as exc:
-        _stop(sampler)
+        _stop(sampler, span.watch.span_so_far())
         if path is not None:
             path.unlink(missing_ok=True)
         where = _where(exc, run.stage, run.number, run.total_batches, track)
@@ -200,7 +200,7 @@ class _Span:
     def end(self) -> tuple[float, MemoryReading]:
         """(elapsed seconds, memory readings) of the span."""
         elapsed = self.watch.stop()
-        _stop(self.sampler)
+        _stop(self.sampler, self.watch.span_ns)
         return elapsed, self.probe.end()
 
 
@@ -238,6 +238,7 @@ class _Pass:
         ids = corpus.ids
         batches = self._prepared_batches(corpus, prepared)
         self.total_batches = len(batches)
+        self.stage = "timer start"
         self.span.begin()
         outputs = self._forward(batches)
         self.stage = "synchronisation"
@@ -247,6 +248,7 @@ class _Pass:
 
     def end_to_end(self, corpus: Any, reader: Callable[[], Any]) -> _Observed:
         """Reading, tokens, batches, forward passes and the predictions file, all timed."""
+        self.stage = "timer start"
         self.span.begin()
         self.stage = "reading the corpus"
         current = reader()
@@ -265,7 +267,7 @@ class _Pass:
         return current.ids, labels, elapsed, memory
 
     def _prepared_batches(self, corpus: Any, prepared: dict[str, Any] | None) -> Sequence[Any]:
-        """Tokens and batches built once per process and reused (issue 25), outside the timer."""
+        """Tokens and batches built once per process and reused, outside the timer."""
         key = (id(self.backend), corpus.revision, self.context, self.batch, self.batching)
         if prepared is not None and prepared.get("key") == key:
             self.tokenized = prepared["tokenized"]
@@ -306,7 +308,7 @@ class _Pass:
 class SyncTracker:
     """The stopwatch's device synchronise, remembering after which batch it last ran: a CUDA
     error surfaces at the first synchronisation after the failing kernel, so the batches
-    launched since the previous one are where it may have come from (issue 23 §5)."""
+    launched since the previous one are where it may have come from."""
 
     def __init__(self, sync: Callable[[], None]) -> None:
         self._sync = sync
@@ -321,26 +323,38 @@ class SyncTracker:
 
 def _start(sampler: Any) -> None:
     if sampler is not None:
-        sampler.start()
-
-
-def _stop(sampler: Any) -> None:
-    if sampler is not None:
         with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
-            sampler.stop()
+            sampler.start()
+
+
+def _stop(sampler: Any, span: tuple[int, int] | None) -> None:
+    if sampler is not None:
+        with contextlib.suppress(Exception):
+            sampler.stop(span)
 
 
 def _telemetry(sampler: Any) -> dict | None:
-    if sampler is None or not getattr(sampler, "observable", False):
+    """The sampler's record; None on CPU (no sampler, or one with nothing to say)."""
+    if sampler is None or not (sampler.observable or getattr(sampler, "reason", None)):
         return None
-    return sampler.summary()
+    try:
+        return sampler.summary()
+    except Exception as exc:
+        return {"observable": False, "reason": f"summary failed: {exc!r:.120}", "flags": []}
 
 
 def _where(exc: Exception, stage: str, number: int, total: int | str, track: SyncTracker) -> str:
     """Where the failure showed. A device (CUDA) error is asynchronous: it names the
     synchronisation or the launch where it surfaced and the batches launched since the last
-    successful synchronisation, never "batch N" as if N had caused it (issue 23 §5)."""
+    successful synchronisation, never "batch N" as if N had caused it."""
     synchronised = stage in ("synchronisation", "writing predictions") and number > 0
+    if stage == "timer start" and failure_kind(exc) == "device":  # a sticky error from before
+        return (
+            "the synchronisation at the timer's start, before batch 1 (a CUDA error surfaced "
+            "there; CUDA reports errors asynchronously, so the failing kernel was launched "
+            "before this pass, in earlier work of this process: the load or a warm-up pass; a "
+            "rerun with CUDA_LAUNCH_BLOCKING=1 outside the schedule locates it)"
+        )
     if failure_kind(exc) != "device" or not (stage == "forward" or synchronised):
         return f"batch {number} of {total}" if stage == "forward" else stage
     if os.environ.get("CUDA_LAUNCH_BLOCKING") == "1":  # every launch synchronous

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 NOT_OBSERVABLE = "not observable"
@@ -57,18 +58,36 @@ def _libc_getenv(name: str) -> str | None:
     return None if value is None else value.decode(errors="replace")
 
 
+def _start_environ(path: str = "/proc/self/environ") -> dict[str, str] | None:
+    """The environment this process was started with (Linux keeps it in /proc, untouched by
+    later ``os.environ`` or C ``setenv`` changes), or None where it cannot be read."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return None
+    pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
+    return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+
+
 def module_loading(
     cuda: Any = None,
     *,
     getenv: Callable[[str], str | None] = _libc_getenv,
     environ: Mapping[str, str] | None = None,
+    start_environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The effective ``CUDA_MODULE_LOADING`` (issue 23 §4), read after CUDA is initialised:
+    """The effective ``CUDA_MODULE_LOADING``, read after CUDA is initialised:
     ``{"effective", "at_start", "source"}``. ``at_start`` is what the process was started
-    with (``os.environ``); torch sets ``LAZY`` at CUDA initialisation when it was unset.
-    Before CUDA is initialised (or on CPU) the effective value is ``"not observable"``."""
+    with (``/proc/self/environ``; ``os.environ`` where that cannot be read, and the source says
+    so); a value set from Python later is labelled as such; torch sets ``LAZY`` at CUDA
+    initialisation when it was unset. Before CUDA is initialised (or on CPU) the effective
+    value is ``"not observable"``."""
     env = os.environ if environ is None else environ
-    at_start = env.get("CUDA_MODULE_LOADING")
+    started = start_environ
+    if started is None:  # an injected ``environ`` is the whole environment, from the start
+        started = _start_environ() if environ is None else environ
+    in_python = env.get("CUDA_MODULE_LOADING")
+    at_start = (started if isinstance(started, Mapping) else env).get("CUDA_MODULE_LOADING")
     if cuda is None:
         import torch
 
@@ -87,8 +106,12 @@ def module_loading(
     if effective is None:
         source = "unset after CUDA initialisation: the driver's default (LAZY from CUDA 12.2)"
         effective = NOT_OBSERVABLE
-    elif at_start == effective:
+    elif at_start == effective and isinstance(started, Mapping):
         source = "set before the process started"
+    elif at_start == effective:
+        source = "set before the process started, or from Python before CUDA initialised"
+    elif in_python == effective:
+        source = "set from Python (os.environ) in this process before CUDA initialised"
     else:
         source = "set by torch when it initialised CUDA"
     return {"effective": effective, "at_start": at_start, "source": source}
@@ -155,9 +178,9 @@ def numerics_note(settings: Mapping[str, Any]) -> str:
         for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF")
     )
     loading = settings.get("cuda_module_loading")
-    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init (issue 23 §4)
+    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init
         env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
-    else:  # a record written before issue 23: the variable as the process started
+    else:  # an older record: the variable as the process started
         cml = env.get("CUDA_MODULE_LOADING")
         env_text += f" CUDA_MODULE_LOADING={'unset' if cml is None else cml}"
     others = [

@@ -38,7 +38,7 @@ def thread_variables(declared: int | str) -> None:
 
 
 def apply_threads(declared: int | str) -> dict[str, Any]:
-    """Enforce the declared CPU threads in this process, then record them (issue 34): torch's
+    """Enforce the declared CPU threads in this process, then record them: torch's
     intra-op and inter-op pools and the OMP/MKL variables that compiler workers inherit.
     ``"auto"`` changes nothing and is recorded all the same. A pool left at another size is a
     BackendError (R2.1: the declared setting was not applied)."""
@@ -67,7 +67,7 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
 
 
 def threads_text(state: dict[str, Any]) -> str:
-    """The threads of a run, for its notes (issue 34: shown with the conditions)."""
+    """The threads of a run, for its notes (shown with the conditions)."""
     env = " ".join(f"{n}={state.get(n) or 'unset'}" for n in THREAD_VARIABLES)
     return (
         f"threads {state.get('declared')}: torch intra-op {state.get('intra_op')}, inter-op "

@@ -1,4 +1,4 @@
-"""How much of each model/tokenizer file sits in the OS page cache at load start (issue 23 §2).
+"""How much of each model/tokenizer file sits in the OS page cache at load start.
 
 SHA-256 fingerprinting (R1.1) reads every weight file just before the timed load, so that load
 reads from memory, not from storage: ``load_seconds`` is a warm-page-cache load. The residency
@@ -22,10 +22,11 @@ NOT_OBSERVABLE = "not observable"
 RESIDENCY_NOTE = (
     "page cache: SHA-256 fingerprinting read every model and tokenizer file just before the "
     "load, so the load reads them from memory, not storage (warm page cache; "
-    "weight_residency_at_load_start in run.json, issue 23)"
+    "weight_residency_at_load_start in run.json)"
 )
 
-Mincore = Callable[[Path, int], list[bool]]  # (file, size) -> one "resident" flag per page
+# (file, size) -> mincore's vector: one byte per page, bit 0 set where the page is resident
+Mincore = Callable[[Path, int], Any]
 
 
 def _libc_mincore() -> Mincore | None:
@@ -50,7 +51,7 @@ def _libc_mincore() -> Mincore | None:
     c_munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
     page = mmap.PAGESIZE
 
-    def probe(path: Path, size: int) -> list[bool]:
+    def probe(path: Path, size: int) -> Any:
         fd = os.open(path, os.O_RDONLY)
         try:
             address = c_mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
@@ -60,7 +61,7 @@ def _libc_mincore() -> Mincore | None:
                 vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
                 if c_mincore(address, size, vec) != 0:
                     raise OSError(ctypes.get_errno(), "mincore failed")
-                return [bool(v & 1) for v in vec]
+                return vec
             finally:
                 c_munmap(address, size)
         finally:
@@ -71,19 +72,26 @@ def _libc_mincore() -> Mincore | None:
 
 def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
     """``{"file", "size_bytes", "resident_bytes", "resident_fraction"}`` of one file, or
-    ``resident_*`` = ``"not observable"`` (no mincore, empty file, mapping refused)."""
+    ``resident_*`` = ``"not observable"`` (no mincore, mapping refused). An empty file has no
+    page to ask about: 0 bytes, fraction ``"empty file"``, and it changes no total. The count is
+    one vectorised pass over mincore's vector (a Python loop took 3.1 s per 16 GiB)."""
+    import numpy as np
+
     path = Path(path)
     size = path.stat().st_size
     out: dict[str, Any] = {"file": path.name, "size_bytes": size}
+    if size == 0:
+        return {**out, "resident_bytes": 0, "resident_fraction": "empty file"}
     unknown = {"resident_bytes": NOT_OBSERVABLE, "resident_fraction": NOT_OBSERVABLE}
-    if probe is None or size == 0:
+    if probe is None:
         return {**out, **unknown}
     try:
-        flags = probe(path, size)
+        flags = np.frombuffer(probe(path, size), dtype=np.uint8) & 1
     except (OSError, ValueError, TypeError):
         return {**out, **unknown}
     page = mmap.PAGESIZE
-    resident = sum(min(page, size - i * page) for i, flag in enumerate(flags) if flag)
+    tail = len(flags) * page - size  # the bytes of the last page beyond the file's end
+    resident = int(np.count_nonzero(flags)) * page - (tail if len(flags) and flags[-1] else 0)
     return {**out, "resident_bytes": resident, "resident_fraction": round(resident / size, 4)}
 
 

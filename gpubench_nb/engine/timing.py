@@ -10,11 +10,11 @@ from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (
 
 LOAD_SCOPE = (
     "load timer covers reading weights and tokenizer (each file once) and placing them on the "
-    "device, synchronised (R3.2); it excludes importing the backend's Python modules "
-    "(import_seconds), CUDA context creation (cuda_context_seconds) and SHA-256 fingerprinting "
-    "(fingerprint_seconds), all in run.json; fingerprinting has just read every file, so the "
-    "load reads them from the page cache, not storage; no forward pass runs, so the cold pass "
-    "is the process's first forward"
+    "device, synchronised (R3.2); it excludes importing torch and the backend's Python modules "
+    "(import_seconds; on CUDA also the driver start), CUDA context creation "
+    "(cuda_context_seconds) and SHA-256 fingerprinting (fingerprint_seconds), all in run.json; "
+    "fingerprinting has just read every file, so the load reads them from the page cache, not "
+    "storage; no forward pass runs, so the cold pass is the process's first forward"
 )
 
 
@@ -88,6 +88,7 @@ class Stopwatch:
         self._sync = sync or _no_sync
         self._start_ns: int | None = None
         self.elapsed_seconds: float | None = None
+        self.span_ns: tuple[int, int] | None = None  # (start, stop) clock readings, once stopped
 
     def start(self) -> None:
         """Synchronise, then read the clock (queued work must not leak into the timed span)."""
@@ -102,8 +103,12 @@ class Stopwatch:
         self._sync()
         end_ns = self._clock()
         self.elapsed_seconds = (end_ns - self._start_ns) / 1e9
-        self._start_ns = None
+        self.span_ns, self._start_ns = (self._start_ns, end_ns), None
         return self.elapsed_seconds
+
+    def span_so_far(self) -> tuple[int, int] | None:
+        """(start, now) while running, the stopped span after ``stop``, None before ``start``."""
+        return self.span_ns if self._start_ns is None else (self._start_ns, self._clock())
 
     def __enter__(self) -> Stopwatch:
         self.start()

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.environment import record_environment
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.orchestrate import prepare_bundle
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
-from gpubench_nb.pipeline.steps import environment_step
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.clock import utc_stamp
@@ -49,7 +49,7 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
     frozen protocol (R1.3: the tolerance is a drop below the reference's value).
 
     The benchmark is verified first, as check-bundle does (R5.6): a reference whose CSV or
-    manifest was edited is refused, never used as a base (issue 22 §3).
+    manifest was edited is refused, never used as a base.
     """
     benchmark = Path(benchmark)
     if not benchmark.is_dir():
@@ -105,7 +105,7 @@ def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -
     """Create and return a new bundle folder with a name no other ``classify`` holds.
 
     The folder is made with ``mkdir`` (which fails when the name exists), so two classify of
-    one variant started in the same second get distinct folders (issue 22 §1).
+    one variant started in the same second get distinct folders.
     """
     stamp = utc_stamp()
     base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{stamp}"
@@ -132,7 +132,7 @@ def classify(
     The reference variant checks its own tolerance; another variant needs the reference value
     a benchmark of the same frozen protocol measured (``reference_bundle``), else it is refused
     before anything runs (R1.3). ``output_dir`` goes through the output guard (R5.6), and a
-    command that fails leaves no half-made bundle folder behind (issue 22 §2).
+    command that fails leaves no half-made bundle folder behind.
     """
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
@@ -152,7 +152,7 @@ def classify(
     try:
         return _classify_into(exp, variant_id, bundle_dir, reference_bundle)
     except BaseException:
-        shutil.rmtree(bundle_dir, ignore_errors=True)  # never a half-made bundle (issue 22 §2)
+        shutil.rmtree(bundle_dir, ignore_errors=True)  # never a half-made bundle
         raise
 
 
@@ -175,7 +175,7 @@ def _classify_into(
                 "from_bundle": str(Path(reference_bundle).resolve()),
             },
         )
-    environment_step(exp.source, bundle_dir)
+    record_environment(exp.source, bundle_dir)
     record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
     run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)
     row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row

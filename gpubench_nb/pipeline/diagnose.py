@@ -1,4 +1,4 @@
-"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (issue 23 §5).
+"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule.
 
 A CUDA error surfaces at the first synchronisation after the kernel that caused it, so a
 failed run can only say which batches were launched since the previous one (R3.6). After the
@@ -17,6 +17,8 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from gpubench_nb.engine.environment import utc_now
 from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
 
 DIAGNOSIS_ENV = {"CUDA_LAUNCH_BLOCKING": "1"}
-KIND = "diagnosis rerun: outside the schedule, untimed, not a row (issue 23 §5)"
+KIND = "diagnosis rerun: outside the schedule, untimed, not a row"
 _TAG = "GPUBENCH_DIAGNOSIS "
 
 
@@ -81,6 +83,47 @@ def diagnose_run(
     folder = run_dir(bundle_dir, variant_id, phase, run_index)
     write_json_atomic(folder / DIAGNOSIS_NAME, record)
     return record
+
+
+def diagnose_runs(
+    experiment_path: Path | str,
+    bundle_dir: Path | str,
+    failed: Iterable[tuple[str, str, int, str]],
+    budget_seconds: int,
+    *,
+    clock: Callable[[], float] = time.monotonic,
+    diagnose: Callable[..., dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+    """Diagnose the ``(variant, phase, run_index, error)`` runs within ONE budget for all (the
+    run timeout, not one per run): one rerun per (variant, phase, error), since its repeats are
+    the same failure (their ``diagnosis.json`` points to it); each rerun gets what is left of
+    the budget, and a run past it is recorded as not diagnosed, with the reason."""
+    rerun = diagnose_run if diagnose is None else diagnose
+    deadline, done, out = clock() + budget_seconds, {}, []
+    for variant_id, phase, run_index, error in failed:
+        key, left = (variant_id, phase, error), int(deadline - clock())
+        if key in done or left < 1:
+            first = done.get(key)
+            record = {
+                "kind": KIND,
+                "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
+                "reproduced": None if first is None else first.get("reproduced"),
+                "located": None if first is None else first.get("located"),
+                "same_as": None if first is None else first["of_run"],
+                "error": None
+                if first is not None
+                else f"not diagnosed: the diagnosis budget of {budget_seconds} s (one run "
+                "timeout for all failed runs) was spent",
+            }
+            write_json_atomic(
+                run_dir(bundle_dir, variant_id, phase, run_index) / DIAGNOSIS_NAME, record
+            )
+        else:
+            record = done[key] = rerun(
+                experiment_path, variant_id, phase, run_index, bundle_dir, timeout_seconds=left
+            )
+        out.append(record)
+    return out
 
 
 def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bundle: str) -> dict:

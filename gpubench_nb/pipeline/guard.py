@@ -110,7 +110,7 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
             yield
         except Exception:
             # A first run that fails before its first row (a refusal, a full disk) leaves no
-            # half-made folder that looks like a bundle (issue 22 §2, §7); once a row is
+            # half-made folder that looks like a bundle; once a row is
             # recorded the bundle is kept, resumable (R3.6).
             if created and not (bundle_dir / layout.CSV_NAME).exists():
                 shutil.rmtree(bundle_dir, ignore_errors=True)

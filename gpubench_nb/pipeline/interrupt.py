@@ -8,7 +8,7 @@ signals into :class:`Interrupted` in the main thread at once; the orchestrator w
 for the run in progress, appends the event to the bundle's ``logs/interruptions.jsonl``, and
 the resumed schedule redoes that run with a note naming the interruption (R3.6: the event is
 kept and explained, the interrupted attempt is not a measurement). Ctrl-C during a plain
-`gpubench-nb run` (SIGINT, a KeyboardInterrupt) is recorded the same way (issue 25).
+`gpubench-nb run` (SIGINT, a KeyboardInterrupt) is recorded the same way.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from types import FrameType
 from typing import Any
 
 from gpubench_nb.atomic import append_text_durable
+from gpubench_nb.engine.allocation import slurm_job_id
 from gpubench_nb.protocol.clock import utc_now
 
 INTERRUPTIONS_LOG = "logs/interruptions.jsonl"
@@ -41,7 +42,7 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"interrupted by {signal_name}")
         self.signal_name = signal_name
         self.then = then
-        self.note: str | None = None  # set once recorded: what the terminal says (issue 25)
+        self.note: str | None = None  # set once recorded: what the terminal says
 
 
 @contextmanager
@@ -79,7 +80,7 @@ def stop_on_signals(
 
 def as_interrupted(stop: KeyboardInterrupt) -> Interrupted:
     """``stop`` itself when a signal handler raised it, else Ctrl-C's KeyboardInterrupt as an
-    ``Interrupted`` by SIGINT (a plain `gpubench-nb run` in a terminal, issue 25)."""
+    ``Interrupted`` by SIGINT (a plain `gpubench-nb run` in a terminal)."""
     return stop if isinstance(stop, Interrupted) else Interrupted(signal.SIGINT.name)
 
 
@@ -92,7 +93,7 @@ def record_stop(
 ) -> Interrupted:
     """Record the stop of ``run_key`` (``done``: the runs with their rows, in ``schedule``, the
     whole schedule's keys); Ctrl-C's KeyboardInterrupt becomes ``Interrupted`` by SIGINT and is
-    recorded as a campaign's signal is (issue 25). The ``Interrupted`` is returned, noted."""
+    recorded as a campaign's signal is. The ``Interrupted`` is returned, noted."""
     stop = as_interrupted(caught)
     record_interruption(
         bundle_dir,
@@ -121,7 +122,7 @@ def record_interruption(
         "run": run_key,  # None: between runs (a notebook step), nothing to redo
         "runs_done": list(runs_done),
         "runs_total": runs_total,
-        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_job_id": slurm_job_id(),
         "host": platform.node(),
         "pid": os.getpid(),
         "meaning": "the run in progress was discarded, not an observation (R3.6); "

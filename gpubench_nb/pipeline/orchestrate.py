@@ -20,9 +20,17 @@ from typing import Any
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
-from gpubench_nb.notebook_files import notebook_path
+from gpubench_nb.kernel import (
+    ECONOMICS_STEP,
+    ENVIRONMENT_STEP,
+    MEASURE_STEP,
+    QUALITY_STEP,
+    notebook_path,
+    papermill_module,
+    papermill_options,
+)
 from gpubench_nb.pipeline import guard
-from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
+from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
 from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
@@ -74,9 +82,7 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
 
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
-    from gpubench_nb.kernel import papermill_module, papermill_options
-
-    papermill = papermill_module()  # without an unused 1 s grammar (issue 25)
+    papermill = papermill_module()  # without an unused 1 s grammar
 
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
@@ -88,8 +94,8 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
                 kernel_name=KERNEL_NAME,
                 execution_timeout=timeout,
                 progress_bar=False,
-                cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
-                **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
+                cwd=str(Path.cwd()),  # never the installed package's folder
+                **papermill_options(),  # IPC transport: no TCP warning from ipykernel
             )
         except papermill.PapermillExecutionError as exc:
             raise refusal_from_kernel(exc) or exc from None
@@ -105,7 +111,7 @@ def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
     full = _DISK_FULL_IN_KERNEL.match(str(getattr(exc, "evalue", "")))
     if getattr(exc, "ename", None) in _OS_ERRORS and full:
         # A full disk is no observation of the configuration: the run stops with no row, and
-        # the rerun redoes it once space is freed (issue 22 §7), instead of a failed row.
+        # the rerun redoes it once space is freed, instead of a failed row.
         where = full.group("path") or "a file of the run"
         return errors.storage_error(OSError(int(full.group("errno")), full.group("why")), where)
     return None
@@ -221,10 +227,10 @@ def run_one(
     failure = None
     try:
         execute_notebook(
-            "10_measure.ipynb",
+            f"{MEASURE_STEP}.ipynb",
             bundle_dir
             / "notebooks"
-            / "10_measure"
+            / MEASURE_STEP
             / f"{run.variant_id}-{run.phase}-{run.run_index}.ipynb",
             {
                 "experiment": str(experiment.source),
@@ -238,7 +244,7 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
-        if errors.disk_full(exc):  # ... but a full disk is not (issue 22 §7)
+        if errors.disk_full(exc):  # ... but a full disk is not
             raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
@@ -291,8 +297,8 @@ def run_experiment(
         notebooks = bundle_dir / "notebooks"
         if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
             execute_notebook(
-                "00_environment.ipynb",
-                notebooks / "00_environment.ipynb",
+                f"{ENVIRONMENT_STEP}.ipynb",
+                notebooks / f"{ENVIRONMENT_STEP}.ipynb",
                 params,
                 run_timeout_seconds,
             )
@@ -310,11 +316,14 @@ def run_experiment(
             )  # fmt: skip
             _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
             execute_notebook(
-                "20_quality.ipynb", notebooks / "20_quality.ipynb", params, run_timeout_seconds
+                f"{QUALITY_STEP}.ipynb",
+                notebooks / f"{QUALITY_STEP}.ipynb",
+                params,
+                run_timeout_seconds,
             )
             execute_notebook(
-                "30_economics.ipynb",
-                notebooks / "30_economics.ipynb",
+                f"{ECONOMICS_STEP}.ipynb",
+                notebooks / f"{ECONOMICS_STEP}.ipynb",
                 {**params, "pricing": pricing} if pricing is not None else params,
                 run_timeout_seconds,
             )
@@ -358,18 +367,15 @@ def _run_schedule(
 def _diagnose_device_errors(
     experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
 ) -> None:
-    """Issue 23 §5: a CUDA error is asynchronous; locate it after the schedule, in an untimed
-    rerun with CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row)."""
-    for run in todo:
-        if needs_diagnosis(_read_record(bundle_dir, run)):
-            diagnose_run(
-                experiment.source,
-                run.variant_id,
-                run.phase,
-                run.run_index,
-                bundle_dir,
-                timeout_seconds=timeout_seconds,
-            )
+    """A CUDA error is asynchronous; locate it after the schedule, in untimed reruns with
+    CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row), all within one run timeout."""
+    records = [(run, _read_record(bundle_dir, run)) for run in todo]
+    failed = [
+        (run.variant_id, run.phase, run.run_index, str(record["error"]))
+        for run, record in records
+        if needs_diagnosis(record)
+    ]
+    diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
 
 
 def _render_report(bundle_dir: Path) -> Path | None:

@@ -1,4 +1,4 @@
-"""What `validate` checks before any run: every file the experiment names is there (issue 25).
+"""What `validate` checks before any run: every file the experiment names is there.
 
 A missing file is named by the key that holds its path (``corpus.tune``, ``pricing.offers``),
 its absolute path and the fix, all in one error, so that `validate` passing means `run` will
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.errors import EconomicsError, ProtocolError
+from gpubench_nb.protocol.outputs import special_kind
 
 
 def declared_files(exp: Any) -> list[tuple[str, Path]]:
@@ -23,13 +24,13 @@ def declared_files(exp: Any) -> list[tuple[str, Path]]:
 
 
 def missing_files(exp: Any) -> list[str]:
-    """One sentence per declared input file that is absent or is a folder."""
+    """One sentence per declared input file that is absent or not a regular file."""
     problems = []
     for key, path in declared_files(exp):
         if not path.exists():
             problems.append(f"{key}: {path} does not exist")
-        elif not path.is_file():
-            problems.append(f"{key}: {path} is a folder, not a file")
+        elif special_kind(path):
+            problems.append(f"{key}: {path} is {special_kind(path)}, not a regular file")
     return problems
 
 

@@ -15,6 +15,7 @@ from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.pipeline.run_record import (
     RunNotes,
     finish_record,
@@ -65,14 +66,17 @@ def _load(
     device: Any,
     plan: FaultPlan,
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
+    imports_started: int | None = None,
 ) -> LoadOutcome:
     """Import, create the CUDA context, fingerprint, then load model + tokenizer, timed (R3.2).
 
     ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
     files that differ from the lock are refused (R1.3, raised) before they are loaded.
 
-    Four figures, in this order and never inside each other: ``import_seconds`` (importing
-    every module the backend's load uses, issue 23 §1), ``cuda_context_seconds`` (context
+    Four figures, in this order and never inside each other: ``import_seconds`` (from
+    ``imports_started``, taken before ``_device`` imports torch, to every module the backend's
+    load uses imported: torch included and, on CUDA, the driver start of
+    ``torch.cuda.is_available``), ``cuda_context_seconds`` (context
     creation, None on CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and
     ``load_seconds`` (reading each file once and placing it on the device, synchronised, with
     its R3.8 memory readings). Just before the load clock the page-cache residency of the files
@@ -80,7 +84,7 @@ def _load(
     A failure is returned, not raised: out of memory is R5.8 and keeps the readings taken so
     far, anything else is R3.6.
     """
-    started = time.perf_counter_ns()
+    started = time.perf_counter_ns() if imports_started is None else imports_started
     from gpubench_nb.engine.backends.imports import import_backend_modules
 
     out = LoadOutcome()
@@ -144,13 +148,14 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def _seconds_note(loaded: LoadOutcome) -> str:
-    """The figures kept apart from load_seconds, for the notes (R3.2, issue 23 §1)."""
+    """The figures kept apart from load_seconds, for the notes (R3.2)."""
 
     def text(value: float | None) -> str:
         return "not recorded" if value is None else f"{value:.3f} s"
 
     return (
-        f"outside the load clock: imports {text(loaded.import_seconds)}, CUDA context "
+        f"load {text(loaded.load_seconds)}; outside the load clock: imports (torch included; "
+        f"on CUDA also the driver start) {text(loaded.import_seconds)}, CUDA context "
         f"{text(loaded.cuda_context_seconds)}, fingerprinting {text(loaded.fingerprint_seconds)}"
     )
 
@@ -186,7 +191,7 @@ def execute_run(
     bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
     (``CorpusError``), or another writer holding the bundle (``BundleError``).
     """
-    with bundle_writer(bundle_dir, f"10_measure {variant_id} {phase} {run_index}", step=True):
+    with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
 
@@ -196,7 +201,7 @@ def _refuse_unless_frozen(
     """After the load or the pass: the files read must still be the frozen ones (R1.1, R1.3);
     otherwise run.json says the run was refused, its predictions are dropped, and it raises."""
     try:
-        require_frozen(bundle_dir, exp, fingerprints, step="10_measure")
+        require_frozen(bundle_dir, exp, fingerprints, step=MEASURE_STEP)
     except ProtocolError as exc:
         out = run_dir(bundle_dir, record["variant_id"], record["phase"], record["run_index"])
         (out / PREDICTIONS_NAME).unlink(missing_ok=True)
@@ -224,7 +229,7 @@ def _execute_run(
     corpus = load_experiment_corpus(exp, "eval")
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
     # runs; from here on only this checked `exp` is used (a later edit of the YAML is not seen).
-    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step="10_measure")
+    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
 
     out = run_dir(bundle_dir, variant_id, phase, run_index)
@@ -236,10 +241,13 @@ def _execute_run(
     write_run(out, record)
 
     notes = RunNotes()
+    imports_started = time.perf_counter_ns()  # _device imports torch: part of import_seconds
     device = _device(settings, record, notes)
     backend = None
     if device is not None:
-        backend = _load_backend(exp, settings, device, plan, bundle_dir, record, notes)
+        backend = _load_backend(
+            exp, settings, device, plan, bundle_dir, record, notes, imports_started
+        )
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
 
@@ -282,6 +290,7 @@ def _load_backend(
     bundle_dir: Path | str,
     record: dict[str, Any],
     notes: RunNotes,
+    imports_started: int | None = None,
 ) -> Any:
     """The load phase (``_load``) written into the record; the backend, or None if it failed."""
     loaded = _load(
@@ -295,6 +304,7 @@ def _load_backend(
             record,
             {"model_revision": revisions[0], "tokenizer_revision": revisions[1]},
         ),
+        imports_started,
     )
     record.update(
         load_seconds=loaded.load_seconds,
@@ -332,7 +342,7 @@ def _passes(
     reader: Any,
 ) -> PassResult:
     """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
-    processing scope, tokenisation and batches are built once and reused (issue 25)."""
+    processing scope, tokenisation and batches are built once and reused."""
     prepared: dict[str, Any] = {}
     for number in range(1, warmups + 1):
         warm = measure_pass(

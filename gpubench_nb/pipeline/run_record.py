@@ -24,7 +24,7 @@ DIED = "the process ended before the run finished (dead kernel, crash or timeout
 
 # The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
 # recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps
-# (issue 23 §6): part of what a fresh process pays, reported with the cold row.
+#: part of what a fresh process pays, reported with the cold row.
 CUBLAS_NOTE = (
     "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
     "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"
@@ -40,7 +40,7 @@ def phase_note(phase: str, warmups: int) -> str:
 
 def generation_facts(record: dict[str, Any], notes: list[str]) -> None:
     """A causal LM's effective generation config, top-level in run.json and in the notes
-    (R2.5, issue 23 §7): only declared options; the folder's others are named as overridden."""
+    (R2.5): only declared options; the folder's others are named as overridden."""
     described = record.get("backend") or {}
     if "generation_config_effective" not in described:
         return

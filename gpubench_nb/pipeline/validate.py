@@ -14,12 +14,12 @@ from gpubench_nb.protocol.experiment_spec import Experiment
 
 
 def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
-    """Validate the YAML, every file it names (issue 25), its corpora (R1.4), the model folder
+    """Validate the YAML, every file it names, its corpora (R1.4), the model folder
     it declares (R1.1) and its pricing (R5.1), writing
     one summary line per part to ``out`` as each check passes (what passed stays shown when a
     later check refuses)."""
     exp = load_experiment(path)
-    check_files(exp)  # every file the YAML names, listed at once (issue 25)
+    check_files(exp)  # every file the YAML names, listed at once
     corpus, others = load_declared_corpora(exp)
     q = exp.quality
     print(f"experiment  {exp.experiment_id}  ({exp.source})", file=out)

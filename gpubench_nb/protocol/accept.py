@@ -44,7 +44,7 @@ def accept_predictions(
     exp = load_experiment(experiment_path)
     checks_path = _checks_path(exp, Path(predictions), checks)
     report = check_predictions(
-        load_experiment_corpus(exp, "eval", texts=False),  # IDs and labels only (issue 25)
+        load_experiment_corpus(exp, "eval", texts=False),  # IDs and labels only
         Path(predictions),
         exp.classes,
         exp.quality,

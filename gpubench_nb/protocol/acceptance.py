@@ -297,7 +297,7 @@ def _lines_text(lines: list[int]) -> str:
 
 def _malformed_text(malformed: list[dict]) -> str:
     """``N malformed line(s) (line 4: ...; the same in 20 lines (lines 4-23))``: the first
-    kind of fault said once with its lines (issue 25), and how many other kinds there are."""
+    kind of fault said once with its lines, and how many other kinds there are."""
     problems = Problems("line")
     for fault in malformed:
         line, error = fault["line"], fault["error"]

@@ -13,7 +13,7 @@ from gpubench_nb.errors import BundleError, CorpusError, ProtocolError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import Corpus, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.lock import LOCK_NAME, canonical_sha256, lock_seal_problems, read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
@@ -93,7 +93,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
 
 def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
     """``(place, problem naming it)`` pairs, the same failure in many places (every run of a
-    bundle, every file of a folder) said once with its count and places (issue 25)."""
+    bundle, every file of a folder) said once with its count and places."""
     problems = Problems(unit)
     for place, message in found:
         problems.add(failure_kind(message.replace(place, "")), place, message)
@@ -104,7 +104,7 @@ def seal_problems(bundle_dir: str | Path) -> list[str]:
     """The seal of a finished bundle, check-bundle's first stage: the manifest (every file
     unchanged, none missing or added), the lock (a JSON object whose sha256 and lock_sha256
     match its fields) and the CSV schema. What the ledger verifies before it counts a bundle
-    (R5.3, R5.6; issue 22 §3). BundleError (exit 2) when the folder has no manifest."""
+    (R5.3, R5.6). BundleError (exit 2) when the folder has no manifest."""
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
@@ -112,10 +112,7 @@ def seal_problems(bundle_dir: str | Path) -> list[str]:
     lock, lock_problem = _lock_object(root)
     if lock_problem is not None:
         return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
-    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
-    if canonical_sha256(frozen) != lock.get("sha256"):
-        problems.append("protocol.lock.json: its sha256 does not match its content (R1.3)")
-    problems += lock_seal_problems(lock)  # experiment_id, created_utc ... (issue 22 §5)
+    problems += lock_problems(lock)  # both checksums, one rule (R1.3)
     problems += [f"{layout.CSV_NAME}: {p}" for p in validate_csv(root / layout.CSV_NAME)]
     return problems
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from pathlib import Path
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
+from gpubench_nb.protocol.fingerprint import sha256_file
 
 MANIFEST_NAME = "MANIFEST.sha256"
 CSV_NAME = "resultats-bruts.csv"
@@ -18,6 +18,9 @@ EXPECTED_IDS_NAME = "expected_ids.txt"
 ECONOMICS_NAME = "economics.json"
 REPORT_NAME = "report.html"
 LOCK_NAME = "protocol.lock.json"
+# A campaign freezes its protocol in <campaign>/frozen/, not in the campaign folder itself: a
+# folder holding a protocol.lock.json is a bundle, and the targets' bundles must not lie in one.
+CAMPAIGN_FROZEN_DIR = "frozen"
 REFERENCE_NAME = "reference.json"  # the reference value a bundle was judged against (R1.3)
 # One run's folder (run_dir) holds these three.
 RUN_NAME = "run.json"
@@ -74,14 +77,6 @@ def comparison_report_path(bundle_dirs: list[Path]) -> Path:
     return first.parent / f"report-{names}.html"
 
 
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _walk(root: Path) -> tuple[list[Path], list[Path]]:
     """Regular files, and entries that are not (symlinks, FIFOs, sockets, devices), under root.
 
@@ -118,7 +113,7 @@ def manifest_entries(bundle_dir: Path) -> dict[str, str]:
     for path in _walk(root)[0]:
         name = path.relative_to(root).as_posix()
         if name != MANIFEST_NAME:
-            entries[name] = _file_sha256(path)
+            entries[name] = sha256_file(path)
     return entries
 
 

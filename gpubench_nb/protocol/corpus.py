@@ -27,6 +27,7 @@ from gpubench_nb.protocol.corpus_file import (
     text_lines,
 )
 from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.outputs import regular_input
 from gpubench_nb.protocol.problems import Problems
 from gpubench_nb.protocol.splits import check_disjoint
 
@@ -48,7 +49,7 @@ class Corpus:
     path: Path
     items: tuple[CorpusItem, ...]
     revision: str
-    # False: loaded for acceptance, which reads IDs and labels only (issue 25: a 535 MB corpus
+    # False: loaded for acceptance, which reads IDs and labels only (a 535 MB corpus
     # held 3.3 GB); the revision is still that of the texts, checked while reading them.
     texts_kept: bool = True
 
@@ -116,7 +117,7 @@ def corpus_identity(items: Sequence[CorpusItem]) -> str:
     The revision pins the order too (R2.1: variants see the same input order); the identity is
     what a ledger counts: the same items (ID, text, label) in another order, or with IDs written
     in another Unicode form that NFC makes equal (the tool's own ID rule, protocol/ids.py), are
-    one corpus (issue 22 §4). Each item is the compact JSON array ``[NFC id, text, label]``;
+    one corpus. Each item is the compact JSON array ``[NFC id, text, label]``;
     the arrays are sorted, then hashed one per line after a version tag.
     """
     records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
@@ -156,7 +157,7 @@ def load_corpus(
     counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
     ...): a file that cannot be read is reported under it. The file is read as a stream;
     ``texts=False`` checks and fingerprints the texts but does not keep them (acceptance reads
-    IDs and labels only: memory stays near the file's size, issue 25).
+    IDs and labels only: memory stays near the file's size).
     """
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
@@ -164,6 +165,7 @@ def load_corpus(
             f"{path}: corpus format {fmt!r} is not supported; use 'jsonl' or 'csv'", rule="R1.1"
         )
     fields = (id_field, text_field, label_field)
+    regular_input(path, f"corpus ({key})", CorpusError, "R1.1")  # a FIFO would block the read
     try:
         with open(path, "rb") as handle:
             head = handle.readline(4096)

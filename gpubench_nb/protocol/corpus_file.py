@@ -1,5 +1,5 @@
 """Reading a corpus file as a stream: its records, its problems (grouped by kind:
-protocol/problems.py), and the canonical revision fed one item at a time (issue 25: a 535 MB
+protocol/problems.py), and the canonical revision fed one item at a time (a 535 MB
 corpus is never held whole)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def encodable(text: str) -> bool:
 
 def canonical_record(item_id: str, text: str, label: str) -> str:
     """``json.dumps([id, text, label], ensure_ascii=False, separators=(",", ":"))``, written
-    out: the same C string escaper, without building an encoder per item (issue 25)."""
+    out: the same C string escaper, without building an encoder per item."""
     return f"[{json_string(item_id)},{json_string(text)},{json_string(label)}]"
 
 
@@ -94,7 +94,7 @@ def jsonl_records(
     lines: Iterator[tuple[int, str]], fields: tuple[str, str, str], problems: Problems
 ) -> Iterator[tuple[int, dict[str, Any], bool]]:
     """``(line number, object, may hold a lone surrogate)`` per good line, read as a stream:
-    the file is never held whole in memory (issue 25)."""
+    the file is never held whole in memory."""
     for number, line in lines:  # each line keeps its "\n" (and a CRLF file its "\r"):
         if not line or line.isspace():  # JSON whitespace after the object, no copy to strip
             problems.add(

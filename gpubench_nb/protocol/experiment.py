@@ -13,37 +13,21 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import jsonschema
+
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.experiment_rules import (
-    MIN_REPEATS,
-    optimisation_problems,
-)
-from gpubench_nb.protocol.experiment_rules import (
-    identifier as _identifier,
-)
-from gpubench_nb.protocol.experiment_rules import (
-    one_format as _one_format,
-)
-from gpubench_nb.protocol.experiment_rules import (
-    repeats_reason as _repeats_reason,
-)
-from gpubench_nb.protocol.experiment_rules import (
-    seed as _seed,
-)
+from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.experiment_rules import identifier as _identifier
+from gpubench_nb.protocol.experiment_rules import one_format as _one_format
+from gpubench_nb.protocol.experiment_rules import optimisation_problems
+from gpubench_nb.protocol.experiment_rules import repeats_reason as _repeats_reason
+from gpubench_nb.protocol.experiment_rules import seed as _seed
 from gpubench_nb.protocol.experiment_spec import (
-    ATTENTIONS,
-    BACKENDS,
-    BATCHINGS,
-    COMPILE_MODES,
-    METRICS,
-    ORDERS,
-    OUTPUT_FORMATS,
-    PACKAGE_DAYS,
-    PRECISIONS,
-    QUANTIZATIONS,
-    SCOPES,
+    BUILD_OPTIONS,
+    EXPERIMENT,
     SETTING_DEFAULTS,
     SETTING_KEYS,
+    SETTINGS,
     CorpusSpec,
     Experiment,
     ModelSpec,
@@ -59,41 +43,22 @@ from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.prompting import parse_prompt
 from gpubench_nb.protocol.yamlio import read_yaml
 
-TOP_KEYS = (
-    "experiment_id",
-    "notes",
-    "seed",
-    "corpus",
-    "classes",
-    "output_format",
-    "quality",
-    "model",
-    "tokenizer",
-    "fixed",
-    "knob",
-    "variants",
-    "timing",
-    "pricing",
-)
-REQUIRED_TOP = ("experiment_id", "seed", "corpus", "classes", "quality", "model", "tokenizer")
-REQUIRED_TOP += ("fixed", "knob", "variants", "timing")
+TOP_KEYS = schema.keys(EXPERIMENT)
+REQUIRED_TOP = tuple(EXPERIMENT["required"])
 SECTION_KEYS: Mapping[str, tuple[str, ...]] = {
-    "corpus": ("path", "format", "id_field", "text_field", "label_field", "train", "tune"),
-    "quality": ("metric", "threshold", "tolerance", "reference_variant"),
-    "model": ("backend", "path", "build", "prompt"),
-    "tokenizer": ("path",),
-    "fixed": SETTING_KEYS,
-    "timing": ("scope", "warmup_iterations", "repeats", "repeats_reason", "order", "order_seed"),
-    "pricing": ("offers", "offer", "days", "lots", "gpus"),
+    name: schema.keys(node)
+    for name, node in EXPERIMENT["properties"].items()
+    if "properties" in node
 }
 
 
 class Checker:
     """Collects every problem in one file, so the user fixes them in one go."""
 
-    def __init__(self, source: Path) -> None:
+    def __init__(self, source: Path, declaration: Mapping[str, Any] = EXPERIMENT) -> None:
         self.source = source
-        # one failure in many fields (every variant's batch) is said once (issue 25)
+        self.declaration = declaration  # the JSON Schema of the file (`gpubench-nb schema`)
+        # one failure in many fields (every variant's batch) is said once
         self.found = Problems("field")
         self.failures = 0  # how many fail() calls so far, for checks that follow another
 
@@ -120,6 +85,31 @@ class Checker:
                 hint = f"did you mean '{near[0]}'?" if near else f"valid keys: {', '.join(allowed)}"
                 self.fail(f"{where}.{key}" if where else str(key), "unknown key", hint)
         return dict(data)
+
+    def field(self, where: str, data: Mapping[str, Any]) -> Any:
+        """``data``'s value of the declared key ``where``, its declared default filled in,
+        checked as the declaration says (so the schema and this checker agree, R1.3)."""
+        spec = schema.at(self.declaration, where)
+        return self.value(where, data.get(where.rsplit(".", 1)[-1], spec.get("default")), spec)
+
+    def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
+        """``value`` checked against its declaration ``spec`` (enum, integer, fraction, text)."""
+        if "anyOf" in spec:  # a word ("auto") or a value of the other declaration
+            if value in [s["const"] for s in spec["anyOf"] if "const" in s]:
+                return value
+            spec = next(s for s in spec["anyOf"] if "const" not in s)
+        if "enum" in spec:
+            return self.choice(where, value, tuple(spec["enum"]))
+        kind = spec.get("type")
+        if kind == "integer":
+            return self.integer(where, value, spec["minimum"])
+        if kind == "number":
+            return self.fraction(where, value)
+        if kind == "string":
+            value = self.text(where, value)
+            if value and not re.search(spec.get("pattern", ""), value):
+                self.fail(where, f"{value!r} is not allowed", f"use {spec['description']}")
+        return value
 
     def choice(self, where: str, value: Any, allowed: tuple[Any, ...]) -> Any:
         if value not in allowed:
@@ -157,7 +147,7 @@ class Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    # Bounded, duplicate keys refused (issue 11 §6): the one YAML reader.
+    # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = Checker(source)
     top = check.keys("", raw, TOP_KEYS)
@@ -198,9 +188,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
         seed=_seed(check, "seed", top["seed"]),
         corpus=_corpus(check, top["corpus"]),
         classes=classes,
-        output_format=check.choice(
-            "output_format", top.get("output_format", "predictions_jsonl"), OUTPUT_FORMATS
-        ),
+        output_format=check.field("output_format", top),
         quality=quality,
         model=model,
         tokenizer=TokenizerSpec(
@@ -245,9 +233,9 @@ def _corpus(check: Checker, value: Any) -> CorpusSpec:
     return CorpusSpec(
         path=path,
         format=fmt,
-        id_field=check.text("corpus.id_field", corpus.get("id_field", "id")),
-        text_field=check.text("corpus.text_field", corpus.get("text_field", "text")),
-        label_field=check.text("corpus.label_field", corpus.get("label_field", "label")),
+        id_field=check.field("corpus.id_field", corpus),
+        text_field=check.field("corpus.text_field", corpus),
+        label_field=check.field("corpus.label_field", corpus),
         train=optional["train"],
         tune=optional["tune"],
     )
@@ -267,20 +255,17 @@ def _quality(check: Checker, value: Any, variant_ids: list[str]) -> QualitySpec:
             rule="R1.3",
         )
     return QualitySpec(
-        metric=check.choice("quality.metric", quality.get("metric"), METRICS),
-        threshold=check.fraction("quality.threshold", quality.get("threshold")),
-        tolerance=check.fraction("quality.tolerance", quality.get("tolerance")),
+        metric=check.field("quality.metric", quality),
+        threshold=check.field("quality.threshold", quality),
+        tolerance=check.field("quality.tolerance", quality),
         reference_variant=str(reference),
     )
 
 
 def _model(check: Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
     model = check.keys("model", value, SECTION_KEYS["model"])
-    build = model.get("build") or {}
-    if not isinstance(build, Mapping):
-        check.fail("model.build", "must be a mapping of build options", "write key: value pairs")
-        build = {}
-    backend = check.choice("model.backend", model.get("backend"), BACKENDS)
+    backend = check.field("model.backend", model)
+    build = _build_options(check, backend, model.get("build") or {})
     return ModelSpec(
         backend=backend,
         path=check.path("model.path", model.get("path")),
@@ -289,22 +274,27 @@ def _model(check: Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
     )
 
 
+def _build_options(check: Checker, backend: Any, build: Any) -> dict[str, Any]:
+    """model.build against the declared options of ``backend`` (BUILD_OPTIONS): an unknown
+    option or a wrong value is refused here, not at build time (R1.3)."""
+    if backend not in BUILD_OPTIONS:
+        return dict(build) if isinstance(build, Mapping) else {}
+    declared = BUILD_OPTIONS[backend]
+    if not declared["properties"]:
+        if build:
+            check.fail("model.build", f"{backend} takes no build options", "remove model.build")
+        return {}
+    build = check.keys("model.build", build, schema.keys(declared))
+    known = {k: v for k, v in build.items() if k in declared["properties"]}
+    for error in jsonschema.Draft202012Validator(declared).iter_errors(known):
+        where = ".".join(["model.build", *map(str, error.absolute_path)])
+        default = declared["properties"][str(error.absolute_path[0])].get("default")
+        check.fail(where, error.message, f"e.g. {default!r} (the {backend} default)")
+    return build
+
+
 def _setting(check: Checker, where: str, key: str, value: Any) -> Any:
-    if key == "precision":
-        return check.choice(where, value, PRECISIONS)
-    if key == "batching":
-        return check.choice(where, value, BATCHINGS)
-    choices = {"compile": COMPILE_MODES, "attention": ATTENTIONS, "quantization": QUANTIZATIONS}
-    if key in choices:
-        return check.choice(where, value, choices[key])
-    if key == "threads":
-        return value if value == "auto" else check.integer(where, value, 1, "auto or e.g. 2")
-    if key in ("context", "batch"):
-        return check.integer(where, value, 1)
-    device = check.text(where, value)
-    if device and not re.fullmatch(r"auto|cpu|cuda(:\d+)?", device):
-        check.fail(where, f"{device!r} is not a device", "use auto, cpu, cuda or cuda:N")
-    return device
+    return check.value(where, value, SETTINGS[key])
 
 
 def _fixed(check: Checker, value: Any, knob: str) -> dict[str, Any]:
@@ -402,19 +392,17 @@ def _timing(check: Checker, value: Any, seed: Any) -> TimingSpec:
                 "declare what the timer covers and the warm-up",
                 rule="R3.1" if key == "scope" else "R3.4",
             )
-    order = check.choice("timing.order", timing.get("order", "alternating"), ORDERS)
+    order = check.field("timing.order", timing)
     order_seed = timing.get("order_seed")
     if order == "drawn" and order_seed is None:
         order_seed = seed  # drawn in advance from the published seed (R3.4)
     if order_seed is not None:
         order_seed = _seed(check, "timing.order_seed", order_seed)
-    repeats = check.integer("timing.repeats", timing.get("repeats", MIN_REPEATS), 1)
+    repeats = check.field("timing.repeats", timing)
     reason = _repeats_reason(check, repeats, timing.get("repeats_reason"))
     return TimingSpec(
-        scope=check.choice("timing.scope", timing.get("scope"), tuple(SCOPES)),
-        warmup_iterations=check.integer(
-            "timing.warmup_iterations", timing.get("warmup_iterations"), 1
-        ),
+        scope=check.field("timing.scope", timing),
+        warmup_iterations=check.field("timing.warmup_iterations", timing),
         repeats=repeats,
         order=order,
         order_seed=order_seed,
@@ -436,8 +424,8 @@ def _pricing(check: Checker, value: Any) -> PricingSpec | None:
         )
     return PricingSpec(
         offers=check.path("pricing.offers", pricing.get("offers")),
-        offer=check.text("pricing.offer", pricing.get("offer")),
-        days=check.choice("pricing.days", pricing.get("days"), PACKAGE_DAYS),
+        offer=check.field("pricing.offer", pricing),
+        days=check.field("pricing.days", pricing),
         lots=None if lots is None else check.integer("pricing.lots", lots, 1),
         gpus=None if gpus is None else check.integer("pricing.gpus", gpus, 1),
     )

@@ -1,4 +1,4 @@
-"""Input rules of the experiment's fields (issue 11 §6): identifiers, seeds, repeats, formats."""
+"""Input rules of the experiment's fields: identifiers, seeds, repeats, formats."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpubench_nb.protocol.experiment_spec import ATTENTION_BACKENDS, CPU_QUANTIZATIONS
-
+ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
+CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")

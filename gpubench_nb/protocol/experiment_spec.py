@@ -9,9 +9,19 @@ from types import MappingProxyType
 from typing import Any
 
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.experiment_rules import (
+    MAX_ID_LENGTH,
+    MAX_SEED,
+    MIN_REPEATS,
+)
+from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
-BACKENDS = ("bow", "minilm", "hf", "causal_lm")
+# The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
+PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
+USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
+BACKENDS = PRESET_BACKENDS + USER_BACKENDS
 PRECISIONS = ("fp32", "fp16", "bf16")
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
@@ -35,21 +45,164 @@ OUTPUT_FORMATS = ("predictions_jsonl",)
 # transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
-CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
+SUBSET_MODES = ("stratified", "first")
+SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
+IDENTIFIER = schema.text(
+    "letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN, maxLength=MAX_ID_LENGTH
+)
 # The settings an experiment may vary; exactly one of them is the declared knob (R2.1).
-SETTING_KEYS = ("precision", "context", "batch", "device", "batching")
-SETTING_KEYS += ("compile", "attention", "quantization", "threads")
+SETTINGS: Mapping[str, Any] = {
+    "precision": schema.enum("weights and activations (a study of its own, R2.2)", PRECISIONS),
+    "context": schema.integer("tokens per text; longer texts are cut (R2.3)"),
+    "batch": schema.integer("texts per forward pass"),
+    "device": schema.text(
+        "auto, cpu, cuda or cuda:N", pattern=r"^(auto|cpu|cuda(:\d+)?)$", default="auto"
+    ),
+    "batching": schema.enum(
+        "corpus_order, or length_sorted (less padding)", BATCHINGS, default="corpus_order"
+    ),
+    "compile": schema.enum("torch.compile mode, or none", COMPILE_MODES, default="none"),
+    "attention": schema.enum(
+        "attention implementation of a transformers model (auto: its own)", ATTENTIONS,
+        default="auto",
+    ),
+    "quantization": schema.enum(
+        "weight quantisation scheme (int8_dynamic: CPU; the others: CUDA with torchao)",
+        QUANTIZATIONS, default="none",
+    ),
+    "threads": {
+        "anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}],
+        "default": "auto",
+        "description": "CPU threads torch uses (auto: torch's own choice)",
+    },
+}  # fmt: skip
+SETTING_KEYS = tuple(SETTINGS)
+SETTING_DEFAULTS = {k: v["default"] for k, v in SETTINGS.items() if "default" in v}
 # Settings added after locks were frozen: left out of the lock at their default (R1.3).
-LATER_DEFAULTS: Mapping[str, Any] = {
-    "compile": "none",
-    "attention": "auto",
-    "quantization": "none",
-    "threads": "auto",
+LATER_DEFAULTS = {
+    k: SETTING_DEFAULTS[k] for k in ("compile", "attention", "quantization", "threads")
 }
-SETTING_DEFAULTS: Mapping[str, Any] = {"device": "auto", "batching": "corpus_order"}
-SETTING_DEFAULTS = {**SETTING_DEFAULTS, **LATER_DEFAULTS}
+_LIMIT = {"type": ["integer", "null"], "minimum": 1, "default": None}
+_PRESET = {
+    "train_limit": {**_LIMIT, "description": "train items used (null: all)"},
+    "tune_limit": {**_LIMIT, "description": "tune items used (null: all)"},
+    "subset": schema.enum("which items a limit keeps", SUBSET_MODES, default="stratified"),
+}
+# model.build of each backend (R1.4: chosen on tune only); build-model fills in the defaults.
+BUILD_OPTIONS: Mapping[str, Any] = {
+    "bow": schema.section(
+        "bow preset: EmbeddingBag + linear head, trained in seconds",
+        {
+            "dim": schema.integer("embedding size", default=64),
+            "max_epochs": schema.integer("epochs tried; the best on tune is kept", default=8),
+            "learning_rate": {
+                "type": "number",
+                "exclusiveMinimum": 0,
+                "default": 0.05,
+                "description": "Adam's learning rate",
+            },
+            "train_batch": schema.integer("texts per training step", default=256),
+            **_PRESET,
+        },
+    ),  # fmt: skip
+    "minilm": schema.section(
+        "minilm preset: MiniLM mean pooling + logistic head",
+        {
+            "c_grid": {
+                "type": "array",
+                "minItems": 1,
+                "default": [0.1, 1.0, 10.0, 100.0, 1000.0],
+                "items": {"type": "number", "exclusiveMinimum": 0},
+                "description": "C values tried; the best on tune is kept",
+            },
+            "max_iter": schema.integer("logistic regression iterations", default=2000),
+            "embed_batch": schema.integer("texts per embedding batch", default=32),
+            "device": schema.text("where the build embeds: auto, cpu, cuda", default="auto"),
+            **_PRESET,
+        },
+    ),  # fmt: skip
+    "hf": schema.section("hf: a folder you bring; nothing to build", {}),
+    "causal_lm": schema.section("causal_lm: a folder you bring; nothing to build", {}),
+}
+
+
+def build_defaults(backend: str) -> dict[str, Any]:
+    """The model.build options of ``backend`` with their declared defaults."""
+    return {k: v.get("default") for k, v in BUILD_OPTIONS[backend]["properties"].items()}
+
+
+_MODEL = schema.section(
+    "the model measured and how build-model makes a preset",
+    {
+        "backend": schema.enum("bow and minilm are built here; hf, causal_lm brought", BACKENDS),
+        "path": schema.text("the model folder (build-model writes presets there)"),
+        "build": {"type": "object", "description": "options of the preset, per backend below"},
+        "prompt": PROMPT,
+    },
+    required=("backend", "path"),
+)
+_MODEL["allOf"] = [
+    {"if": {"properties": {"backend": {"const": b}}}, "then": {"properties": {"build": s}}}
+    for b, s in BUILD_OPTIONS.items()
+]
+_TIMING = {
+    "scope": schema.enum("what the timer covers (R3.1): " + "; ".join(SCOPES), SCOPES),
+    "warmup_iterations": schema.integer("untimed passes before a warm run's timed one (R3.4)"),
+    "repeats": schema.integer("cold and warm runs per variant (R3.4)", default=MIN_REPEATS),
+    "repeats_reason": schema.text("why fewer than five repeats (R3.4); in the report"),
+    "order": schema.enum("runs interleaved, or blocks drawn from the seed", ORDERS,
+                         default="alternating"),
+    "order_seed": {**SEED, "description": "seed of a drawn order (default: seed)"},
+}  # fmt: skip
+# The experiment YAML (R1.3): every key, its kind and default. experiment.Checker reads it.
+EXPERIMENT = schema.section(
+    "The experiment YAML (`parameters/demo.yaml`): declared and frozen before any run (R1.3).",
+    {
+        "experiment_id": {**IDENTIFIER, "description": "names the bundle, outputs/<id>/"},
+        "notes": {"type": "string", "description": "free text for the report (not frozen)"},
+        "seed": {**SEED, "description": "the published seed of builds and drawn orders (R1.1)"},
+        "corpus": schema.section("the evaluation corpus and the splits presets build on", {
+            "path": schema.text("the evaluation corpus, JSONL or CSV"),
+            "format": schema.enum("jsonl or csv (default: from the suffix)", ("jsonl", "csv")),
+            "id_field": schema.text("the column or key of item ids (R1.2)", default="id"),
+            "text_field": schema.text("the column or key of texts", default="text"),
+            "label_field": schema.text("the column or key of gold labels", default="label"),
+            "train": schema.text("build-model trains on it; disjoint from eval (R1.4)"),
+            "tune": schema.text("build-model chooses on it; disjoint from eval (R1.4)"),
+        }, required=("path",)),  # fmt: skip
+        "classes": {"type": "array", "items": schema.text("a label"), "minItems": 2,
+                    "uniqueItems": True, "description": "every label, each once"},
+        "output_format": schema.enum("what a run writes (R1.5)", OUTPUT_FORMATS,
+                                     default=OUTPUT_FORMATS[0]),
+        "quality": schema.section("when a run is accepted (R1.3, R1.6)", {
+            "metric": schema.enum("the quality measure", METRICS),
+            "threshold": schema.fraction("the least value accepted"),
+            "tolerance": schema.fraction("the largest drop below the reference variant"),
+            "reference_variant": schema.text("a variant id: the tolerance's reference"),
+        }, required=("metric", "threshold", "tolerance", "reference_variant")),
+        "model": _MODEL,
+        "tokenizer": schema.section("the tokenizer folder", {
+            "path": schema.text("usually model.path")}, required=("path",)),
+        "fixed": schema.section("settings every variant shares; all but the knob", SETTINGS),
+        "knob": schema.enum("the one setting the variants change (R2.1)", SETTING_KEYS),
+        "variants": {"type": "array", "minItems": 1, "description": "one entry per variant",
+                     "items": schema.section("an id and the knob's value (R2.1)", {
+                         "id": {**IDENTIFIER, "description": "names runs/<id>/"}, **SETTINGS},
+                         required=("id",))},
+        "timing": schema.section("how runs are timed (R3)", _TIMING,
+                                 required=("scope", "warmup_iterations")),
+        "pricing": schema.section("the package priced (R5.1); not frozen: re-price freely", {
+            "offers": schema.text("the offers table (parameters/offers.yaml)"),
+            "offer": schema.text("an offer id, or its prefix (h100)"),
+            "days": schema.enum("whole package length", PACKAGE_DAYS),
+            "lots": schema.integer("billed lots (give lots or gpus)"),
+            "gpus": schema.integer("GPUs needed; lots = ceil(gpus / gpus_per_lot)"),
+        }, required=("offers", "offer", "days")),
+    },  # fmt: skip
+    required=("experiment_id", "seed", "corpus", "classes", "quality", "model", "tokenizer",
+              "fixed", "knob", "variants", "timing"),
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 An ID is stored one per line (``expected_ids.txt``) and compared across files, so it must
 round-trip through a line-based file and compare the same however its text was composed:
 no control or line-separator character, no surrounding whitespace, and two IDs that are equal
-after Unicode NFC normalisation are the same ID (issue 11 §6).
+after Unicode NFC normalisation are the same ID.
 """
 
 from __future__ import annotations

@@ -9,11 +9,18 @@ from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.bundle import LOCK_NAME
+from gpubench_nb.protocol.bundle import CAMPAIGN_FROZEN_DIR, LOCK_NAME
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
 
+# What each checksum of the lock covers, written once: ``sha256`` covers FROZEN (what is
+# compared between runs and machines); LOCK_SEAL covers every other field too (experiment_id,
+# created_utc, notes, corpus_identity), so an edit of any of them is seen (R1.3).
+FROZEN = ("declaration", "fingerprints")
 LOCK_SEAL = "lock_sha256"
+# Written by every version that seals, and by none before: a lock that has it and no seal had
+# its seal removed. A lock with neither is of the format that predates seals.
+SEALED_FORMAT_KEY = "corpus_identity"
 
 
 def canonical_sha256(data: Any) -> str:
@@ -22,13 +29,24 @@ def canonical_sha256(data: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def frozen_part(lock: dict[str, Any]) -> dict[str, Any]:
+    """The part of ``lock`` its ``sha256`` covers and runs are compared on (FROZEN)."""
+    return {key: lock.get(key) for key in FROZEN}
+
+
+def _sealed_body(lock: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in lock.items() if k != LOCK_SEAL}
+
+
 def build_lock(
     experiment: Experiment, fingerprints: dict[str, str], corpus_identity: str | None = None
 ) -> dict[str, Any]:
     """The lock's content: normalised declaration, fingerprints and their joint SHA-256, then
     the corpus identity (R5.3) and ``lock_sha256``, which seals every other field of the lock."""
-    declaration = experiment.normalised()
-    frozen = {"declaration": declaration, "fingerprints": dict(sorted(fingerprints.items()))}
+    frozen = {
+        "declaration": experiment.normalised(),
+        "fingerprints": dict(sorted(fingerprints.items())),
+    }
     lock = {
         "experiment_id": experiment.experiment_id,
         **frozen,
@@ -37,41 +55,46 @@ def build_lock(
         "created_utc": utc_now(),
     }
     if corpus_identity is not None:
-        lock["corpus_identity"] = corpus_identity
+        lock[SEALED_FORMAT_KEY] = corpus_identity
     return seal_lock(lock)
 
 
 def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
-    """``lock`` with ``lock_sha256``: the SHA-256 of every other field (issue 22 §5).
-
-    ``sha256`` covers what is compared between runs (declaration and fingerprints) and stays
-    as it was, so bundles frozen before keep verifying; ``lock_sha256`` also covers the fields
-    outside it (``experiment_id``, ``created_utc``, ``notes``, ``corpus_identity``), so an edit
-    of any of them is seen (R1.3).
-    """
-    body = {k: v for k, v in lock.items() if k != LOCK_SEAL}
+    """``lock`` with ``lock_sha256``: the SHA-256 of every other field. ``sha256`` stays as it
+    was, so bundles frozen before the seal keep verifying."""
+    body = _sealed_body(lock)
     return {**body, LOCK_SEAL: canonical_sha256(body)}
 
 
-def lock_seal_problems(lock: dict[str, Any]) -> list[str]:
-    """Why the lock's unhashed fields cannot be trusted: a broken seal, or (a lock frozen
-    before the seal existed) an ``experiment_id`` that is not the declaration's. Empty when
-    the lock is sound."""
+def lock_problems(lock: Any) -> list[str]:
+    """Why ``lock`` cannot be trusted, or []: the one check of both checksums, used by
+    check-bundle, by `run` before it resumes a bundle or takes a --protocol lock, and by every
+    kernel (R1.3). A lock without its seal is refused unless its format predates seals; then
+    its experiment_id must be the declaration's."""
+    if not isinstance(lock, dict):
+        return [f"{LOCK_NAME}: a JSON {type(lock).__name__}, not an object (R1.3)"]
+    found = []
+    if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
+        found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
     if LOCK_SEAL in lock:
-        body = {k: v for k, v in lock.items() if k != LOCK_SEAL}
-        if canonical_sha256(body) != lock[LOCK_SEAL]:
-            return [
+        if canonical_sha256(_sealed_body(lock)) != lock[LOCK_SEAL]:
+            found.append(
                 f"{LOCK_NAME}: its {LOCK_SEAL} does not match its fields (experiment_id, "
                 "created_utc, notes or corpus_identity edited after freezing, R1.3)"
-            ]
-        return []
-    declared = (lock.get("declaration") or {}).get("experiment_id")
-    if declared is not None and lock.get("experiment_id") != declared:
-        return [
-            f"{LOCK_NAME}: experiment_id {lock.get('experiment_id')!r} is not the declaration's "
-            f"{declared!r} (edited after freezing, R1.3)"
-        ]
-    return []
+            )
+    elif SEALED_FORMAT_KEY in lock:
+        found.append(
+            f"{LOCK_NAME}: it has no {LOCK_SEAL}, yet it records {SEALED_FORMAT_KEY}, which only "
+            "versions that seal every lock write: the seal was removed (R1.3)"
+        )
+    else:
+        declared = (lock.get("declaration") or {}).get("experiment_id")
+        if declared is not None and lock.get("experiment_id") != declared:
+            found.append(
+                f"{LOCK_NAME}: experiment_id {lock.get('experiment_id')!r} is not the "
+                f"declaration's {declared!r} (edited after freezing, R1.3)"
+            )
+    return found
 
 
 def differences(old: Any, new: Any, where: str = "") -> list[str]:
@@ -104,14 +127,10 @@ def read_lock(bundle_dir: Path) -> dict[str, Any]:
         raise ProtocolError(
             f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3"
         ) from None
-    except json.JSONDecodeError as exc:
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, absurd numbers
         raise ProtocolError(
-            f"{path}: unreadable lock ({exc}); restore it or use --fresh", rule="R1.3"
+            f"{path}: unreadable lock ({str(exc)[:200]}); restore it or use --fresh", rule="R1.3"
         ) from None
-
-
-def _frozen(lock: dict[str, Any]) -> dict[str, Any]:
-    return {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
 
 
 def read_given_lock(path: str | Path) -> dict[str, Any]:
@@ -127,29 +146,24 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
         lock = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ProtocolError(
-            f"{path}: protocol lock not found. Fix: copy the campaign's protocol.lock.json "
-            "(outputs/<campaign>/protocol.lock.json) to this machine and pass its path",
+            f"{path}: protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/"
+            f"<campaign>/{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path",
             rule="R1.3",
         ) from None
-    except (json.JSONDecodeError, UnicodeDecodeError, IsADirectoryError) as exc:
+    except (ValueError, RecursionError, IsADirectoryError) as exc:
         raise ProtocolError(
-            f"{path}: not a readable protocol lock ({exc}). Fix: copy it again, unchanged",
+            f"{path}: not a readable protocol lock ({str(exc)[:200]}). Fix: copy it again, "
+            "unchanged",
             rule="R1.3",
         ) from None
-    if not isinstance(lock, dict) or canonical_sha256(_frozen(lock)) != lock.get("sha256"):
-        raise ProtocolError(
-            f"{path}: the lock's sha256 does not match its declaration and fingerprints: it was "
-            "changed after it was frozen. Fix: copy it again, unchanged, from where it was frozen",
-            rule="R1.3",
-        )
-    if LOCK_SEAL not in lock:
+    if isinstance(lock, dict) and LOCK_SEAL not in lock:
         raise ProtocolError(
             f"{path}: the lock has no {LOCK_SEAL}, so its experiment_id and created_utc are not "
             "covered by any hash and would be frozen as they stand (R1.3). Fix: freeze the "
             "campaign with this version of gpubench-nb (a new campaign_id) and copy that lock",
             rule="R1.3",
         )
-    broken = lock_seal_problems(lock)
+    broken = lock_problems(lock)
     if broken:
         raise ProtocolError(
             f"{path}: {broken[0]}. Fix: copy it again, unchanged, from where it was frozen",
@@ -160,7 +174,7 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
 
 def check_given_lock(given: dict[str, Any], lock: dict[str, Any]) -> None:
     """Refuse, listing every difference, unless this machine froze what ``given`` froze (R1.3)."""
-    changed = differences(_frozen(given), _frozen(lock))
+    changed = differences(frozen_part(given), frozen_part(lock))
     if changed:
         listing = "\n  ".join(changed)
         raise ProtocolError(
@@ -200,11 +214,16 @@ def freeze(
         write_json_atomic(path, lock)
         return lock
     old = read_lock(bundle_dir)
-    if old.get("sha256") == lock["sha256"]:
+    broken = lock_problems(old)  # never resumed, never sealed again: check-bundle refuses it
+    if broken:
+        raise ProtocolError(
+            f"{path}: {'; '.join(broken)}. Fix: restore the bundle's lock from a copy, or pass "
+            "--fresh to set this bundle aside and measure anew",
+            rule="R1.3",
+        )
+    if old["sha256"] == lock["sha256"]:
         return old
-    old_frozen = {"declaration": old.get("declaration"), "fingerprints": old.get("fingerprints")}
-    new_frozen = {"declaration": lock["declaration"], "fingerprints": lock["fingerprints"]}
-    changed = differences(old_frozen, new_frozen) or ["the lock's own checksum does not match"]
+    changed = differences(frozen_part(old), frozen_part(lock))
     listing = "\n  ".join(changed)
     raise ProtocolError(
         f"{path}: the protocol changed since this bundle was frozen:\n  {listing}\n"
@@ -230,16 +249,13 @@ def require_frozen(
     """
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
+    changed = lock_problems(lock)
     if not isinstance(lock, dict):
         raise ProtocolError(
-            f"{step} refused: {path} is not a JSON object; restore the bundle's lock or "
-            "discard the bundle with --fresh",
+            f"{step} refused: {changed[0]}; restore the bundle's lock or discard the bundle "
+            "with --fresh",
             rule="R1.3",
         )
-    frozen = {"declaration": lock.get("declaration"), "fingerprints": lock.get("fingerprints")}
-    changed = []
-    if canonical_sha256(frozen) != lock.get("sha256"):
-        changed.append("protocol.lock.json: its sha256 does not match its content (edited)")
     changed += differences(lock.get("declaration"), experiment.normalised(), "declaration")
     kept = lock.get("fingerprints") or {}
     for name, value in sorted((fingerprints or {}).items()):

@@ -1,17 +1,19 @@
-"""Where a command may write (R5.6): never over one of its inputs, never into a sealed bundle.
+"""Where a command may read and write (R5.6): inputs are regular files; an output is a regular
+file or a new path, never one of the inputs, never inside a bundle (symlinks resolved).
 
-A command that overwrites what it reads destroys the evidence it was asked to check (issue 11
-§4: `accept EXP F --checks F` replaced the predictions by their own report; `accept` on a
-predictions file inside a finished bundle rewrote that bundle's archived checks.json).
+A command that overwrites what it reads destroys the evidence it was asked to check; one that
+renames its output over a device node or a FIFO destroys what is there; one that opens a FIFO
+to read waits forever for a writer.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from gpubench_nb.errors import BundleError
+from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol.bundle import bundle_holding, sealed_bundle_holding
 
 
@@ -23,6 +25,43 @@ def same_file(a: Path, b: Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
 
 
+_KINDS = (
+    (stat.S_ISLNK, "a symlink"),
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def special_kind(path: Path | str, *, follow: bool = True) -> str | None:
+    """What ``path`` is when it exists and is not a regular file ("a FIFO (named pipe)", "a
+    socket", ...); None for a regular file or nothing there. ``follow=False``: a symlink itself
+    is one such kind."""
+    try:
+        mode = (os.stat if follow else os.lstat)(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), None)
+
+
+def regular_input(
+    path: Path | str, what: str, error: type[GpubenchError] = BundleError, rule: str = "R5.6"
+) -> Path:
+    """``path``, checked before it is opened: a FIFO, socket, device or folder is refused with
+    its kind named (opening a FIFO blocks until someone writes to it). A missing file is left
+    to the reader's own message."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise error(
+            f"{path} is {kind}, not a regular file; the {what} is read from a regular file. "
+            "Fix: give the path of the file itself",
+            rule=rule,
+        )
+    return Path(path)
+
+
 def check_output(
     out: Path,
     *,
@@ -32,9 +71,10 @@ def check_output(
     folder: bool = False,
     rule: str = "R5.6",
 ) -> Path:
-    """The one guard of every output option (issue 22 §2): refuse ``out`` (exit 2) when writing
-    it would destroy an input, or write into a bundle (finished or not, read by the command or
-    not). A folder that merely holds inputs is fine: a new file or bundle there replaces none.
+    """The one guard of every output option: refuse ``out`` (exit 2) when writing it would
+    destroy an input or something that is not a regular file, or write into a bundle (finished
+    or not, read by the command or not). A folder that merely holds inputs is fine: a new file
+    or bundle there replaces none.
 
     ``option`` names where the path came from (``--checks``, ``--out``, ``--output-dir``, a
     campaign folder); ``instead`` says where to write. ``folder``: ``out`` is a folder a command
@@ -50,13 +90,21 @@ def check_output(
                 f"input. Fix: {instead}",
                 rule=rule,
             )
-    if not folder and out.is_dir():
-        raise BundleError(f"{option} {out} is a folder; give a file path. Fix: {instead}")
+    kind = special_kind(out, follow=folder)  # a folder option may be reached through a link
+    if kind is None and out.is_symlink() and not out.exists():
+        kind = f"a symlink to the missing {os.readlink(out)}"
+    wanted = "a folder" if folder else "a regular file"
+    if kind not in (None, wanted):  # a rename over a device, a FIFO or a link destroys it
+        raise BundleError(
+            f"{option} {out} is {kind}; an output goes to {wanted} or a new path only. "
+            f"Fix: {instead}",
+            rule=rule,
+        )
     existing = next((p for p in (out, *out.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir() and (folder or existing != out):
         raise BundleError(
-            f"{option} {out}: {existing} is a file, not a folder, so nothing can be written "
-            f"under it. Fix: {instead}"
+            f"{option} {out}: {existing} is {special_kind(existing) or 'a file'}, not a "
+            f"folder, so nothing can be written under it. Fix: {instead}"
         )
     sealed = sealed_bundle_holding(out / "x" if folder else out)
     holder = sealed or bundle_holding(out if folder else out.parent)

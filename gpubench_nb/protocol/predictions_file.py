@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 from gpubench_nb.errors import PredictionsError
 from gpubench_nb.protocol.corpus_file import BOM, encodable
 from gpubench_nb.protocol.ids import DuplicateKeyError, strict_json_line, strict_json_loads
+from gpubench_nb.protocol.outputs import regular_input
 
 PREDICTION_KEYS = frozenset({"id", "label"})
 
@@ -66,6 +67,7 @@ def read_predictions(path: Path, class_index: dict[str, int]) -> PredictionLines
     Label index -1 marks a record whose label is unusable (it is also in ``malformed``).
     An unreadable file raises ``PredictionsError`` (R1.5).
     """
+    regular_input(path, "predictions file", PredictionsError, "R1.5")
     try:
         with open(path, "rb") as probe:
             bom = probe.read(len(BOM)) == BOM

@@ -1,5 +1,5 @@
 """Problems grouped by kind: the same failure on many lines, rows, runs or files is said once,
-with its count and where (issue 25), by every checker (corpus, csv-check, check-bundle)."""
+with its count and where, by every checker (corpus, csv-check, check-bundle)."""
 
 from __future__ import annotations
 

@@ -11,20 +11,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from gpubench_nb.protocol import schema
+
+PROMPT_BACKENDS = ("causal_lm",)  # the backends that classify through model.prompt (R2.5)
 PLACEHOLDER = "{text}"
 DECISIONS = ("loglik", "generate")
 LENGTH_NORMALISATIONS = ("none", "tokens", "chars")
 NORMALISE_STEPS = ("strip", "casefold")
-PROMPT_KEYS = (
-    "template",
-    "chat_template",
-    "verbalisations",
-    "decision",
-    "length_normalisation",
-    "max_new_tokens",
-    "stop",
-    "normalise",
-)
+_STRINGS = {"type": "array", "items": {"type": "string", "minLength": 1}}
+PROMPT = schema.section("causal_lm only: how a causal LM classifies (R1.3, R2.5)", {
+    "template": schema.text("the prompt, holding {text} exactly once"),
+    "chat_template": schema.flag("the template is the user turn of the chat template",
+                                 default=False),
+    "verbalisations": {"type": "object", "additionalProperties": schema.text("its answer"),
+                       "description": 'class -> the answer meaning it, e.g. games: " games"'},
+    "decision": schema.enum("score every class, or generate greedily", DECISIONS,
+                            default="loglik"),
+    "length_normalisation": schema.enum("loglik: divide by the answer's length",
+                                        LENGTH_NORMALISATIONS, default="none"),
+    "max_new_tokens": schema.integer("generate: the answer's longest length (required)"),
+    "stop": {**_STRINGS, "default": [], "description": "generate: strings ending an answer"},
+    "normalise": {"type": "array", "items": {"enum": list(NORMALISE_STEPS)},
+                  "default": ["strip"], "description": "generate: steps before matching"},
+})  # fmt: skip
+PROMPT_KEYS = schema.keys(PROMPT)
 GENERATE_ONLY = ("max_new_tokens", "stop", "normalise")
 LOGLIK_ONLY = ("length_normalisation",)
 
@@ -88,12 +98,12 @@ def normalise_answer(text: str, steps: tuple[str, ...]) -> str:
 def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...]) -> Any:
     """``model.prompt`` validated with ``check`` (experiment's _Checker): a PromptSpec for
     ``causal_lm``, None for other backends (which must not declare one)."""
-    if backend != "causal_lm":
+    if backend not in PROMPT_BACKENDS:
         if value is not None:
             check.fail(
                 "model.prompt",
-                f"only backend causal_lm takes a prompt, not {backend}",
-                "remove model.prompt or declare backend: causal_lm",
+                f"only backend {' or '.join(PROMPT_BACKENDS)} takes a prompt, not {backend}",
+                f"remove model.prompt or declare backend: {PROMPT_BACKENDS[0]}",
                 rule="R1.3",
             )
         return None

@@ -189,12 +189,12 @@ class RunRecord(_Record):
     dropped_tokens: int | None
     tokens_processed: int | None
     off_label_answers: int | None
-    # Issue 23: figures kept apart from load_seconds, and what the GPU ran at (engine/clocks.py)
+    # figures kept apart from load_seconds, and what the GPU ran at (engine/clocks.py)
     import_seconds: float | None
     fingerprint_seconds: float | None
     cuda_context_seconds: float | None
     weight_residency_at_load_start: Mapping[str, Any] | None  # engine/residency.py
-    gpu_telemetry: GpuTelemetry | None  # the measured pass; None on CPU or before issue 23
+    gpu_telemetry: GpuTelemetry | None  # the measured pass; None on CPU or in older records
     generation_config_effective: Mapping[str, Any] | None  # causal_lm (R2.5)
     environment: Mapping[str, Any] = field(repr=False)
     data: Mapping[str, Any] = field(repr=False, compare=False)
@@ -238,7 +238,7 @@ class RunRecord(_Record):
 
 @dataclass(frozen=True)
 class GpuTelemetry:
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass (issue 23).
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass.
 
     ``flags`` are the sentences the report shows (throttled, low clock); ``energy_joules`` is
     the energy counter's difference over the pass, None where it was not read."""
@@ -327,7 +327,7 @@ class EnvironmentRecord(_Record):
     gpu_uuids: tuple[str, ...]
     visible_gpu_uuids: tuple[str, ...]
     code_revision: str | None
-    cuda_module_loading: str | None  # effective, read after CUDA init (issue 23 §4)
+    cuda_module_loading: str | None  # effective, read after CUDA init
     slurm: SlurmAllocation | None  # None: not measured inside a Slurm job (or an older bundle)
     data: Mapping[str, Any] = field(repr=False, compare=False)
 
@@ -412,7 +412,7 @@ class OfferEconomics:
     declared: bool
     attribution: Mapping[str, Any] | None  # None in economics.json written before the rule
     cells: tuple[OfferCell, ...]
-    # The offers table declares its prices invented examples (issue 24 §3); false in
+    # The offers table declares its prices invented examples; false in
     # economics.json written before the field existed.
     placeholder: bool = False
 

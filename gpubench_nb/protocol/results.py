@@ -288,7 +288,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
         ]
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    # One failure on many rows is said once, with its count and rows (issue 25).
+    # One failure on many rows is said once, with its count and rows.
     problems = Problems("row")
     start = reader.line_num + 1
     number = 0

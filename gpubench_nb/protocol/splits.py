@@ -26,7 +26,7 @@ def normalise_text(text: str) -> str:
     """NFKC, casefold and collapse whitespace: the form in which two texts count as identical.
 
     Unicode normalisation first, so that "é" typed as one code point or as "e" + a combining
-    accent, or a full-width "Ａ", do not let the same text pass as two (R1.4, issue 11 §6).
+    accent, or a full-width "Ａ", do not let the same text pass as two (R1.4).
     """
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(unicodedata.normalize("NFKC", folded).split())

@@ -1,7 +1,7 @@
 """The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused.
 
 Every YAML the tool reads (experiment, offers, papermill list parameters) goes through here, so
-each input rule holds everywhere (issue 11 §6): a key given twice is an error, not "last one
+each input rule holds everywhere: a key given twice is an error, not "last one
 wins"; a small file cannot expand into gigabytes through aliases ("billion laughs").
 """
 
@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from gpubench_nb.errors import GpubenchError, ProtocolError
+from gpubench_nb.protocol.outputs import regular_input
 
 MAX_YAML_BYTES = 1_000_000  # an experiment or offers file is a few KB; 1 MB is far above any
 # The values of a file counted as if every alias were copied out; the demo experiment has ~150.
@@ -150,11 +151,7 @@ def read_yaml(
     """Read and parse the YAML file at ``path`` (``what`` names it in messages: 'experiment')."""
     path = Path(path)
     try:
-        if path.is_dir():
-            raise error(
-                f"{path}: is a folder, not the {what} file. Fix: give the YAML file inside it",
-                rule=rule,
-            )
+        regular_input(path, f"{what} file", error, rule)  # a FIFO would block the read
         size = path.stat().st_size
         if size > MAX_YAML_BYTES:
             raise error(

@@ -135,13 +135,13 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "dropped_tokens": run.dropped_tokens if run else None,
         "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
         "off_label_answers": run.off_label_answers if run else None,
-        # issue 23 §3: what the GPU ran at during the timed pass (engine/clocks.py)
+        # what the GPU ran at during the timed pass (engine/clocks.py)
         "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
         "energy_joules": telemetry.energy_joules if telemetry else None,
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
-        # load, busy processes, GPU processes, clocks at that moment (R2.5, issue 24 §2)
+        # load, busy processes, GPU processes, clocks at that moment (R2.5)
         "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
 

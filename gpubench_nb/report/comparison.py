@@ -27,7 +27,7 @@ def render_comparison(
 def report_destination(
     bundles: list[Path], out: str | Path | None, ledger: str | Path | None = None
 ) -> Path:
-    """``out`` (or the default) through the one output guard (R5.6, issue 22 §2): never over
+    """``out`` (or the default) through the one output guard (R5.6): never over
     an input, never in or inside a bundle, finished or not, read by the report or not."""
     default = comparison_report_path(bundles)
     html = Path(out) if out else default

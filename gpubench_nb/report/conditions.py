@@ -1,4 +1,4 @@
-"""What the machine was doing during each run, as its run.json recorded it (R2.5, issue 24 §2).
+"""What the machine was doing during each run, as its run.json recorded it (R2.5).
 
 Per run: the 1-minute load average at start and end, other processes that used at least 10 % of
 a core (engine/activity.py), other GPU processes, and, where the run's record has them, GPU
@@ -36,7 +36,7 @@ class RunConditions:
     cpu_count: int | None = None
     busy: tuple[str, ...] | None = None  # "python (0.98 core)"; None: not observable
     gpu_processes: tuple[str, ...] | None = None  # None: not observable or no GPU
-    gpu: tuple[str, ...] = field(default_factory=tuple)  # clock / throttle fields (issue 23)
+    gpu: tuple[str, ...] = field(default_factory=tuple)  # clock / throttle fields
     fault: str | None = None  # an injected fault scoped to this run (engine/faults.py)
 
     @property
@@ -109,7 +109,7 @@ def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    """run.json ``gpu_telemetry`` (engine/clocks.py, issue 23): the clocks, reasons and
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the clocks, reasons and
     throttle flag sampled during the timed pass, read like the top-level fields."""
     telemetry = run.get("gpu_telemetry")
     return telemetry if isinstance(telemetry, Mapping) and telemetry.get("observable") else {}

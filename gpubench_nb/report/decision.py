@@ -346,7 +346,7 @@ def decision_sentences(options: Sequence[Option]) -> list[str]:
 
 
 def placeholder_sentences(options: Sequence[Option]) -> list[str]:
-    """Say that example prices are not prices, and how to enter a real quote (issue 24 §3)."""
+    """Say that example prices are not prices, and how to enter a real quote."""
     examples = list(dict.fromkeys(str(o.offer_id) for o in options if o.placeholder))
     if not examples:
         return []

@@ -72,7 +72,7 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
 
 
 def placeholder_markdown(offer_ids: Sequence[str]) -> str:
-    """The warning for offers whose prices are invented examples (issue 24 §3)."""
+    """The warning for offers whose prices are invented examples."""
     return (
         f"**Placeholder prices ({', '.join(offer_ids)}):** the offers table marks these prices "
         f"as invented examples (`placeholder: true`), so each is shown as "

@@ -1,4 +1,4 @@
-"""User text inside the report's Markdown and HTML: shown as text, never as markup (issue 22 §8).
+"""User text inside the report's Markdown and HTML: shown as text, never as markup.
 
 A report is shared; a bundle folder, an offer id, a provider, a note or a variant id holding
 ``<img src=x onerror=...>`` must reach the page as those characters, not as an element. Every

@@ -22,7 +22,7 @@ from gpubench_nb.report.stats import (
 from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
 
 # Above this max/min ratio within one facet, the axis is logarithmic: one slow run must not
-# flatten the others against zero (issue 24 §4).
+# flatten the others against zero.
 LOG_SPAN_RATIO = 10.0
 _OUTLIER_COLOUR = "#ff7f0e"
 

@@ -1,18 +1,16 @@
-"""The exact two-sided Mann–Whitney U p-value, in plain Python (issue 25: no scipy import).
+"""The two-sided Mann–Whitney U p-value of the verdict, in plain Python (no scipy import).
 
-The report's verdict (report/verdict.py) needs this one number; importing ``scipy.stats`` for it
-cost the report kernel 0.5-1 s on 2 cores. This computes what
-``scipy.stats.mannwhitneyu(a, b, alternative="two-sided", method="exact").pvalue`` computes,
-step for step, so that the floats are the same (tests/report/test_mannwhitney.py compares them
-on generated samples with ties):
+It follows ``scipy.stats.mannwhitneyu(a, b, alternative="two-sided")`` with its default
+``method="auto"`` (tests/report compare the floats):
 
-- ranks averaged over ties; U = max(U_a, n_a·n_b − U_a), truncated to an integer as scipy's
-  ``np.int64`` cast does (no tie correction: the exact null assumes no ties, as scipy's does);
-- the null distribution of U for sizes (m, n), m ≤ n: the number of rank splits giving each U
-  (the coefficients of the Gaussian binomial [m+n choose m]_q, exact integers), divided by
-  C(m+n, m) as ``scipy.special.binom`` computes it in floating point;
-- the survival P(U ≥ k) from a running sum of those probabilities, by the same symmetry scipy
-  uses, then p = min(1, 2 · P(U ≥ k)).
+- exact when one sample has at most 8 values and no value is tied: the null distribution of U
+  for sizes (m, n), m ≤ 8, counted as exact integers (the Gaussian binomial [m+n choose m]_q)
+  and divided by C(m+n, m) as ``scipy.special.binom`` computes it;
+- otherwise the normal approximation with tie and continuity correction, which neither
+  overflows nor slows down with hundreds of runs.
+
+Durations that are not finite are refused (R3.6): a NaN has no rank, and it made the p depend
+on the order of the samples.
 """
 
 from __future__ import annotations
@@ -21,11 +19,15 @@ import itertools
 import math
 from collections.abc import Sequence
 
+from gpubench_nb.errors import ResultsError
 
-def average_ranks(values: Sequence[float]) -> list[float]:
-    """1-based ranks, ties sharing the mean of the positions they span."""
+EXACT_MAX = 8  # scipy's rule: exact while one sample is this small and nothing is tied
+
+
+def average_ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
+    """1-based ranks, ties sharing the mean of the positions they span; and each tie's size."""
     order = sorted(range(len(values)), key=values.__getitem__)
-    ranks = [0.0] * len(values)
+    ranks, sizes = [0.0] * len(values), []
     start = 0
     while start < len(order):
         end = start
@@ -33,8 +35,9 @@ def average_ranks(values: Sequence[float]) -> list[float]:
             end += 1
         for i in order[start : end + 1]:
             ranks[i] = (start + end + 2) / 2  # mean of positions start+1 .. end+1
+        sizes.append(end - start + 1)
         start = end + 1
-    return ranks
+    return ranks, sizes
 
 
 def u_counts(m: int, n: int) -> list[int]:
@@ -54,12 +57,10 @@ def u_counts(m: int, n: int) -> list[int]:
 
 
 def scipy_binom(n: int, k: int) -> float:
-    """C(n, k) as a float, as ``scipy.special.binom`` computes it for integers: a product
-    with the symmetric k when k < 20 (exact while it fits a double), else the exact value."""
+    """C(n, k) as ``scipy.special.binom`` computes it for a small k (here k ≤ EXACT_MAX): a
+    product with the symmetric k, rescaled before it grows past 1e50."""
     if k > n / 2 and n > 0:
         k = n - k
-    if k >= 20:
-        return float(math.comb(n, k))
     num = den = 1.0
     for i in range(1, k + 1):
         num *= float(i) + n - k
@@ -70,15 +71,40 @@ def scipy_binom(n: int, k: int) -> float:
     return num / den
 
 
-def exact_p(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided exact Mann–Whitney U p-value of samples ``a`` and ``b`` (both non-empty)."""
+def mannwhitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Mann–Whitney U p-value of samples ``a`` and ``b`` (both non-empty, finite)."""
+    values = [float(v) for v in (*a, *b)]
     n_a, n_b = len(a), len(b)
     if not n_a or not n_b:
-        raise ValueError("exact_p needs two non-empty samples")
-    ranks = average_ranks([*a, *b])
+        raise ValueError("the Mann–Whitney test needs two non-empty samples")
+    bad = [v for v in values if not math.isfinite(v)]
+    if bad:
+        raise ResultsError(
+            f"a warm duration is not a finite number ({bad[0]}); "
+            "fix: restore the bundle's resultats-bruts.csv (its MANIFEST.sha256 names it)",
+            rule="R3.6",
+        )
+    ranks, ties = average_ranks(values)
     u_a = sum(ranks[:n_a]) - n_a * (n_a + 1) / 2  # halves and integers: exact in floats
-    k = int(max(u_a, n_a * n_b - u_a))
-    m, n = min(n_a, n_b), max(n_a, n_b)
+    u = max(u_a, n_a * n_b - u_a)
+    if min(n_a, n_b) > EXACT_MAX or max(ties) > 1:
+        return _normal_p(u, n_a, n_b, ties)
+    return _exact_p(int(u), min(n_a, n_b), max(n_a, n_b))
+
+
+def _normal_p(u: float, n_a: int, n_b: int, ties: list[int]) -> float:
+    """The normal approximation, corrected for ties and for continuity (scipy's asymptotic)."""
+    n = n_a + n_b
+    tie_term = sum(t**3 - t for t in ties)
+    spread = math.sqrt(n_a * n_b / 12 * ((n + 1) - tie_term / (n * (n - 1))))
+    if spread == 0:  # every value equal: nothing tells the samples apart
+        return 1.0
+    z = (u - n_a * n_b / 2 - 0.5) / spread
+    return min(max(math.erfc(z / math.sqrt(2)), 0.0), 1.0)  # 2 · P(Z > z)
+
+
+def _exact_p(k: int, m: int, n: int) -> float:
+    """2 · P(U ≥ k) under the exact null for sizes m ≤ n, summed as scipy sums it."""
     total = scipy_binom(m + n, m)
     pmf = [count / total for count in u_counts(m, n)]
     cdf = list(itertools.accumulate(pmf))  # summed left to right, as numpy's cumsum

@@ -24,8 +24,8 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
-from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import notebook_path
+from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
+from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (
     COMPARED_FIELDS,
@@ -110,9 +110,9 @@ __all__ = [
     "warnings_markdown",
 ]
 
-NOTEBOOK_NAME = "90_report.ipynb"
+NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
 # The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
-# this module to start that kernel, and load figures.py only when a cell asks (issue 25).
+# this module to start that kernel, and load figures.py only when a cell asks.
 _FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
 
 
@@ -136,7 +136,7 @@ _ACCEPTANCE_LABELS = {
     "within_tolerance": "drop ≤ tolerance",
     "corpus_accepted": "corpus accepted",
 }
-# Index levels in words (issue 24 §4), for every detail table.
+# Index levels in words, for every detail table.
 _INDEX_LABELS = {"variant_id": "variant", "run_index": "run"}
 # nbconvert's lab template loads require.js, MathJax and Mermaid from a CDN; the report needs
 # none of them, and a file forwarded by e-mail or opened offline must not fetch anything.
@@ -266,7 +266,7 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
 def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
     """A banner when one model on one corpus ran at different contexts and some of them cut
     texts (R2.3): shorter texts are less work, so those times and qualities are of different
-    work (issue 22 §6). Empty when no such merge."""
+    work. Empty when no such merge."""
     groups: dict[tuple[Any, Any], dict[Any, int]] = {}
     for b in bundles:
         for row in b.rows:
@@ -346,7 +346,7 @@ def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def conditions_table(rows: pd.DataFrame) -> pd.DataFrame | str:
     """Per bundle, variant and phase: the machine's load and other busy processes during its
-    runs, as each run.json recorded them (R2.5, issue 24 §2); a sentence when none did."""
+    runs, as each run.json recorded them (R2.5); a sentence when none did."""
     records = [
         {"bundle": c.bundle, "variant": c.variant_id, "phase": phase, "machine": c.text()}
         for phase in MEASURED_PHASES  # a cold run's load row shares its run.json
@@ -438,7 +438,7 @@ def render_report(
     The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
     are refused before any kernel starts (R2.1).
     """
-    papermill = papermill_module()  # first: nbconvert would load the unused grammar (issue 25)
+    papermill = papermill_module()  # first: nbconvert would load the unused grammar
     import jinja2
     from nbconvert import HTMLExporter
 
@@ -448,9 +448,7 @@ def render_report(
     if ledger_path:
         ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
-    name = (
-        "90_report.ipynb" if out_html.name == "report.html" else f"90_report-{out_html.stem}.ipynb"
-    )
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
     executed = out_html.parent / "notebooks" / name
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
@@ -464,13 +462,13 @@ def render_report(
                 "ledger": ledger_path,
             },
             kernel_name="python3",
-            cwd=str(Path.cwd()),  # never the installed package's folder (issue 21)
+            cwd=str(Path.cwd()),  # never the installed package's folder
             progress_bar=False,
             log_output=False,
             # Written once, when done (or failed): saving the growing notebook after each of
-            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then (issue 25).
+            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then.
             request_save_on_cell_execute=False,
-            **papermill_options(),  # IPC transport: no TCP warning from ipykernel (issue 16)
+            **papermill_options(),  # IPC transport: no TCP warning from ipykernel
         )
         os.replace(partial, executed)
     except papermill.PapermillExecutionError as exc:
@@ -481,7 +479,7 @@ def render_report(
         ) from None
     finally:
         partial.unlink(missing_ok=True)  # a kernel that never started leaves no stray file
-    # papermill's notebook, already in memory, is the one it wrote: not read back (issue 25)
+    # papermill's notebook, already in memory, is the one it wrote: not read back
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"gpubench_report.html.j2": _SELF_CONTAINED})],
         template_file="gpubench_report.html.j2",

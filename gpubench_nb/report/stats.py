@@ -104,7 +104,7 @@ def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
         timed = part[~part["failed"].astype(bool)]
         seconds = [float(v) for v in timed["elapsed_seconds"]]
         rates = [float(v) for v in timed["texts_per_second"] if not math.isnan(v)]
-        joules = [  # energy per corpus pass, where NVML's counter was read (issue 23 §3)
+        joules = [  # energy per corpus pass, where NVML's counter was read
             float(v) for v in timed.get("energy_joules", []) if not math.isnan(_number(v))
         ]
         records.append(
@@ -170,7 +170,7 @@ def anchor_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[st
 
 def clock_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[str]:
     """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
-    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``, issue 23 §3)."""
+    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``)."""
     frame = rows_to_frame(rows)
     if "gpu_clock_flags" not in frame.columns:
         return []

@@ -1,9 +1,9 @@
-"""The one rule that says whether one variant's warm runs are faster than another's (issue 24 §1).
+"""The one rule that says whether one variant's warm runs are faster than another's.
 
 Every sentence and table that says "faster", "not distinguishable" or "too few runs to decide"
 calls :func:`compare_runs`; outliers are found by :func:`outlier_fence` alone.
 
-The rule, stated once (:data:`RULE_TEXT`): an exact two-sided Mann–Whitney U test over the raw
+The rule, stated once (:data:`RULE_TEXT`): a two-sided Mann–Whitney U test over the raw
 warm durations of the two variants, at ``ALPHA``. A run above its variant's fence (median +
 ``OUTLIER_K`` × the normal-scaled MAD) is *kept* and *marked* (R3.6), and enters the test at
 that fence: its rank then says "slower than every other run of its variant" without letting
@@ -20,8 +20,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# scipy.stats.mannwhitneyu(method="exact")'s p, without importing scipy (issue 25)
-from gpubench_nb.report.mannwhitney import exact_p
+# scipy.stats.mannwhitneyu's p (method="auto"), without importing scipy
+from gpubench_nb.report.mannwhitney import mannwhitney_p
 
 ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test
 # fence = median + OUTLIER_K × MAD_SCALE × MAD of the variant's runs. One-sided: noise on a
@@ -39,8 +39,9 @@ NOT_DISTINGUISHABLE = "not distinguishable"
 TOO_FEW = "too few runs to decide"
 
 RULE_TEXT = (
-    f"exact two-sided Mann–Whitney U test on the raw warm times, α = {ALPHA:g}; a run above "
-    f"its variant's median + {OUTLIER_K:g} × MAD is kept, marked and ranked at that fence"
+    "two-sided Mann–Whitney U test on the raw warm times (exact; normal with tie correction "
+    f"past 8 runs a side or with ties), α = {ALPHA:g}; a run above its variant's median + "
+    f"{OUTLIER_K:g} × MAD is kept, marked and ranked at that fence"
 )
 
 
@@ -138,8 +139,8 @@ def compare_runs(a: Sequence[float], b: Sequence[float]) -> Comparison:
     capped = sum(x != y for x, y in zip(a, capped_a, strict=True)) + sum(
         x != y for x, y in zip(b, capped_b, strict=True)
     )
-    p_value = exact_p(capped_a, capped_b)
-    raw = exact_p(a, b) if capped else p_value
+    p_value = mannwhitney_p(capped_a, capped_b)
+    raw = mannwhitney_p(a, b) if capped else p_value
     verdict = DISTINGUISHABLE if p_value <= ALPHA else NOT_DISTINGUISHABLE
     return Comparison(verdict, len(a), len(b), p_value, raw, capped, floor)
 

@@ -6,9 +6,30 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench_nb.pipeline.steps import quality_step
+from gpubench_nb.kernel import QUALITY_STEP
+from gpubench_nb.protocol.corpus import load_experiment_corpus
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.lock import require_frozen
+from gpubench_nb.protocol.quality import accepted, fill_quality
+from gpubench_nb.protocol.writer import bundle_writer
 
 
 def step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame:
     """Write every run's checks.json and the acceptance columns; one table row per run."""
-    return quality_step(experiment, bundle_dir)
+    with bundle_writer(bundle_dir, QUALITY_STEP, step=True):
+        exp = load_experiment(experiment)
+        corpus = load_experiment_corpus(exp, "eval", texts=False)  # acceptance: IDs, labels
+        # R1.3, R1.1: the declaration and the corpus read are the frozen ones, or nothing runs.
+        require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=QUALITY_STEP)
+        outcome = fill_quality(Path(bundle_dir), corpus, exp.classes, exp.quality)
+    return pd.DataFrame(
+        {
+            "run": key,
+            "observed_ids": report and report.observed_count,
+            "ids_match": report and report.ids_match,
+            "format_valid": report and report.format_valid,
+            exp.quality.metric: report and report.quality_value,
+            "accepted": accepted(report, outcome.reference_value),
+        }
+        for key, report in outcome.reports.items()
+    )

@@ -14,7 +14,7 @@ import pytest
 
 from gpubench_nb.cli import main as cli_main
 from gpubench_nb.economics import calcul_forfaits
-from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_utc
+from gpubench_nb.economics.ledger import build_ledger, format_ledger, machine_from, parse_start
 from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.protocol.bundle import write_manifest
@@ -187,7 +187,7 @@ def test_formats_table_csv_json(rental) -> None:
 
 def test_bad_input_is_refused_naming_the_fix(tmp_path: Path, rental) -> None:
     with pytest.raises(EconomicsError, match="R5.3: --start: not a date"):
-        parse_utc("first of December")
+        parse_start("first of December")
     with pytest.raises(EconomicsError, match="not a bundle folder"):
         build_ledger(H100, 7, 1, START, [tmp_path / "missing"])
     with pytest.raises(EconomicsError, match="R5.1"):

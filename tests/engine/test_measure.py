@@ -521,7 +521,7 @@ class RecordingSampler:
     def start(self) -> None:
         self.log.append("sampler.start")
 
-    def stop(self) -> None:
+    def stop(self, span=None) -> None:
         self.log.append("sampler.stop")
 
     def summary(self) -> dict:

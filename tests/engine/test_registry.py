@@ -47,9 +47,13 @@ def test_nothing_else_dispatches_on_a_backend_name() -> None:
     for relative in (
         "engine/backends/__init__.py",
         "engine/backends/model_check.py",
+        "engine/backends/build.py",
+        "engine/backends/imports.py",
+        "protocol/prompting.py",
         "pipeline/orchestrate.py",
     ):
         source = (package / relative).read_text(encoding="utf-8")
         for name in BACKENDS:
             assert f'== "{name}"' not in source, (relative, name)
             assert f'"{name}": ' not in source, (relative, name)
+            assert f'!= "{name}"' not in source, (relative, name)

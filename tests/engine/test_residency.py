@@ -45,7 +45,7 @@ def test_a_fake_probe_counts_pages_and_the_last_partial_page(tmp_path):
     page = mmap.PAGESIZE
     path = tmp_path / "w.bin"
     path.write_bytes(b"x" * (2 * page + 10))
-    result = residency([path], probe=lambda p, size: [True, False, True])
+    result = residency([path], probe=lambda p, size: bytes([1, 0, 1]))
     assert result["resident_bytes"] == page + 10
     assert result["resident_fraction"] == round((page + 10) / (2 * page + 10), 4)
 

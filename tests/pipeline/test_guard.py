@@ -37,7 +37,8 @@ def in_process(name: str, output: Path, parameters: dict[str, Any], timeout: int
     """What each stage notebook calls, run here instead of in a papermill kernel."""
     from gpubench_nb.economics.reprice import economics_notebook
     from gpubench_nb.pipeline.run import execute_run
-    from gpubench_nb.pipeline.steps import environment_step, quality_step
+    from gpubench_nb.steps.environment import step as environment_step
+    from gpubench_nb.steps.quality import step as quality_step
 
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text("{}", encoding="utf-8")  # stands for the executed notebook
@@ -239,7 +240,7 @@ def test_fresh_never_sets_aside_a_bundle_another_writer_holds(
 def test_a_kernel_step_alone_is_refused_while_a_run_holds_the_bundle(
     sealed: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    from gpubench_nb.pipeline.steps import quality_step
+    from gpubench_nb.steps.quality import step as quality_step
 
     experiment, bundle = copy_of(sealed, tmp_path)
     (bundle / "MANIFEST.sha256").unlink()  # an unfinished bundle, being written by a run
@@ -407,7 +408,8 @@ def test_every_stage_kernel_refuses_an_edited_declaration(
     sealed: tuple[Path, Path], tmp_path: Path, step: str
 ) -> None:
     from gpubench_nb.economics.reprice import economics_notebook
-    from gpubench_nb.pipeline.steps import environment_step, quality_step
+    from gpubench_nb.steps.environment import step as environment_step
+    from gpubench_nb.steps.quality import step as quality_step
 
     experiment, bundle = copy_of(sealed, tmp_path)
     (bundle / "MANIFEST.sha256").unlink()  # an unfinished bundle: the steps may write into it

@@ -71,8 +71,9 @@ def test_fastest_distinct_by_the_stated_rank_rule() -> None:
     assert sentences[1].startswith(
         "Fastest accepted option: box / b4, median warm time per corpus 500 ms "
         "(480 ms – 520 ms over 5 runs). Faster than box / b1 (810 ms (790 ms – 830 ms); "
-        "p = 0.00794 ≤ α = 0.05, 5 + 5 runs). Rule: exact two-sided Mann–Whitney U test on the "
-        "raw warm times, α = 0.05;"
+        "p = 0.00794 ≤ α = 0.05, 5 + 5 runs). Rule: two-sided Mann–Whitney U test on the "
+        "raw warm times (exact; normal with tie correction past 8 runs a side or with ties), "
+        "α = 0.05;"
     )
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata, require_mapping
-from gpubench_nb.engine.backends.presets import minilm_source_dir, wordpiece_dir
-from gpubench_nb.engine.backends.registry import PRESETS
-from gpubench_nb.engine.backends.tokenization import tokenizer_files
+from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
+from gpubench_nb.engine.backends.presets import BuildSpec
+from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
 
@@ -58,23 +58,16 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     A folder whose recorded build declaration (backend, seed, context, options, classes,
     train/tune revisions, MiniLM source revision) matches is reused as is; a different one is
     replaced only with ``force`` (R1.1: a frozen model is never silently rebuilt)."""
-    from gpubench_nb.engine.backends.bow import BOW_OPTIONS, build_bow
-    from gpubench_nb.engine.backends.minilm import ENCODER_FILES, MINILM_OPTIONS, build_minilm
-
     backend = exp.model.backend
-    if backend not in PRESETS:
+    entry = backend_entry(backend)
+    if not entry.preset:
         raise BackendError(
             f"model.backend {backend!r} has nothing to build: build-model builds the presets "
             f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
         )
-    defaults = BOW_OPTIONS if backend == "bow" else MINILM_OPTIONS
-    options = require_mapping(dict(exp.model.build or {}), defaults, f"the {backend} preset")
-    # bow: the shipped WordPiece files, byte-identical to the MiniLM package's (the same
-    # source_revision); minilm: the package itself (its encoder).
-    source = minilm_source_dir() if backend == "minilm" else wordpiece_dir()
-    source_files = tokenizer_files(source)
-    if backend == "minilm":
-        source_files += [source / name for name in ENCODER_FILES]
+    preset = entry.module()  # its preset_options, preset_source and build_preset
+    options = preset.preset_options(exp.model.build)
+    source, source_files = preset.preset_source()
     train = _load_split(exp, "train")
     tune = _load_split(exp, "tune")
     _check_disjoint(exp, train, tune)
@@ -95,19 +88,9 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
 
-    builder = build_bow if backend == "bow" else build_minilm
-    builder(
-        train.texts,
-        train.labels,
-        tune.texts,
-        tune.labels,
-        exp.classes,
-        out_dir,
-        seed=exp.seed,
-        context=context,
-        options=options,
-        provenance=provenance,
-    )
+    splits = (train.texts, train.labels, tune.texts, tune.labels)
+    spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
+    preset.build_preset(spec, out_dir)
     return out_dir
 
 
@@ -145,3 +128,38 @@ def _refuse_unless_forced(
         "to build beside it",
         rule="R1.1",
     )
+
+
+def build_summary(exp: Any, out_dir: Path) -> list[str]:
+    """What build-model chose on tune (R1.4), in lines for the terminal: the tune macro-F1, the
+    choice (epochs or C), a warning when it sits at the edge of its grid, and the room the
+    declared quality.threshold leaves below the tune value (eval may score lower than tune)."""
+    meta = read_metadata(out_dir)
+    tune, (name, value) = meta["tune_macro_f1"], next(iter(meta["chosen"].items()))
+    grid = meta.get("tune_macro_f1_by_epoch") or list(meta.get("tune_macro_f1_by_c") or {})
+    tried = list(range(1, len(grid) + 1)) if name == "epochs" else [float(c) for c in grid]
+    lines = [
+        f"tune        macro-F1 {tune:.3f} on {meta['tune_count']} tune items "
+        f"(trained on {meta['train_count']})",
+        f"chosen      {name} = {value:g} (best on tune, of {len(tried)} tried: "
+        f"{', '.join(f'{t:g}' for t in tried)})",
+    ]
+    option = "max_epochs" if name == "epochs" else "c_grid"
+    if len(tried) > 1 and (value == max(tried) or (name == "C" and value == min(tried))):
+        lines.append(
+            f"WARNING     {name} = {value:g} is at the edge of the grid tried: tune may improve "
+            f"beyond it; widen model.build.{option} and rebuild with --force"
+        )
+    q = exp.quality
+    room = tune - q.threshold if q.metric == "macro_f1" else None
+    suggested = math.floor((tune - 0.05) * 100) / 100
+    if room is None:
+        lines.append(f"threshold   {q.metric} {q.threshold} (tune reports macro-F1 only)")
+    elif room < 0.05:
+        lines.append(
+            f"WARNING     quality.threshold {q.threshold} leaves {room:+.3f} below tune; eval "
+            f"often scores a few points lower: about {suggested:.2f} leaves room for it"
+        )
+    else:
+        lines.append(f"threshold   {q.threshold}, {room:.3f} below tune: room for eval to differ")
+    return lines

@@ -95,7 +95,7 @@ def pad_id_problem(text_config: Any, folder: Path) -> str | None:
     """Why ``config.pad_token_id`` cannot pad this model's rows (with the fix), or None.
 
     Read from the config alone, so ``validate`` and ``run`` refuse it before any kernel starts
-    and the message reaches the terminal, not only a failed row's notes (issue 22 §6)."""
+    and the message reaches the terminal, not only a failed row's notes."""
     config_pad = getattr(text_config, "pad_token_id", None)
     if config_pad is None:
         return None

@@ -1,4 +1,4 @@
-"""Import what a backend needs before the load clock starts (R3.2, issue 23 §1).
+"""Import what a backend needs before the load clock starts (R3.2).
 
 In a fresh process, importing torch and transformers (and what they pull in: scipy, sympy,
 torch.distributed ...) took 98 % of a recorded 8.4 s load on an H200. Imports are not loading
@@ -8,7 +8,7 @@ timed on their own as ``import_seconds``, so ``load_seconds`` covers reading the
 placing the weights. Nothing else is imported: a measuring kernel imports only what it uses
 (``tests/engine/test_imports.py`` checks ``sys.modules``). A backend whose registry entry says
 ``plain_tokenizer`` (bow), whose built folder declares the shipped WordPiece files, imports
-``tokenizers`` and never transformers (issue 25: ~0.9 s of every fresh kernel on 2 cores).
+``tokenizers`` and never transformers (~0.9 s of every fresh kernel on 2 cores).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from gpubench_nb.engine.backends.base import read_metadata
@@ -36,13 +37,6 @@ _TOKENIZER_SUPPORT = (
 )
 # Modules every backend's load uses besides its own (the registry imports that one).
 _COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_errors")
-# Which transformers auto mapping names the model class, per backend (None: no HF model).
-_MODEL_MAPPING = {
-    "bow": None,
-    "minilm": "MODEL_MAPPING_NAMES",
-    "hf": "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES",
-    "causal_lm": "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-}
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -77,20 +71,18 @@ def _tokenizer_class(name: str) -> None:
         pass
 
 
-def _model_classes(backend: str, model_path: Path) -> list[str]:
-    mapping_name = _MODEL_MAPPING.get(backend)
+def _model_classes(module: ModuleType, model_path: Path) -> list[str]:
+    """The transformers classes a backend's load names (its module's ``AUTO_CLASSES``) and the
+    model class its folder's config.json maps to in the module's ``MODEL_MAPPING``."""
+    mapping_name = getattr(module, "MODEL_MAPPING", None)
     if mapping_name is None:
-        return []
+        return []  # no Hugging Face model (bow)
     from transformers.models.auto import modeling_auto
 
-    names = ["AutoModel" if backend == "minilm" else "AutoModelForSequenceClassification"]
-    if backend == "causal_lm":
-        names = ["AutoModelForCausalLM", "GenerationConfig"]
-    model_type = _json(Path(model_path) / "config.json").get("model_type")
-    if backend == "minilm":
-        model_type = model_type or "bert"
+    config = _json(Path(model_path) / "config.json")
+    model_type = config.get("model_type") or getattr(module, "DEFAULT_MODEL_TYPE", None)
     mapped = getattr(modeling_auto, mapping_name, {}).get(model_type)
-    names += mapped if isinstance(mapped, (list, tuple)) else [mapped]
+    names = [*module.AUTO_CLASSES, *(mapped if isinstance(mapped, (list, tuple)) else [mapped])]
     return [n for n in names if n]
 
 
@@ -106,7 +98,7 @@ def _declares_shipped_wordpiece(model_path: Path) -> bool:
     """Whether a built folder declares the shipped WordPiece files as its tokenizer. Its load
     then reads them with ``tokenizers`` alone, and it refuses any other tokenizer folder
     (R1.1): the declaration decides, read, not hashed. The files are hashed once per run, by
-    fingerprinting, never inside ``import_seconds`` (issue 25)."""
+    fingerprinting, never inside ``import_seconds``."""
     try:
         meta = read_metadata(Path(model_path))
     except (BackendError, OSError):
@@ -127,10 +119,10 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
         _optional(name)
         asked.append(name)
     entry = REGISTRY.get(model.backend)  # unknown: load_backend refuses it with the list
+    module = entry.module() if entry is not None else None  # the backend's module (registry)
     if entry is not None:
-        entry.backend_class()  # imports the backend's module (the registry, issue 21)
-        asked.append(f"gpubench_nb.engine.backends.{entry.module}")
-    if entry is not None and entry.plain_tokenizer and _declares_shipped_wordpiece(model.path):
+        asked.append(entry.module_name)
+    if module and module.BACKEND.plain_tokenizer and _declares_shipped_wordpiece(model.path):
         import tokenizers  # noqa: F401  (the shipped WordPiece files, read without transformers)
 
         return [*asked, "tokenizers"]
@@ -139,7 +131,8 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     asked.append("transformers")
     for name in _TOKENIZER_SUPPORT:
         _optional(name)
-    classes = _tokenizer_classes(tokenizer.path) + _model_classes(model.backend, model.path)
+    classes = _tokenizer_classes(tokenizer.path)
+    classes += _model_classes(module, model.path) if module else []
     for name in classes:
         _transformers_class(name)
     for name in _tokenizer_classes(tokenizer.path)[1:]:  # as AutoTokenizer will look it up

@@ -10,7 +10,7 @@ from gpubench_nb.engine.backends.registry import USER_FOLDERS, backend_entry
 from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES
 from gpubench_nb.errors import BackendError
 
-__all__ = ["USER_FOLDERS", "check_declared_model"]  # USER_FOLDERS: the registry's (issue 21)
+__all__ = ["USER_FOLDERS", "check_declared_model"]  # USER_FOLDERS: the registry's
 
 
 def _missing(model_dir: Path, tokenizer_dir: Path) -> list[str]:
@@ -35,7 +35,7 @@ def _missing(model_dir: Path, tokenizer_dir: Path) -> list[str]:
 def check_declared_model(exp: Any) -> list[str]:
     """Lines for `validate` about the declared model folder, or a BackendError listing every
     missing file and how to provide it (R1.1: weights are never downloaded at run time)."""
-    entry = backend_entry(exp.model.backend)  # the registry says what to check (issue 21)
+    entry = backend_entry(exp.model.backend)  # the registry says what to check
     if entry.preset:
         return []
     model_dir, tokenizer_dir = Path(exp.model.path), Path(exp.tokenizer.path)

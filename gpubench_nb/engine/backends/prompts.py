@@ -49,7 +49,7 @@ class PromptTokenizer:
         self._check_distinct()
 
     def _check_distinct(self) -> None:
-        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3; issue 22 §6): two
+        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3): two
         classes scored on the same tokens (`` admin`` and `` ADMIN`` under a lower-casing
         tokenizer), a verbalisation that is the unknown token, or (generate) two answers equal
         after the declared normalisation. One class would never be predicted."""

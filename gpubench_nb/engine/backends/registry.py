@@ -1,12 +1,12 @@
-"""The backend registry: one entry per declared ``model.backend`` name (issue 21).
+"""The backend registry: one entry per declared ``model.backend`` name (R2.1).
 
-Each entry says how to get the class (imported when asked: torch and transformers load only
-for the backend used), which files its model revision covers (R1.1), whether ``build-model``
-builds it (a preset) or the user brings its folder (whose declaration ``validate`` checks, in
-``model_check``), whether it takes the declared prompt, and whether it can tokenise without
-transformers. ``load_backend``,
-``fingerprints_for``, ``build_model``, ``model_check`` and the pipeline read this table;
-nothing else dispatches on the name.
+The names and which are presets are declared once, in ``protocol.experiment_spec``, which take
+a prompt in ``protocol.prompting``; each name's code is the module of that name under this package,
+imported only when asked (torch and transformers load only for the backend used). That module
+gives ``BACKEND`` (its class), ``model_files(folder)`` (what its model revision covers, R1.1),
+and, for a preset, ``preset_options``, ``preset_source`` and ``build_preset`` (build-model).
+``load_backend``, ``fingerprints_for``, ``build_model``, ``import_backend_modules``,
+``model_check`` and the pipeline read this table; nothing else dispatches on the name.
 """
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import BACKENDS
+from gpubench_nb.protocol.experiment_spec import (
+    BACKENDS,
+    PRESET_BACKENDS,
+    USER_BACKENDS,
+)
+from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
 
 _PACKAGE = "gpubench_nb.engine.backends"
 
@@ -26,38 +32,37 @@ class BackendEntry:
     """What the tool knows of one backend name, without importing its model code."""
 
     name: str
-    module: str  # under gpubench_nb.engine.backends
-    class_name: str
-    files_module: str  # the module whose model_files(folder) lists the fingerprinted files
-    preset: bool  # built by `build-model` from a seed (bow, minilm); else the user's folder
-    prompt: bool  # takes the declared model.prompt (causal_lm, R2.5)
-    # reads the shipped WordPiece files with `tokenizers` alone, never importing transformers
-    # (tokenization.TextTokenizer, issue 25); another tokenizer folder still goes through it
-    plain_tokenizer: bool = False
+
+    @property
+    def preset(self) -> bool:
+        """Built by ``build-model`` from a seed (bow, minilm); else the user's folder."""
+        return self.name in PRESET_BACKENDS
+
+    @property
+    def prompt(self) -> bool:
+        """Takes the declared model.prompt (R2.5)."""
+        return self.name in PROMPT_BACKENDS
+
+    @property
+    def module_name(self) -> str:
+        return f"{_PACKAGE}.{self.name}"
+
+    def module(self) -> ModuleType:
+        """The backend's module (imported now)."""
+        return importlib.import_module(self.module_name)
 
     def backend_class(self) -> type:
         """The Backend class (its module imported now)."""
-        return getattr(importlib.import_module(f"{_PACKAGE}.{self.module}"), self.class_name)
+        return self.module().BACKEND
 
     def model_files(self, folder: Path) -> list[Path]:
         """The files of ``folder`` that ``load`` reads, so the model revision covers (R1.1)."""
-        return importlib.import_module(f"{_PACKAGE}.{self.files_module}").model_files(folder)
+        return self.module().model_files(folder)
 
 
-REGISTRY: dict[str, BackendEntry] = {
-    entry.name: entry
-    for entry in (
-        BackendEntry(
-            "bow", "bow", "BowBackend", "bow", preset=True, prompt=False, plain_tokenizer=True
-        ),
-        BackendEntry("minilm", "minilm", "MinilmBackend", "minilm", preset=True, prompt=False),
-        BackendEntry("hf", "hf", "HfBackend", "hf", preset=False, prompt=False),
-        # the same config.json + weights as hf (R1.1)
-        BackendEntry("causal_lm", "causal_lm", "CausalLmBackend", "hf", preset=False, prompt=True),
-    )
-}
-PRESETS = tuple(name for name, entry in REGISTRY.items() if entry.preset)
-USER_FOLDERS = tuple(name for name, entry in REGISTRY.items() if not entry.preset)
+REGISTRY: dict[str, BackendEntry] = {name: BackendEntry(name) for name in BACKENDS}
+PRESETS = PRESET_BACKENDS
+USER_FOLDERS = USER_BACKENDS
 
 
 def backend_entry(name: str) -> BackendEntry:

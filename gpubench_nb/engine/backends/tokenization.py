@@ -18,7 +18,7 @@ class Tokenized:
     """Token IDs of each text in corpus order, already cut to the context limit (R2.3).
 
     It lives here, not in ``base``, so that ``base`` imports ``tokenization`` and never the
-    reverse (issue 21: the package has no import circle; tests/test_layout.py)."""
+    reverse (the package has no import circle; tests/test_layout.py)."""
 
     input_ids: list[list[int]]
     truncated_texts: int  # texts longer than the context, special tokens included
@@ -37,13 +37,13 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
     "tokenizer.model",
-    # chat templates change the rendered prompt (issue 23 §7): part of the revision
+    # chat templates change the rendered prompt: part of the revision
     "chat_template.jinja",
     "chat_template.json",
 )
 CHAT_TEMPLATE_DIR = "additional_chat_templates"  # transformers reads every *.jinja in it
 # all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
-# and the Apache-2.0 licence beside it): the bow preset needs nothing else (issue 23).
+# and the Apache-2.0 licence beside it): the bow preset needs nothing else.
 WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
 # Their revision (sha256_files of the tokenizer files, R1.1), as in every bow lock since the
 # first demo; a constant so that a load compares it without hashing (R3.2). The test suite
@@ -94,7 +94,7 @@ class TextTokenizer:
     library alone when the caller allows it (``plain=True``) and the folder's revision is
     theirs: the same Rust tokenizer gives the same IDs (tests/engine/test_tokenization.py checks
     every text of the corpus), and a bow run then never imports transformers, about 0.9 s of
-    every scheduled run's fresh kernel on 2 cores (issue 25)."""
+    every scheduled run's fresh kernel on 2 cores."""
 
     def __init__(self, path: Path, *, revision: str | None = None, plain: bool = False) -> None:
         """Load the tokenizer once. ``revision``: its fingerprint, taken before a timed load

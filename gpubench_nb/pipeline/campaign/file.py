@@ -18,28 +18,65 @@ from typing import Any
 
 from gpubench_nb.economics.offers import load_offers, resolve_offer
 from gpubench_nb.errors import GpubenchError, ProtocolError
+from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment import Checker, load_experiment
 from gpubench_nb.protocol.experiment_spec import PACKAGE_DAYS, Experiment
 from gpubench_nb.protocol.yamlio import read_yaml
 
-TOP_KEYS = ("campaign_id", "experiment", "offers", "notes", "targets")
-TARGET_KEYS = ("id", "offer", "local", "slurm", "manual")
-REACHES = ("local", "slurm", "manual")
-OFFER_KEYS = ("id", "days", "lots")
-LOCAL_KEYS = ("gpus", "time_limit_minutes", "setup")
-SLURM_KEYS = (
-    "partition",
-    "account",
-    "gpus",
-    "gres",
-    "time_limit_minutes",
-    "exclusive",
-    "sbatch",
-    "setup",
-    "python",
-)
-MANUAL_KEYS = ("host",)
 DEFAULT_LOCAL_LIMIT_MINUTES = 24 * 60
+_SETUP = {
+    "type": "array",
+    "items": schema.text("a shell line"),
+    "description": 'lines run before the job, e.g. ["module load cuda/12.4"]',
+}
+_LIMIT = schema.integer("the job's wall-clock limit")
+TARGET = schema.section("one machine or partition, standing for one offer", {
+    "id": schema.text("names outputs/<campaign_id>/<id>/", pattern=schema.ID_PATTERN),
+    "offer": schema.section("the offer it stands for (R5.1, R5.2)", {
+        "id": schema.text("an offer id of the offers table, or its prefix"),
+        "days": schema.enum("whole package length", PACKAGE_DAYS),
+        "lots": schema.integer("billed lots"),
+    }, required=("id", "days", "lots")),
+    "local": {**schema.section("this machine; targets run one after the other", {
+        "gpus": schema.integer("whole GPUs (CUDA_VISIBLE_DEVICES 0..gpus-1; 0: CPU)", 0),
+        "time_limit_minutes": {**_LIMIT, "default": DEFAULT_LOCAL_LIMIT_MINUTES},
+        "setup": _SETUP,
+    }, required=("gpus",)), "type": ["object", "null"]},
+    "slurm": schema.section("a Slurm partition, whole GPUs, one job", {
+        "partition": schema.text("the partition holding the GPUs"),
+        "account": schema.text("the account charged"),
+        "gpus": schema.integer("whole GPUs (0: a CPU partition, no --gres)", 0),
+        "gres": schema.text("e.g. gpu:h100:1; must request the same gpus"),
+        "time_limit_minutes": _LIMIT,
+        "exclusive": schema.flag("a node of its own", default=True),
+        "sbatch": {"type": "object", "description": "other long options: qos, mem, ..."},
+        "setup": _SETUP,
+        "python": schema.text("the interpreter on the nodes (default: this one)"),
+    }, required=("partition", "gpus", "time_limit_minutes")),
+    "manual": {**schema.section("a rented box: run there with run --protocol, copy back", {
+        "host": schema.text("where it is, for the printed instructions")}),
+        "type": ["object", "null"]},
+}, required=("id", "offer"))  # fmt: skip
+TARGET["oneOf"] = [{"required": [reach]} for reach in ("local", "slurm", "manual")]
+CAMPAIGN = schema.section(
+    "The campaign file (`parameters/campaign-offers.yaml`): one experiment, frozen once, "
+    "measured on several targets (R1.3, R5.1).",
+    {
+        "campaign_id": schema.text("names outputs/<campaign_id>/", pattern=schema.ID_PATTERN),
+        "experiment": schema.text("the experiment YAML, relative to this file"),
+        "offers": schema.text("the offers table (default: the experiment's pricing.offers)"),
+        "notes": {"type": "string", "description": "free text"},
+        "targets": {"type": "array", "minItems": 1, "items": TARGET,
+                    "description": "one entry per machine"},
+    },
+    required=("campaign_id", "experiment", "targets"),
+)  # fmt: skip
+TOP_KEYS = schema.keys(CAMPAIGN)
+TARGET_KEYS = schema.keys(TARGET)
+REACHES = ("local", "slurm", "manual")
+OFFER_KEYS, LOCAL_KEYS, SLURM_KEYS, MANUAL_KEYS = (
+    schema.keys(TARGET["properties"][k]) for k in ("offer", *REACHES)
+)
 # sbatch options the campaign sets itself; an extra option may not contradict them.
 SET_BY_CAMPAIGN = ("partition", "account", "gres", "time", "exclusive", "job-name", "output")
 SET_BY_CAMPAIGN += ("error", "open-mode", "signal", "gpus", "gpus-per-node")
@@ -124,9 +161,9 @@ def load_campaign(path: str | Path) -> Campaign:
     """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
     source = Path(path).resolve()
     # The one YAML reader (R1.3): a key given twice is refused, not "the last one wins", with
-    # the experiment file's size, alias and depth limits (issue 22 §5).
+    # the experiment file's size, alias and depth limits.
     raw = read_yaml(source, what="campaign", error=ProtocolError, rule="R1.3")
-    check = Checker(source)
+    check = Checker(source, CAMPAIGN)
     top = check.keys("", raw, TOP_KEYS)
     for key in ("campaign_id", "experiment", "targets"):
         if key not in top:

@@ -57,7 +57,7 @@ class CampaignResult:
         return any(state == "failed" for state in self.states.values())
 
     def states_text(self) -> str:
-        """One ``target: state`` line per target, with its bundle's absolute path (issue 25)."""
+        """One ``target: state`` line per target, with its bundle's absolute path."""
         return "".join(
             f"{target}: {state}  bundle {self.campaign_dir / target}\n"
             for target, state in self.states.items()
@@ -125,7 +125,7 @@ def run_campaign(
     forced = {campaign.target(t).id for t in resubmit or []}
     jobs = _jobs_module()
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    # The one output guard (R5.6, issue 22 §2): never into a bundle, whether --output-dir lies
+    # The one output guard (R5.6): never into a bundle, whether --output-dir lies
     # inside one or the campaign_id names an existing bundle's folder.
     check_output_folder(Path(output_dir), option="--output-dir")
     check_output_folder(

@@ -21,9 +21,6 @@ from gpubench_nb.protocol.lock import LOCK_NAME
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
-# The protocol is frozen in frozen/, not in the campaign folder itself: a folder holding a
-# protocol.lock.json is a bundle, and the targets' bundles must not lie inside one (R5.6).
-FROZEN_DIR = "frozen"
 STATES = ("pending", "submitted", "running", "completed", "failed", "manual")
 
 
@@ -34,7 +31,7 @@ def campaign_dir_for(output_dir: Path, campaign_id: str) -> Path:
 
 def frozen_dir_for(campaign_dir: Path) -> Path:
     """``<campaign>/frozen``: the campaign's protocol.lock.json, kept experiment and corpus."""
-    return Path(campaign_dir) / FROZEN_DIR
+    return Path(campaign_dir) / layout.CAMPAIGN_FROZEN_DIR
 
 
 def read_state(campaign_dir: Path) -> dict[str, Any]:

@@ -23,10 +23,9 @@ from gpubench_nb.pipeline.campaign.state import (
     read_state,
     verification,
 )
+from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output_file
-
-REPORT_NAME = "report.html"
 
 
 def campaign_status(
@@ -140,7 +139,7 @@ def campaign_report(
             rule="R5.6",
         )
     report = Path(out) if out else campaign_dir / REPORT_NAME
-    check_output_file(  # the one output guard (R5.6, issue 22 §2)
+    check_output_file(  # the one output guard (R5.6)
         report,
         option="--out" if out else "the campaign report",
         inputs=[Path(path), *ready],

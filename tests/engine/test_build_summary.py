@@ -1,0 +1,52 @@
+"""build-model ends with what it chose on tune (R1.4): before, it printed "model ready" only,
+and the tune value, the choice and a choice at the edge of its grid were inside
+gpubench_model.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+from gpubench_nb.engine.backends.base import METADATA_FILE
+from gpubench_nb.engine.backends.build import build_summary
+
+
+def _built(tmp_path: Path, **facts: object) -> Path:
+    (tmp_path / METADATA_FILE).write_text(
+        json.dumps({"train_count": 500, "tune_count": 200, **facts}), encoding="utf-8"
+    )
+    return tmp_path
+
+
+def _exp(threshold: float, metric: str = "macro_f1") -> SimpleNamespace:
+    return SimpleNamespace(quality=SimpleNamespace(metric=metric, threshold=threshold))
+
+
+def test_a_last_epoch_choice_is_flagged_and_a_tight_threshold_gets_a_suggestion(
+    tmp_path: Path,
+) -> None:
+    folder = _built(
+        tmp_path,
+        tune_macro_f1=0.513,
+        chosen={"epochs": 4},
+        tune_macro_f1_by_epoch=[0.31, 0.42, 0.49, 0.513],
+    )
+    text = "\n".join(build_summary(_exp(0.5), folder))
+    assert "macro-F1 0.513 on 200 tune items" in text
+    assert "epochs = 4 (best on tune, of 4 tried: 1, 2, 3, 4)" in text
+    assert "edge of the grid" in text and "model.build.max_epochs" in text
+    assert "quality.threshold 0.5 leaves +0.013 below tune" in text and "about 0.46" in text
+
+
+def test_a_c_inside_its_grid_is_not_flagged_and_a_roomy_threshold_says_so(
+    tmp_path: Path,
+) -> None:
+    scores = {"0.1": 0.7, "1.0": 0.856, "10.0": 0.85}
+    folder = _built(tmp_path, tune_macro_f1=0.856, chosen={"C": 1.0}, tune_macro_f1_by_c=scores)
+    lines = build_summary(_exp(0.75), folder)
+    assert lines[1].startswith("chosen      C = 1 (best on tune, of 3 tried: 0.1, 1, 10)")
+    assert not [line for line in lines if line.startswith("WARNING")]
+    assert lines[-1] == "threshold   0.75, 0.106 below tune: room for eval to differ"
+    smallest = _built(tmp_path, tune_macro_f1=0.8, chosen={"C": 0.1}, tune_macro_f1_by_c=scores)
+    assert "edge of the grid" in "\n".join(build_summary(_exp(0.7), smallest))

@@ -1,0 +1,104 @@
+"""The JSON Schemas of the files a user writes come from the declarations validate uses (R1.3):
+the shipped YAMLs pass both, a misspelled key fails both, the docs are regenerated from them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from gpubench_nb.cli import main, schemas
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.experiment import load_experiment
+
+ROOT = Path(__file__).resolve().parent.parent
+PARAMETERS = sorted((ROOT / "parameters").glob("*.yaml"))
+
+
+def _printed(capsys: pytest.CaptureFixture, *argv: str) -> str:
+    assert main(["schema", *argv]) == 0
+    return capsys.readouterr().out
+
+
+def _errors(kind: str, data: object) -> list[str]:
+    document = schema.document(kind, schemas()[kind])
+    plain = json.loads(json.dumps(data))  # what an editor sees: mapping keys are strings
+    return [e.message for e in jsonschema.Draft202012Validator(document).iter_errors(plain)]
+
+
+def _kind(path: Path) -> str:
+    first = path.read_text(encoding="utf-8").splitlines()[0]
+    assert first.startswith("# yaml-language-server: $schema=../docs/schema/"), path
+    target = (path.parent / first.split("$schema=")[1]).resolve()
+    assert target.is_file(), target
+    return target.stem
+
+
+@pytest.mark.parametrize("path", PARAMETERS, ids=lambda p: p.name)
+def test_every_shipped_yaml_names_its_schema_and_passes_it(path: Path) -> None:
+    assert _errors(_kind(path), yaml.safe_load(path.read_text(encoding="utf-8"))) == []
+
+
+def test_the_printed_schema_validates_the_demo_and_rejects_a_misspelled_key(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    document = json.loads(_printed(capsys, "experiment"))
+    demo = yaml.safe_load((ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8"))
+    jsonschema.validate(demo, document)
+    demo["quality"]["metrc"] = demo["quality"].pop("metric")
+    with pytest.raises(jsonschema.ValidationError, match="metrc"):
+        jsonschema.validate(demo, document)
+    # validate refuses the same key, naming the one it meant
+    text = (ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8")
+    broken = tmp_path / "demo.yaml"
+    broken.write_text(text.replace("  metric: macro_f1", "  metrc: macro_f1"), encoding="utf-8")
+    with pytest.raises(ProtocolError, match="quality.metrc: unknown key. Fix: did you mean"):
+        load_experiment(broken)
+
+
+@pytest.mark.parametrize("section", ["", "corpus", "quality", "model", "fixed", "timing"])
+def test_an_unknown_key_in_any_section_fails_the_schema_and_the_validator(
+    section: str, tmp_path: Path
+) -> None:
+    demo = yaml.safe_load((ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8"))
+    (demo[section] if section else demo)["zzz_unknown"] = 1
+    assert _errors("experiment", demo)
+    path = tmp_path / "x.yaml"
+    path.write_text(yaml.safe_dump(demo), encoding="utf-8")
+    with pytest.raises(ProtocolError, match="zzz_unknown: unknown key"):
+        load_experiment(path)
+
+
+def test_an_unknown_build_option_fails_validate_with_exit_2_naming_the_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # It passed validate (exit 0) and was refused only by build-model.
+    text = (ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "demo.yaml"
+    edited = text.replace("build: {}", "build: {epochs: 20, dim: 0}").replace("../", f"{ROOT}/")
+    path.write_text(edited.replace("offers.yaml", f"{ROOT}/parameters/offers.yaml"), "utf-8")
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "model.build.epochs: unknown key. Fix: did you mean 'max_epochs'?" in err
+    assert "model.build.dim: 0 is less than the minimum of 1" in err
+    demo = yaml.safe_load(text)
+    demo["model"]["build"] = {"epochs": 20}
+    assert _errors("experiment", demo)  # the schema says the same
+
+
+def test_the_reference_page_and_schema_files_are_current_and_name_every_key(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    page = _printed(capsys, "--reference")
+    fix = "regenerate: gpubench-nb schema --reference > docs/REFERENCE.md (and docs/schema/)"
+    assert (ROOT / "docs" / "REFERENCE.md").read_text(encoding="utf-8") == page, fix
+    for kind, declared in schemas().items():
+        shipped = (ROOT / "docs" / "schema" / f"{kind}.json").read_text(encoding="utf-8")
+        assert shipped == _printed(capsys, kind), fix
+        for where, _, _ in schema.rows(declared):
+            assert f"`{where.split(' ')[0]}`" in page, where
+    assert "`model.build.max_epochs` (bow)" in page and "`model.build.c_grid` (minilm)" in page
