@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,7 +14,6 @@ from gpubench_nb.cli_parser import build_parser
 from gpubench_nb.errors import GpubenchError
 
 EXIT_NOT_ACCEPTED = 1
-EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
 
 
@@ -41,9 +41,16 @@ def _build_model(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from gpubench_nb.pipeline.interrupt import stop_on_signals, terminate_children
     from gpubench_nb.pipeline.progress import run_with_progress
 
-    print(run_with_progress(**_given(args), stream=sys.stderr))
+    try:  # SIGTERM and SIGUSR2 are heard as Ctrl-C is: recorded, redone, non-zero (R3.6)
+        with stop_on_signals(chain=()):
+            summary = run_with_progress(**_given(args), stream=sys.stderr)
+    except KeyboardInterrupt:
+        terminate_children()  # no kernel goes on writing into the run to be redone
+        raise
+    print(summary)
     return 0
 
 
@@ -63,9 +70,9 @@ def _csv_check(args: argparse.Namespace) -> int:
 
 
 def _check_bundle(args: argparse.Namespace) -> int:
-    from gpubench_nb.protocol.audit import check_bundle
+    from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = check_bundle(args.bundle)
+    problems = verify_bundle(args.bundle)
     ok = f"{args.bundle}: every check re-derived and matching; manifest intact"
     return _verdict(problems, ok, refused=1)
 
@@ -120,8 +127,12 @@ def _written(what: str, path: str | Path) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
+    from gpubench_nb.report.render import executed_notebook
 
-    return _written("report", render_comparison(**_given(args)))
+    path = render_comparison(**_given(args))
+    _written("report", path)
+    print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
+    return 0
 
 
 def _classify(args: argparse.Namespace) -> int:
@@ -207,7 +218,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         if note:
             print(f"resume: {_resume_command(argv)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        name = getattr(exc, "signal_name", "SIGINT")  # 128 + the signal, as a shell reports
+        return 128 + getattr(signal, name, signal.SIGINT)
     except BrokenPipeError:
         return _stdout_closed(args.command)
     except OSError as exc:

@@ -18,9 +18,10 @@ shown failing on a planted fault by ``--device cpu`` (the CPU smoke mode; ``PLAN
   production load (``pipeline.run._load``, its import clock started before ``import torch``)
   and cold / warm passes against CUDA events; ``load/imports/<row>``: its import_seconds against
   a fresh ``python -c "import torch"`` measured just before it, and its residency at load start.
-- optimised rows (``hf/bf16/b16/compile=default``, ``.../quantization=int8_weight_only``):
-  applied after the timed load by ``engine.optimise``, their seconds recorded apart from the
-  load and the passes, the warm pass free of recompilations; SKIP where a package is missing.
+- A row may name one optimisation (``hf/bf16/b16/compile=default``,
+  ``.../quantization=int8_weight_only``): applied after the timed load by ``engine.optimise``,
+  its seconds recorded apart from the load and the passes, the warm pass free of
+  recompilations, peaks >= the quantised weights.
 
 MiniLM-shaped models with random weights are built from MiniLM's config (no download);
 ``--prepare`` (run here first) copies config + tokenizer to models/gpu-check/minilm-source and

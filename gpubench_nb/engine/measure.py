@@ -37,6 +37,7 @@ class PassResult:
     tokens_processed: int | None = None  # where the backend counts them (tokens/s)
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
     gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
+    out_of_memory: bool = False  # the failure was the device running out of memory (R5.8)
 
     @property
     def ok(self) -> bool:
@@ -411,6 +412,7 @@ def _failed(
         dropped_tokens=None if tokenized is None else tokenized.dropped_tokens,
         error=error,
         notes=(event,),
+        out_of_memory=isinstance(exc, torch.cuda.OutOfMemoryError),
         predictions_path=None,
         item_count=None,
         gpu_telemetry=telemetry,

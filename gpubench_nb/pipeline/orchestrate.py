@@ -19,6 +19,7 @@ from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
 from gpubench_nb.kernel import (
     ECONOMICS_STEP,
@@ -154,8 +155,9 @@ def prepare_bundle(
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()
-        shutil.copy2(experiment.source, kept / "experiment.yaml")
-        shutil.copy2(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
+        # the content only: a copy gets a new file's mode (0666 & ~umask), as every bundle file
+        shutil.copyfile(experiment.source, kept / "experiment.yaml")
+        shutil.copyfile(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
     expected = bundle_dir / layout.EXPECTED_IDS_NAME
     if not expected.exists():
         write_expected_ids(corpus, expected)
@@ -282,6 +284,7 @@ def run_experiment(
     exactly (R1.3); ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing``
     (offers, offer, days, lots) replaces the experiment's pricing section, which is not frozen.
     """
+    check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
         experiment.variant(variant_id)  # unknown ids fail before anything runs

@@ -58,6 +58,7 @@ class LoadOutcome:
     residency: dict[str, Any] | None = None
     error: str | None = None
     event: str | None = None
+    out_of_memory: bool = False  # R5.8: recorded in run.json, read by the report
 
 
 def _load(
@@ -131,7 +132,8 @@ def _load(
         out.memory = _readings_so_far(probe)
         message = " ".join(str(exc).split())[:500]
         out.error = f"load failed: {type(exc).__name__}: {message}"
-        if _is_oom(exc):
+        out.out_of_memory = _is_oom(exc)
+        if out.out_of_memory:
             out.event = (
                 f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
                 "(never 0); memory readings taken so far kept; no pass was run"
@@ -319,7 +321,7 @@ def _load_backend(
         notes.facts.append(residency_text(loaded.residency))
     backend = loaded.backend
     if loaded.error is not None:
-        record["error"] = loaded.error
+        record.update(error=loaded.error, out_of_memory=loaded.out_of_memory)
         notes.events.append(loaded.event or "")
         notes.events.extend(loaded.memory.problems())
         return backend

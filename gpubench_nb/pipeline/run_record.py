@@ -122,6 +122,7 @@ def record_pass(result: PassResult, record: dict[str, Any], notes: RunNotes) -> 
         off_label_answers=result.off_label_answers,
         predictions=PREDICTIONS_NAME if result.predictions_path is not None else None,
         error=result.error,
+        out_of_memory=result.out_of_memory,  # R5.8, read by the report (never the message)
         gpu_telemetry=result.gpu_telemetry,
     )
     if result.gpu_telemetry is not None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.errors import ResultsError
+from gpubench_nb.errors import BundleError, ResultsError
 from gpubench_nb.protocol.acceptance import AcceptanceReport, check_predictions, write_checks
 from gpubench_nb.protocol.bundle import (
     CHECKS_NAME,
@@ -82,8 +83,13 @@ def kept_reference_value(bundle_dir: Path) -> float | None:
     path = Path(bundle_dir) / REFERENCE_NAME
     if not path.exists():
         return None
-    value = json.loads(path.read_text(encoding="utf-8")).get("reference_value")
-    return float(value) if isinstance(value, int | float) else None
+    try:
+        value = json.loads(path.read_text(encoding="utf-8")).get("reference_value")
+    except (OSError, ValueError, RecursionError, AttributeError) as exc:
+        raise BundleError(
+            f"{path}: unreadable ({str(exc)[:200]}); fix: restore it", rule="R1.3"
+        ) from None
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:

@@ -9,6 +9,7 @@ bundle made before a record grew a field still verifies and reports (R5.6).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -109,15 +110,30 @@ class _Reader:
         return _Reader(data, self.where, self.error, self.rule, path)
 
 
+def _sane_number(text: str) -> float | int:
+    """A JSON number a record can hold: at most 40 characters, finite."""
+    value = float(text) if len(text) <= 40 and any(c in text for c in ".eE") else None
+    if len(text) > 40 or value is not None and not math.isfinite(value):
+        raise ValueError(f"the number {text[:24]}... ({len(text)} characters) is out of range")
+    return int(text) if value is None else value
+
+
 def _read_json_file(path: Path, error: type[GpubenchError], rule: str) -> Any | None:
-    """The JSON in ``path``; None when absent; ``error`` when unreadable."""
+    """The JSON in ``path``; None when absent; ``error`` when unreadable or absurd (a number
+    out of range, nesting too deep for the parser)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(
+            Path(path).read_text(encoding="utf-8"),
+            parse_int=_sane_number,
+            parse_float=_sane_number,
+            parse_constant=lambda name: math.nan if name == "NaN" else _sane_number("1e999"),
+        )
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         raise error(
-            f"{path}: unreadable JSON ({exc}); fix: restore it from the bundle it came from",
+            f"{path}: unreadable JSON ({str(exc)[:200]}); fix: restore it from the bundle it "
+            "came from",
             rule=rule,
         ) from None
 
@@ -339,6 +355,9 @@ class EnvironmentRecord(_Record):
             "cuda_module_loading", numerics.get("cuda_module_loading", _MAP) or {}
         )
         slurm = r.get("slurm", _MAP)
+        r.get("cpu_count", _INT)  # typed, not kept: the report prints it as a count of cores
+        for part in ("cpu_activity_start", "cpu_activity_end"):
+            r.child(part, r.get(part, _MAP) or {}).get("cpu_count", _INT)
         return cls(
             captured_utc=r.get("captured_utc", _TEXT),
             gpu_model=r.get("gpu_model", _TEXT),
@@ -471,11 +490,12 @@ class EconomicsRecord(_Record):
                 )
                 for c in o.each("variants")
             ]
+            per_lot = o.get("gpus_per_lot", _INT)
             offers.append(
                 OfferEconomics(
                     offer_id=o.get("offer_id", _TEXT, required=True),
                     gpu_model=o.get("gpu_model", _TEXT) or "",
-                    gpus_per_lot=o.get("gpus_per_lot", _INT) or 1,
+                    gpus_per_lot=1 if per_lot is None else per_lot,  # 0: CPU-only
                     days=o.get("days", _INT),
                     lots=o.get("lots", _INT) or 1,
                     package_total_usd_minor=o.get("package_total_usd_minor", _INT),

@@ -10,15 +10,7 @@ from typing import Any
 from gpubench_nb import formats
 from gpubench_nb.protocol.experiment_spec import LATER_DEFAULTS
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
-
-
-def _median(rows: list[Mapping[str, Any]], key: str, phases: tuple[str, ...]) -> float | None:
-    values = [
-        float(r[key])
-        for r in rows
-        if r["phase"] in phases and r.get(key) is not None and not r.get("error")
-    ]
-    return statistics.median(values) if values else None
+from gpubench_nb.report.stats import Summary
 
 
 def _speed(time: float | None, base: float | None, reference: str) -> str:
@@ -46,31 +38,47 @@ def _gate(quality: Mapping[str, Any], value: float | None, base: float | None) -
     return text
 
 
-def optimisation_sentences(bundle: Any) -> list[str]:
+def optimisation_sentences(bundle: Any, summary: Summary) -> list[str]:
     """One sentence per variant of an experiment whose knob is how the model is run (compile,
     attention, quantization, threads): ``q8 (quantization=int8_dynamic): 1.80× faster per
     corpus than q0 (warm medians); refused: macro_f1 0.812 < 0.847 − 0.01``. Empty for other
-    knobs. The verdict is the bundle's (economics.json or the one acceptance rule)."""
+    knobs. Times and verdicts are the report's one summary (report.stats)."""
     knob = bundle.declared("knob")
     quality = bundle.declared("quality") or {}
     reference = quality.get("reference_variant")
     if knob not in LATER_DEFAULTS or not reference:
         return []
-    values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or []}
-    rows = {variant: [r for r in bundle.rows if r["variant_id"] == variant] for variant in values}
-    verdicts = bundle.verdicts()
-    base_time = _median(rows.get(reference, []), "elapsed_seconds", (Phase.WARM,))
-    base_quality = _median(rows.get(reference, []), "quality_value", MEASURED_PHASES)
+    values = {str(v.get("id")): v.get(knob) for v in bundle.declared("variants") or []}
+    phases = {
+        variant: [summary.of(bundle.label, variant, str(phase)) for phase in MEASURED_PHASES]
+        for variant in values
+    }
+
+    def warm_median(variant: str) -> float | None:
+        warm = summary.of(bundle.label, variant, str(Phase.WARM))
+        return warm.median if warm else None
+
+    def quality_median(variant: str) -> float | None:
+        found = [
+            float(r["quality_value"])
+            for p in phases[variant]
+            if p
+            for r in p.timed
+            if r.get("quality_value") is not None
+        ]
+        return statistics.median(found) if found else None
+
+    base_time, base_quality = warm_median(str(reference)), quality_median(str(reference))
     out = []
     for variant, value in values.items():
-        if variant == reference:
+        if variant == str(reference):
             continue
-        accepted = verdicts.get(str(variant), (None, None))[0]
+        acceptance = next((p.acceptance for p in phases[variant] if p and p.acceptance), None)
+        accepted = acceptance.verdict if acceptance else None
         verdict = {True: "accepted", False: "refused"}.get(accepted, "acceptance not recorded")
-        time = _median(rows[variant], "elapsed_seconds", (Phase.WARM,))
-        value_q = _median(rows[variant], "quality_value", MEASURED_PHASES)
         out.append(
-            f"{variant} ({knob}={value}): {_speed(time, base_time, reference)}; {verdict}: "
-            f"{_gate(quality, value_q, base_quality)} (reference {reference}, R1.3, R5.7)."
+            f"{variant} ({knob}={value}): {_speed(warm_median(variant), base_time, reference)}; "
+            f"{verdict}: {_gate(quality, quality_median(variant), base_quality)} "
+            f"(reference {reference}, R1.3, R5.7)."
         )
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gpubench_nb.report.bundles import Bundle
+from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.decision import decision_view_of
 from gpubench_nb.report.optimised import optimisation_sentences
 
@@ -13,6 +13,7 @@ from gpubench_nb.report.optimised import optimisation_sentences
 def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[dict]:
     return [
         {
+            "bundle": "b",
             "variant_id": variant,
             "phase": phase,
             "run_index": i,
@@ -44,12 +45,15 @@ def _bundle(knob: str = "quantization") -> Bundle:
 
 
 def test_a_quantised_variant_refused_by_the_tolerance_reads_at_a_glance() -> None:
-    assert optimisation_sentences(_bundle()) == [
+    assert optimisation_sentences(_bundle(), summary_of([_bundle()])) == [
         "q8 (quantization=int8_dynamic): 1.80× faster per corpus than q0 (warm medians); "
         "refused: macro_f1 0.812 < 0.847 − 0.01 (reference q0, R1.3, R5.7)."
     ]
-    assert optimisation_sentences(_bundle())[0] in decision_view_of([_bundle()]).sentences
+    assert (
+        optimisation_sentences(_bundle(), summary_of([_bundle()]))[0]
+        in decision_view_of([_bundle()]).sentences
+    )
 
 
 def test_other_knobs_get_no_optimisation_sentence() -> None:
-    assert optimisation_sentences(_bundle("batch")) == []
+    assert optimisation_sentences(_bundle("batch"), summary_of([_bundle("batch")])) == []
