@@ -53,7 +53,7 @@ benchmarks: $(DEV_STAMP)
 
 # A GPU server without a package index: build here the wheels scripts/gpu_check.sh needs
 # (scripts/gpu-requirements.txt; torch is the server's own) for the server's Python and
-# platform, copy wheelhouse/ there, then (README): pip install --no-index --find-links wheelhouse
+# platform, copy wheelhouse/ there, then (docs/GPU-SERVER.md): pip install --no-index --find-links wheelhouse
 WHEEL_PYTHON ?= 3.11
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux2014_x86_64 manylinux_2_17_x86_64
 wheelhouse: | $(BIN)/python

@@ -120,8 +120,12 @@ def _written(what: str, path: str | Path) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
+    from gpubench_nb.report.render import executed_notebook
 
-    return _written("report", render_comparison(**_given(args)))
+    path = render_comparison(**_given(args))
+    _written("report", path)
+    print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
+    return 0
 
 
 def _classify(args: argparse.Namespace) -> int:

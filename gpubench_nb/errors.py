@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def where_relative(path: str | Path) -> str:
+    """For a path not found: the folder a relative one was read from. A notebook run by hand
+    (Jupyter, nbconvert) works in its own folder, not in the project's."""
+    if Path(path).is_absolute():
+        return ""
+    return (
+        f" (read from the working folder {Path.cwd()}; a notebook run by hand works in its own "
+        "folder: give absolute paths in its parameters cell, or run it with papermill from "
+        "your project folder)"
+    )
+
 
 class GpubenchError(Exception):
     """Base error. ``exit_code`` is what the CLI returns (2 = unusable input)."""

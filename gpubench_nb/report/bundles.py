@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
-from gpubench_nb.errors import BundleError
+from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
 from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
 from gpubench_nb.protocol.quality import variant_acceptance
@@ -178,7 +178,10 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
     for raw in parse_bundle_dirs(bundle_dirs):
         path = Path(raw)
         if not path.is_dir():
-            raise BundleError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
+            raise BundleError(
+                f"{path}: not a bundle folder{where_relative(path)}; fix: pass "
+                "outputs/<experiment_id>"
+            )
         if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
             raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
         lock = _read_json(path / LOCK_NAME) or {}

@@ -426,6 +426,14 @@ def failures_table(rows: pd.DataFrame) -> pd.DataFrame | str:
     return shown(table.set_index(["bundle", "variant", "phase", "run"]))
 
 
+def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
+    """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
+    HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
+    out_html = Path(out_html).resolve()
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
+    return out_html.parent / "notebooks" / name
+
+
 def render_report(
     bundle_dirs: Sequence[str | os.PathLike[str]],
     out_html: str | os.PathLike[str],
@@ -448,8 +456,7 @@ def render_report(
     if ledger_path:
         ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
-    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
-    executed = out_html.parent / "notebooks" / name
+    executed = executed_notebook(out_html)
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
     try:

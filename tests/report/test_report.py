@@ -572,7 +572,10 @@ def test_report_command_leaves_sealed_bundles_intact(
     # The default path is beside the first bundle, named after both.
     assert main(["report", str(gpu), str(cpu)]) == 0
     out = tmp_path / "report-gpu+cpu.html"
-    assert f"report written: {out}" in capsys.readouterr().out and out.is_file()
+    said = capsys.readouterr().out
+    assert f"report written: {out}" in said and out.is_file()
+    kept = tmp_path / "notebooks" / "90_report-report-gpu+cpu.ipynb"  # said, not left unexplained
+    assert f"its notebook:   {kept} (what made it" in said and kept.is_file()
     assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
 
 

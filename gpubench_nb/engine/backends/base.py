@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -331,23 +331,3 @@ class Backend:
             "model_revision": self.model_revision,
             "tokenizer_revision": self.tokenizer_revision,
         }
-
-
-def require_mapping(options: Mapping[str, Any], allowed: Mapping[str, Any], what: str) -> dict:
-    """``allowed`` defaults updated by ``options``; an unknown key is an error, not a warning."""
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        raise BackendError(
-            f"model.build has unknown option(s) {unknown} for {what}; allowed: {sorted(allowed)}"
-        )
-    merged = dict(allowed)
-    merged.update(options)
-    return merged
-
-
-def require_positive(options: Mapping[str, Any], key: str, kind: type) -> None:
-    """``options[key]`` must be a positive number of ``kind`` (an int is a valid float)."""
-    value = options[key]
-    kinds = (int, float) if kind is float else (int,)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value <= 0:
-        raise BackendError(f"model.build.{key} must be a positive {kind.__name__}, got {value!r}")

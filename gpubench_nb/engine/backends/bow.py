@@ -15,8 +15,6 @@ from gpubench_nb.engine.backends.base import (
     Tokenized,
     batch_order,
     built_files,
-    require_mapping,
-    require_positive,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.presets import (
@@ -32,14 +30,12 @@ from gpubench_nb.engine.backends.presets import (
     write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
-from gpubench_nb.protocol.experiment_spec import build_defaults
+from gpubench_nb.protocol.experiment import build_options
 
 if TYPE_CHECKING:
     import torch
 
 WEIGHTS_FILE = "model.safetensors"
-# Declared in experiment_spec.BUILD_OPTIONS (the schema validate uses); chosen on tune (R1.4).
-BOW_OPTIONS = build_defaults("bow")
 
 
 def bow_module(
@@ -157,12 +153,8 @@ def preset_source() -> tuple[Path, list[Path]]:
 
 
 def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the bow preset, defaults filled in and each value checked."""
-    opts = require_mapping(options or {}, BOW_OPTIONS, "the bow preset")
-    for key in ("dim", "max_epochs", "train_batch"):
-        require_positive(opts, key, int)
-    require_positive(opts, "learning_rate", float)
-    return opts
+    """model.build of the bow preset, defaults filled in, checked as validate checks it."""
+    return build_options("bow", options)
 
 
 def _train(

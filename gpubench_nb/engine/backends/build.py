@@ -142,7 +142,7 @@ def build_summary(exp: Any, out_dir: Path) -> list[str]:
         f"tune        macro-F1 {tune:.3f} on {meta['tune_count']} tune items "
         f"(trained on {meta['train_count']})",
         f"chosen      {name} = {value:g} (best on tune, of {len(tried)} tried: "
-        f"{', '.join(f'{t:g}' for t in tried)})",
+        f"{f'1-{len(tried)}' if name == 'epochs' else ', '.join(f'{t:g}' for t in tried)})",
     ]
     option = "max_epochs" if name == "epochs" else "c_grid"
     if len(tried) > 1 and (value == max(tried) or (name == "C" and value == min(tried))):

@@ -15,15 +15,13 @@ from gpubench_nb.engine.backends.base import (
     LoadSpec,
     built_files,
     padded_batches,
-    require_mapping,
-    require_positive,
     resolve_device,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import build_defaults
+from gpubench_nb.protocol.experiment import build_options
 from gpubench_nb.protocol.fingerprint import sha256_files
 
 if TYPE_CHECKING:
@@ -36,9 +34,6 @@ HEAD_FILE = "head.safetensors"
 AUTO_CLASSES = ("AutoModel",)
 MODEL_MAPPING = "MODEL_MAPPING_NAMES"
 DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
-# Declared in experiment_spec.BUILD_OPTIONS; C is chosen on tune macro-F1 (R1.4), from a grid
-# spanning under- to over-regularised L2-normalised sentence embeddings.
-MINILM_OPTIONS = build_defaults("minilm")
 
 
 def model_files(folder: Path) -> list[Path]:
@@ -141,16 +136,8 @@ def preset_source() -> tuple[Path, list[Path]]:
 
 
 def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the minilm preset, defaults filled in and each value checked."""
-    opts = require_mapping(options or {}, MINILM_OPTIONS, "the minilm preset")
-    for key in ("max_iter", "embed_batch"):
-        require_positive(opts, key, int)
-    if not opts["c_grid"] or not all(isinstance(c, (int, float)) and c > 0 for c in opts["c_grid"]):
-        raise BackendError(
-            f"model.build.c_grid must be a non-empty list of positive numbers, got "
-            f"{opts['c_grid']!r}"
-        )
-    return opts
+    """model.build of the minilm preset, defaults filled in, checked as validate checks it."""
+    return build_options("minilm", options)
 
 
 def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None:
