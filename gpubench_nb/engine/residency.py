@@ -19,11 +19,6 @@ from pathlib import Path
 from typing import Any
 
 NOT_OBSERVABLE = "not observable"
-RESIDENCY_NOTE = (
-    "page cache: SHA-256 fingerprinting read every model and tokenizer file just before the "
-    "load, so the load reads them from memory, not storage (warm page cache; "
-    "weight_residency_at_load_start in run.json)"
-)
 
 # (file, size) -> mincore's vector: one byte per page, bit 0 set where the page is resident
 Mincore = Callable[[Path, int], Any]
