@@ -18,7 +18,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test lint benchmarks clean-outputs wheelhouse
+.PHONY: demo test test-fast lint benchmarks clean-outputs wheelhouse
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,11 @@ test: $(DEV_STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
 
+# The inner loop: every test but those marked `slow` (real kernels, end to end); `make test`
+# and .ci/run still run them all.
+test-fast: $(DEV_STAMP)
+	$(BIN)/python -m pytest -m "not slow"
+
 benchmarks: $(DEV_STAMP)
 	$(BIN)/python benchmarks/acceptance_scale.py
 	$(BIN)/python benchmarks/overhead.py
@@ -53,7 +58,7 @@ benchmarks: $(DEV_STAMP)
 
 # A GPU server without a package index: build here the wheels scripts/gpu_check.sh needs
 # (scripts/gpu-requirements.txt; torch is the server's own) for the server's Python and
-# platform, copy wheelhouse/ there, then (README): pip install --no-index --find-links wheelhouse
+# platform, copy wheelhouse/ there, then (docs/GPU-SERVER.md): pip install --no-index --find-links wheelhouse
 WHEEL_PYTHON ?= 3.11
 WHEEL_PLATFORMS ?= manylinux_2_28_x86_64 manylinux2014_x86_64 manylinux_2_17_x86_64
 wheelhouse: | $(BIN)/python

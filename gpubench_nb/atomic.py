@@ -58,9 +58,12 @@ def write_text_atomic(path: Path, text: str) -> None:
     its mode, a new one gets 0666 minus the umask.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = _final_mode(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = _final_mode(path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # no such folder, not writable: one line, nothing written
+        raise storage_error(exc, path) from None
     try:
         os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
@@ -70,7 +73,7 @@ def write_text_atomic(path: Path, text: str) -> None:
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if disk_full(exc):  # one clear line instead of a traceback
+        if isinstance(exc, OSError):  # one clear line instead of a traceback
             raise storage_error(exc, path) from None
         raise
 

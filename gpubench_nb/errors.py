@@ -2,6 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+
+def where_relative(path: str | Path) -> str:
+    """For a path not found: the folder a relative one was read from. A notebook run by hand
+    (Jupyter, nbconvert) works in its own folder, not in the project's."""
+    if Path(path).is_absolute():
+        return ""
+    return (
+        f" (read from the working folder {Path.cwd()}; a notebook run by hand works in its own "
+        "folder: give absolute paths in its parameters cell, or run it with papermill from "
+        "your project folder)"
+    )
+
 
 class GpubenchError(Exception):
     """Base error. ``exit_code`` is what the CLI returns (2 = unusable input)."""
@@ -54,10 +68,11 @@ def disk_full(exc: BaseException) -> bool:
 
 
 def storage_error(exc: OSError, path: object) -> StorageError:
-    """The one-line message for a write the disk refused."""
+    """The one-line message for a write the disk or the folder refused."""
     why = exc.strerror or str(exc)
+    fix = "free space on that disk" if disk_full(exc) else "make that folder writable"
     return StorageError(
         f"cannot write {path}: {why}. Nothing half-written is kept (a finished bundle is "
-        "untouched; an unfinished one resumes). Fix: free space on that disk, or write elsewhere "
+        f"untouched; an unfinished one resumes). Fix: {fix}, or write elsewhere "
         "(--output-dir / --out), then rerun the same command"
     )

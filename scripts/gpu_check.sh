@@ -14,7 +14,7 @@
 #      WITH_OVERHEAD=1 (it does not fit the 5 minutes with the rest).
 # Library-only: no papermill, no notebooks, no MiniLM package. It needs torch (the server's CUDA
 # build), transformers, safetensors, numpy, pyyaml, filelock, nvidia-ml-py and pytest: the
-# wheelhouse of scripts/gpu-requirements.txt (README, "A GPU server without a package index").
+# wheelhouse of scripts/gpu-requirements.txt (docs/GPU-SERVER.md).
 # Writes gpu_check.log and gpu_check.csv under $OUT when set, else outputs/gpu-check/.
 #
 # Before sending it to a device machine, prepare what must travel (< 10 MB; MiniLM's weights do

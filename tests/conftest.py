@@ -1,4 +1,5 @@
-"""Shared test setup: offline model loading, the `gpu` marker's skip, repository paths."""
+"""Shared test setup: offline model loading, the `gpu` marker's skip, repository paths, and the
+set-ups several test files share, made once per session (helpers: tests/support/)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,22 @@ def _unfreeze_the_heap():
     import gc
 
     gc.unfreeze()
+
+
+@pytest.fixture(scope="session")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny bow workspace: a 40-text eval corpus, ``experiment.yaml`` (support.experiments
+    .write_yaml) and its ``dim: 8`` model, built once per session. Tests add their own
+    declarations beside it under their own names; one that must change a shared file copies
+    the folder first."""
+    from gpubench_nb.engine.backends import build_model
+    from gpubench_nb.protocol.experiment import load_experiment
+    from tests.support.experiments import subset, write_yaml
+
+    root = tmp_path_factory.mktemp("run")
+    subset(DATA_DIR / "eval.jsonl", root / "eval.jsonl", 40)
+    subset(DATA_DIR / "train.jsonl", root / "train.jsonl", 400)
+    subset(DATA_DIR / "tune.jsonl", root / "tune.jsonl", 100)
+    write_yaml(root, "experiment.yaml")
+    build_model(load_experiment(root / "experiment.yaml"))
+    return root

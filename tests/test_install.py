@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.pipeline.test_pipeline import make_experiment
+from tests.support.experiments import make_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[1]
@@ -141,7 +141,7 @@ def test_wheel_installed_read_only_runs_a_bow_experiment_from_another_folder(
     assert (installed / "notebooks" / "10_measure.ipynb").is_file()  # package data shipped
 
     work = tmp_path / "work"  # another folder: no checkout on any path
-    experiment = _smallest(make_experiment(work, data_dir, "installed"))
+    experiment = _smallest(make_experiment(work, data_dir, "installed", prebuilt=False))
     where = _run(
         [str(python), "-c", "import gpubench_nb; print(gpubench_nb.__file__)"], work, env
     ).stdout.strip()
@@ -219,7 +219,7 @@ def test_the_builds_print_no_backend_warning_and_the_wheel_ships_the_wordpiece_f
     assert "BuildBackendWarning" not in editable.stdout + editable.stderr, editable.stderr
     assert "Warning" not in editable.stderr, editable.stderr  # no other warning either
     found = _run(
-        [str(python), "-c", "from gpubench_nb.notebook_files import notebook_path; "
+        [str(python), "-c", "from gpubench_nb.kernel import notebook_path; "
          "print(notebook_path('10_measure.ipynb'))"],
         tmp_path,
         _clean_env(venv),

@@ -31,7 +31,7 @@ from gpubench_nb.protocol.bundle import write_manifest
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import COLUMNS, read_rows
-from gpubench_nb.report.bundles import load_bundles
+from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.decision import decision_view
 from gpubench_nb.report.economics import economics_table
 
@@ -157,7 +157,8 @@ def every_screen(
         for v in economics["variants"]
     }
     by_decision = {o.variant_id: o.accepted for o in decision_view([bundle]).options}
-    by_report = {v: verdict for v, (verdict, _) in load_bundles([bundle])[0].verdicts().items()}
+    summary = summary_of(load_bundles([bundle]))
+    by_report = {p.variant_id: p.acceptance.verdict for p in summary.phases if p.acceptance}
     ledger = build_ledger(load_offers(offers)["h100-test"], 7, 1, START, [bundle], now=AFTER)
     kept = set(ledger["kept"][0]["accepted_variants"])
     by_ledger = {v: True if v in kept else "not counted" for v in by_economics}

@@ -79,12 +79,15 @@ def test_an_unknown_build_option_fails_validate_with_exit_2_naming_the_option(
     # It passed validate (exit 0) and was refused only by build-model.
     text = (ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8")
     path = tmp_path / "demo.yaml"
-    edited = text.replace("build: {}", "build: {epochs: 20, dim: 0}").replace("../", f"{ROOT}/")
+    edited = text.replace("build: {}", "build: {epochs: 20, dim: 0, train_limit: null}").replace(
+        "../", f"{ROOT}/"
+    )
     path.write_text(edited.replace("offers.yaml", f"{ROOT}/parameters/offers.yaml"), "utf-8")
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err
     assert "model.build.epochs: unknown key. Fix: did you mean 'max_epochs'?" in err
-    assert "model.build.dim: 0 is less than the minimum of 1" in err
+    assert "model.build.dim: must be an integer >= 1, got 0" in err
+    assert "train_limit" not in err  # null: all items, as declared
     demo = yaml.safe_load(text)
     demo["model"]["build"] = {"epochs": 20}
     assert _errors("experiment", demo)  # the schema says the same
@@ -102,3 +105,15 @@ def test_the_reference_page_and_schema_files_are_current_and_name_every_key(
         for where, _, _ in schema.rows(declared):
             assert f"`{where.split(' ')[0]}`" in page, where
     assert "`model.build.max_epochs` (bow)" in page and "`model.build.c_grid` (minilm)" in page
+
+
+def test_minilm_build_values_are_checked_as_declared(tmp_path: Path) -> None:
+    from gpubench_nb.protocol.experiment import build_options
+
+    assert build_options("minilm", {"c_grid": [1, 10.0]})["max_iter"] == 2000  # defaults in
+    with pytest.raises(ProtocolError) as refused:
+        build_options("minilm", {"c_grid": [1.0, -2], "train_limit": True, "subset": "all"})
+    text = str(refused.value)
+    assert "model.build.c_grid[1]: must be a number > 0, got -2" in text
+    assert "model.build.train_limit: must be an integer >= 1, got True" in text
+    assert "model.build.subset: 'all' is not allowed" in text

@@ -1,7 +1,8 @@
 """Which offer earned a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7).
 
 Pure functions over what a bundle recorded (its rows and ``environment.json``) and what an offer
-names (``gpu_model``, ``gpus_per_lot``): nothing is read from disk here.
+names (``gpu_model``, ``gpus_per_lot``, or ``cpu_model`` for CPU-only hardware): nothing is read
+from disk here.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ ATTRIBUTION_RULE = (
     "offer's hardware: the GPU model recorded by the runs matches the offer's gpu_model (same "
     "model code, e.g. H100; same memory size when both state one) and no more GPUs were used "
     "than the package bills, or the bundle declares that offer (pricing.offer) and the recorded "
-    "hardware does not contradict it (no GPU model recorded, and not a CPU-only run). Any other "
-    "offer shows its package total and 'not measured on this hardware' (R2.4, R5.3, R5.7). "
-    "GPUs billed but not used are stated, not hidden (R2.5)."
+    "hardware does not contradict it (no GPU model recorded, and not a CPU-only run). A CPU-only "
+    "offer (gpus_per_lot: 0) follows the same rule by its cpu_model: the run used no GPU and "
+    "environment.json records the same CPU model, or it is the declared offer and no CPU model "
+    "was recorded. Any other offer shows its package total and 'not measured on this "
+    "hardware' (R2.4, R5.3, R5.7). GPUs billed but not used are stated, not hidden (R2.5)."
 )
 NOT_MEASURED = "not measured on this hardware"
 _VENDOR_WORDS = {"nvidia", "amd", "tesla", "geforce", "radeon", "instinct", "intel"}
@@ -34,11 +37,13 @@ class Hardware:
     hostname: str | None
     gpu_uuids: tuple[str, ...]  # the GPUs used, as recorded in environment.json
     visible_gpu_uuids: tuple[str, ...]  # every GPU the machine showed (not necessarily used)
+    cpu_model: str | None = None  # environment.json's model name of the CPU
 
     def describe(self) -> str:
-        """``NVIDIA H100 80GB HBM3 × 1``, ``the CPU (no GPU used)`` or ``hardware not recorded``."""
+        """``NVIDIA H100 80GB HBM3 × 1``, ``the CPU <model> (no GPU used)`` or ``hardware not
+        recorded``."""
         if self.gpu_count == 0:
-            return "the CPU (no GPU used)"
+            return f"the CPU{f' {self.cpu_model}' if self.cpu_model else ''} (no GPU used)"
         if self.gpu_models:
             count = f" × {self.gpu_count}" if self.gpu_count else ""
             return f"{' + '.join(self.gpu_models)}{count}"
@@ -78,6 +83,7 @@ def recorded_hardware(
         hostname=env.get("hostname"),
         gpu_uuids=tuple(env.get("gpu_uuids") or ()),
         visible_gpu_uuids=tuple(env.get("visible_gpu_uuids") or ()),
+        cpu_model=env.get("cpu_model") or None,
     )
 
 
@@ -86,6 +92,10 @@ def _tokens(model: str) -> tuple[set[str], set[str], str]:
     memory = {w for w in words if re.fullmatch(r"\d+gb?", w)}
     codes = {w for w in words if w not in memory and re.search(r"\d", w) and re.search("[a-z]", w)}
     return codes, memory, " ".join(words)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.lower().split())
 
 
 def gpu_models_match(recorded: str, offered: str) -> bool:
@@ -142,6 +152,7 @@ def attribute(
     lots: int,
     hardware: Hardware,
     declared_offer_id: str | None,
+    offer_cpu_model: str | None = None,
 ) -> Attribution:
     """Apply ATTRIBUTION_RULE to one offer and one bundle's recorded hardware."""
     billed = gpus_per_lot * lots
@@ -157,6 +168,19 @@ def attribute(
         return Attribution(offer_id, ok, basis, reason, used, billed, lot_note if ok else None)
 
     seen = hardware.describe()
+    if gpus_per_lot == 0:  # CPU-only hardware: the same rule, by the CPU's model name
+        offered = f"the CPU-only {offer_cpu_model}"
+        recorded = hardware.cpu_model
+        if used == 0 and recorded and _words(recorded) == _words(offer_cpu_model or ""):
+            return result(True, "cpu model", f"accepted on {seen}, {offered} without a GPU")
+        if used == 0 and not recorded and offer_id == declared_offer_id:
+            return result(
+                True,
+                "declared offer",
+                f"the bundle declares this offer and its recorded hardware ({seen}) does not "
+                "contradict it",
+            )
+        return result(False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on {offered}")
     if used == 0:
         return result(
             False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on a {offer_gpu_model}"

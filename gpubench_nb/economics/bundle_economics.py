@@ -11,7 +11,7 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
       "unit_of_work": str,          # declared once for the whole comparison (R5.4)
       "rounding_rule": str,         # how cost per accepted corpus is rounded to the cent
       "note": str,                  # what is and is not computed (R5.3, R5.5)
-      "pricing": null | {"offers_file": str, "offer": str, "days": int,
+      "pricing": null | {"offers_file": str, "offers_sha256": str, "offer": str, "days": int,
                          "lots": int | null, "gpus": int | null},
       "measured_on": {"gpu_model": [str, ...],    # GPUs recorded in resultats-bruts.csv
                       "gpu_count": int | null, "hardware": str},
@@ -27,7 +27,8 @@ computed (R5.5). Nothing here multiplies a measured rate out to a package length
           "timed_warm_runs": int | null,          # null for a variant not accepted
           "reason": str | null}],               # why there is no cost per result (R5.7)
       "offers": [{
-          "offer_id", "provider", "gpu_model": str, "gpus_per_lot", "days", "lots": int,
+          "offer_id", "provider", "gpu_model": str, "cpu_model": str | null,
+          "gpus_per_lot" (0: CPU-only), "days", "lots": int,
           "package_total_usd_minor": int,       # one spend for the whole experiment
           "declared": bool,                     # the experiment's pricing.offer
           "note": str,
@@ -61,6 +62,7 @@ from gpubench_nb.economics.attribution import (
 )
 from gpubench_nb.economics.break_even import break_even
 from gpubench_nb.economics.offers import (
+    MACHINE_OFFER_ID,
     ROUNDING_RULE,
     Offer,
     PackageQuote,
@@ -72,6 +74,7 @@ from gpubench_nb.economics.offers import (
 from gpubench_nb.economics.package_columns import PricingLike, quote_for
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.protocol.bundle import CSV_NAME
+from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import Phase, read_environment, write_economics
 from gpubench_nb.protocol.results import read_rows
@@ -199,8 +202,16 @@ def _price_offers(
     ``break_even`` (thresholds against the offers whose hardware accepted the corpus)."""
     variants = data["variants"]
     declared = resolve_offer(table, pricing.offer)
+    if declared.id == MACHINE_OFFER_ID:  # the demo's own offer, said so (R5.6)
+        data["note"] += (
+            f" The declared offer {MACHINE_OFFER_ID} was written by gpubench-nb for the machine "
+            f"this bundle ran on ({declared.hardware}), with invented placeholder prices, so that "
+            "a cost per accepted corpus shows on any machine; it is attributed by the same rule "
+            "as every offer."
+        )
     data["pricing"] = {
         "offers_file": str(offers_file),
+        "offers_sha256": sha256_file(offers_file),  # check-bundle re-prices with this table
         "offer": declared.id,
         "days": pricing.days,
         "lots": pricing.lots,
@@ -217,6 +228,7 @@ def _price_offers(
             lots=quote.lots,
             hardware=hardware,
             declared_offer_id=declared.id,
+            offer_cpu_model=offer.cpu_model,
         )
         data["offers"].append(_offer_entry(offer, quote, declared.id, variants, owners[offer_id]))
     measured = [offer_id for offer_id, owner in owners.items() if owner.attributable]
@@ -261,6 +273,7 @@ def _offer_entry(
         "offer_id": offer.id,
         "provider": offer.provider,
         "gpu_model": offer.gpu_model,
+        "cpu_model": offer.cpu_model,  # a CPU-only offer's hardware (gpus_per_lot 0)
         "gpus_per_lot": offer.gpus_per_lot,
         "days": quote.days,
         "lots": quote.lots,

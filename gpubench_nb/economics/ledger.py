@@ -40,6 +40,8 @@ from gpubench_nb.protocol.bundle import (
     run_dir,
 )
 from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
+from gpubench_nb.protocol.fingerprint import sha256_file
+from gpubench_nb.protocol.lock import canonical_sha256
 from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
@@ -211,6 +213,8 @@ def ledger_report(
         bundle_dirs,
         machine=machine_from(machines) if machines else None,
     )
+    offers = {"offers_file": str(Path(offers_path).resolve())}  # where its price is re-read
+    ledger = seal_ledger({**ledger, **offers, "offers_sha256": sha256_file(offers_path)})
     if out:
         write_json_atomic(Path(out), ledger)
     return format_ledger(ledger, fmt)
@@ -378,6 +382,7 @@ def _examine(
         lots=lots,
         hardware=recorded_hardware(rows, env.to_dict()),
         declared_offer_id=offer.id,
+        offer_cpu_model=offer.cpu_model,
     )
     if not owner.attributable:
         return owner.reason, {}
@@ -519,8 +524,38 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
     return data
 
 
+LEDGER_SEAL = "ledger_sha256"
+
+
+def seal_ledger(ledger: Mapping[str, Any]) -> dict[str, Any]:
+    """``ledger`` with ``ledger_sha256``, the SHA-256 of every other field (as a lock is
+    sealed, R1.3): the placeholder mark, the price and the statement are all covered."""
+    body = {k: v for k, v in ledger.items() if k != LEDGER_SEAL}
+    return {**body, LEDGER_SEAL: canonical_sha256(body)}
+
+
+def _price_problems(data: Mapping[str, Any]) -> list[str]:
+    """The package price and its placeholder mark against the offers table that gave them,
+    when that very table (same SHA-256) is still where the ledger says (R5.1)."""
+    path = Path(str(data.get("offers_file")))
+    try:
+        if sha256_file(path) != data.get("offers_sha256"):
+            return []  # moved or edited since: the seal alone vouches for the price
+        offer = resolve_offer(load_offers(path), str(data["offer_id"]))
+        total = package_quote(offer, data["days"], lots=data["lots"]).package_total_usd_minor
+    except (OSError, EconomicsError):
+        return []
+    if (total, offer.placeholder) != (data["package_total_usd_minor"], data.get("placeholder")):
+        return [f"its price or placeholder mark is not the one {path} gives ({total} cents)"]
+    return []
+
+
 def ledger_problems(data: Mapping[str, Any]) -> list[str]:
-    """Each way the ledger's numbers and words disagree with each other (empty: consistent)."""
+    """Each way the ledger disagrees with its seal, its offers table, or itself (empty: sound).
+    Only a ledger older than both the seal and the placeholder mark may lack the seal."""
+    old = LEDGER_SEAL not in data and "placeholder" not in data
+    sealed = old or data.get(LEDGER_SEAL) == seal_ledger(data)[LEDGER_SEAL]
+    seal = [] if sealed else [f"its {LEDGER_SEAL} is missing or does not match its content"]
     try:
         count, total = data["accepted_corpora"], data["package_total_usd_minor"]
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (count, total)):
@@ -529,7 +564,7 @@ def ledger_problems(data: Mapping[str, Any]) -> list[str]:
         key = "corpus_identity"
         if listed is None:  # a ledger written before corpus identities (counted by revision)
             listed, key = data.get("accepted_corpus_revisions") or [], "corpus_revision"
-        problems = []
+        problems = seal
         distinct = {entry[key] for entry in listed}
         if count != len(distinct) or len(distinct) != len(listed):
             problems.append(
@@ -553,9 +588,10 @@ def ledger_problems(data: Mapping[str, Any]) -> list[str]:
             data["offer_id"],
             data["days"],
             data["lots"],
+            bool(data.get("placeholder")),
         )
         if data.get("statement") != statement:
             problems.append("its statement is not the one its numbers give")
-        return problems
+        return problems + _price_problems(data)
     except (KeyError, TypeError, AttributeError, EconomicsError) as exc:
-        return [f"a part is missing or malformed ({exc!r})"]
+        return [*seal, f"a part is missing or malformed ({exc!r})"]

@@ -24,13 +24,14 @@ _PRICE = schema.integer("US cents for the whole package of one lot (USD 1,234.56
 OFFER = schema.section("one rental offer (R5.1, R5.2)", {
     "id": schema.text("what pricing.offer names", pattern=r"^\S(.*\S)?$"),
     "provider": schema.text("who quoted the prices, and when"),
-    "gpu_model": schema.text("e.g. H100 80GB: a cost per corpus needs runs on it (R5.7)"),
-    "gpus_per_lot": schema.integer("GPUs in one billed lot"),
+    "gpu_model": schema.text("gpus_per_lot >= 1: e.g. H100 80GB; a cost needs runs on it (R5.7)"),
+    "cpu_model": schema.text("gpus_per_lot 0 (CPU-only): the CPU as environment.json names it"),
+    "gpus_per_lot": schema.integer("GPUs in one billed lot; 0: CPU-only", minimum=0),
     "package_price_usd_minor": schema.section(
         "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS},
         required=[str(d) for d in DURATIONS_DAYS]),
     "placeholder": schema.flag("true: invented example prices, not a quote", default=False),
-}, required=("id", "provider", "gpu_model", "gpus_per_lot", "package_price_usd_minor"))  # fmt: skip
+}, required=("id", "provider", "gpus_per_lot", "package_price_usd_minor"))  # fmt: skip
 OFFERS = schema.section(
     "The offers table (`parameters/offers.yaml`): whole 3-, 7- and 30-day packages (R5.1).",
     {"offers": {"type": "array", "minItems": 1, "items": OFFER, "description": "the offers"}},
@@ -38,6 +39,10 @@ OFFERS = schema.section(
 )
 _OFFER_FIELDS = tuple(OFFER["required"])
 _OPTIONAL_FIELDS = tuple(k for k in schema.keys(OFFER) if k not in _OFFER_FIELDS)
+# The demo's own offer: written for the machine a bundle ran on, with invented prices (USD 15,
+# 30, 90), when pricing.offer names it; attributed by the one rule like any other offer.
+MACHINE_OFFER_ID = "this-machine-example"
+_MACHINE_PRICES = {3: 1500, 7: 3000, 30: 9000}
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
     "package_price_usd_minor, say who quoted them and when in provider, and remove "
@@ -51,11 +56,17 @@ class Offer:
 
     id: str
     provider: str
-    gpu_model: str
-    gpus_per_lot: int
+    gpu_model: str  # "" for a CPU-only offer
+    gpus_per_lot: int  # 0: CPU-only hardware, named by cpu_model
     # days -> USD cents for the whole package of one lot; always exactly the keys 3, 7, 30.
     package_price_usd_minor: Mapping[int, int] = field(hash=False)
     placeholder: bool = False  # invented example prices, not a quote
+    cpu_model: str | None = None  # a CPU-only offer's CPU, as environment.json records it
+
+    @property
+    def hardware(self) -> str:
+        """What the offer rents: its GPU model, or ``CPU-only: <cpu_model>``."""
+        return self.gpu_model if self.gpus_per_lot else f"CPU-only: {self.cpu_model}"
 
     def price_usd_minor(self, days: int) -> int:
         """The whole ``days``-day package price of one lot, in cents (R5.1)."""
@@ -114,20 +125,46 @@ def _parse_offer(path: Path, index: int, entry: Any) -> Offer:
     where = f"{path}: offer {offer_id!r} (offers[{index}])"
     _check_field_names(where, entry)
     placeholder = _placeholder(where, entry.get("placeholder", False))
-    for name in ("provider", "gpu_model"):
-        if not isinstance(entry[name], str) or not entry[name].strip():
+    gpus = _gpus_per_lot(where, entry["gpus_per_lot"])
+    named, other = ("gpu_model", "cpu_model") if gpus else ("cpu_model", "gpu_model")
+    kind = f"gpus_per_lot {gpus}: {'a GPU' if gpus else 'a CPU-only'} offer, named by {named}"
+    if other in entry:
+        raise EconomicsError(
+            f"{where} fields 'gpus_per_lot' (got {gpus!r}) and {other!r}: {kind}; fix: remove "
+            f"{other}, or set gpus_per_lot to match the hardware (0 for CPU-only)",
+            rule="R5.2",
+        )
+    for name in ("provider", named):
+        if not isinstance(entry.get(name), str) or not entry[name].strip():
             raise EconomicsError(
-                f"{where} field {name!r}: must be non-empty text, got {entry[name]!r}",
+                f"{where} field {name!r}: must be non-empty text, got {entry.get(name)!r} "
+                f"({kind}, the model name as environment.json records it)",
                 rule="R5.1",
             )
     return Offer(
         id=offer_id,
         provider=entry["provider"],
-        gpu_model=entry["gpu_model"],
-        gpus_per_lot=_gpus_per_lot(where, entry["gpus_per_lot"]),
+        gpu_model=entry.get("gpu_model", ""),
+        gpus_per_lot=gpus,
         package_price_usd_minor=_package_prices(where, entry["package_price_usd_minor"]),
         placeholder=placeholder,
+        cpu_model=entry.get("cpu_model"),
     )
+
+
+def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str | None) -> Offer:
+    """The demo's own placeholder offer for the hardware a bundle recorded: its GPU model and
+    GPU count, or (no GPU used) its CPU model, so that the demo shows a cost per accepted
+    corpus on any machine while attribution stays the one rule (R2.4, R5.7)."""
+    provider = (
+        "written by gpubench-nb for the machine this bundle ran on (pricing.offer: "
+        f"{MACHINE_OFFER_ID}): invented example prices, not a quote"
+    )
+    if gpus:
+        model = " + ".join(gpu_models) or "GPU model not recorded"
+        return Offer(MACHINE_OFFER_ID, provider, model, gpus, _MACHINE_PRICES, True)
+    cpu = cpu_model or "CPU model not recorded"
+    return Offer(MACHINE_OFFER_ID, provider, "", 0, _MACHINE_PRICES, True, cpu)
 
 
 def _offer_id(path: Path, index: int, entry: Any) -> str:
@@ -171,11 +208,12 @@ def _placeholder(where: str, placeholder: Any) -> bool:
 
 
 def _gpus_per_lot(where: str, gpus: Any) -> int:
-    """The GPUs in one billed lot: a whole number >= 1 (R5.2)."""
-    if not _is_int(gpus) or gpus < 1:
+    """The GPUs in one billed lot: a whole number >= 0, 0 for CPU-only hardware (R5.2)."""
+    if not _is_int(gpus) or gpus < 0:
         raise EconomicsError(
-            f"{where} field 'gpus_per_lot': must be a whole number >= 1, got {gpus!r}; "
-            "fix: the GPUs in one billed lot (2 for a B200 lot, usually 1 otherwise)",
+            f"{where} field 'gpus_per_lot': must be a whole number >= 0, got {gpus!r}; "
+            "fix: the GPUs in one billed lot (2 for a B200 lot, usually 1; 0 for CPU-only "
+            "hardware named by cpu_model)",
             rule="R5.2",
         )
     return gpus
@@ -330,7 +368,10 @@ def package_terms(
     """Billed lots, package total in cents, and the sentences that explain them (R5.1, R5.2)."""
     per_lot = offer.gpus_per_lot
     notes = []
-    if gpus is not None:
+    if gpus is not None and not per_lot:
+        lots = 1
+        notes.append(f"{offer.id} is CPU-only: 1 lot, whatever GPUs are asked for (R5.2).")
+    elif gpus is not None:
         lots = -(-gpus // per_lot)  # ceil without floats
         spare = lots * per_lot - gpus
         notes.append(

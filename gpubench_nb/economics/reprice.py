@@ -3,17 +3,23 @@ together, after the frozen declaration is checked (R1.3, R5)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpubench_nb.economics.attribution import recorded_hardware
 from gpubench_nb.economics.bundle_economics import economics_data, read_bundle_rows
-from gpubench_nb.economics.offers import load_offers
+from gpubench_nb.economics.offers import MACHINE_OFFER_ID, load_offers, machine_offer
 from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
 from gpubench_nb.economics.tables import economics_tables
-from gpubench_nb.notebook_files import ECONOMICS_STEP
-from gpubench_nb.protocol.bundle import CSV_NAME
-from gpubench_nb.protocol.records import read_environment, write_economics
+from gpubench_nb.errors import EconomicsError
+from gpubench_nb.kernel import ECONOMICS_STEP
+from gpubench_nb.protocol.bundle import CSV_NAME, ECONOMICS_NAME
+from gpubench_nb.protocol.fingerprint import sha256_file
+from gpubench_nb.protocol.lock import differences
+from gpubench_nb.protocol.records import read_economics, read_environment, write_economics
 from gpubench_nb.protocol.results import write_rows_atomic
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
@@ -65,13 +71,60 @@ def price_bundle(bundle_dir: Path, pricing: PricingLike | None) -> dict[str, Any
     first write (transactional); return economics.json's data. The caller holds the writer."""
     csv_path = bundle_dir / CSV_NAME
     rows = read_bundle_rows(csv_path)
+    environment = read_environment(bundle_dir).to_dict()
     table = None
     if pricing is not None:  # validated in full before the first write (transactional)
         table = load_offers(pricing.offers)
+        if pricing.offer == MACHINE_OFFER_ID:  # the demo's offer for this bundle's machine
+            hardware = recorded_hardware(rows, environment)
+            table[MACHINE_OFFER_ID] = machine_offer(
+                hardware.gpu_models, hardware.gpu_count, hardware.cpu_model
+            )
         rows = fill_package_columns(rows, pricing, table)
-    environment = read_environment(bundle_dir).to_dict()
     data = economics_data(pricing, rows, environment=environment, offers=table)
     if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
         write_rows_atomic(csv_path, rows)
     write_economics(bundle_dir, data)
     return data
+
+
+def economics_problems(bundle_dir: Path) -> list[str]:
+    """economics.json against what the CSV, environment.json and the declared offers table give
+    again (R5.6): an edited price, cost or verdict is a finding. Without the very table that
+    priced it (a bundle copied to another machine, a table edited since: re-pricing is allowed)
+    what needs no table is compared, and the declared package total with the CSV's column."""
+    stored = read_economics(bundle_dir)
+    if stored is None:
+        return []
+    kept = stored.to_dict()
+    rows = read_bundle_rows(bundle_dir / CSV_NAME)
+    declared, pricing, table = kept.get("pricing"), None, None
+    if isinstance(declared, dict):
+        terms = {key: declared.get(key) for key in ("offer", "days", "lots", "gpus")}
+        pricing = _pricing(None, {"offers": declared.get("offers_file"), **terms})
+        with suppress(EconomicsError, OSError, TypeError, ValueError):  # the table priced
+            if declared.get("offers_sha256") == sha256_file(pricing.offers):  # it, unchanged
+                table = load_offers(pricing.offers)
+    environment = read_environment(bundle_dir).to_dict()
+    data = economics_data(pricing if table else None, rows, environment=environment, offers=table)
+    derived = json.loads(json.dumps(data))
+    if pricing is not None and table is None:  # the table is gone: no price can be re-derived
+        parts = ("variants", "measured_on")
+        kept, derived = {k: kept.get(k) for k in parts}, {k: derived[k] for k in parts}
+        offer = next((o for o in stored.offers if o.declared), None)
+        totals = {row["package_total_usd_minor"] for row in rows}
+        if offer is not None and totals != {offer.package_total_usd_minor}:
+            kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
+            derived["declared package_total_usd_minor"] = sorted(totals, key=str)
+    return [
+        f"{ECONOMICS_NAME}: {change} (as kept -> as re-derived from the CSV and the offers, R5.6)"
+        for change in differences(kept, derived)
+    ]
+
+
+def verify_bundle(bundle_dir: str | Path) -> list[str]:
+    """check-bundle: protocol/audit's re-derivation of every check and record, then
+    economics.json's; an empty list means the bundle re-checks cleanly (R1.6, R5.6)."""
+    from gpubench_nb.protocol.audit import check_bundle
+
+    return check_bundle(bundle_dir) or economics_problems(Path(bundle_dir))

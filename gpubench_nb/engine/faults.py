@@ -176,6 +176,12 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
     return tuple(faults)
 
 
+def check_fault_spec() -> None:
+    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel: `run`, `classify`
+    and `campaign run` call this first, so a typo never turns every run into a failed row."""
+    parse_faults(os.environ.get(ENV_VAR))
+
+
 @dataclass(frozen=True)
 class FaultPlan:
     """The faults that apply to one run (variant, phase, run index), resolved before timing."""

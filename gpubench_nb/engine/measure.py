@@ -39,6 +39,7 @@ class PassResult:
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
     gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
     corpus_reread: str | None = None  # end_to_end: the revision of the corpus file read again
+    out_of_memory: bool = False  # the failure was the device running out of memory (R5.8)
 
     @property
     def ok(self) -> bool:
@@ -56,6 +57,7 @@ class PassResult:
             "off_label_answers": self.off_label_answers,
             "predictions": None if self.predictions_path is None else self.predictions_path.name,
             "error": self.error,
+            "out_of_memory": self.out_of_memory,
             "gpu_telemetry": None
             if self.gpu_telemetry is None
             else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
@@ -449,6 +451,7 @@ def _failed(
         dropped_tokens=None if tokenized is None else tokenized.dropped_tokens,
         error=error,
         notes=(event,),
+        out_of_memory=isinstance(exc, torch.cuda.OutOfMemoryError),
         predictions_path=None,
         item_count=None,
         gpu_telemetry=telemetry,

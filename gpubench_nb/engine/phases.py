@@ -191,7 +191,8 @@ def _failed(
     figures.update(
         load_memory=memory.to_dict(), error=f"load failed: {type(exc).__name__}: {message}"
     )
-    if _is_oom(exc):
+    figures["out_of_memory"] = _is_oom(exc)
+    if figures["out_of_memory"]:
         event = (
             f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
             "(never 0); memory readings taken so far kept; no pass was run"

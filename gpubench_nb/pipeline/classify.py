@@ -14,14 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.economics.reprice import verify_bundle
 from gpubench_nb.engine.environment import record_environment
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.orchestrate import prepare_bundle
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol import bundle as layout
-from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
@@ -63,7 +64,7 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
             "fix: finish that benchmark first (gpubench-nb run)",
             rule="R5.6",
         )
-    problems = check_bundle(benchmark)
+    problems = verify_bundle(benchmark)
     if problems:
         listing = "\n  ".join(problems[:10])
         raise ProtocolError(
@@ -133,6 +134,7 @@ def classify(
     before anything runs (R1.3). ``output_dir`` goes through the output guard (R5.6), and a
     command that fails leaves no half-made bundle folder behind.
     """
+    check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
     is_reference = variant_id == exp.quality.reference_variant

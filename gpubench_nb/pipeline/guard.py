@@ -2,8 +2,8 @@
 
 - One writer: the bundle's exclusive lock is held for the whole run (``protocol.writer``).
 - No bundle inside a bundle: an output folder that is, or lies inside, a bundle is refused.
-- Never re-seal what was tampered with: a finished bundle's manifest is verified first; any
-  changed, missing or added file is refused (exit 2) unless ``--fresh`` discards the bundle.
+- Never re-seal what was tampered with: a finished bundle is verified first as check-bundle
+  verifies it; any finding is refused (exit 2) unless ``--fresh`` discards the bundle.
 - Validate before touching: the pricing section and its offers table are checked in full
   before the first write.
 - All or nothing on a finished bundle: a rerun that redoes no run (re-pricing) works on the
@@ -20,7 +20,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gpubench_nb.economics.offers import load_offers, package_quote, resolve_offer
+from gpubench_nb.economics.offers import (
+    MACHINE_OFFER_ID,
+    load_offers,
+    package_quote,
+    resolve_offer,
+)
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_stamp
@@ -44,15 +49,18 @@ def refuse_nested(output_dir: Path) -> None:
 
 
 def refuse_tampered(bundle_dir: Path) -> None:
-    """A finished bundle whose files no longer match its manifest is never sealed again."""
-    problems = layout.verify_manifest(bundle_dir)
+    """A finished bundle that check-bundle refuses (a file changed behind its manifest, a lock
+    or record edited and re-sealed) is never resumed nor sealed again (R5.6, R1.3)."""
+    from gpubench_nb.economics.reprice import verify_bundle
+
+    problems = verify_bundle(bundle_dir)
     if problems:
         listing = "\n  ".join(problems)
         raise BundleError(
-            f"{bundle_dir} is a finished bundle whose files no longer match its manifest "
-            f"{layout.MANIFEST_NAME}:\n  {listing}\nIt will not be sealed again over these "
-            "changes. Fix: restore the files from a copy of the bundle, or discard it with "
-            "`gpubench-nb run --fresh` (it is set aside, renamed, not deleted) to measure anew",
+            f"{bundle_dir} is a finished bundle that check-bundle refuses:\n  {listing}\nIt "
+            "will not be sealed again over these changes. Fix: restore the files from a copy of "
+            "the bundle, or discard it with `gpubench-nb run --fresh` (it is set aside, renamed, "
+            "not deleted) to measure anew",
             rule="R5.6",
         )
 
@@ -63,7 +71,8 @@ def validate_pricing(experiment: Experiment) -> None:
     if pricing is None:
         return
     table = load_offers(pricing.offers)
-    resolve_offer(table, pricing.offer)
+    if pricing.offer != MACHINE_OFFER_ID:  # that one is written from the recorded machine
+        resolve_offer(table, pricing.offer)
     for offer in table.values():  # 30_economics prices every offer of the table
         package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
 

@@ -19,13 +19,16 @@ from typing import Any
 
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
-from gpubench_nb.notebook_files import (
+from gpubench_nb.kernel import (
     ECONOMICS_STEP,
     ENVIRONMENT_STEP,
     MEASURE_STEP,
     QUALITY_STEP,
     notebook_path,
+    papermill_module,
+    papermill_options,
 )
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
@@ -80,8 +83,6 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
 
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
-    from gpubench_nb.kernel import papermill_module, papermill_options
-
     papermill = papermill_module()  # without an unused 1 s grammar
 
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -132,7 +133,9 @@ def prepare_bundle(
     if this machine's declaration and fingerprints are the ones it froze.
     """
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
+    from gpubench_nb.engine.optimise import refuse_unrunnable
 
+    refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
     corpus, others = load_declared_corpora(experiment)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
@@ -152,8 +155,9 @@ def prepare_bundle(
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle
         kept.mkdir()
-        shutil.copy2(experiment.source, kept / "experiment.yaml")
-        shutil.copy2(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
+        # the content only: a copy gets a new file's mode (0666 & ~umask), as every bundle file
+        shutil.copyfile(experiment.source, kept / "experiment.yaml")
+        shutil.copyfile(experiment.corpus.path, kept / f"corpus{experiment.corpus.path.suffix}")
     expected = bundle_dir / layout.EXPECTED_IDS_NAME
     if not expected.exists():
         write_expected_ids(corpus, expected)
@@ -279,6 +283,7 @@ def run_experiment(
     exactly (R1.3); ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing``
     (offers, offer, days, lots) replaces the experiment's pricing section, which is not frozen.
     """
+    check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
         experiment.variant(variant_id)  # unknown ids fail before anything runs

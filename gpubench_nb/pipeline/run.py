@@ -7,9 +7,10 @@ from pathlib import Path
 
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
+from gpubench_nb.engine.optimise import optimise_phase
 from gpubench_nb.engine.phases import LoadSpec, load_phase, run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.notebook_files import MEASURE_STEP
+from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import require_frozen
@@ -108,6 +109,7 @@ def _execute_run(
         plan,
         lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
     )
+    loaded = optimise_phase(loaded, settings, corpus.texts)  # threads, compile, quantisation
     env = capture_environment(loaded.device, used=loaded.backend)
     result, scope, prompt = None, exp.timing.scope, exp.model.prompt
     if loaded.backend is not None:

@@ -21,7 +21,13 @@ from gpubench_nb.protocol.quality import (
     assess_runs,
     kept_reference_value,
 )
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_run
+from gpubench_nb.protocol.records import (
+    MEASURED_PHASES,
+    Phase,
+    read_economics,
+    read_environment,
+    read_run,
+)
 from gpubench_nb.protocol.results import read_rows, validate_csv
 
 COMPARED_CHECKS = (
@@ -67,6 +73,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
+    problems += record_problems(root)
     rows = read_rows(csv_path)
     keys = Counter((r["variant_id"], r["phase"], r["run_index"]) for r in rows)
     problems += [
@@ -89,6 +96,27 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         run = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
         found += [(run, p) for p in compare_with_record(root, row)]
     return problems + grouped("run", found)
+
+
+def record_problems(root: Path) -> list[str]:
+    """Every typed record the manifest seals, read by its one reader (protocol/records.py), so
+    a file that is not its record is a finding, never skipped nor a traceback: environment.json
+    (R2.4) and economics.json (R5.6; a `run` bundle, one with a schedule, must keep both), each
+    run.json (R3.6), a failed run's included."""
+    found: list[str] = []
+    scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
+    readers = [(root / layout.ENVIRONMENT_NAME, read_environment)]
+    readers += [(root / layout.ECONOMICS_NAME, read_economics)]
+    readers += [(path, read_run) for path in sorted(root.glob("runs/*/*/run.json"))]
+    for path, reader in readers:
+        if not path.is_file():
+            found += [f"{path.name}: missing; a finished bundle keeps it (R5.6)"] * scheduled
+            continue
+        try:
+            reader(path.parent)
+        except BundleError as exc:
+            found.append(str(exc))
+    return found
 
 
 def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
@@ -225,7 +253,7 @@ def _compare_run(
     checks_path = root / "runs" / key / CHECKS_NAME
     try:
         kept = json.loads(checks_path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
     if not isinstance(kept, dict):
         return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]

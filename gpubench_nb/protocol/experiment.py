@@ -13,9 +13,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import jsonschema
-
-from gpubench_nb.errors import ProtocolError
+from gpubench_nb.errors import ProtocolError, where_relative
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
@@ -37,6 +35,7 @@ from gpubench_nb.protocol.experiment_spec import (
     TimingSpec,
     TokenizerSpec,
     Variant,
+    build_defaults,
     plain_data,
 )
 from gpubench_nb.protocol.problems import Problems, failure_kind
@@ -93,18 +92,32 @@ class Checker:
         return self.value(where, data.get(where.rsplit(".", 1)[-1], spec.get("default")), spec)
 
     def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
-        """``value`` checked against its declaration ``spec`` (enum, integer, fraction, text)."""
+        """``value`` checked against its declaration ``spec``: the JSON Schema kinds the
+        declarations use (enum, integer, number, list, text, one of them or null)."""
         if "anyOf" in spec:  # a word ("auto") or a value of the other declaration
             if value in [s["const"] for s in spec["anyOf"] if "const" in s]:
                 return value
             spec = next(s for s in spec["anyOf"] if "const" not in s)
+        if isinstance(spec.get("type"), list):  # a value of one type, or null
+            if value is None and "null" in spec["type"]:
+                return None
+            spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
         if "enum" in spec:
             return self.choice(where, value, tuple(spec["enum"]))
         kind = spec.get("type")
         if kind == "integer":
             return self.integer(where, value, spec["minimum"])
-        if kind == "number":
+        if kind == "number" and "maximum" in spec:
             return self.fraction(where, value)
+        if kind == "number":
+            low = spec["exclusiveMinimum"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= low:
+                self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
+        if kind == "array":
+            if not isinstance(value, list) or len(value) < spec.get("minItems", 0):
+                self.fail(where, f"must be a non-empty list, got {value!r}", "e.g. [1.0, 10.0]")
+                return []
+            return [self.value(f"{where}[{i}]", v, spec["items"]) for i, v in enumerate(value)]
         if kind == "string":
             value = self.text(where, value)
             if value and not re.search(spec.get("pattern", ""), value):
@@ -147,6 +160,9 @@ class Checker:
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
     source = Path(path).resolve()
+    if not source.exists():
+        found = f"cannot read the experiment file: not found{where_relative(path)}"
+        raise ProtocolError(f"{source}: {found}", rule="R1.3")
     # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
     check = Checker(source)
@@ -279,18 +295,26 @@ def _build_options(check: Checker, backend: Any, build: Any) -> dict[str, Any]:
     option or a wrong value is refused here, not at build time (R1.3)."""
     if backend not in BUILD_OPTIONS:
         return dict(build) if isinstance(build, Mapping) else {}
-    declared = BUILD_OPTIONS[backend]
-    if not declared["properties"]:
+    declared = BUILD_OPTIONS[backend]["properties"]
+    if not declared:
         if build:
             check.fail("model.build", f"{backend} takes no build options", "remove model.build")
         return {}
-    build = check.keys("model.build", build, schema.keys(declared))
-    known = {k: v for k, v in build.items() if k in declared["properties"]}
-    for error in jsonschema.Draft202012Validator(declared).iter_errors(known):
-        where = ".".join(["model.build", *map(str, error.absolute_path)])
-        default = declared["properties"][str(error.absolute_path[0])].get("default")
-        check.fail(where, error.message, f"e.g. {default!r} (the {backend} default)")
+    build = check.keys("model.build", build, tuple(declared))
+    for key, value in build.items():
+        if key in declared:
+            check.value(f"model.build.{key}", value, declared[key])
     return build
+
+
+def build_options(backend: str, options: Any) -> dict[str, Any]:
+    """model.build of the preset ``backend`` checked against its declaration (BUILD_OPTIONS,
+    what validate checks), its declared defaults filled in (R1.3)."""
+    check = Checker(Path(f"the {backend} preset"))
+    _build_options(check, backend, options or {})
+    if check.problems:
+        raise ProtocolError("\n".join(check.problems), rule="R1.3")
+    return {**build_defaults(backend), **(options or {})}
 
 
 def _setting(check: Checker, where: str, key: str, value: Any) -> Any:

@@ -10,7 +10,11 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_REPEATS
+from gpubench_nb.protocol.experiment_rules import (
+    MAX_ID_LENGTH,
+    MAX_SEED,
+    MIN_REPEATS,
+)
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
@@ -37,6 +41,7 @@ ORDERS = ("alternating", "drawn")
 BATCHINGS = ("corpus_order", "length_sorted")
 PACKAGE_DAYS = (3, 7, 30)
 OUTPUT_FORMATS = ("predictions_jsonl",)
+
 # How the model is run (R2.1): a torch.compile mode, the attention implementation of a
 # transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -44,9 +49,8 @@ ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
 QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
 SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
-IDENTIFIER = schema.text(
-    "letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN, maxLength=MAX_ID_LENGTH
-)
+IDENTIFIER = schema.text("letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN,
+                         maxLength=MAX_ID_LENGTH)  # fmt: skip
 # The settings an experiment may vary; exactly one of them is the declared knob (R2.1).
 SETTINGS: Mapping[str, Any] = {
     "precision": schema.enum("weights and activations (a study of its own, R2.2)", PRECISIONS),
@@ -87,40 +91,23 @@ _PRESET = {
 }
 # model.build of each backend (R1.4: chosen on tune only); build-model fills in the defaults.
 BUILD_OPTIONS: Mapping[str, Any] = {
-    "bow": schema.section(
-        "bow preset: EmbeddingBag + linear head, trained in seconds",
-        {
-            "dim": schema.integer("embedding size", default=64),
-            "max_epochs": schema.integer("epochs tried; the best on tune is kept", default=8),
-            "learning_rate": {
-                "type": "number",
-                "exclusiveMinimum": 0,
-                "default": 0.05,
-                "description": "Adam's learning rate",
-            },
-            "train_batch": schema.integer("texts per training step", default=256),
-            **_PRESET,
-        },
-    ),  # fmt: skip
-    "minilm": schema.section(
-        "minilm preset: MiniLM mean pooling + logistic head",
-        {
-            "c_grid": {
-                "type": "array",
-                "minItems": 1,
-                "default": [0.1, 1.0, 10.0, 100.0, 1000.0],
-                "items": {"type": "number", "exclusiveMinimum": 0},
-                "description": "C values tried; the best on tune is kept",
-            },
-            "max_iter": schema.integer("logistic regression iterations", default=2000),
-            "embed_batch": schema.integer("texts per embedding batch", default=32),
-            "device": schema.text("where the build embeds: auto, cpu, cuda", default="auto"),
-            **_PRESET,
-        },
-    ),  # fmt: skip
+    "bow": schema.section("bow preset: EmbeddingBag + linear head, trained in seconds", {
+        "dim": schema.integer("embedding size", default=64),
+        "max_epochs": schema.integer("epochs tried; the best on tune is kept", default=8),
+        "learning_rate": schema.positive("Adam's learning rate", default=0.05),
+        "train_batch": schema.integer("texts per training step", default=256),
+        **_PRESET}),
+    "minilm": schema.section("minilm preset: MiniLM mean pooling + logistic head", {
+        "c_grid": {"type": "array", "minItems": 1, "items": schema.positive("a C"),
+                   "default": [0.1, 1.0, 10.0, 100.0, 1000.0],
+                   "description": "C values tried; the best on tune is kept"},
+        "max_iter": schema.integer("logistic regression iterations", default=2000),
+        "embed_batch": schema.integer("texts per embedding batch", default=32),
+        "device": schema.text("where the build embeds: auto, cpu, cuda", default="auto"),
+        **_PRESET}),
     "hf": schema.section("hf: a folder you bring; nothing to build", {}),
     "causal_lm": schema.section("causal_lm: a folder you bring; nothing to build", {}),
-}
+}  # fmt: skip
 
 
 def build_defaults(backend: str) -> dict[str, Any]:
@@ -128,16 +115,12 @@ def build_defaults(backend: str) -> dict[str, Any]:
     return {k: v.get("default") for k, v in BUILD_OPTIONS[backend]["properties"].items()}
 
 
-_MODEL = schema.section(
-    "the model measured and how build-model makes a preset",
-    {
-        "backend": schema.enum("bow and minilm are built here; hf, causal_lm brought", BACKENDS),
-        "path": schema.text("the model folder (build-model writes presets there)"),
-        "build": {"type": "object", "description": "options of the preset, per backend below"},
-        "prompt": PROMPT,
-    },
-    required=("backend", "path"),
-)
+_MODEL = schema.section("the model measured and how build-model makes a preset", {
+    "backend": schema.enum("bow and minilm are built here; hf, causal_lm brought", BACKENDS),
+    "path": schema.text("the model folder (build-model writes presets there)"),
+    "build": {"type": "object", "description": "options of the preset, per backend below"},
+    "prompt": PROMPT,
+}, required=("backend", "path"))  # fmt: skip
 _MODEL["allOf"] = [
     {"if": {"properties": {"backend": {"const": b}}}, "then": {"properties": {"build": s}}}
     for b, s in BUILD_OPTIONS.items()

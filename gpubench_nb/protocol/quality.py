@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.errors import ResultsError
+from gpubench_nb.errors import BundleError, ResultsError
 from gpubench_nb.protocol.acceptance import AcceptanceReport, check_predictions, write_checks
 from gpubench_nb.protocol.bundle import (
     CHECKS_NAME,
@@ -78,8 +79,9 @@ def assess_runs(
 
 def kept_reference_value(bundle_dir: Path) -> float | None:
     """The reference value a bundle kept in reference.json, or None when it has none."""
-    value = (read_json(Path(bundle_dir) / REFERENCE_NAME) or {}).get("reference_value")
-    return float(value) if isinstance(value, int | float) else None
+    kept = read_json(Path(bundle_dir) / REFERENCE_NAME, BundleError, "R1.3") or {}
+    value = kept.get("reference_value") if isinstance(kept, dict) else None
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
 
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import types
 import typing
@@ -52,6 +53,14 @@ MEASURED_PHASES: tuple[Phase, ...] = (Phase.COLD, Phase.WARM)  # runs that carry
 _FIX = "fix: restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
 
 
+def _sane_number(text: str) -> float | int:
+    """A JSON number a record can hold: at most 40 characters, finite."""
+    value = float(text) if len(text) <= 40 and any(c in text for c in ".eE") else None
+    if len(text) > 40 or value is not None and not math.isfinite(value):
+        raise ValueError(f"the number {text[:24]}... ({len(text)} characters) is out of range")
+    return int(text) if value is None else value
+
+
 def read_json(
     path: Path | str,
     error: type[GpubenchError] | None = BundleError,
@@ -61,7 +70,12 @@ def read_json(
     """The JSON in ``path``; None when absent. Unreadable: ``error`` naming the file and
     ``fix``, or None where the caller passes ``error=None`` (a hint it can do without)."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(
+            Path(path).read_text(encoding="utf-8"),
+            parse_int=_sane_number,
+            parse_float=_sane_number,
+            parse_constant=lambda name: math.nan if name == "NaN" else _sane_number("1e999"),
+        )
     except FileNotFoundError:
         return None
     except (OSError, ValueError, RecursionError) as exc:  # not JSON, not UTF-8, absurd numbers
@@ -298,6 +312,15 @@ class SlurmAllocation(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CpuActivity(Record):
+    """``environment.json`` ``cpu_activity_start`` / ``_end`` (engine/activity.py): typed where
+    the report counts with it; its other keys are kept as written."""
+
+    RULE = "R2.4"
+    cpu_count: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class EnvironmentRecord(Record):
     """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4).
     The typed fields are those other stages read; every other key is kept in ``data``."""
@@ -317,6 +340,9 @@ class EnvironmentRecord(Record):
         default=None, metadata={"at": "numerics.cuda_module_loading.effective"}
     )
     slurm: SlurmAllocation | None = None  # None: not measured inside a Slurm job
+    cpu_count: int | None = None  # the report prints it as a count of cores
+    cpu_activity_start: CpuActivity | None = None
+    cpu_activity_end: CpuActivity | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -365,7 +391,10 @@ class RunRecord(Record):
     generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
     generation_config_folder_overridden: tuple[str, ...] = ()
     generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
+    threads: Any = None  # engine/optimise.py: the CPU threads applied
+    optimisation: Mapping[str, Any] | None = None  # engine/optimise.py: what was applied
     error: str | None = None
+    out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
     environment: EnvironmentRecord | None = None
 

@@ -28,6 +28,10 @@ def integer(doc: str, minimum: int = 1, **extra: Any) -> dict[str, Any]:
     return {"type": "integer", "minimum": minimum, "description": doc, **extra}
 
 
+def positive(doc: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "number", "exclusiveMinimum": 0, "description": doc, **extra}
+
+
 def fraction(doc: str, **extra: Any) -> dict[str, Any]:
     return {"type": "number", "minimum": 0, "maximum": 1, "description": doc, **extra}
 
@@ -70,8 +74,10 @@ def document(title: str, schema: Mapping[str, Any]) -> dict[str, Any]:
 
 def _kind(node: Mapping[str, Any]) -> str:
     """A declaration in words for the reference table (``|`` escaped for Markdown)."""
-    if "enum" in node:
-        return " or ".join(f"`{v}`" for v in node["enum"])
+    if "enum" in node or "const" in node:
+        return " or ".join(f"`{v}`" for v in node.get("enum", [node.get("const")]))
+    if "anyOf" in node:
+        return " or ".join(map(_kind, node["anyOf"]))
     kind = node.get("type", "any")
     kind = " or ".join(kind) if isinstance(kind, list) else kind
     if kind == "array":
@@ -118,5 +124,6 @@ def reference(schemas: Mapping[str, Mapping[str, Any]]) -> str:
             doc = node.get("description", "").replace("|", "\\|")
             key, _, backend = where.partition(" ")
             needed = "yes" if needed else ""
-            lines.append(f"| `{key}` {backend} | {_kind(node)} | {needed} | {default} | {doc} |")
+            name = f"`{key}` {backend}".strip()
+            lines.append(f"| {name} | {_kind(node)} | {needed} | {default} | {doc} |")
     return "\n".join(lines) + "\n"

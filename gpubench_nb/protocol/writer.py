@@ -13,6 +13,7 @@ holder's is part of that run and proceeds, any other step must take the lock its
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sys
@@ -66,6 +67,25 @@ def _refusal(bundle_dir: Path) -> BundleError:
         "released by the system when that process ends, so never delete it by hand",
         rule="R5.6",
     )
+
+
+def refuse_if_written(bundle_dir: Path | str) -> None:
+    """Refuse (exit 2) to read a bundle whose writer lock another process holds: a `run` still
+    writing it would be read half-made (R5.6). The holder's own steps (its token) read on."""
+    bundle_dir = Path(bundle_dir).resolve()
+    inherited = os.environ.get(TOKEN_ENV)
+    if inherited and read_holder(bundle_dir).get("token") == inherited:
+        return
+    try:
+        fd = os.open(lock_path(bundle_dir), os.O_RDONLY)
+    except OSError:  # no lock file: no writer ever held it here
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never blocks another reader
+    except BlockingIOError:
+        raise _refusal(bundle_dir) from None
+    finally:
+        os.close(fd)
 
 
 @contextmanager

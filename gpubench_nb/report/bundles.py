@@ -8,13 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
-from gpubench_nb.errors import BundleError
+from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
 from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
-from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
     PHASES,
     EconomicsRecord,
@@ -26,7 +23,7 @@ from gpubench_nb.protocol.records import (
 )
 from gpubench_nb.protocol.yamlio import parse_yaml
 from gpubench_nb.report.conditions import run_conditions
-from gpubench_nb.report.stats import rows_to_frame
+from gpubench_nb.report.stats import Summary, summarise
 
 # R2.1: bundles are merged only when these are equal (or the user says otherwise, visibly).
 COMPARED_FIELDS: tuple[str, ...] = (
@@ -47,14 +44,6 @@ class Bundle:
     environment: Mapping[str, Any]  # environment.json as validated (records.EnvironmentRecord)
     economics: EconomicsRecord | None  # None: 30_economics never ran in this bundle
     rows: list[dict[str, Any]] = field(hash=False)
-
-    def verdicts(self) -> dict[str, tuple[bool | None, str | None]]:
-        """variant -> (accepted, reason): economics.json's verdict (R1.5, R5.7), which the
-        report reads and never re-derives; a bundle without economics.json gets the same rule
-        (protocol.quality.variant_acceptance) applied to its rows."""
-        if self.economics is not None and self.economics.variants:
-            return {v.variant_id: (v.verdict, v.reason) for v in self.economics.variants}
-        return {v: (a.verdict, a.reason) for v, a in variant_acceptance(self.rows).items()}
 
     def attribution(self, offer: OfferEconomics) -> Attribution:
         """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
@@ -120,6 +109,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,
         "error": run.error if run else None,
+        "out_of_memory": bool(run.data.get("out_of_memory")) if run else False,  # R5.8
         "truncated_texts": run.truncated_texts if run else None,
         "dropped_tokens": run.dropped_tokens if run else None,
         "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
@@ -130,7 +120,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         "reference_value": checks.get("reference_value"),
         "meets_threshold": checks.get("meets_threshold"),
         "within_tolerance": checks.get("within_tolerance"),
-        # load, busy processes, GPU processes, clocks at that moment (R2.5)
+        # load, busy processes, GPU processes, threads, clocks at that moment (R2.5)
         "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
 
@@ -167,7 +157,10 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
     for raw in parse_bundle_dirs(bundle_dirs):
         path = Path(raw)
         if not path.is_dir():
-            raise BundleError(f"{path}: not a bundle folder; fix: pass outputs/<experiment_id>")
+            raise BundleError(
+                f"{path}: not a bundle folder{where_relative(path)}; fix: pass "
+                "outputs/<experiment_id>"
+            )
         if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
             raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
         lock = read_json(path / LOCK_NAME) or {}
@@ -213,6 +206,6 @@ def comparability_problems(bundles: Sequence[Bundle]) -> list[str]:
     return problems
 
 
-def rows_frame(bundles: Sequence[Bundle]) -> pd.DataFrame:
-    """Every raw row of every bundle, labelled, with ``failed`` and ``texts_per_second``."""
-    return rows_to_frame([row for bundle in bundles for row in bundle.rows])
+def summary_of(bundles: Sequence[Bundle]) -> Summary:
+    """The report's one summary over every raw row of every bundle (report.stats)."""
+    return summarise([row for bundle in bundles for row in bundle.rows])

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from gpubench_nb.protocol.bundle import comparison_report_path
 from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.render import render_report
 
 
@@ -21,6 +22,8 @@ def render_comparison(
     report-<names>.html), refused before any kernel starts when ``out`` is no place for it."""
     bundles = [Path(b) for b in bundle_dirs]
     html = report_destination(bundles, out, ledger)
+    for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
+        refuse_if_written(bundle)
     return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)
 
 

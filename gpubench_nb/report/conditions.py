@@ -1,9 +1,11 @@
 """What the machine was doing during each run, as its run.json recorded it (R2.5).
 
 Per run: the 1-minute load average at start and end, other processes that used at least 10 % of
-a core (engine/activity.py), other GPU processes, and, where the run's record has them, GPU
-clock and throttle fields. Per variant: the same over its runs, and a banner when variants ran
-under different or heavy load (thresholds below, stated in the banner).
+a core (engine/activity.py), other GPU processes, the CPU threads torch used and whether they
+were fixed, and, where the run's record has them, GPU clock and throttle fields. Per variant:
+the same over its runs. :func:`conditions_check` says when the conditions make a speed
+comparison unreliable (heavy load with threads left free, uneven load between variants, a
+throttled GPU): the report then withholds its verdict (thresholds below, stated in the banner).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ class RunConditions:
     gpu_processes: tuple[str, ...] | None = None  # None: not observable or no GPU
     gpu: tuple[str, ...] = field(default_factory=tuple)  # clock / throttle fields
     fault: str | None = None  # an injected fault scoped to this run (engine/faults.py)
+    threads: str | None = None  # "2 torch threads, OMP/MKL unset"; None: not recorded
+    threads_fixed: bool | None = None  # OMP/MKL_NUM_THREADS or a declared threads setting
+    throttled: bool = False  # NVML saw a throttling clock-event reason during the timed pass
 
     @property
     def load_max(self) -> float | None:
@@ -55,6 +60,8 @@ class RunConditions:
             parts.append(f"busy: {', '.join(self.busy) if self.busy else 'none'}")
         if self.gpu_processes:
             parts.append(f"other GPU processes: {', '.join(self.gpu_processes)}")
+        if self.threads:
+            parts.append(self.threads)
         parts += list(self.gpu)
         if self.fault:
             parts.append(self.fault)
@@ -71,30 +78,22 @@ def _first(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _busy(activity: Any) -> tuple[str, ...] | None:
-    if not isinstance(activity, Mapping):
+def _listed(lists: Sequence[Any], text: Any) -> tuple[str, ...] | None:
+    """``text(p)`` of every process in the lists the record holds; None: none was recorded."""
+    found = [p for procs in lists if isinstance(procs, list) for p in procs]
+    if not any(isinstance(procs, list) for procs in lists):
         return None
-    procs = activity.get("busy_processes")
-    if not isinstance(procs, list):
-        return None
-    return tuple(
-        f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)"
-        for p in procs
-        if isinstance(p, Mapping)
-    )
+    return tuple(dict.fromkeys(text(p) for p in found if isinstance(p, Mapping)))
+
+
+def _busy(*activity: Any) -> tuple[str, ...] | None:
+    lists = [a.get("busy_processes") if isinstance(a, Mapping) else None for a in activity]
+    return _listed(lists, lambda p: f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)")
 
 
 def _gpu_processes(env: Mapping[str, Any]) -> tuple[str, ...] | None:
-    seen: dict[str, None] = {}
-    found = False
-    for when in ("start", "end"):
-        procs = env.get(f"gpu_processes_{when}")
-        if isinstance(procs, list):
-            found = True
-            for p in procs:
-                if isinstance(p, Mapping):
-                    seen[f"pid {p.get('pid')} on {p.get('device')}"] = None
-    return tuple(seen) if found else None
+    lists = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
+    return _listed(lists, lambda p: f"pid {p.get('pid')} on {p.get('device')}")
 
 
 def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
@@ -108,9 +107,33 @@ def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None, bool | None]:
+    """(text, fixed): the CPU threads of the run as it recorded them: run.json ``threads``
+    (engine/optimise.apply_threads: declared, intra-op, inter-op, OMP/MKL), else torch's
+    intra-op threads and the OMP/MKL variables at its start (``environment.numerics``)."""
+    state = run.get("threads")
+    if not isinstance(state, Mapping):
+        numerics = env.get("numerics") if isinstance(env.get("numerics"), Mapping) else {}
+        found = numerics.get("environment")
+        variables = found if isinstance(found, Mapping) else {}
+        state = {"intra_op": numerics.get("cpu_threads"), **variables}
+    if state.get("intra_op") is None:
+        return None, None
+    fixed = [f"{k}={state[k]}" for k in _THREAD_VARIABLES if state.get(k)]
+    inter = f", inter-op {state['inter_op']}" if state.get("inter_op") is not None else ""
+    text = f"torch intra-op threads {state['intra_op']}{inter}, "
+    text += ", ".join(fixed) if fixed else "OMP/MKL threads unset"
+    declared = state.get("declared") not in (None, "auto")
+    text += f" (declared threads: {state['declared']})" if declared else ""
+    return text, bool(fixed) or declared
+
+
 def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the clocks, reasons and
-    throttle flag sampled during the timed pass, read like the top-level fields."""
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the clocks, reasons and throttle flag
+    sampled during the timed pass, read like the top-level fields."""
     telemetry = run.get("gpu_telemetry")
     return telemetry if isinstance(telemetry, Mapping) and telemetry.get("observable") else {}
 
@@ -120,20 +143,20 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     run = run or {}
     env = run.get("environment") if isinstance(run.get("environment"), Mapping) else {}
     start, end = env.get("cpu_activity_start"), env.get("cpu_activity_end")
-    busy_start, busy_end = _busy(start), _busy(end)
-    busy = None
-    if busy_start is not None or busy_end is not None:
-        busy = tuple(dict.fromkeys((*(busy_start or ()), *(busy_end or ()))))
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     cpu_count = (start or {}).get("cpu_count") if isinstance(start, Mapping) else None
+    threads, fixed = _threads(run, env)
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
         cpu_count=cpu_count or env.get("cpu_count"),
-        busy=busy,
+        busy=_busy(start, end),
         gpu_processes=_gpu_processes(env),
         gpu=_gpu_fields(run, env, _telemetry(run)),
         fault=fault.group(0) if fault else None,
+        threads=threads,
+        threads_fixed=fixed,
+        throttled=bool(_telemetry(run).get("throttled")),
     )
 
 
@@ -151,6 +174,15 @@ class VariantConditions:
     busy_names: tuple[str, ...]  # the busiest names, most frequent first
     gpu_process_runs: int  # runs that saw another GPU process
     busy_observed_runs: int | None = None  # runs whose record could see other processes
+    threads: tuple[str, ...] = ()  # the distinct thread settings of its runs
+    threads_fixed: bool | None = None  # every run fixed its threads; None: not recorded
+    throttled_runs: int = 0
+
+    @property
+    def heavy(self) -> bool:
+        """The 1-minute load exceeded HEAVY_LOAD_PER_CORE per core during some run."""
+        limit = HEAVY_LOAD_PER_CORE * (self.cpu_count or 0)
+        return bool(self.cpu_count) and self.load_max is not None and self.load_max > limit
 
     def text(self) -> str:
         """Short, for the decision table: ``load 1.20, max 3.10 (2 cores); others busy 4/5``."""
@@ -160,81 +192,90 @@ class VariantConditions:
             load = f"load {self.load_median:.2f}, max {self.load_max:.2f}"
             load += f" ({self.cpu_count} cores)" if self.cpu_count else ""
         observed = self.runs if self.busy_observed_runs is None else self.busy_observed_runs
-        if not observed:
-            return f"{load}; other processes {NOT_OBSERVABLE}"
-        parts = [load, f"others busy {self.busy_runs}/{observed} runs"]
-        if self.busy_names:
-            parts[-1] += f" ({', '.join(self.busy_names)})"
+        parts = [load, f"other processes {NOT_OBSERVABLE}"]
+        if observed:
+            parts[1] = f"others busy {self.busy_runs}/{observed} runs"
+            parts[1] += f" ({', '.join(self.busy_names)})" if self.busy_names else ""
         if self.gpu_process_runs:
             parts.append(f"other GPU processes {self.gpu_process_runs}/{self.runs} runs")
+        if self.throttled_runs:
+            parts.append(f"GPU throttled {self.throttled_runs}/{self.runs} runs")
         return "; ".join(parts)
 
 
-def variant_conditions(
-    rows: Sequence[Mapping[str, Any]], phases: Sequence[str] = ("warm",)
-) -> list[VariantConditions]:
-    """Per (bundle, variant), over the runs of ``phases`` (rows carry ``conditions``)."""
-    groups: dict[tuple[str, str], list[RunConditions]] = {}
-    for row in rows:
-        if row.get("phase") in phases and isinstance(row.get("conditions"), RunConditions):
-            key = (str(row.get("bundle") or ""), str(row.get("variant_id")))
-            groups.setdefault(key, []).append(row["conditions"])
-    out = []
-    for (bundle, variant), runs in groups.items():
-        loads = [c.load_max for c in runs if c.load_max is not None]
-        names: Counter[str] = Counter(name.split(" (")[0] for c in runs for name in (c.busy or ()))
-        cores = [c.cpu_count for c in runs if c.cpu_count]
-        out.append(
-            VariantConditions(
-                bundle=bundle,
-                variant_id=variant,
-                runs=len(runs),
-                load_median=statistics.median(loads) if loads else None,
-                load_max=max(loads) if loads else None,
-                cpu_count=cores[0] if cores else None,
-                busy_runs=sum(1 for c in runs if c.busy),
-                busy_names=tuple(name for name, _ in names.most_common(3)),
-                gpu_process_runs=sum(1 for c in runs if c.gpu_processes),
-                busy_observed_runs=sum(1 for c in runs if c.busy is not None),
-            )
-        )
-    return out
-
-
-def conditions_banner(variants: Sequence[VariantConditions]) -> str | None:
-    """A warning when variants ran under heavy or different load; None when they did not."""
-    heavy = [
-        v
-        for v in variants
-        if v.load_max is not None and v.cpu_count and v.load_max > HEAVY_LOAD_PER_CORE * v.cpu_count
-    ]
-    loads = [v for v in variants if v.load_median is not None and v.cpu_count]
-    spread = (
-        max(v.load_median for v in loads) - min(v.load_median for v in loads)  # type: ignore[operator]
-        if len(loads) > 1
-        else 0.0
+def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> VariantConditions:
+    """The conditions of one variant's runs, summarised."""
+    loads = [c.load_max for c in runs if c.load_max is not None]
+    names: Counter[str] = Counter(name.split(" (")[0] for c in runs for name in (c.busy or ()))
+    cores = [c.cpu_count for c in runs if c.cpu_count]
+    fixed = [c.threads_fixed for c in runs if c.threads_fixed is not None]
+    return VariantConditions(
+        bundle=bundle,
+        variant_id=variant,
+        runs=len(runs),
+        load_median=statistics.median(loads) if loads else None,
+        load_max=max(loads) if loads else None,
+        cpu_count=cores[0] if cores else None,
+        busy_runs=sum(1 for c in runs if c.busy),
+        busy_names=tuple(name for name, _ in names.most_common(3)),
+        gpu_process_runs=sum(1 for c in runs if c.gpu_processes),
+        busy_observed_runs=sum(1 for c in runs if c.busy is not None),
+        threads=tuple(dict.fromkeys(c.threads for c in runs if c.threads)),
+        threads_fixed=all(fixed) if fixed else None,
+        throttled_runs=sum(1 for c in runs if c.throttled),
     )
-    cores = min((v.cpu_count for v in loads), default=None)
-    different = bool(cores) and spread > DIFFERENT_LOAD_PER_CORE * cores  # type: ignore[operator]
-    gpu_mixed = len({v.gpu_process_runs > 0 for v in variants}) > 1
-    parts = []
+
+
+ADVICE = (
+    "rerun on a quiet machine, or with fixed threads (`threads: 1` under `fixed` in the "
+    "experiment, or OMP_NUM_THREADS=1 for `gpubench-nb run`), so that every variant competes "
+    "for the cores alike"
+)
+
+
+@dataclass(frozen=True)
+class ConditionsCheck:
+    """What the recorded conditions allow: ``problems`` for the banner, and among them
+    ``withheld``, those that make a speed comparison unreliable (the verdict is withheld)."""
+
+    problems: tuple[str, ...]
+    withheld: tuple[str, ...]
+
+    def banner(self) -> str | None:
+        if not self.problems:
+            return None
+        text = f"Measured under uneven conditions (R2.5): {'; '.join(self.problems)}. "
+        if self.withheld:
+            return text + "No option is named faster on these runs: see why and what to do below."
+        return text + "Times may differ for that reason; see each variant's conditions."
+
+
+def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
+    """Heavy load (withholds unless every such variant fixed its threads: free threads of a
+    batched variant fight for busy cores, and its median then measures contention), load
+    differing between variants, another GPU process during some variants only, a throttled
+    GPU (each withholds)."""
+    heavy = [v for v in variants if v.heavy]
+    per_core = [v.load_median / v.cpu_count for v in variants if v.load_median and v.cpu_count]
+    spread = max(per_core) - min(per_core) if per_core else 0.0
+    found: list[tuple[str, bool]] = []
     if heavy:
-        parts.append(
-            "heavy load: the 1-minute load average exceeded "
-            f"{HEAVY_LOAD_PER_CORE:g} per core during "
-            + ", ".join(f"{v.bundle} / {v.variant_id} (max {v.load_max:.2f})" for v in heavy)
-        )
-    if different:
-        parts.append(
-            f"different load: the variants' median loads differ by {spread:.2f}, more than "
-            f"{DIFFERENT_LOAD_PER_CORE:g} per core on {cores} cores"
-        )
-    if gpu_mixed:
-        parts.append("another GPU process was seen during some variants' runs and not others")
-    if not parts:
-        return None
-    return (
-        "Measured under uneven conditions (R2.5): "
-        + "; ".join(parts)
-        + ". Times may differ for that reason; see each variant's conditions and the outliers."
-    )
+        free = not all(v.threads_fixed for v in heavy)
+        named = ", ".join(f"{v.bundle} / {v.variant_id} (max {v.load_max:.2f})" for v in heavy)
+        found.append((
+            f"heavy load: the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core "
+            f"during {named}" + (", with threads not fixed" if free else ", threads fixed"),
+            free,
+        ))  # fmt: skip
+    if spread > DIFFERENT_LOAD_PER_CORE:
+        found.append((
+            f"different load: the variants' median loads per core differ by {spread:.2f}, more "
+            f"than {DIFFERENT_LOAD_PER_CORE:g}",
+            True,
+        ))  # fmt: skip
+    if len({v.gpu_process_runs > 0 for v in variants}) > 1:
+        found.append(("another GPU process was seen during some variants' runs only", True))
+    throttled = [f"{v.bundle} / {v.variant_id}" for v in variants if v.throttled_runs]
+    if throttled:
+        found.append((f"the GPU was throttled during {', '.join(throttled)}", True))
+    return ConditionsCheck(tuple(t for t, _ in found), tuple(t for t, w in found if w))

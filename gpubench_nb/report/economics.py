@@ -1,4 +1,4 @@
-"""The report's economics: package totals, cost per accepted corpus, faster-but-rejected (R5)."""
+"""The report's economics: package totals, cost per accepted corpus, break-even (R5)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,9 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
-from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.stats import shown, summarise
+from gpubench_nb.report.stats import shown
 
 
 def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
@@ -26,7 +25,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                 "bundle": b.label,
                 "offer": offer.offer_id,
                 "declared offer": offer.declared,
-                "offer GPU": offer.gpu_model,
+                "offer GPU": offer.gpu_model or "none (CPU-only)",
                 "days": offer.days,
                 "lots": offer.lots,
                 "package total (USD)": formats.price(
@@ -130,49 +129,6 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
             )
         lines.append("")
     return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."
-
-
-def not_accepted_markdown(bundles: Sequence[Bundle], rows: pd.DataFrame) -> str:
-    """A visible sentence for each variant faster than the fastest accepted one but not accepted.
-
-    R5.7: a faster configuration that was not accepted does not reach the same goal. Speed is
-    the median warm elapsed time (cold when no warm run was timed).
-    """
-    summary = summarise(rows)
-    lines = []
-    for b in bundles:
-        status = b.verdicts()
-        mine = summary[summary["bundle"] == b.label]
-        speed = {}
-        for phase in MEASURED_PHASES:  # warm overrides cold where both were timed
-            part = mine[(mine["phase"] == phase) & (mine["n"] > 0)]
-            speed.update(zip(part["variant_id"], part["median_seconds"], strict=True))
-        accepted = {v: s for v, s in speed.items() if status.get(v, (None,))[0] is True}
-        best = min(accepted, key=accepted.get) if accepted else None
-        for variant, (verdict, reason) in status.items():
-            if verdict is True:
-                continue
-            why = f" ({md_text(reason)})" if reason else ""
-            state = "not accepted" if verdict is False else "acceptance not recorded"
-            if best is not None and variant in speed and speed[variant] < accepted[best]:
-                lines.append(
-                    f"- **{md_text(b.label)} / {md_text(variant)} was faster but {state}**{why}: "
-                    f"median {formats.seconds(speed[variant])} against "
-                    f"{formats.seconds(accepted[best])} for {md_text(best)}, the "
-                    "fastest accepted variant. It does not reach the same goal and has no cost "
-                    "per accepted corpus (R5.7)."
-                )
-            else:
-                lines.append(
-                    f"- {md_text(b.label)} / {md_text(variant)}: {state}{why}; no cost per "
-                    "result (R5.7)."
-                )
-        if best is None:
-            lines.append(
-                f"- {md_text(b.label)}: no variant was accepted, so no cost per result exists "
-                "(R5.5)."
-            )
-    return "\n".join(lines) or "Every variant was accepted."
 
 
 def ledger_markdown(ledger_path: str | None) -> str:

@@ -13,9 +13,9 @@ Relative folders are resolved against the kernel's working directory (where pape
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Sequence
+import statistics
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,70 +24,56 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
-from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import REPORT_STEP, notebook_path
+from gpubench_nb.formats import NOT_RECORDED
+from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME
-from gpubench_nb.protocol.records import Phase
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import (
-    COMPARED_FIELDS,
     Bundle,
     comparability_problems,
     load_bundles,
     parse_bundle_dirs,
-    rows_frame,
+    summary_of,
 )
-from gpubench_nb.report.conditions import conditions_banner, variant_conditions
+from gpubench_nb.report.conditions import over_runs
 from gpubench_nb.report.decision import (
-    DecisionView,
     decision_frame,
     decision_html,
-    decision_view,
     decision_view_of,
+    quality_text,
 )
 from gpubench_nb.report.economics import (
     break_even_markdown,
     economics_markdown,
     economics_table,
     ledger_markdown,
-    not_accepted_markdown,
 )
 from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
-    MEASURED_PHASES,
     MEMORY_COLUMNS,
-    NOT_RECORDED,
     SPREAD_RATIO,
-    acceptance,
+    Rows,
+    Summary,
     anchor_warnings,
     clock_warnings,
-    failures,
-    memory_summary,
-    rows_to_frame,
+    failed,
+    memory_phases,
     shown,
     summarise,
 )
-from gpubench_nb.report.tokens import token_table
-from gpubench_nb.report.verdict import OUTLIER_K, outlier_indices
+from gpubench_nb.report.verdict import OUTLIER_K
 
 if TYPE_CHECKING:  # at run time, from report.figures on first use: see __getattr__ below
     from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
 
 __all__ = [
-    "COLD_FIRST_RATIO",
-    "COMPARED_FIELDS",
-    "SPREAD_RATIO",
-    "Bundle",
     "acceptance_table",
-    "DecisionView",
     "break_even_markdown",
-    "conditions_banner",
     "conditions_table",
     "decision_frame",
     "decision_html",
-    "decision_view",
     "decision_view_of",
-    "comparability_problems",
     "display_setup",
     "economics_markdown",
     "economics_table",
@@ -99,11 +85,9 @@ __all__ = [
     "memory_figure",
     "memory_note",
     "memory_table",
-    "not_accepted_markdown",
     "parse_bundle_dirs",
     "render_report",
-    "rows_frame",
-    "summarise",
+    "summary_of",
     "summary_table",
     "throughput_figure",
     "title_markdown",
@@ -130,15 +114,9 @@ def __getattr__(name: str) -> Any:
 _ACCEPTANCE_LABELS = {
     "ids_match": "IDs match",
     "format_valid": "format valid",
-    "quality_value": "quality",
     "meets_threshold": "≥ threshold",
-    "reference_value": "reference",
-    "drop_vs_reference": "drop vs reference",
     "within_tolerance": "drop ≤ tolerance",
-    "corpus_accepted": "corpus accepted",
 }
-# Index levels in words, for every detail table.
-_INDEX_LABELS = {"variant_id": "variant", "run_index": "run"}
 # nbconvert's lab template loads require.js, MathJax and Mermaid from a CDN; the report needs
 # none of them, and a file forwarded by e-mail or opened offline must not fetch anything.
 _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
@@ -197,6 +175,12 @@ def _quality_rule(bundle: Bundle) -> str | None:
     )
 
 
+# (header label, CSV column): the rows' distinct values, else environment.json's
+_RECORDED = (("GPU model (used)", "gpu_model"), ("GPUs used", "gpu_count"), ("device", "device"),
+             ("driver", "driver_version"), ("CUDA/ROCm runtime", "runtime_version"),
+             ("torch", "torch_version"), ("Python", "python_version"))  # fmt: skip
+
+
 def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     """Protocol and environment, one column per bundle (R1.1, R2.3, R2.4, R3.1, R3.4)."""
     columns = {}
@@ -212,14 +196,8 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "code revision": env.get("code_revision"),
             "quality rule (R1.3)": _quality_rule(b),
             "seed": b.declared("seed") or _distinct(b, "seed"),
-            "GPU model (used)": _distinct(b, "gpu_model") or env.get("gpu_model"),
-            "GPUs used": _distinct(b, "gpu_count") or env.get("gpu_count"),
+            **{label: _distinct(b, key) or env.get(key) for label, key in _RECORDED},
             "GPUs visible (not necessarily used, R2.5)": env.get("visible_gpu_count"),
-            "device": _distinct(b, "device") or env.get("device"),
-            "driver": _distinct(b, "driver_version") or env.get("driver_version"),
-            "CUDA/ROCm runtime": _distinct(b, "runtime_version") or env.get("runtime_version"),
-            "torch": _distinct(b, "torch_version") or env.get("torch_version"),
-            "Python": _distinct(b, "python_version") or env.get("python_version"),
             "CPU": env.get("cpu_model"),
             "precision, context": f"{_distinct(b, 'precision')}, {_distinct(b, 'context')}",
             "timer scope (R3.1)": b.compared("timer_scope"),
@@ -295,7 +273,7 @@ def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
     return lines
 
 
-def warnings_markdown(rows: pd.DataFrame) -> str:
+def warnings_markdown(rows: Rows | Summary) -> str:
     """The anchors' warnings as a list, or a sentence saying there is none."""
     found = anchor_warnings(rows) + clock_warnings(rows)
     rule = (
@@ -308,63 +286,83 @@ def warnings_markdown(rows: pd.DataFrame) -> str:
     return f"Warnings {rule}:\n\n" + "\n".join(f"- {md_text(w)}" for w in found)
 
 
-def summary_table(rows: pd.DataFrame) -> pd.DataFrame:
+def _table(records: list[dict[str, Any]], index: Sequence[str]) -> pd.DataFrame:
+    table = pd.DataFrame.from_records(records)
+    return table if table.empty else table.set_index(list(index))
+
+
+def summary_table(rows: Rows | Summary) -> pd.DataFrame:
     """Per bundle, variant and phase: runs, median (min–max) per pass, per text and texts/s,
     in units with 3 significant digits; outliers marked, never dropped (R3.5, R3.6)."""
-    frame = rows_to_frame(rows)
-    records = []
-    for s in summarise(frame).itertuples(index=False):
-        part = frame[
-            (frame["bundle"] == s.bundle)
-            & (frame["variant_id"] == s.variant_id)
-            & (frame["phase"] == s.phase)
-            & ~frame["failed"].astype(bool)
-        ]
-        values = [float(v) for v in part["elapsed_seconds"]]
-        runs = list(part["run_index"])
-        marked = [f"run {runs[i]} ({formats.seconds(values[i])})" for i in outlier_indices(values)]
-        texts = next((float(v) for v in part["expected_ids"] if v), None)
-        per_text = s.median_seconds / texts if texts and s.phase in MEASURED_PHASES else None
-        records.append(
-            {
-                "bundle": s.bundle,
-                "variant": s.variant_id,
-                "phase": s.phase,
-                "timed runs": s.n,
-                "failed runs": s.n_failed,
-                "median per pass": formats.seconds(s.median_seconds),
-                "min – max": f"{formats.seconds(s.min_seconds)} – {formats.seconds(s.max_seconds)}"
-                if s.n
-                else NOT_RECORDED,
-                "median per text": formats.seconds(per_text),
-                "texts/s (median)": formats.rate(s.median_texts_per_second),
-                f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(marked) or "none",
-            }
-        )
-    table = pd.DataFrame.from_records(records)
-    return table if table.empty else table.set_index(["bundle", "variant", "phase"])
-
-
-def conditions_table(rows: pd.DataFrame) -> pd.DataFrame | str:
-    """Per bundle, variant and phase: the machine's load and other busy processes during its
-    runs, as each run.json recorded them (R2.5); a sentence when none did."""
     records = [
-        {"bundle": c.bundle, "variant": c.variant_id, "phase": phase, "machine": c.text()}
-        for phase in MEASURED_PHASES  # a cold run's load row shares its run.json
-        for c in variant_conditions(rows_to_frame(rows).to_dict(orient="records"), (phase,))
+        {
+            "bundle": s.bundle,
+            "variant": s.variant_id,
+            "phase": s.phase,
+            "timed runs": s.n,
+            "failed runs": len(s.failed_runs),
+            "median per pass": formats.seconds(s.median),
+            "min – max": f"{formats.seconds(s.low)} – {formats.seconds(s.high)}"
+            if s.n
+            else NOT_RECORDED,
+            "median per text": formats.seconds(s.median / s.texts if s.texts and s.n else None),
+            "texts/s (median)": formats.rate(s.median_rate),
+            f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(
+                f"run {s.runs[i]} ({formats.seconds(s.seconds[i])})" for i in s.outliers
+            )
+            or "none",
+        }
+        for s in summarise(rows).phases
     ]
+    return _table(records, ["bundle", "variant", "phase"])
+
+
+def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
+    """Per (bundle, variant, phase) of measured passes: median tokens processed per second
+    (run.json's ``tokens_processed`` / elapsed; prompt + text tokens without padding, plus
+    generated tokens) and the off-label answers of each run (generate, R1.5). A sentence when
+    no run counted tokens."""
+    phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES]
+    if not any(r.get("tokens_processed") is not None for p in phases for r in p.rows):
+        return "No backend of these bundles counted tokens: throughput is per text only."
+    records = [
+        {
+            "bundle": p.bundle,
+            "variant": p.variant_id,
+            "phase": p.phase,
+            "tokens/s (median)": formats.rate(p.tokens_per_second, "tokens/s")
+            if p.tokens_per_second
+            else None,
+            "off-label answers per run": ", ".join(map(str, p.off_label)) or None,
+        }
+        for p in phases
+    ]
+    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "variant", "phase"]))
+
+
+def conditions_table(rows: Rows | Summary) -> pd.DataFrame | str:
+    """Per bundle, variant and measured phase: the machine's load and other busy processes
+    during its runs, and the CPU threads they used, as each run.json recorded them (R2.5); a
+    sentence when none did (a cold run's load row shares its run.json)."""
+    records = []
+    for phase in MEASURED_PHASES:
+        for p in summarise(rows).phases:
+            runs = [c for c in p.conditions if c is not None]
+            if p.phase == phase and runs:
+                c = over_runs(p.bundle, p.variant_id, runs)
+                threads = "; ".join(c.threads) or NOT_RECORDED
+                records.append({"bundle": p.bundle, "variant": p.variant_id, "phase": phase,
+                                "machine": c.text(), "threads": threads})  # fmt: skip
     if not records:
         return "No run recorded the machine's conditions."
-    order = {phase: i for i, phase in enumerate(MEASURED_PHASES)}
-    records.sort(key=lambda r: order[r["phase"]])
-    table = pd.DataFrame.from_records(records).set_index(["bundle", "variant", "phase"])
+    table = _table(records, ["bundle", "variant", "phase"])
     return table.sort_index(level=["bundle", "variant"], sort_remaining=False)
 
 
-def memory_note(rows: pd.DataFrame) -> str:
+def memory_note(rows: Rows | Summary) -> str:
     """What the memory readings cover and do not cover (R3.9); which bundles recorded none."""
-    frame = rows_to_frame(rows)
-    recorded = set(memory_summary(frame)["bundle"])
+    summary = summarise(rows)
+    recorded = {p.bundle for p in memory_phases(summary)}
     lines = []
     if recorded:
         lines.append(
@@ -376,7 +374,7 @@ def memory_note(rows: pd.DataFrame) -> str:
             "outside PyTorch's allocator (CUDA context, libraries' workspaces) are not covered "
             "(R3.9). Failed runs are not drawn."
         )
-    for bundle in dict.fromkeys(frame["bundle"]):
+    for bundle in dict.fromkeys(p.bundle for p in summary.phases):
         if bundle not in recorded:
             lines.append(
                 f"**{md_text(bundle)}**: memory was not recorded (no CUDA device was measured, so "
@@ -386,45 +384,103 @@ def memory_note(rows: pd.DataFrame) -> str:
     return "\n\n".join(lines)
 
 
-def memory_table(rows: pd.DataFrame) -> pd.DataFrame | None:
+def _mib(values: list[float]) -> str:
+    if not values:
+        return NOT_RECORDED
+    low, high = min(values) / 2**20, max(values) / 2**20
+    return f"{statistics.median(values) / 2**20:.1f} ({low:.1f}–{high:.1f})"
+
+
+def memory_table(rows: Rows | Summary) -> pd.DataFrame | None:
     """Median (min–max) of each reading in MiB (2^20 bytes); None when nothing was recorded."""
-    summary = memory_summary(rows)
-    if summary.empty:
-        return None
-    table = summary[["bundle", "variant_id", "phase"]].copy().rename(columns=_INDEX_LABELS)
-    for name in MEMORY_COLUMNS:
-        words = name.replace("_bytes", "").replace("_", " ")
-        table[f"{words}, MiB: median (min–max)"] = [
-            NOT_RECORDED
-            if math.isnan(m)
-            else f"{m / 2**20:.1f} ({lo / 2**20:.1f}–{hi / 2**20:.1f})"
-            for m, lo, hi in zip(
-                summary[f"median_{name}"],
-                summary[f"min_{name}"],
-                summary[f"max_{name}"],
-                strict=True,
-            )
-        ]
-    return table.set_index(["bundle", "variant", "phase"])
+    records = [
+        {
+            "bundle": p.bundle,
+            "variant": p.variant_id,
+            "phase": p.phase,
+            **{
+                f"{n.replace('_bytes', '').replace('_', ' ')}, MiB: median (min–max)": _mib(
+                    p.values(n)
+                )
+                for n in MEMORY_COLUMNS
+            },
+        }
+        for p in memory_phases(rows)
+    ]
+    return _table(records, ["bundle", "variant", "phase"]) if records else None
 
 
-def acceptance_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per measured run: checks, quality vs threshold, drop vs reference, accepted (R1.5)."""
-    # The metric, threshold and tolerance are declared once: they are in the header (R1.3).
-    table = acceptance(rows).drop(
-        columns=["failed", "quality_metric", "quality_threshold", "quality_tolerance"]
-    )
-    table = table.rename(columns={**_ACCEPTANCE_LABELS, **_INDEX_LABELS})
-    return shown(table.set_index(["bundle", "variant", "phase", "run"]))
+def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
+    """Per bundle and variant: protocol.quality's verdict, its measured runs accepted, the ID
+    and format checks and the quality's median (min–max) against the threshold and the
+    reference; the runs that failed a check are named (R1.5, R1.6). One row per variant: the
+    per-run checks are in each run's checks.json."""
+    records = []
+    summary = summarise(rows)
+    for bundle, variant in summary.variants():
+        runs = [r for p in summary.phases if (p.bundle, p.variant_id) == (bundle, variant)
+                and p.phase in MEASURED_PHASES for r in p.rows]  # fmt: skip
+        if not runs:
+            continue
+        acceptance = next(p.acceptance for p in summary.phases if p.variant_id == variant
+                          and p.bundle == bundle)  # fmt: skip
+        records.append(
+            {
+                "bundle": bundle,
+                "variant": variant,
+                "accepted (R1.5)": acceptance.status if acceptance else NOT_RECORDED,
+                "runs accepted": f"{acceptance.accepted_runs}/{acceptance.measured_runs}"
+                if acceptance
+                else NOT_RECORDED,
+                **{label: _checked(runs, key) for key, label in _ACCEPTANCE_LABELS.items()},
+                "quality: median (min–max)": quality_text(runs) or NOT_RECORDED,
+                "runs not accepted": ", ".join(
+                    f"{r['phase']}-{r['run_index']}"
+                    for r in runs
+                    if r.get("corpus_accepted") is not True
+                )
+                or "none",
+            }
+        )
+    return _table(records, ["bundle", "variant"])
 
 
-def failures_table(rows: pd.DataFrame) -> pd.DataFrame | str:
+def _checked(runs: Sequence[Mapping[str, Any]], key: str) -> str:
+    """``all 10 true``, ``8/10 true`` (or not recorded) for one check over the runs."""
+    values = [r.get(key) for r in runs]
+    true = sum(1 for v in values if v is True)
+    if all(v is None for v in values):
+        return NOT_RECORDED
+    return f"all {true} true" if true == len(values) else f"{true}/{len(values)} true"
+
+
+def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
     """Failed observations with their error and notes (R3.6, R5.8); a sentence when none."""
-    table = failures(rows)
-    if table.empty:
+    records = [
+        {
+            "bundle": r["bundle"],
+            "variant": r["variant_id"],
+            "phase": r["phase"],
+            "run": r["run_index"],
+            "elapsed": "not recorded" if r.get("elapsed_seconds") is None else r["elapsed_seconds"],
+            "out of memory (R5.8)": bool(r.get("out_of_memory")),
+            "error": r.get("error"),
+            "notes": r.get("notes"),
+        }
+        for r in summarise(rows).rows
+        if failed(r)
+    ]
+    if not records:
         return "No failed observation: every run has a recorded elapsed time and no error."
-    table = table.rename(columns={**_INDEX_LABELS, "elapsed_seconds": "elapsed"})
-    return shown(table.set_index(["bundle", "variant", "phase", "run"]))
+    return shown(_table(records, ["bundle", "variant", "phase", "run"]))
+
+
+def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
+    """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
+    HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
+    out_html = Path(out_html).resolve()
+    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
+    return out_html.parent / "notebooks" / name
 
 
 def render_report(
@@ -449,8 +505,7 @@ def render_report(
     if ledger_path:
         ledger_markdown(ledger_path)  # an unusable ledger is refused before any kernel starts
     out_html = Path(out_html).resolve()
-    name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
-    executed = out_html.parent / "notebooks" / name
+    executed = executed_notebook(out_html)
     executed.parent.mkdir(parents=True, exist_ok=True)
     partial = executed.with_name(f".{executed.stem}.partial.ipynb")
     try:
@@ -480,7 +535,6 @@ def render_report(
         ) from None
     finally:
         partial.unlink(missing_ok=True)  # a kernel that never started leaves no stray file
-    # papermill's notebook, already in memory, is the one it wrote: not read back
     exporter = HTMLExporter(
         extra_loaders=[jinja2.DictLoader({"gpubench_report.html.j2": _SELF_CONTAINED})],
         template_file="gpubench_report.html.j2",

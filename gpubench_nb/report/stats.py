@@ -1,17 +1,28 @@
-"""The report's statistics: pure functions over raw rows (median and min–max, never p95; R3.5)."""
+"""The report's one summary: per (bundle, variant, phase), every fact a screen shows, computed once.
+
+Median and min–max, never p95 (R3.5). A failed run (no elapsed time, or an error) keeps its
+row, is counted and listed, and enters no statistic and no plot (R3.6, R5.8). Outliers are
+found on durations by :func:`verdict.outlier_indices` alone, so the time plot, the throughput
+plot and every table mark the same runs. Acceptance is protocol.quality's rule, read, never
+re-tested here (R1.5). Every table, plot and sentence of the report renders a :class:`Summary`.
+"""
 
 from __future__ import annotations
 
 import math
 import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pandas as pd
 
-from gpubench_nb.formats import number
+from gpubench_nb.formats import NOT_RECORDED, number
+from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
-from gpubench_nb.protocol.results_schema import COLUMNS
+from gpubench_nb.report.conditions import RunConditions
+from gpubench_nb.report.verdict import outlier_indices
 
 MEMORY_COLUMNS: tuple[str, ...] = (
     "baseline_allocated_bytes",
@@ -24,266 +35,203 @@ MEMORY_COLUMNS: tuple[str, ...] = (
 COLD_FIRST_RATIO = 1.5
 # ... and a (max - min) / median spread above this, per variant and phase (R3.5).
 SPREAD_RATIO = 0.25
-NOT_RECORDED = "—"  # how an empty cell is shown: never as 0 or NaN (R4.3)
+Rows = Sequence[Mapping[str, Any]] | pd.DataFrame
 
 
-def _number(value: Any) -> float:
-    """A cell as a float; NaN for not recorded (None) so it never becomes a zero (R4.3)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return math.nan
-    return float(value)
+def _value(value: Any) -> Any:
+    """None for not recorded: NaN (pandas' empty cell) never becomes a number (R4.3)."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def rows_to_frame(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Rows as a frame with ``bundle``, ``failed`` and ``texts_per_second`` added.
-
-    A row is *failed* when its elapsed time is empty or its run recorded an error (OOM, crash):
-    it is kept, counted and listed, but enters no statistic and no plot (R3.6, R5.8).
-    """
-    if isinstance(rows, pd.DataFrame) and "failed" in rows.columns:
-        return rows
-    records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
-    out = []
-    for row in records:
-        record = dict(row)
-        record.setdefault("bundle", record.get("experiment_id") or "")
-        record.setdefault("error", None)
-        elapsed = _number(record.get("elapsed_seconds"))
-        record["failed"] = math.isnan(elapsed) or bool(record.get("error"))
-        expected = _number(record.get("expected_ids"))
-        record["texts_per_second"] = (
-            expected / elapsed
-            if record.get("phase") in MEASURED_PHASES and not record["failed"] and elapsed > 0
-            else math.nan
-        )
-        out.append(record)
-    frame = pd.DataFrame.from_records(out, columns=_frame_columns(out)).astype(object)
-    for name in ("elapsed_seconds", "texts_per_second", "quality_value", *MEMORY_COLUMNS):
-        if name in frame.columns:
-            frame[name] = [_number(v) for v in frame[name]]
-    return frame
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
-def _frame_columns(records: list[dict[str, Any]]) -> list[str]:
-    names = ["bundle", *COLUMNS, "error", "failed", "texts_per_second"]
-    extra = [k for record in records for k in record if k not in names]
-    return names + list(dict.fromkeys(extra))
+def failed(row: Mapping[str, Any]) -> bool:
+    """No elapsed time, or the run recorded an error (OOM, crash): a failed observation."""
+    return row.get("elapsed_seconds") is None or bool(row.get("error"))
 
 
-def _groups(frame: pd.DataFrame) -> list[tuple[str, str, str]]:
-    """(bundle, variant, phase) keys: bundles and variants in first-seen order, phases R3.2."""
-    bundles = list(dict.fromkeys(frame["bundle"]))
-    keys = []
-    for bundle in bundles:
-        part = frame[frame["bundle"] == bundle]
-        for variant in dict.fromkeys(part["variant_id"]):
-            phases = set(part.loc[part["variant_id"] == variant, "phase"])
-            keys += [(bundle, variant, p) for p in PHASES if p in phases]
-            keys += [(bundle, variant, p) for p in sorted(phases - set(PHASES))]
-    return keys
+@dataclass(frozen=True)
+class PhaseSummary:
+    """One (bundle, variant, phase) over its rows."""
 
+    bundle: str
+    variant_id: str
+    phase: str
+    rows: tuple[Mapping[str, Any], ...]  # every row of the group, failed ones included
+    acceptance: VariantAcceptance | None  # the variant's verdict (protocol.quality, R1.5)
 
-def _select(frame: pd.DataFrame, bundle: str, variant: str, phase: str) -> pd.DataFrame:
-    mask = (
-        (frame["bundle"] == bundle) & (frame["variant_id"] == variant) & (frame["phase"] == phase)
-    )
-    return frame[mask]
+    @cached_property
+    def timed(self) -> tuple[Mapping[str, Any], ...]:
+        return tuple(r for r in self.rows if not failed(r))
 
+    name = property(lambda self: f"{self.bundle} / {self.variant_id}")
+    runs = property(lambda self: tuple(r["run_index"] for r in self.timed))
+    n = property(lambda self: len(self.seconds))
+    median = property(lambda self: _median(self.seconds))
+    low = property(lambda self: min(self.seconds, default=None))
+    high = property(lambda self: max(self.seconds, default=None))
+    failed_runs = property(lambda self: tuple(r["run_index"] for r in self.rows if failed(r)))
+    # failed runs whose record says out of memory (run.json ``out_of_memory``, R5.8)
+    oom_runs = property(lambda self: sum(1 for r in self.rows if r.get("out_of_memory") is True))
+    outlier_runs = property(lambda self: tuple(self.runs[i] for i in self.outliers))
 
-def summarise(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Per (bundle, variant, phase): n, n_failed, median, min, max elapsed, median texts/s,
-    median energy per corpus pass in joules (empty where NVML's energy counter was not read).
+    @cached_property
+    def seconds(self) -> tuple[float, ...]:
+        return tuple(float(r["elapsed_seconds"]) for r in self.timed)
 
-    Median and min–max only: five observations do not support a p95 (R3.5). ``n`` counts the
-    timed runs; failed runs are counted apart and never enter a statistic (R3.6, R5.8).
-    """
-    frame = rows_to_frame(rows)
-    records = []
-    for bundle, variant, phase in _groups(frame):
-        part = _select(frame, bundle, variant, phase)
-        timed = part[~part["failed"].astype(bool)]
-        seconds = [float(v) for v in timed["elapsed_seconds"]]
-        rates = [float(v) for v in timed["texts_per_second"] if not math.isnan(v)]
-        joules = [  # energy per corpus pass, where NVML's counter was read
-            float(v) for v in timed.get("energy_joules", []) if not math.isnan(_number(v))
+    @property
+    def texts(self) -> int | None:
+        """Texts per pass (the expected IDs); None for a load, which processes none."""
+        if self.phase not in MEASURED_PHASES:
+            return None
+        found = next((r.get("expected_ids") for r in self.rows if r.get("expected_ids")), None)
+        return int(found) if found else None
+
+    @property
+    def rates(self) -> tuple[float | None, ...]:
+        """Texts per second of each timed run, aligned with ``seconds``."""
+        texts = self.texts
+        return tuple(texts / s if texts and s > 0 else None for s in self.seconds)
+
+    median_rate = property(lambda self: _median([v for v in self.rates if v is not None]))
+
+    @property
+    def tokens_per_second(self) -> float | None:
+        """Median tokens processed per second, where the backend counted them."""
+        rates = [
+            float(r["tokens_processed"]) / s
+            for r, s in zip(self.timed, self.seconds, strict=True)
+            if r.get("tokens_processed") and s > 0
         ]
-        records.append(
-            {
-                "bundle": bundle,
-                "variant_id": variant,
-                "phase": phase,
-                "n": len(seconds),
-                "n_failed": int(part["failed"].astype(bool).sum()),
-                "median_seconds": statistics.median(seconds) if seconds else math.nan,
-                "min_seconds": min(seconds) if seconds else math.nan,
-                "max_seconds": max(seconds) if seconds else math.nan,
-                "median_texts_per_second": statistics.median(rates) if rates else math.nan,
-                "median_energy_joules": statistics.median(joules) if joules else math.nan,
-            }
-        )
-    columns = [
-        "bundle",
-        "variant_id",
-        "phase",
-        "n",
-        "n_failed",
-        "median_seconds",
-        "min_seconds",
-        "max_seconds",
-        "median_texts_per_second",
-        "median_energy_joules",
-    ]
-    return pd.DataFrame.from_records(records, columns=columns)
+        return _median(rates)
 
+    @property
+    def off_label(self) -> list[int]:
+        return sorted({int(r["off_label_answers"]) for r in self.rows if _counted(r)})
 
-def anchor_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[str]:
-    """Sentences for slow first cold runs (COLD_FIRST_RATIO) and wide spreads (SPREAD_RATIO)."""
-    frame = rows_to_frame(rows)
-    found = []
-    for bundle, variant, phase in _groups(frame):
-        timed = _select(frame, bundle, variant, phase)
-        timed = timed[~timed["failed"].astype(bool)]
-        if phase == Phase.COLD:
-            first = timed[timed["run_index"] == 1]
-            others = [float(v) for v in timed.loc[timed["run_index"] != 1, "elapsed_seconds"]]
-            if len(first) == 1 and others:
-                value, ref = float(first["elapsed_seconds"].iloc[0]), statistics.median(others)
-                if ref > 0 and value > COLD_FIRST_RATIO * ref:
-                    found.append(
-                        f"{bundle} / {variant}: cold run 1 took {value:.4g} s, "
-                        f"{value / ref:.2f}× the median of the other cold runs ({ref:.4g} s; "
-                        f"warning above {COLD_FIRST_RATIO}×). It is kept, not dropped (R3.6); "
-                        "first runs are compared in fresh processes (R3.7)."
-                    )
-        seconds = [float(v) for v in timed["elapsed_seconds"]]
-        if len(seconds) >= 2:
-            median = statistics.median(seconds)
-            spread = (max(seconds) - min(seconds)) / median if median > 0 else math.inf
+    def median_of(self, column: str) -> float | None:
+        """The median of a column over the timed runs that recorded it (energy, memory)."""
+        return _median(self.values(column))
+
+    def values(self, column: str) -> list[float]:
+        return [float(r[column]) for r in self.timed if _value(r.get(column)) is not None]
+
+    @cached_property
+    def outliers(self) -> tuple[int, ...]:
+        """Positions in ``seconds`` above the variant's fence: THE outlier marks (R3.6)."""
+        return tuple(outlier_indices(self.seconds))
+
+    @property
+    def conditions(self) -> tuple[RunConditions | None, ...]:
+        """What each timed run's record saw around it, aligned with ``seconds`` (R2.5)."""
+        return tuple(r.get("conditions") for r in self.timed)
+
+    def warnings(self) -> list[str]:
+        """A slow first cold run (COLD_FIRST_RATIO, R3.7) and a wide spread (SPREAD_RATIO)."""
+        found = []
+        if self.phase == Phase.COLD and 1 in self.runs and self.n > 1:
+            value = self.seconds[self.runs.index(1)]
+            ref = statistics.median(
+                s for s, r in zip(self.seconds, self.runs, strict=True) if r != 1
+            )
+            if ref > 0 and value > COLD_FIRST_RATIO * ref:
+                found.append(
+                    f"{self.name}: cold run 1 took {value:.4g} s, {value / ref:.2f}× the median "
+                    f"of the other cold runs ({ref:.4g} s; warning above {COLD_FIRST_RATIO}×). "
+                    "It is kept, not dropped (R3.6); first runs are compared in fresh processes "
+                    "(R3.7)."
+                )
+        if self.n >= 2:
+            spread = (self.high - self.low) / self.median if self.median else math.inf  # type: ignore[operator]
             if spread > SPREAD_RATIO:
                 found.append(
-                    f"{bundle} / {variant} / {phase}: (max − min) / median = {spread:.2f} "
-                    f"over {len(seconds)} runs (warning above {SPREAD_RATIO}); read the range, "
-                    "not only the median (R3.5)."
+                    f"{self.name} / {self.phase}: (max − min) / median = {spread:.2f} over "
+                    f"{self.n} runs (warning above {SPREAD_RATIO}); read the range, not only "
+                    "the median (R3.5)."
                 )
-    return found
+        return found
 
 
-def clock_warnings(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> list[str]:
+def _counted(row: Mapping[str, Any]) -> bool:
+    return _value(row.get("off_label_answers")) is not None
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Every row of the bundles read, and its summary per (bundle, variant, phase)."""
+
+    rows: tuple[Mapping[str, Any], ...]
+    phases: tuple[PhaseSummary, ...]
+
+    def of(self, bundle: str, variant: str, phase: str) -> PhaseSummary | None:
+        return next(
+            (
+                p
+                for p in self.phases
+                if (p.bundle, p.variant_id, p.phase) == (bundle, variant, phase)
+            ),
+            None,
+        )
+
+    def variants(self) -> list[tuple[str, str]]:
+        """(bundle, variant) pairs, in the order read."""
+        return list(dict.fromkeys((p.bundle, p.variant_id) for p in self.phases))
+
+
+def summarise(rows: Rows | Summary) -> Summary:
+    """The one summary of ``rows`` (a bundle's typed rows, a frame of them, or a Summary).
+
+    Bundles and variants in first-seen order, phases load, cold, warm (R3.2); each variant's
+    acceptance is protocol.quality.variant_acceptance over its bundle's rows (R1.5).
+    """
+    if isinstance(rows, Summary):
+        return rows
+    records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
+    clean = tuple(
+        {
+            **{k: _value(v) for k, v in r.items()},
+            "bundle": r.get("bundle") or r.get("experiment_id") or "",
+        }
+        for r in records
+    )
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for row in clean:
+        groups.setdefault((row["bundle"], str(row["variant_id"]), row["phase"]), []).append(row)
+    verdicts = {
+        bundle: variant_acceptance([r for r in clean if r["bundle"] == bundle])
+        for bundle in dict.fromkeys(r["bundle"] for r in clean)
+    }
+    order = {p: i for i, p in enumerate(PHASES)}
+    firsts = {key[:2]: i for i, key in reversed(list(enumerate(groups)))}
+    keys = sorted(groups, key=lambda k: (firsts[k[:2]], order.get(k[2], len(order)), k[2]))
+    phases = tuple(
+        PhaseSummary(b, v, p, tuple(groups[(b, v, p)]), verdicts[b].get(v)) for b, v, p in keys
+    )
+    return Summary(clean, phases)
+
+
+def anchor_warnings(rows: Rows | Summary) -> list[str]:
+    """Sentences for slow first cold runs and wide spreads, every group in order."""
+    return [w for p in summarise(rows).phases for w in p.warnings()]
+
+
+def clock_warnings(rows: Rows | Summary) -> list[str]:
     """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
     sampled by NVML during the pass (run.json ``gpu_telemetry.flags``)."""
-    frame = rows_to_frame(rows)
-    if "gpu_clock_flags" not in frame.columns:
-        return []
-    found = []
-    for row in frame.to_dict(orient="records"):
-        flags = row.get("gpu_clock_flags")
-        if isinstance(flags, str) and flags:
-            found.append(
-                f"{row['bundle']} / {row['variant_id']} / {row['phase']} run {row['run_index']}: "
-                f"{flags}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
-            )
-    return found
-
-
-def failures(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Every failed observation with its error and notes: listed, never a zero (R3.6, R5.8)."""
-    frame = rows_to_frame(rows)
-    failed = frame[frame["failed"].astype(bool)]
-    columns = ["bundle", "variant_id", "phase", "run_index", "elapsed_seconds", "error", "notes"]
-    out = failed[columns].copy()
-    out["elapsed_seconds"] = [
-        "not recorded" if math.isnan(v) else v for v in out["elapsed_seconds"]
+    return [
+        f"{r['bundle']} / {r['variant_id']} / {r['phase']} run {r['run_index']}: "
+        f"{r['gpu_clock_flags']}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
+        for r in summarise(rows).rows
+        if r.get("gpu_clock_flags")
     ]
-    return out.reset_index(drop=True)
 
 
-def acceptance(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Per measured run: the ID checks, quality vs threshold, drop vs reference, accepted (R1.5).
-
-    ``reference_value``, ``meets_threshold`` and ``within_tolerance`` come from the run's
-    checks.json when the bundle has one (columns of the same names); otherwise the threshold
-    test is re-derived from the CSV and the reference comparison stays empty (not recorded).
-    """
-    frame = rows_to_frame(rows)
-    measured = frame[frame["phase"].isin(MEASURED_PHASES)]
-    records = []
-    for _, row in measured.iterrows():
-        value, threshold = _number(row["quality_value"]), _number(row.get("quality_threshold"))
-        reference = _number(row.get("reference_value"))
-        meets = row.get("meets_threshold")
-        if meets is None and not (math.isnan(value) or math.isnan(threshold)):
-            meets = value >= threshold
-        records.append(
-            {
-                "bundle": row["bundle"],
-                "variant_id": row["variant_id"],
-                "phase": row["phase"],
-                "run_index": row["run_index"],
-                "ids_match": row["ids_match"],
-                "format_valid": row["format_valid"],
-                "quality_metric": row["quality_metric"],
-                "quality_value": value,
-                "quality_threshold": threshold,
-                "meets_threshold": meets,
-                "reference_value": reference,
-                "drop_vs_reference": reference - value,  # NaN when either is not recorded
-                "quality_tolerance": _number(row.get("quality_tolerance")),
-                "within_tolerance": row.get("within_tolerance"),
-                "corpus_accepted": row["corpus_accepted"],
-                "failed": bool(row["failed"]),
-            }
-        )
-    frame = pd.DataFrame.from_records(records, columns=_ACCEPTANCE_COLUMNS)
-    # True/False/None as Python objects: a numpy bool would hide "not recorded" (R4.3).
-    flags = ("ids_match", "format_valid", "meets_threshold", "within_tolerance", "corpus_accepted")
-    return frame.astype({name: object for name in flags if name in frame.columns})
-
-
-_ACCEPTANCE_COLUMNS = (
-    "bundle",
-    "variant_id",
-    "phase",
-    "run_index",
-    "ids_match",
-    "format_valid",
-    "quality_metric",
-    "quality_value",
-    "quality_threshold",
-    "meets_threshold",
-    "reference_value",
-    "drop_vs_reference",
-    "quality_tolerance",
-    "within_tolerance",
-    "corpus_accepted",
-    "failed",
-)
-
-
-def memory_summary(rows: Sequence[Mapping[str, Any]] | pd.DataFrame) -> pd.DataFrame:
-    """Median, min and max of the four readings per (bundle, variant, phase), timed runs only.
-
-    Allocated and reserved are separate columns, never added (R3.9). Groups with no reading are
-    left out: on CPU nothing was recorded, and nothing is shown as zero (R4.3).
-    """
-    frame = rows_to_frame(rows)
-    records = []
-    for bundle, variant, phase in _groups(frame):
-        part = _select(frame, bundle, variant, phase)
-        part = part[~part["failed"].astype(bool)]
-        record: dict[str, Any] = {"bundle": bundle, "variant_id": variant, "phase": phase}
-        any_reading = False
-        for name in MEMORY_COLUMNS:
-            values = [float(v) for v in part[name] if not math.isnan(v)]
-            any_reading = any_reading or bool(values)
-            record[f"median_{name}"] = statistics.median(values) if values else math.nan
-            record[f"min_{name}"] = min(values) if values else math.nan
-            record[f"max_{name}"] = max(values) if values else math.nan
-        if any_reading:
-            records.append(record)
-    columns = ["bundle", "variant_id", "phase"] + [
-        f"{stat}_{name}" for name in MEMORY_COLUMNS for stat in ("median", "min", "max")
-    ]
-    return pd.DataFrame.from_records(records, columns=columns)
+def memory_phases(rows: Rows | Summary) -> list[PhaseSummary]:
+    """The groups with a memory reading: on CPU nothing was recorded, and nothing is shown as
+    zero (R4.3). Allocated and reserved stay separate, never added (R3.9)."""
+    return [p for p in summarise(rows).phases if any(p.values(n) for n in MEMORY_COLUMNS)]
 
 
 def shown(frame: pd.DataFrame) -> pd.DataFrame:

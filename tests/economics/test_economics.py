@@ -88,10 +88,12 @@ def test_shipped_offers_are_labelled_examples_with_a_b200_lot_of_two() -> None:
     assert all(offer.placeholder for offer in offers.values())  # declared, not parsed (issue 24)
 
 
-def test_demo_experiment_names_an_offer_of_the_shipped_table() -> None:
+def test_demo_experiment_names_its_machine_offer_over_the_shipped_table() -> None:
+    from gpubench_nb.economics.offers import MACHINE_OFFER_ID
+
     demo = yaml.safe_load((ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8"))
-    table = load_offers(ROOT / "parameters" / demo["pricing"]["offers"])
-    assert demo["pricing"]["offer"] in table
+    load_offers(ROOT / "parameters" / demo["pricing"]["offers"])
+    assert demo["pricing"]["offer"] == MACHINE_OFFER_ID
 
 
 BAD_TABLES = [
@@ -600,6 +602,7 @@ def _freeze_fake(bundle: Path) -> None:
 
     frozen = {"declaration": FAKE_DECLARATION, "fingerprints": {}}
     lock = {**frozen, "sha256": canonical_sha256(frozen)}
+    lock["experiment_id"] = FAKE_DECLARATION["experiment_id"]  # a lock names its experiment
     (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
 
 

@@ -9,7 +9,6 @@ import unicodedata
 from pathlib import Path
 
 import pytest
-from test_ledger import AFTER, H100, OFFERS_YAML, START, make_bundle  # same folder
 
 from gpubench_nb.cli import main as cli_main
 from gpubench_nb.economics.ledger import build_ledger, read_ledger
@@ -18,6 +17,7 @@ from gpubench_nb.protocol.bundle import write_manifest
 from gpubench_nb.protocol.corpus import CorpusItem, corpus_identity, make_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
+from tests.support.ledger import AFTER, H100, OFFERS_YAML, START, make_bundle
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
 CORPUS = [("n1", "mutt mail reader", "mail"), ("n2", "gimp paint", "graphics"), ("n3", "x", "web")]

@@ -34,7 +34,7 @@ def test_a_last_epoch_choice_is_flagged_and_a_tight_threshold_gets_a_suggestion(
     )
     text = "\n".join(build_summary(_exp(0.5), folder))
     assert "macro-F1 0.513 on 200 tune items" in text
-    assert "epochs = 4 (best on tune, of 4 tried: 1, 2, 3, 4)" in text
+    assert "epochs = 4 (best on tune, of 4 tried: 1-4)" in text
     assert "edge of the grid" in text and "model.build.max_epochs" in text
     assert "quality.threshold 0.5 leaves +0.013 below tune" in text and "about 0.46" in text
 

@@ -35,6 +35,7 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["hf", "causal_lm"])
 def test_a_load_after_the_imports_imports_nothing(backend, tmp_path: Path) -> None:
     """hf (a decoder classifier) and causal_lm with a chat template: before issue 23 their

@@ -253,7 +253,7 @@ def test_injected_oom_is_a_failed_observation_r5_8(setup, monkeypatch) -> None:
     monkeypatch.setenv("GPUBENCH_FAULT", "oom@batch:2")
     result = measure_pass(backend, corpus, FakeSettings(), "processing", out, **kwargs)
     assert result.elapsed_seconds is None  # empty, never 0
-    assert result.error.startswith("OutOfMemoryError")
+    assert result.error.startswith("OutOfMemoryError") and result.out_of_memory
     assert result.memory == MemoryReading(10, 20, 30, 40)  # the readings taken so far
     assert "R5.8" in result.notes[0] and "batch 2 of 3" in result.notes[0]
     assert log.count("predict") == 1  # batch 2 never ran

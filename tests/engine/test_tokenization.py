@@ -51,6 +51,7 @@ def test_the_revision_constant_is_the_shipped_files() -> None:
     assert sha256_files(tokenizer_files(WORDPIECE_DIR), WORDPIECE_DIR) == WORDPIECE_REVISION
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("context", [8, 128, 512])
 def test_plain_and_transformers_routes_give_the_same_tokens(repo_root: Path, context: int) -> None:
     """Every corpus text and each hard text: the same IDs, the same truncation counts."""

@@ -9,9 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_run import _subset, write_yaml
+import pytest
 
 from gpubench_nb.engine.backends.presets import WORDPIECE_DIR
+from tests.support.experiments import subset, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BLOCKER = r"""
@@ -62,11 +63,12 @@ def _hidden(script: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedPr
     )
 
 
+@pytest.mark.slow
 def test_a_bow_experiment_builds_and_runs_without_the_minilm_package(tmp_path, data_dir):
     """Before issue 23 build-model refused: "the bow and minilm presets need its tokenizer"."""
-    _subset(data_dir / "eval.jsonl", tmp_path / "eval.jsonl", 40)
-    _subset(data_dir / "train.jsonl", tmp_path / "train.jsonl", 400)
-    _subset(data_dir / "tune.jsonl", tmp_path / "tune.jsonl", 100)
+    subset(data_dir / "eval.jsonl", tmp_path / "eval.jsonl", 40)
+    subset(data_dir / "train.jsonl", tmp_path / "train.jsonl", 400)
+    subset(data_dir / "tune.jsonl", tmp_path / "tune.jsonl", 100)
     yaml = write_yaml(tmp_path, "experiment.yaml")
     done = _hidden(BOW_RUN, str(yaml), str(tmp_path / "bundle"))
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
@@ -75,6 +77,7 @@ def test_a_bow_experiment_builds_and_runs_without_the_minilm_package(tmp_path, d
     assert out["minilm_loaded"] is False
 
 
+@pytest.mark.slow
 def test_the_gpu_tests_collect_without_the_minilm_package():
     """The gpu-marked test files (what gpu_check.sh runs first) import without the package."""
     files = sorted(

@@ -30,53 +30,29 @@ from gpubench_nb.cli import main
 from gpubench_nb.pipeline.campaign.run import run_campaign
 from gpubench_nb.pipeline.campaign.state import verification
 from gpubench_nb.pipeline.campaign.view import campaign_status
-from gpubench_nb.protocol.experiment import SECTION_KEYS, load_experiment
+from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import read_rows
+from tests.support.experiments import bow_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
-# Fewer than 5 repeats (R3.4) are explained where the validator asks for a reason.
-REASON = (
-    {"repeats_reason": "test campaign, two targets"}
-    if "repeats_reason" in SECTION_KEYS["timing"]
-    else {}
-)
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
-
-
-def _subset(source: Path, target: Path, count: int, step: int) -> None:
-    lines = source.read_text(encoding="utf-8").splitlines()[::step][:count]
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _experiment(folder: Path, data_dir: Path, offers: Path) -> Path:
-    folder.mkdir(parents=True)
-    _subset(data_dir / "eval.jsonl", folder / "eval.jsonl", 40, step=16)
-    _subset(data_dir / "train.jsonl", folder / "train.jsonl", 1000, step=3)
-    _subset(data_dir / "tune.jsonl", folder / "tune.jsonl", 200, step=3)
-    declaration = {
-        "experiment_id": "camp",
-        "seed": 11,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.1,
-            "tolerance": 0.05,
-            "reference_variant": "b4",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1, **REASON},
-        "pricing": {"offers": str(offers), "offer": "h200-example", "days": 30, "lots": 1},
-    }
-    path = folder / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration, sort_keys=False), encoding="utf-8")
-    return path
+    pricing = {"offers": str(offers), "offer": "h200-example", "days": 30, "lots": 1}
+    return bow_experiment(
+        folder,
+        "camp",
+        data_dir=data_dir,
+        eval_texts=(40, 16),
+        train=(1000, 3),
+        tune=(200, 3),
+        batches=(4,),
+        quality={"threshold": 0.1},
+        timing={"repeats_reason": "test campaign, two targets"},
+        pricing=pricing,
+    )
 
 
 def _campaign(folder: Path, offers: Path, extra: list[dict] | None = None) -> Path:

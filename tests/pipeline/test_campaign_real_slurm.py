@@ -8,8 +8,9 @@ it is interrupted *mid-run*: first by the time-limit warning (USR2, ``scancel --
 submitit requeues the job, which resumes), then by ``scancel`` (SIGTERM); ``broken`` has a
 setup line that exits 1. Round 2
 resumes ``main``: the cold run is not redone, the interrupted warm run is redone (it was never
-a row, R3.6) and its row says why. Skips where a real Slurm cannot be started (not root, no
-packages), except under ``CI=true``, where it fails instead.
+a row, R3.6) and its row says why. Runs only under ``CI=true`` or ``GPUBENCH_TEST_SLURM=1``
+(it starts system daemons); skips where a real Slurm cannot be started (not root, no packages),
+except under ``CI=true``, where it fails instead.
 """
 
 from __future__ import annotations
@@ -28,23 +29,16 @@ import yaml
 
 pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[slurm]'")
 
-import slurm_cluster
-
 from gpubench_nb.cli import main
 from gpubench_nb.pipeline.campaign.state import verification
 from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
-from gpubench_nb.protocol.experiment import SECTION_KEYS
 from gpubench_nb.protocol.records import read_environment
 from gpubench_nb.protocol.results import read_rows
+from tests.support import slurm_cluster
+from tests.support.experiments import bow_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
-REASON = (
-    {"repeats_reason": "real-Slurm test, one cold and one warm run"}
-    if "repeats_reason" in SECTION_KEYS["timing"]
-    else {}
-)
 ROUND_TIMEOUT_SECONDS = 420
 
 
@@ -70,35 +64,19 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_cluster.
             started.stop()
 
 
-def _subset(source: Path, target: Path, count: int, step: int) -> None:
-    lines = source.read_text(encoding="utf-8").splitlines()[::step][:count]
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
 def _study(folder: Path, data_dir: Path) -> Path:
     """A 40-text bow experiment, 1 variant x (1 cold + 1 warm), and a campaign of two targets."""
-    _subset(data_dir / "eval.jsonl", folder / "eval.jsonl", 40, step=16)
-    _subset(data_dir / "train.jsonl", folder / "train.jsonl", 1000, step=3)
-    _subset(data_dir / "tune.jsonl", folder / "tune.jsonl", 200, step=3)
-    experiment = {
-        "experiment_id": "slurmcamp",
-        "seed": 11,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.1,
-            "tolerance": 0.05,
-            "reference_variant": "b4",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1, **REASON},
-    }
-    (folder / "experiment.yaml").write_text(yaml.safe_dump(experiment), encoding="utf-8")
+    bow_experiment(
+        folder,
+        "slurmcamp",
+        data_dir=data_dir,
+        eval_texts=(40, 16),
+        train=(1000, 3),
+        tune=(200, 3),
+        batches=(4,),
+        quality={"threshold": 0.1},
+        timing={"repeats_reason": "real-Slurm test, one cold and one warm run"},
+    )
     cpu = {"partition": slurm_cluster.PARTITION, "gpus": 0, "time_limit_minutes": 30}
     cpu["exclusive"] = False  # both jobs fit on the 2-CPU node at once
     campaign = {

@@ -62,7 +62,7 @@ def test_a_tiny_causal_lm_runs_the_whole_pipeline(tmp_path, data_dir, decision) 
     html = (bundle / "report.html").read_text(encoding="utf-8")
     assert (
         "tokens/s (median)" in html
-    )  # the token table (report/tokens.py), readable labels (issue 24)
+    )  # the token table (report/render.py token_table), readable labels (issue 24)
     assert check_bundle(bundle) == []
     if decision == "loglik":
         assert all(r["corpus_accepted"] and r["format_valid"] for r in measured)

@@ -7,7 +7,6 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from test_run import write_yaml
 
 from gpubench_nb.cli import main as cli_main
 from gpubench_nb.economics.ledger import build_ledger
@@ -17,6 +16,7 @@ from gpubench_nb.pipeline.classify import CLASSIFY_NOTE, classify
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows, validate_csv
+from tests.support.experiments import write_yaml
 
 H100 = Offer("h100-test", "test", "NVIDIA H100 80GB", 1, {3: 300, 7: 700, 30: 3000})
 UUID = "GPU-11111111-0000-0000-0000-000000000000"
@@ -43,15 +43,14 @@ def fake_h100(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     """A 40-item eval corpus and a tiny bow model (the same as test_run's)."""
-    from test_run import _subset
-
     from gpubench_nb.engine.backends import build_model
     from gpubench_nb.protocol.experiment import load_experiment
+    from tests.support.experiments import subset
 
     root = tmp_path_factory.mktemp("classify")
-    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
-    _subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
-    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
+    subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
+    subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
+    subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
     write_yaml(root, "experiment.yaml")
     build_model(load_experiment(root / "experiment.yaml"))
     return root

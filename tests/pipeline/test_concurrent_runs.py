@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_run import CLASSES, _subset
 
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.bundle import CSV_NAME, MANIFEST_NAME
 from gpubench_nb.protocol.results import read_rows
+from tests.support.experiments import CLASSES, subset
 
 REPO = Path(__file__).resolve().parents[2]
 YAML = """\
@@ -58,9 +58,9 @@ def test_two_runs_at_once_on_one_install_both_complete_and_verify(
     for name in ("alpha", "beta"):
         folder = tmp_path / name
         folder.mkdir()
-        _subset(data_dir / "eval.jsonl", folder / "eval.jsonl", 30)
-        _subset(data_dir / "train.jsonl", folder / "train.jsonl", 300)
-        _subset(data_dir / "tune.jsonl", folder / "tune.jsonl", 80)
+        subset(data_dir / "eval.jsonl", folder / "eval.jsonl", 30)
+        subset(data_dir / "train.jsonl", folder / "train.jsonl", 300)
+        subset(data_dir / "tune.jsonl", folder / "tune.jsonl", 80)
         experiment = folder / "experiment.yaml"
         experiment.write_text(
             YAML.format(name=f"concurrent-{name}", classes=CLASSES), encoding="utf-8"

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine.faults import clear_pending
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
+from tests.support.experiments import frozen
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def _async_fault(monkeypatch: pytest.MonkeyPatch):
     clear_pending()
 
 
-def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(workspace, tmp_path):  # noqa: F811
+def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(workspace, tmp_path):
     """The run says where the error surfaced and which batches were launched (1-10 of b4's
     10 batches); the diagnosis, a fresh process with CUDA_LAUNCH_BLOCKING=1, finds batch 2,
     writes diagnosis.json (kind, environment) and leaves run.json as it was."""

@@ -19,7 +19,6 @@ from typing import Any
 
 import pytest
 import yaml
-from test_pipeline import make_experiment  # same folder: on sys.path under pytest
 
 from gpubench_nb.cli import main
 from gpubench_nb.errors import BundleError, EconomicsError, ProtocolError
@@ -29,40 +28,11 @@ from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.bundle import manifest_entries, verify_manifest, write_manifest
 from gpubench_nb.protocol.results import read_rows
 from gpubench_nb.protocol.writer import holder_path, lock_path
+from tests.support.experiments import make_experiment
+from tests.support.in_process import fake_report
+from tests.support.in_process import run_step as in_process
 
 EXPERIMENT_ID = "guarded"
-
-
-def in_process(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
-    """What each stage notebook calls, run here instead of in a papermill kernel."""
-    from gpubench_nb.economics.reprice import economics_notebook
-    from gpubench_nb.pipeline.run import execute_run
-    from gpubench_nb.steps.environment import step as environment_step
-    from gpubench_nb.steps.quality import step as quality_step
-
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text("{}", encoding="utf-8")  # stands for the executed notebook
-    experiment, bundle = parameters["experiment"], parameters["bundle_dir"]
-    if name == "10_measure.ipynb":
-        execute_run(
-            experiment,
-            parameters["variant_id"],
-            parameters["phase"],
-            parameters["run_index"],
-            bundle,
-        )
-    elif name == "00_environment.ipynb":
-        environment_step(experiment, bundle)
-    elif name == "20_quality.ipynb":
-        quality_step(experiment, bundle)
-    elif name == "30_economics.ipynb":
-        economics_notebook(experiment, bundle)
-
-
-def fake_report(bundle_dir: Path) -> Path:
-    path = bundle_dir / "report.html"
-    path.write_text("<html>report</html>\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.interrupt import (
@@ -25,11 +24,8 @@ from gpubench_nb.pipeline.interrupt import (
     read_interruptions,
     stop_on_signals,
 )
-from gpubench_nb.protocol.experiment import SECTION_KEYS
 from gpubench_nb.protocol.results import read_rows
-
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
-REASON = {"repeats_reason": "unit test"} if "repeats_reason" in SECTION_KEYS["timing"] else {}
+from tests.support.experiments import bow_experiment
 
 
 def test_sigterm_becomes_interrupted_and_the_old_handlers_come_back() -> None:
@@ -57,34 +53,19 @@ def test_usr2_is_handed_to_the_requeue_handler_after_the_record() -> None:
 
 
 def _experiment(folder: Path, data_dir: Path) -> Path:
-    def subset(name: str, count: int) -> None:
-        lines = (data_dir / name).read_text(encoding="utf-8").splitlines()[::3][:count]
-        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-    subset("eval.jsonl", 20)
-    subset("train.jsonl", 400)
-    subset("tune.jsonl", 100)
-    declaration = {
-        "experiment_id": "stop",
-        "seed": 3,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {
-            "metric": "accuracy",
-            "threshold": 0.0,
-            "tolerance": 1.0,
-            "reference_variant": "b4",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 32, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1, **REASON},
-    }
-    path = folder / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    return path
+    """20 texts, one variant, one cold and one warm run; its bow model built once per session."""
+    return bow_experiment(
+        folder,
+        "stop",
+        data_dir=data_dir,
+        eval_texts=(20, 3),
+        train=(400, 3),
+        tune=(100, 3),
+        batches=(4,),
+        seed=3,
+        quality={"metric": "accuracy", "threshold": 0.0, "tolerance": 1.0},
+        fixed={"context": 32},
+    )
 
 
 def _fake_kernels(monkeypatch: pytest.MonkeyPatch, interrupt_key: str | None) -> list[str]:
@@ -190,12 +171,17 @@ def test_a_real_sigint_to_gpubench_nb_run_is_recorded_and_says_how_to_resume(
     tmp_path: Path, data_dir: Path
 ) -> None:
     """Ctrl-C as a terminal sends it: SIGINT to the command's process group, while the second
-    of two runs is in its kernel. No row for it, the event in the bundle, exit 130."""
+    of two runs is in its kernel. No row for it, the event in the bundle, exit 130.
+
+    The signal waits on an event, not a time: the warm run hangs in its measured pass
+    (GPUBENCH_FAULT) and is interrupted once its kernel has written its run.json (R3.6), so a
+    busy machine only makes the test slower."""
     import subprocess
     import sys
 
     experiment = _experiment(tmp_path, data_dir)
     script = Path(sys.executable).parent / "gpubench-nb"
+    fault = {"GPUBENCH_FAULT": "hang@batch:1@phase:warm"}
     proc = subprocess.Popen(
         [str(script), "run", str(experiment), "--output-dir", "out"],
         cwd=tmp_path,
@@ -203,14 +189,19 @@ def test_a_real_sigint_to_gpubench_nb_run_is_recorded_and_says_how_to_resume(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a shell's foreground job
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **fault},
     )
+    warm = tmp_path / "out" / "stop" / "runs" / "b4" / "warm-1" / "run.json"
     try:
         first = proc.stderr.readline()  # stderr is a pipe: one plain line per finished run
         assert first.startswith("[1/2] b4 cold 1  "), first
-        time.sleep(0.5)  # the warm run's kernel is starting
+        deadline = time.monotonic() + 300
+        while not warm.exists():  # the warm run's kernel has started it
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the warm run never started"
+            time.sleep(0.1)
         os.killpg(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

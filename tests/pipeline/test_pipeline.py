@@ -22,67 +22,9 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows, validate_csv
+from tests.support.experiments import EVAL_ITEMS, make_experiment
 
 pytestmark = pytest.mark.slow
-EVAL_ITEMS = 60
-
-
-def _subset(source: Path, target: Path, count: int, step: int = 1) -> None:
-    lines = source.read_text(encoding="utf-8").splitlines()[::step][:count]
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-def make_experiment(root: Path, data_dir: Path, experiment_id: str, **timing: object) -> Path:
-    """A small but real experiment: Debian texts, the bow preset, batch 1 vs 4."""
-    root.mkdir(parents=True, exist_ok=True)
-    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", EVAL_ITEMS, step=16)
-    _subset(data_dir / "train.jsonl", root / "train.jsonl", 1500, step=3)
-    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 300, step=3)
-    declaration = {
-        "experiment_id": experiment_id,
-        "seed": 11,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": [
-            "admin",
-            "games",
-            "graphics",
-            "mail",
-            "math",
-            "net",
-            "science",
-            "sound",
-            "text",
-            "web",
-        ],
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.2,
-            "tolerance": 0.05,
-            "reference_variant": "b1",
-        },
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b1", "batch": 1}, {"id": "b4", "batch": 4}],
-        "timing": {
-            "scope": "processing",
-            "warmup_iterations": 1,
-            "repeats": 2,
-            "repeats_reason": "a test of the pipeline, not a measurement (CI time)",
-            "order": "alternating",
-            **timing,
-        },
-        "pricing": {
-            "offers": str(Path(__file__).resolve().parents[2] / "parameters" / "offers.yaml"),
-            "offer": "h100-example",
-            "days": 7,
-            "lots": 1,
-        },
-    }
-    path = root / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration, sort_keys=False), encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -289,7 +231,8 @@ def test_repricing_a_finished_bundle_redoes_no_run_and_reseals_it(
 
 
 def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None:
-    experiment = make_experiment(tmp_path, data_dir, "resume")
+    # one repeat: 2 variants x (load, cold, warm) = 6 rows, enough to be killed mid-warm-phase
+    experiment = make_experiment(tmp_path, data_dir, "resume", repeats=1)
     outputs = tmp_path / "outputs"
     csv_path = outputs / "resume" / "resultats-bruts.csv"
     command = [
@@ -316,12 +259,12 @@ def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None
         os.killpg(process.pid, signal.SIGKILL)  # kill -9 the CLI and its kernel alike
         process.wait()
     partial = read_rows(csv_path)
-    assert 0 < len(partial) < 12
+    assert 0 < len(partial) < 6
     finished = subprocess.run(command, capture_output=True, text=True, check=False)
     assert finished.returncode == 0, finished.stderr[-2000:]
     rows = read_rows(csv_path)
     keys = [(r["variant_id"], r["phase"], r["run_index"]) for r in rows]
-    assert len(keys) == len(set(keys)) == 12  # nothing lost, nothing twice
+    assert len(keys) == len(set(keys)) == 6  # nothing lost, nothing twice
     now = {(r["variant_id"], r["phase"], r["run_index"]): r["elapsed_seconds"] for r in rows}
     for r in partial:  # finished runs were not redone
         assert now[(r["variant_id"], r["phase"], r["run_index"])] == r["elapsed_seconds"]

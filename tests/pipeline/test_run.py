@@ -14,14 +14,11 @@ import pytest
 from gpubench_nb.engine import phases
 from gpubench_nb.engine.faults import CRASH_EXIT_CODE, FaultSpecError
 from gpubench_nb.engine.memory import MEMORY_FIELDS
-from gpubench_nb.errors import BackendError, ProtocolError
+from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.run import execute_run, run_dir
-from gpubench_nb.protocol.corpus import load_experiment_corpus
-from gpubench_nb.protocol.experiment import load_experiment
-from gpubench_nb.protocol.lock import freeze
 from gpubench_nb.protocol.records import DIED
+from tests.support.experiments import CLASSES, frozen, write_yaml
 
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
 CONTRACT_KEYS = {  # ARCHITECTURE.md, run.json
     "variant_id",
     "phase",
@@ -44,76 +41,6 @@ ROW_KEYS = {
     "torch_version",
     "runtime_version",
 }
-
-
-def _subset(source: Path, target: Path, count: int) -> None:
-    lines = source.read_text(encoding="utf-8").splitlines()[:count]
-    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
-
-
-YAML = """\
-experiment_id: run-test
-seed: 7
-corpus:
-  path: eval.jsonl
-  train: train.jsonl
-  tune: tune.jsonl
-classes: {classes}
-output_format: predictions_jsonl
-quality: {{metric: macro_f1, threshold: 0.1, tolerance: 0.5, reference_variant: b1}}
-model:
-  backend: bow
-  path: {model}
-  build: {{dim: 8, max_epochs: 1, train_limit: 200, tune_limit: 50}}
-tokenizer: {{path: {model}}}
-fixed: {{precision: fp32, context: 32, device: {device}, batching: corpus_order}}
-knob: batch
-variants:
-  - {{id: b1, batch: 1}}
-  - {{id: b4, batch: 4}}
-timing: {{scope: {scope}, warmup_iterations: 2, repeats: 5, order: alternating}}
-"""
-
-
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
-    """A 40-item eval corpus and a tiny bow model built once for the module."""
-    from gpubench_nb.engine.backends import build_model
-    from gpubench_nb.protocol.experiment import load_experiment
-
-    root = tmp_path_factory.mktemp("run")
-    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
-    _subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
-    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
-    write_yaml(root, "experiment.yaml")
-    build_model(load_experiment(root / "experiment.yaml"))
-    return root
-
-
-def write_yaml(root: Path, name: str, *, scope="processing", device="cpu", model="bow") -> Path:
-    path = root / name
-    text = YAML.format(classes=json.dumps(CLASSES), model=model, device=device, scope=scope)
-    path.write_text(text, encoding="utf-8")
-    return path
-
-
-def frozen(yaml_path: Path, bundle: Path, **fingerprints: str) -> Path:
-    """``bundle`` with the protocol lock of ``yaml_path`` (R1.3), as `gpubench-nb run` freezes
-    it; every kernel refuses to run without one. ``fingerprints`` override the real ones."""
-    from gpubench_nb.engine.backends import fingerprints_for
-
-    exp = load_experiment(yaml_path)
-    try:
-        model_revision, tokenizer_revision = fingerprints_for(exp.model, exp.tokenizer)
-    except BackendError:  # a missing model folder: its load failure is what a test observes
-        model_revision = tokenizer_revision = "absent"
-    real = {
-        "corpus_revision": load_experiment_corpus(exp, "eval").revision,
-        "model_revision": model_revision,
-        "tokenizer_revision": tokenizer_revision,
-    }
-    freeze(bundle, exp, {**real, **fingerprints})
-    return bundle
 
 
 def read_run(bundle: Path, variant: str, phase: str, n: int) -> tuple[dict, Path]:
@@ -186,7 +113,7 @@ def test_injected_oom_is_recorded_not_raised_r5_8(workspace, tmp_path, monkeypat
         frozen(workspace / "experiment.yaml", tmp_path),
     )
     assert failed.elapsed_seconds is None and failed.status == "failed"
-    assert failed.error.startswith("OutOfMemoryError")
+    assert failed.error.startswith("OutOfMemoryError") and failed.out_of_memory is True
     assert "R5.8" in failed.notes and "GPUBENCH_FAULT=oom@batch:2@variant:b4" in failed.notes
     assert failed.load_seconds > 0  # the load row still has its time
     assert not (run_dir(tmp_path, "b4", "cold", 3) / "predictions.jsonl").exists()
@@ -241,6 +168,7 @@ def test_declaration_errors_raise(workspace, tmp_path, monkeypatch) -> None:
     assert not (tmp_path / "runs").exists()  # nothing written for a declaration error
 
 
+@pytest.mark.slow
 def test_dead_process_leaves_a_failed_run_json_r3_6(workspace, tmp_path) -> None:
     code = (
         "import sys; from gpubench_nb.pipeline.run import execute_run; "

@@ -5,7 +5,6 @@ CSV load row carries the load's memory readings."""
 from __future__ import annotations
 
 import pytest
-from test_run import frozen, workspace  # noqa: F401  (its module-scoped fixture, same folder)
 
 from gpubench_nb.engine import phases as loadmod
 from gpubench_nb.engine import timing
@@ -18,6 +17,7 @@ from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.fingerprint import sha256_files
+from tests.support.experiments import frozen
 
 
 @pytest.fixture(autouse=True)
@@ -44,7 +44,7 @@ class FakeProbe:
         return MemoryReading(1000, 2048) if self.begun else MemoryReading()
 
 
-def test_the_cold_pass_is_the_first_forward_of_the_process(workspace, tmp_path, monkeypatch):  # noqa: F811
+def test_the_cold_pass_is_the_first_forward_of_the_process(workspace, tmp_path, monkeypatch):
     """No probe forward at load: a cold run of b4 over 40 items runs exactly 10 forwards, all
     inside the measured pass (R3.2). With a probe at load there were 11."""
     calls: list[str] = []
@@ -85,7 +85,7 @@ def _wrap_load(real, after):
 
 
 def test_fingerprints_are_taken_before_the_timed_load_and_recorded(
-    workspace,  # noqa: F811
+    workspace,
     tmp_path,
     monkeypatch,
 ):
@@ -128,7 +128,7 @@ def test_fingerprints_are_taken_before_the_timed_load_and_recorded(
     assert "CUDA context creation" in record.notes
 
 
-def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_path, monkeypatch):  # noqa: F811
+def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_path, monkeypatch):
     """Order on a (fake) CUDA device: context, fingerprints, memory baseline, load timer."""
     import torch
 
@@ -191,7 +191,7 @@ def test_cuda_context_seconds_inits_then_syncs_and_is_none_on_cpu() -> None:
 
 
 def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
-    workspace,  # noqa: F811
+    workspace,
     tmp_path,
     monkeypatch,
 ):
@@ -218,7 +218,7 @@ def test_oom_during_load_is_r5_8_and_keeps_the_readings_so_far(
     assert record.fingerprint_seconds is not None  # taken before the load began
 
 
-def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monkeypatch):  # noqa: F811
+def test_csv_load_row_carries_the_load_memory_readings(workspace, tmp_path, monkeypatch):
     monkeypatch.setattr(loadmod, "probe_for", lambda device: FakeProbe([]))
     record = execute_run(
         workspace / "experiment.yaml",
@@ -281,7 +281,8 @@ print(json.dumps({
 """
 
 
-def test_imports_are_done_before_the_load_clock_and_recorded(workspace, tmp_path):  # noqa: F811
+@pytest.mark.slow
+def test_imports_are_done_before_the_load_clock_and_recorded(workspace, tmp_path):
     """In a fresh process (a kernel), the load clock imports no module: what the backend needs
     was imported before it, timed as import_seconds (run.json and notes). The bow kernel
     imports none of transformers (issue 25: bow reads its shipped WordPiece files with
@@ -313,7 +314,7 @@ def test_imports_are_done_before_the_load_clock_and_recorded(workspace, tmp_path
     assert out["heavy"] == []
 
 
-def test_weight_residency_is_recorded_at_load_start(workspace, tmp_path, monkeypatch):  # noqa: F811
+def test_weight_residency_is_recorded_at_load_start(workspace, tmp_path, monkeypatch):
     """Fingerprinting has just read every file, so they are all in the page cache when the
     load clock starts: run.json says so (mincore), and the notes state it (issue 23 §2)."""
     record = execute_run(
@@ -332,7 +333,7 @@ def test_weight_residency_is_recorded_at_load_start(workspace, tmp_path, monkeyp
     assert "load reads them from the page cache, not storage" in record.notes
 
 
-def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch):  # noqa: F811
+def test_residency_not_observable_is_said_so(workspace, tmp_path, monkeypatch):
     """Where mincore cannot be asked, the record and the notes say "not observable"."""
     from gpubench_nb.engine import residency as residency_module
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_run import _subset, write_yaml
 
 from gpubench_nb.cli import main as cli_main
 from gpubench_nb.errors import BundleError, ProtocolError
 from gpubench_nb.pipeline import classify as classify_module
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.outputs import check_output, check_output_folder
+from tests.support.experiments import subset, write_yaml
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "parameters" / "demo.yaml"
@@ -204,9 +204,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     from gpubench_nb.protocol.experiment import load_experiment
 
     root = tmp_path_factory.mktemp("sealed")
-    _subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
-    _subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
-    _subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
+    subset(data_dir / "eval.jsonl", root / "eval.jsonl", 40)
+    subset(data_dir / "train.jsonl", root / "train.jsonl", 400)
+    subset(data_dir / "tune.jsonl", root / "tune.jsonl", 100)
     write_yaml(root, "experiment.yaml")
     build_model(load_experiment(root / "experiment.yaml"))
     return root

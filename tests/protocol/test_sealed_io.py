@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench_nb import notebook_files
+from gpubench_nb import kernel
 from gpubench_nb.cli import main
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import bundle as layout
@@ -70,6 +70,8 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_kept(tmp_path: Path
         sock.close()
     with pytest.raises(BundleError, match=r"R5\.6: --out .* is a (FIFO|symlink|socket)"):
         check_output(out, option="--out", instead="write elsewhere")
+    with pytest.raises(BundleError, match="is a character device"):  # as root: /dev/null itself
+        check_output(Path(os.devnull), option="--out", instead="write elsewhere")
     assert out.is_symlink() or not out.is_file()  # still what it was, not a renamed file
     assert target.read_text(encoding="utf-8") == "keep me\n"
 
@@ -117,7 +119,7 @@ def test_notebooks_copy_on_a_full_disk_leaves_no_partial_copy(
             raise OSError(errno.ENOSPC, "No space left on device")
         dst.write(src.read())
 
-    monkeypatch.setattr(notebook_files.shutil, "copyfileobj", full)
+    monkeypatch.setattr(kernel.shutil, "copyfileobj", full)
     target = tmp_path / "nb"
     assert main(["notebooks", "--copy", str(target)]) == 2
     err = capsys.readouterr().err
@@ -172,3 +174,20 @@ def test_a_fifo_experiment_file_is_refused(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "exp.yaml")
     done = _cli("validate", str(tmp_path / "exp.yaml"), cwd=tmp_path)
     assert done.returncode == 2 and "is a FIFO" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_unwritable_output_is_one_line_and_nothing_is_left(demo: Path, tmp_path: Path) -> None:
+    preds = tmp_path / "p.jsonl"
+    corpus = demo.parent.parent / "data" / "debian-sections" / "eval.jsonl"
+    preds.write_text(corpus.read_text(encoding="utf-8"), encoding="utf-8")
+    nowhere = "/proc/1/gpubench-out.json"  # a folder no one may create files in
+    offers = str(demo.parent / "offers.yaml")
+    for argv in (
+        ["accept", str(demo), str(preds), "--checks", nowhere],
+        ["ledger", "--offers", offers, "--offer", "h100-example", "--days", "7", "--lots",
+         "1", "--start", "2026-12-04", str(ROOT / "tests" / "fixtures" / "main-bundle"),
+         "--out", nowhere],
+    ):  # fmt: skip
+        done = _cli(*argv, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert f"cannot write {nowhere}" in done.stderr and "Traceback" not in done.stderr

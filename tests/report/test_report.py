@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import json
-import math
 import re
 import shutil
 import subprocess
@@ -19,218 +17,10 @@ from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import render as report
-from gpubench_nb.report.stats import (
-    COLD_FIRST_RATIO,
-    acceptance,
-    anchor_warnings,
-    failures,
-    memory_summary,
-    summarise,
-)
+from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
+from tests.support.golden import LEDGER, MIB, OOM, write_bundle
 
 CHROMIUM = Path("/usr/bin/chromium")
-MIB = 2**20
-EXPECTED = 1000
-# The golden GPU bundle's elapsed seconds, runs 1..5; None = the failed (OOM) run (R5.8).
-ELAPSED = {
-    ("b1", "load"): [0.40, 0.42, 0.41, 0.45, 0.43],  # median 0.42, range 0.40-0.45
-    ("b1", "cold"): [2.00, 1.00, 1.10, 0.90, 1.05],  # median 1.05, range 0.90-2.00
-    ("b1", "warm"): [0.80, 0.82, 0.81, 0.79, 0.83],  # median 0.81, range 0.79-0.83
-    ("b4", "load"): [0.40, 0.41, 0.42, 0.43, 0.44],
-    ("b4", "cold"): [0.60, 0.58, 0.62, 0.61, 0.59],  # median 0.60
-    ("b4", "warm"): [0.50, 0.52, 0.48, 0.51, 0.49],  # median 0.50, range 0.48-0.52
-    ("b8", "load"): [0.40, 0.41, 0.42, 0.43, 0.44],
-    ("b8", "cold"): [0.35, 0.34, 0.36, 0.33, 0.37],  # median 0.35
-    ("b8", "warm"): [0.30, 0.45, 0.28, 0.31, None],  # 4 timed: median 0.305, range 0.28-0.45
-}
-QUALITY = {"b1": 0.78, "b4": 0.78, "b8": 0.66}  # threshold 0.70: b8 is fast but not accepted
-OOM = "CUDA out of memory. Tried to allocate 2.00 GiB"
-FINGERPRINTS = {
-    "corpus_revision": "c" * 64,
-    "model_revision": "m" * 64,
-    "tokenizer_revision": "t" * 64,
-}
-
-
-def _peak_allocated(variant: str, run_index: int) -> int:
-    # b4: 100, 110, 120, 130, 140 MiB -> median 120 MiB, range 100-140 MiB; b8: 200 MiB up.
-    return ({"b1": 50, "b4": 100, "b8": 200}[variant] + 10 * (run_index - 1)) * MIB
-
-
-def _machine(*, heavy: bool) -> dict:
-    """What a run.json records of the machine around the run (engine/activity.py)."""
-    load = 3.1 if heavy else 0.2
-    busy = [{"pid": 4242, "name": "python3", "cpu_share": 0.97}] if heavy else []
-    activity = {"load_average_1min": load, "cpu_count": 2, "busy_processes": busy}
-    return {
-        "load_average_start": [load, load, load],
-        "load_average_end": [load, load, load],
-        "cpu_activity_start": activity,
-        "cpu_activity_end": activity,
-    }
-
-
-def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock_changes) -> Path:
-    """A golden bundle: lock, environment, economics, runs/*/run.json + checks.json, the CSV."""
-    bundle = root / name
-    prints = {**FINGERPRINTS, **{k: v for k, v in lock_changes.items() if k != "scope"}}
-    declaration = {
-        "experiment_id": "demo-bow-batch",
-        "seed": 20261202,
-        "knob": "batch",
-        "variants": [{"id": v, "batch": int(v[1:])} for v in ("b1", "b4", "b8")],
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.70,
-            "tolerance": 0.01,
-            "reference_variant": "b1",
-        },
-        "timing": {
-            "scope": lock_changes.get("scope", "processing"),
-            "warmup_iterations": 2,
-            "repeats": 5,
-            "order": "drawn",
-            "order_seed": 7,
-        },
-    }
-    lock = {"experiment_id": "demo-bow-batch", "declaration": declaration, "fingerprints": prints}
-    env = {
-        "gpu_model": "NVIDIA H100 80GB HBM3" if gpu else None,
-        "gpu_count": 1 if gpu else 0,
-        "visible_gpu_count": 2 if gpu else 0,
-        "device": "cuda:0" if gpu else "cpu",
-        "driver_version": "550.54.15" if gpu else None,
-        "runtime_version": "12.4" if gpu else None,
-        "python_version": "3.11.2",
-        "torch_version": "2.13.0",
-        "code_revision": "abc1234",
-        "cpu_model": "Golden CPU",
-    }
-    rows = []
-    for (variant, phase), values in ELAPSED.items():
-        for run_index, seconds in enumerate(values, start=1):
-            if seconds is None and not gpu:
-                seconds = 0.29  # an OOM is a GPU event: the CPU bundle timed its fifth run
-            seconds = None if seconds is None else round(seconds * scale, 6)
-            failed = seconds is None
-            row = dict.fromkeys(COLUMNS, "")
-            row.update(
-                experiment_id="demo-bow-batch",
-                variant_id=variant,
-                seed="20261202",
-                gpu_count=str(env["gpu_count"]),
-                device=env["device"],
-                python_version="3.11.2",
-                torch_version="2.13.0",
-                precision="fp32",
-                batch=variant[1:],
-                context="128",
-                phase=phase,
-                run_index=str(run_index),
-                warmup_iterations="2",
-                elapsed_seconds="" if failed else repr(seconds),
-                notes=f"OOM: {OOM}, row kept (R5.8)" if failed else "scope: processing",
-                **{k: v for k, v in prints.items()},
-            )
-            if gpu:
-                row.update(gpu_model=env["gpu_model"], driver_version="550.54.15")
-                row.update(runtime_version="12.4")
-                if not failed:
-                    peak = _peak_allocated(variant, run_index)
-                    row.update(
-                        baseline_allocated_bytes=str(10 * MIB),
-                        baseline_reserved_bytes=str(20 * MIB),
-                        peak_allocated_bytes=str(peak),
-                        peak_reserved_bytes=str(peak + 64 * MIB),
-                    )
-            checks = None
-            if phase != "load":
-                accepted = not failed and QUALITY[variant] >= 0.70
-                row.update(
-                    expected_ids=str(EXPECTED),
-                    observed_ids="0" if failed else str(EXPECTED),
-                    ids_match="false" if failed else "true",
-                    format_valid="false" if failed else "true",
-                    quality_metric="macro_f1",
-                    quality_threshold="0.7",
-                    quality_tolerance="0.01",
-                    quality_value="" if failed else str(QUALITY[variant]),
-                    corpus_accepted="true" if accepted else "false",
-                )
-                if not failed:
-                    checks = {
-                        "reference_value": 0.78,
-                        "meets_threshold": QUALITY[variant] >= 0.70,
-                        "within_tolerance": 0.78 - QUALITY[variant] <= 0.01,
-                        "corpus_accepted": accepted,
-                    }
-            run_dir = bundle / "runs" / variant / f"{phase}-{run_index}"
-            run_dir.mkdir(parents=True)
-            run = {"elapsed_seconds": seconds, "error": OOM if failed else None, "notes": ""}
-            run["environment"] = _machine(heavy=not gpu and variant == "b1")  # R2.5
-            run.update(truncated_texts=3, dropped_tokens=41)
-            (run_dir / "run.json").write_text(json.dumps(run), encoding="utf-8")
-            if checks is not None:
-                (run_dir / "checks.json").write_text(json.dumps(checks), encoding="utf-8")
-            rows.append(row)
-    rows.reverse()  # as drawn (R3.4): the report orders by the declaration, not the file
-    with (bundle / "resultats-bruts.csv").open("w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    (bundle / "protocol.lock.json").write_text(json.dumps(lock), encoding="utf-8")
-    (bundle / "environment.json").write_text(json.dumps(env), encoding="utf-8")
-    status = {"b1": True, "b4": True, "b8": False}
-    econ = {
-        "unit_of_work": "one complete, accepted corpus",
-        "note": "Package totals are whole packages x billed lots.",
-        "variants": [
-            {"variant_id": v, "accepted": ok, "reason": None if ok else "quality below 0.7"}
-            for v, ok in status.items()
-        ],
-        "offers": [
-            {
-                "offer_id": offer_id,
-                "gpu_model": offer_gpu,
-                "gpus_per_lot": per_lot,
-                "days": 7,
-                "lots": 1,
-                "package_total_usd_minor": total,
-                "declared": offer_id == "h100-example",
-                "variants": [
-                    {"variant_id": v, "cost_per_accepted_usd_minor": total if ok else None}
-                    for v, ok in status.items()
-                ],
-            }
-            for offer_id, offer_gpu, per_lot, total in (
-                ("h100-example", "NVIDIA H100 80GB", 1, 123456),
-                ("b200-pair", "NVIDIA B200", 2, 250005),
-            )
-        ],
-        # By hand: b200 needs n with 250005 / n < 123456 / 1, so n = 3 (250005 / 2 > 123456);
-        # h100 already beats b200 at n = 1 (123456 < 250005).
-        "break_even": {
-            "label": "threshold, not a forecast",
-            "reference_accepted_results": 1,
-            "reason": None,
-            "pairs": [
-                {
-                    "challenger": "b200-pair",
-                    "reference": "h100-example",
-                    "accepted_corpora_needed": 3,
-                    "statement": "b200 needs 3",
-                },
-                {
-                    "challenger": "h100-example",
-                    "reference": "b200-pair",
-                    "accepted_corpora_needed": 1,
-                    "statement": "h100 needs 1",
-                },
-            ],
-        },
-    }
-    (bundle / "economics.json").write_text(json.dumps(econ), encoding="utf-8")
-    return bundle
 
 
 @pytest.fixture
@@ -243,10 +33,9 @@ def cpu_bundle(tmp_path: Path) -> Path:
     return write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
 
 
-def _row(frame, variant: str, phase: str):
-    match = frame[(frame["variant_id"] == variant) & (frame["phase"] == phase)]
-    assert len(match) == 1
-    return match.iloc[0]
+def _group(rows, variant: str, phase: str):
+    summary = summarise(rows)
+    return summary.of(summary.phases[0].bundle, variant, phase)
 
 
 def test_rows_keep_empty_cells_as_not_recorded(cpu_bundle: Path) -> None:
@@ -268,24 +57,25 @@ def test_unreadable_csv_is_refused_naming_the_cell(cpu_bundle: Path) -> None:
 
 def test_summarise_worked_medians_and_ranges(gpu_bundle: Path) -> None:
     rows = report.load_bundles([gpu_bundle])[0].rows
-    table = summarise(rows)
-    assert list(table["phase"][:3]) == ["load", "cold", "warm"]  # R3.2 order
-    assert list(dict.fromkeys(table["variant_id"])) == ["b1", "b4", "b8"]  # declared, not drawn
-    assert len(table) == 9 and "p95" not in " ".join(table.columns)  # R3.5
-    b1_cold = _row(table, "b1", "cold")  # sorted 0.90 1.00 1.05 1.10 2.00
-    assert (b1_cold["n"], b1_cold["n_failed"]) == (5, 0)
-    assert b1_cold["median_seconds"] == pytest.approx(1.05)
-    assert (b1_cold["min_seconds"], b1_cold["max_seconds"]) == (0.90, 2.00)
-    b1_load = _row(table, "b1", "load")  # sorted 0.40 0.41 0.42 0.43 0.45
-    assert b1_load["median_seconds"] == pytest.approx(0.42)
-    assert math.isnan(b1_load["median_texts_per_second"])  # a load processes no texts
-    assert _row(table, "b4", "warm")["median_texts_per_second"] == pytest.approx(1000 / 0.50)
-    b8_warm = _row(table, "b8", "warm")  # the OOM run is counted apart, not a zero (R5.8)
-    assert (b8_warm["n"], b8_warm["n_failed"]) == (4, 1)
-    assert b8_warm["median_seconds"] == pytest.approx((0.30 + 0.31) / 2)  # 0.28 0.30 0.31 0.45
-    assert (b8_warm["min_seconds"], b8_warm["max_seconds"]) == (0.28, 0.45)
+    summary = summarise(rows)
+    assert [p.phase for p in summary.phases[:3]] == ["load", "cold", "warm"]  # R3.2 order
+    assert [v for _, v in summary.variants()] == ["b1", "b4", "b8"]  # declared, not drawn
+    assert len(summary.phases) == 9 and not hasattr(summary.phases[0], "p95")  # R3.5
+    b1_cold = _group(rows, "b1", "cold")  # sorted 0.90 1.00 1.05 1.10 2.00
+    assert (b1_cold.n, b1_cold.failed_runs) == (5, ())
+    assert b1_cold.median == pytest.approx(1.05)
+    assert (b1_cold.low, b1_cold.high) == (0.90, 2.00)
+    b1_load = _group(rows, "b1", "load")  # sorted 0.40 0.41 0.42 0.43 0.45
+    assert b1_load.median == pytest.approx(0.42)
+    assert b1_load.median_rate is None  # a load processes no texts
+    assert _group(rows, "b4", "warm").median_rate == pytest.approx(1000 / 0.50)
+    b8_warm = _group(rows, "b8", "warm")  # the OOM run is counted apart, not a zero (R5.8)
+    assert (b8_warm.n, b8_warm.failed_runs, b8_warm.oom_runs) == (4, (5,), 1)
+    assert b8_warm.median == pytest.approx((0.30 + 0.31) / 2)  # 0.28 0.30 0.31 0.45
+    assert (b8_warm.low, b8_warm.high) == (0.28, 0.45)
     # Median of the four per-run rates: (1000/0.30 + 1000/0.31) / 2, not 1000 / 0.305.
-    assert b8_warm["median_texts_per_second"] == pytest.approx((1000 / 0.30 + 1000 / 0.31) / 2)
+    assert b8_warm.median_rate == pytest.approx((1000 / 0.30 + 1000 / 0.31) / 2)
+    assert b8_warm.acceptance.verdict is False  # protocol.quality's rule, read (R1.5)
 
 
 def test_anchor_warnings_first_cold_run_and_spread(gpu_bundle: Path) -> None:
@@ -308,13 +98,12 @@ def test_first_cold_run_at_exactly_the_ratio_is_not_warned(gpu_bundle: Path) -> 
 
 def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     bundles = report.load_bundles([gpu_bundle])
-    rows = report.rows_frame(bundles)
-    listed = failures(rows)
-    assert len(listed) == 1
+    rows = report.summary_of(bundles)
+    listed = report.failures_table(rows)
+    assert list(listed.index) == [(bundles[0].label, "b8", "warm", 5)]
     failed = listed.iloc[0]
-    assert (failed["variant_id"], failed["phase"], failed["run_index"]) == ("b8", "warm", 5)
-    assert failed["elapsed_seconds"] == "not recorded" and OOM in failed["error"]
-    assert "out of memory" in failed["notes"]
+    assert failed["elapsed"] == "not recorded" and OOM in failed["error"]
+    assert failed["out of memory (R5.8)"] == "true" and "OOM" in failed["notes"]
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
@@ -329,15 +118,14 @@ def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     assert warm.get_yscale() == "linear"  # 0.28-0.83 s: well within 10×
     assert [t.get_text() for t in warm.get_xticklabels()] == ["b1", "b4", "b8\n(1 failed)"]
     assert [ax.get_title() for ax in fig.axes] == ["load", "cold", "warm"]  # facets, R3.2
-    assert isinstance(report.failures_table(rows), type(rows))
 
 
 def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) -> None:
     """Issue 24 §4: one slow run must not flatten the others against zero."""
-    rows = report.rows_frame(report.load_bundles([gpu_bundle]))
-    slow = (rows["variant_id"] == "b4") & (rows["phase"] == "warm") & (rows["run_index"] == 3)
-    rows.loc[slow, "elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
-    rows.loc[slow, "texts_per_second"] = 1000 / 9.0
+    rows = [dict(r) for r in report.load_bundles([gpu_bundle])[0].rows]
+    for row in rows:
+        if (row["variant_id"], row["phase"], row["run_index"]) == ("b4", "warm", 3):
+            row["elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
     fig = report.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     assert warm.get_yscale() == "log" and "log scale" in warm.get_ylabel()
@@ -350,34 +138,47 @@ def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) 
     assert b4["outliers (above median + 3 × MAD; kept)"] == "run 3 (9.00 s)"
 
 
-def test_acceptance_per_run(gpu_bundle: Path) -> None:
-    table = acceptance(report.load_bundles([gpu_bundle])[0].rows)
-    assert len(table) == 30 and set(table["phase"]) == {"cold", "warm"}
-    b8 = table[(table["variant_id"] == "b8") & (table["run_index"] == 1)].iloc[0]
-    assert b8["meets_threshold"] is False and b8["corpus_accepted"] is False
-    assert b8["drop_vs_reference"] == pytest.approx(0.12)
-    b4 = table[(table["variant_id"] == "b4") & (table["run_index"] == 2)].iloc[0]
-    assert b4["corpus_accepted"] is True and b4["drop_vs_reference"] == pytest.approx(0.0)
+def test_acceptance_one_row_per_variant(gpu_bundle: Path) -> None:
+    table = report.acceptance_table(report.summary_of(report.load_bundles([gpu_bundle])))
+    assert [v for _, v in table.index] == ["b1", "b4", "b8"]  # not 30 rows all "true"
+    b4 = table.iloc[1]
+    assert (b4["accepted (R1.5)"], b4["runs accepted"], b4["IDs match"]) == (
+        "accepted",
+        "10/10",
+        "all 10 true",
+    )
+    assert b4["runs not accepted"] == "none"
+    b8 = table.iloc[2]
+    assert (b8["accepted (R1.5)"], b8["runs accepted"], b8["IDs match"]) == (
+        "not accepted",
+        "0/10",
+        "9/10 true",
+    )
+    assert b8["≥ threshold"] == "0/10 true" and b8["quality: median (min–max)"] == (
+        "macro_f1 0.660 < 0.700"
+    )
+    assert b8["runs not accepted"].startswith("cold-1, cold-2")
 
 
 def test_memory_side_by_side_and_cpu_sentence(gpu_bundle: Path, cpu_bundle: Path) -> None:
-    gpu_rows = report.rows_frame(report.load_bundles([gpu_bundle]))
-    summary = memory_summary(gpu_rows)
-    b4_warm = _row(summary, "b4", "warm")  # peaks 100..140 MiB
-    assert b4_warm["median_peak_allocated_bytes"] == 120 * MIB
-    assert (b4_warm["min_peak_allocated_bytes"], b4_warm["max_peak_allocated_bytes"]) == (
-        100 * MIB,
-        140 * MIB,
-    )
-    b8_warm = _row(summary, "b8", "warm")  # runs 1-4 only: the OOM run is not a reading
-    assert b8_warm["max_peak_allocated_bytes"] == 230 * MIB
+    gpu_rows = report.summary_of(report.load_bundles([gpu_bundle]))
+    assert len(memory_phases(gpu_rows)) == 9
+    b4_warm = _group(gpu_rows, "b4", "warm")  # peaks 100..140 MiB
+    assert b4_warm.median_of("peak_allocated_bytes") == 120 * MIB
+    peaks = b4_warm.values("peak_allocated_bytes")
+    assert (min(peaks), max(peaks)) == (100 * MIB, 140 * MIB)
+    b8_warm = _group(gpu_rows, "b8", "warm")  # runs 1-4 only: the OOM run is not a reading
+    assert max(b8_warm.values("peak_allocated_bytes")) == 230 * MIB
+    table = report.memory_table(gpu_rows)
+    b4 = table.loc[(b4_warm.bundle, "b4", "warm")]
+    assert b4["peak allocated, MiB: median (min–max)"] == "120.0 (100.0–140.0)"
     fig = report.memory_figure(gpu_rows)
     for ax in fig.axes:  # R3.9: every bar starts at zero, four readings side by side
         bars = [p for container in ax.containers for p in getattr(container, "patches", [])]
         assert len(bars) == 4 * 3 and all(bar.get_y() == 0 for bar in bars)
         assert len({round(bar.get_x(), 6) for bar in bars}) == len(bars)
     assert "not covered" in report.memory_note(gpu_rows)
-    cpu_rows = report.rows_frame(report.load_bundles([cpu_bundle]))
+    cpu_rows = report.summary_of(report.load_bundles([cpu_bundle]))
     assert report.memory_figure(cpu_rows) is None and report.memory_table(cpu_rows) is None
     assert "memory was not recorded" in report.memory_note(cpu_rows)
 
@@ -410,7 +211,7 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
     assert header.loc["driver", labels[1]] == "—"  # not recorded on CPU, never 0
     assert header.loc["truncation, b8 (R2.3)", labels[0]] == "3 texts cut, 41 tokens dropped"
     assert header.loc["model revision", labels[0]] == "m" * 16 + "…"  # full in the lock
-    assert len(summarise(report.rows_frame(bundles))) == 18
+    assert len(report.summary_of(bundles).phases) == 18
 
 
 def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
@@ -424,10 +225,10 @@ def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     h100 = table.loc[(bundles[0].label, "h100-example")]
     assert h100["b4: USD per accepted corpus"] == "USD 1,234.56"
     assert h100["b8: USD per accepted corpus"].startswith("none")
-    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
+    text = " ".join(report.decision_view_of(bundles).sentences)
     # b8's median (warm 0.305 s) beats b4's (0.50 s), the fastest accepted: R5.7 says so.
-    assert "b8 was faster but not accepted** (quality below 0.7): median 305 ms" in text
-    assert "500 ms for b4" in text and "R5.7" in text
+    assert "b8 was faster (median 305 ms) but not accepted (macro_f1 0.660 below the " in text
+    assert "run failed: out of memory (1 of 10 runs)): it does not reach the same goal" in text
 
 
 def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -444,8 +245,8 @@ def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle
     assert row["package total (USD)"] == "USD 84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
     assert row["b1: USD per accepted corpus"] == "USD 84.00"  # one accepted corpus, not five (R5.3)
     assert row["b8: USD per accepted corpus"].startswith("none")
-    text = report.not_accepted_markdown(bundles, report.rows_frame(bundles))
-    assert "b8 was faster but not accepted" in text and len(text.splitlines()) == 1
+    text = " ".join(report.decision_view_of(bundles).sentences)
+    assert text.count("was faster (median") == 1 and "b8 was faster" in text
 
 
 def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bundle: Path) -> None:
@@ -488,7 +289,7 @@ def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> 
 def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) -> None:
     (cpu_bundle / "resultats-bruts.csv").write_text(",".join(COLUMNS) + "\n", encoding="utf-8")
     bundles = report.load_bundles([cpu_bundle])
-    rows = report.rows_frame(bundles)
+    rows = report.summary_of(bundles)
     assert "no row in resultats-bruts.csv yet" in report.title_markdown(bundles)
     assert report.elapsed_figure(rows) is None and report.memory_figure(rows) is None
     assert report.summary_table(rows).empty and report.acceptance_table(rows).empty
@@ -572,7 +373,10 @@ def test_report_command_leaves_sealed_bundles_intact(
     # The default path is beside the first bundle, named after both.
     assert main(["report", str(gpu), str(cpu)]) == 0
     out = tmp_path / "report-gpu+cpu.html"
-    assert f"report written: {out}" in capsys.readouterr().out and out.is_file()
+    said = capsys.readouterr().out
+    assert f"report written: {out}" in said and out.is_file()
+    kept = tmp_path / "notebooks" / "90_report-report-gpu+cpu.ipynb"  # said, not left unexplained
+    assert f"its notebook:   {kept} (what made it" in said and kept.is_file()
     assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
 
 
@@ -583,40 +387,6 @@ def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
     code = [c for c in notebook.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     assert not any(re.search(r"^\s*(def|class|for|while) ", c.source, re.M) for c in code)
-
-
-# A ledger as `gpubench-nb ledger --out` writes it (economics.ledger.build_ledger).
-LEDGER = {
-    "offer_id": "h100-example",
-    "gpu_model": "NVIDIA H100 80GB",
-    "gpus_per_lot": 1,
-    "days": 7,
-    "lots": 1,
-    "window": {
-        "start_utc": "2026-12-01T00:00:00Z",
-        "end_utc": "2026-12-08T00:00:00Z",
-        "status": "so far",
-        "as_of_utc": "2026-12-03T12:00:00Z",
-    },
-    "machine": {"hostname": "rented-node", "gpu_uuids": ["GPU-1"], "source": "--machine"},
-    "package_total_usd_minor": 123456,
-    "accepted_corpora": 2,
-    "cost_per_accepted_usd_minor": 61728,
-    "accepted_corpus_revisions": [
-        {"corpus_revision": "c" * 64, "bundles": ["outputs/a", "outputs/b"]},
-        {"corpus_revision": "d" * 64, "bundles": ["outputs/d"]},
-    ],
-    # A ledger as written before corpus identities (issue 22 §4): still readable, and checked
-    # for consistency: its count, cost and statement agree with what it lists (§3).
-    "kept": [
-        {"bundle": b, "corpus_revision": r * 64, "accepted": True}
-        for b, r in (("outputs/a", "c"), ("outputs/b", "c"), ("outputs/d", "d"))
-    ],
-    "left_out": [{"bundle": "outputs/x", "reason": "another machine: host 'other'"}],
-    "statement": "h100-example, 7 days × 1 lot(s): USD 1,234.56; 2 distinct accepted corpora "
-    "so far (the package window is still running), so USD 617.28 per accepted corpus (the same "
-    "arithmetic as calcul-forfaits --accepted-results, R5.3).",
-}
 
 
 def test_ledger_markdown_shows_the_count_and_what_was_left_out(tmp_path: Path) -> None:
@@ -685,14 +455,15 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert bodies[0] == 6  # 2 bundles x 3 variants
     assert bodies[2] == 12  # 2 bundles x 3 variants x (cold, warm): the machine (R2.5)
     assert bodies[3] == 18  # 2 bundles x 3 variants x 3 phases
-    assert bodies[5] == 60  # 2 bundles x 30 measured runs
+    assert bodies[5] == 6  # 2 bundles x 3 variants: one acceptance row each
     assert bodies[6] == 1  # the OOM run, listed with its note
     assert bodies[7] == 4  # 2 bundles x 2 offers
     assert "outlier: run 2 (kept, R3.6)" in tables[0] and "run 2 (450 ms)" in tables[3]
-    assert "Cheapest accepted option" in dom and "Fastest accepted option" in dom
+    assert "Cheapest accepted option" in dom and "Verdict withheld" in dom  # the CPU's b1 ran
+    assert "heavy load" in dom and "with threads not fixed" in dom  # under heavy load (R2.5)
     assert "once b200-pair delivers" in dom and "threshold, not a forecast" in dom
     assert "out of memory" in tables[6] and "memory was not recorded" in dom
-    assert "b8 was faster but not accepted" in dom
+    assert "b8 was faster (median 305 ms) but not accepted" in dom
     assert "The rental ledger" in dom and "USD 617.28 per accepted corpus" in dom
     assert not re.search(r"\d\.\d+e[+-]\d", dom)  # no scientific notation anywhere
 
@@ -793,7 +564,7 @@ def test_a_throttled_or_low_clock_run_is_flagged(gpu_bundle: Path) -> None:
     found = clock_warnings(rows)
     assert len(found) == 1
     assert "/ b8 / warm run 2: low clock: median SM clock 1507 MHz" in found[0]
-    assert found[0] in warnings_markdown(report.rows_frame(report.load_bundles([gpu_bundle])))
+    assert found[0] in warnings_markdown(report.summary_of(report.load_bundles([gpu_bundle])))
     assert [
         r["energy_joules"]
         for r in rows
@@ -820,3 +591,4 @@ def test_run_conditions_show_the_clocks_sampled_during_the_pass() -> None:
     assert 'sm_clock_mhz: {"max": 1980, "median": 1507, "min": 1215}' in text
     assert 'clock_event_reasons: ["sw_power_cap"]' in text and "throttled: true" in text
     assert run_conditions({"gpu_telemetry": {"observable": False}}).gpu == ()
+    assert run_conditions(run).throttled  # a throttled pass withholds the verdict (R2.5)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gpubench_nb.protocol.results_schema import empty_row
-from gpubench_nb.report.tokens import token_table
+from gpubench_nb.report.render import token_table
 
 
 def _row(phase: str, elapsed: float | None, tokens: int | None, off: int | None) -> dict:

@@ -7,9 +7,8 @@ import csv
 import json
 from pathlib import Path
 
-from test_report import write_bundle
-
 from gpubench_nb.report import render as report
+from tests.support.golden import write_bundle
 
 
 def _at_context(bundle: Path, context: int, truncated: int) -> Path:

@@ -7,9 +7,9 @@ import pytest
 from gpubench_nb.report.conditions import (
     RunConditions,
     VariantConditions,
-    conditions_banner,
+    conditions_check,
+    over_runs,
     run_conditions,
-    variant_conditions,
 )
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
@@ -101,31 +101,25 @@ def test_run_conditions_read_from_run_json() -> None:
     assert bare.text() == "load n/a → n/a; busy processes not observable"
 
 
-def _rows(variant: str, loads: list[float], busy: bool = False) -> list[dict]:
-    return [
-        {
-            "bundle": "box",
-            "variant_id": variant,
-            "phase": "warm",
-            "conditions": RunConditions(
-                load_start=load, load_end=load, cpu_count=2, busy=("x (0.5 core)",) if busy else ()
-            ),
-        }
+def _runs(variant: str, loads: list[float], busy: bool = False) -> VariantConditions:
+    runs = [
+        RunConditions(load, load, cpu_count=2, busy=("x (0.5 core)",) if busy else ())
         for load in loads
     ]
+    return over_runs("box", variant, runs)
 
 
 def test_banner_for_heavy_or_different_load_with_its_thresholds() -> None:
-    calm = variant_conditions(_rows("b1", [0.2, 0.3, 0.2]) + _rows("b4", [0.3, 0.2, 0.25]))
-    assert conditions_banner(calm) is None
+    calm = [_runs("b1", [0.2, 0.3, 0.2]), _runs("b4", [0.3, 0.2, 0.25])]
+    assert conditions_check(calm).banner() is None
     assert calm[0].text() == "load 0.20, max 0.30 (2 cores); others busy 0/3 runs"
-    uneven = variant_conditions(_rows("b1", [0.2, 0.3, 0.2]) + _rows("b4", [2.5, 2.6, 1.9], True))
-    banner = conditions_banner(uneven)
+    uneven = [_runs("b1", [0.2, 0.3, 0.2]), _runs("b4", [2.5, 2.6, 1.9], True)]
+    banner = conditions_check(uneven).banner()
     assert banner is not None
     assert (
         "heavy load: the 1-minute load average exceeded 1 per core during box / b4 (max 2.60)"
     ) in banner
-    assert "different load: the variants' median loads differ by 2.30, more than 0.5 per core" in (
+    assert "different load: the variants' median loads per core differ by 1.15, more than 0.5" in (
         banner
     )
     assert uneven[1].text() == "load 2.50, max 2.60 (2 cores); others busy 3/3 runs (x)"
@@ -134,4 +128,4 @@ def test_banner_for_heavy_or_different_load_with_its_thresholds() -> None:
 def test_variant_without_any_record_says_not_observable() -> None:
     empty = VariantConditions("box", "b1", 3, None, None, None, 0, (), 0, busy_observed_runs=0)
     assert empty.text() == "load not observable; other processes not observable"
-    assert conditions_banner([empty]) is None
+    assert conditions_check([empty]).banner() is None

@@ -167,7 +167,7 @@ def load_campaign(path: str | Path) -> Campaign:
     top = check.keys("", raw, TOP_KEYS)
     for key in ("campaign_id", "experiment", "targets"):
         if key not in top:
-            check.fail(key, "missing", f"declare '{key}' (see README, 'Comparing offers')")
+            check.fail(key, "missing", f"declare '{key}' (see docs/CLUSTER.md)")
     if check.problems:
         raise ProtocolError("\n".join(check.problems))
     campaign_id = _identifier(check, "campaign_id", top["campaign_id"])

@@ -131,9 +131,18 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
             name=job_name_of(target),
             timeout_min=target.time_limit_minutes,
             gpus_per_node=target.gpus,  # CUDA_VISIBLE_DEVICES=0..gpus-1 ("" for 0: CPU only)
-            local_setup=checked_setup(target.setup),
+            local_setup=[_stderr_into_log(folder), *checked_setup(target.setup)]
+            if target.setup
+            else [],
         )
     return executor
+
+
+def _stderr_into_log(folder: Path) -> str:
+    """A local job's first setup line: the shell's stderr into the job's .err log (the shell's
+    PID is the job id), so a failed setup line is read there, as under Slurm, not lost."""
+    head, _, tail = str(JobPaths(folder, job_id="@", task_id=0).stderr).partition("@")
+    return f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
 
 
 def job_name_of(target: Target) -> str:

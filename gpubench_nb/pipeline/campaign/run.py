@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
 from gpubench_nb.pipeline.campaign.slurm import (
@@ -120,6 +121,7 @@ def run_campaign(
     ``resubmit``: targets whose recorded job is to be treated as gone even if the job engine
     cannot say so (e.g. a cluster without Slurm accounting, where sacct answers nothing).
     """
+    check_fault_spec()  # the jobs inherit it: refused here, not in every job
     campaign = load_campaign(path)
     chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
     forced = {campaign.target(t).id for t in resubmit or []}

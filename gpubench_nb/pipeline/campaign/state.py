@@ -78,7 +78,7 @@ def bundle_progress(bundle_dir: Path) -> Progress:
 
 def verification(bundle_dir: Path, campaign_sha256: str) -> str:
     """``verified`` when check-bundle re-derives every check, else what stands in the way."""
-    from gpubench_nb.protocol.audit import check_bundle
+    from gpubench_nb.economics.reprice import verify_bundle
 
     bundle_dir = Path(bundle_dir)
     if not bundle_dir.is_dir():
@@ -89,7 +89,7 @@ def verification(bundle_dir: Path, campaign_sha256: str) -> str:
     if not progress.sealed:
         return "not finished (no manifest)"
     try:
-        problems = check_bundle(bundle_dir)
+        problems = verify_bundle(bundle_dir)
     except Exception as exc:  # an unreadable bundle is a finding, not a crash of `status`
         return f"NOT verified: {exc}"
     if problems:

@@ -6,7 +6,9 @@ one node named ``gpubench-node`` (this host, 2 CPUs, ``config_overrides`` so a s
 still schedules), partition ``debug``, ``proctrack/linuxproc`` and ``task/none`` (no cgroups
 needed in a container), ``cred_expire=10`` (a requeued job may start again after 10 s, not
 120). Ports are drawn free, so two test sessions never share a controller.
-:func:`start` returns the cluster, or raises :class:`Unavailable` with the reason.
+:func:`start` returns the cluster, or raises :class:`Unavailable` with the reason. It starts
+system daemons only when asked (:func:`opted_in`: ``CI=true``, as ``.ci/run`` sets, or
+``GPUBENCH_TEST_SLURM=1``): a root shell with the packages installed is not a request.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +29,7 @@ CLIENTS = ("sbatch", "scontrol", "squeue", "scancel", "sinfo")
 NODE = "gpubench-node"
 PARTITION = "debug"
 START_TIMEOUT_SECONDS = 60
+OPT_IN = "GPUBENCH_TEST_SLURM"
 
 
 class Unavailable(RuntimeError):
@@ -178,8 +182,18 @@ PartitionName={PARTITION} Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
 """
 
 
+def opted_in(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether real daemons may be started: under ``CI=true`` or ``GPUBENCH_TEST_SLURM=1``."""
+    return environ.get("CI", "").lower() == "true" or environ.get(OPT_IN) == "1"
+
+
 def start(root: Path) -> Cluster:
     """Start munged, slurmctld and slurmd under ``root``; wait until the node is idle."""
+    if not opted_in():
+        raise Unavailable(
+            "it starts real Slurm daemons (munged, slurmctld, slurmd) on this machine, as "
+            f"root; run it with {OPT_IN}=1 (CI=true, as .ci/run sets, runs it too)"
+        )
     if not Path("/proc/self").is_dir():
         raise Unavailable("a real Slurm needs Linux")
     if os.geteuid() != 0:
