@@ -108,6 +108,8 @@ def economics_problems(bundle_dir: Path) -> list[str]:
     environment = read_environment(bundle_dir).to_dict()
     data = economics_data(pricing if table else None, rows, environment=environment, offers=table)
     derived = json.loads(json.dumps(data))
+    if "format_version" in kept:  # stamped by the writer (records.Record), not derived
+        derived["format_version"] = kept["format_version"]
     if pricing is not None and table is None:  # the table is gone: no price can be re-derived
         parts = ("variants", "measured_on")
         kept, derived = {k: kept.get(k) for k in parts}, {k: derived[k] for k in parts}
