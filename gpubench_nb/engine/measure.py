@@ -17,6 +17,7 @@ from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.clocks import sampler_for
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
 
@@ -37,6 +38,7 @@ class PassResult:
     tokens_processed: int | None = None  # where the backend counts them (tokens/s)
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
     gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
+    compiled_graphs: int | None = None  # graphs torch.compile compiled during the pass
     out_of_memory: bool = False  # the failure was the device running out of memory (R5.8)
 
     @property
@@ -158,6 +160,7 @@ def measure_pass(
     span = _Span(probe, sampler, Stopwatch(clock, track))
     run = _Pass(backend, settings, path, span, track, batch_faults)
     reader = reader if reader is not None else _default_reader(corpus)
+    compiled = graphs_compiled()  # new shapes recompile inside the pass: counted (R3.2)
     try:
         if scope == "processing":
             ids, labels, elapsed, memory = run.processing(corpus, prepared)
@@ -182,6 +185,7 @@ def measure_pass(
         if hasattr(backend, "off_label_answer")
         else None,
         gpu_telemetry=_telemetry(sampler),
+        compiled_graphs=None if compiled is None else (graphs_compiled() or 0) - compiled,
     )
 
 

@@ -148,16 +148,32 @@ def optimise_phase(loaded: Any, settings: Any, texts: Sequence[str]) -> Any:
     return replace(loaded, record=record, facts=(*facts, done.note()))
 
 
-def recompilations_text(phase: str, measured: int | None, warmup: int | None) -> str | None:
-    """What torch.compile compiled during the passes, new shapes mostly (R3.2): a warm pass
-    that compiled is said to be one the declared warm-up did not cover."""
-    if measured is None:
-        return None
+def finish_optimised(
+    loaded: Any, settings: Any, phase: str, before: int | None, result: Any
+) -> Any:
+    """``loaded`` after the passes: the compiler cache measured and removed, and, for a
+    compiled model, the graphs compiled during the measured pass (``recompilations``) and the
+    warm-up (``warmup_recompilations``) recorded and said (R3.2): a warm pass that compiled is
+    one the declared warm-up did not cover."""
+    record = dict(loaded.record or {})
+    done = record.get("optimisation")
+    if done and done.get("compiler_cache"):
+        record["optimisation"] = {
+            **done,
+            "compiler_cache": close_compiler_cache(done["compiler_cache"]),
+        }
+    measured = getattr(result, "compiled_graphs", None)
+    if settings.compile == "none" or measured is None:
+        return replace(loaded, record=record)
+    warmup = (graphs_compiled() or 0) - (before or 0) - measured
+    record.update(recompilations=measured, warmup_recompilations=warmup)
     text = f"recompilations: {measured} graph(s) compiled during the measured pass"
     if phase == "cold":
-        return text + " (their compile time is inside the cold pass, R3.2)"
-    covered = "did not cover" if measured else "covered"
-    return f"{text}, {warmup or 0} during the warm-up: the declared warm-up {covered} them (R3.2)"
+        text += " (their compile time is inside the cold pass, R3.2)"
+    else:
+        covered = "did not cover" if measured else "covered"
+        text += f", {warmup} during the warm-up: the declared warm-up {covered} them (R3.2)"
+    return replace(loaded, record=record, facts=(*loaded.facts, text))
 
 
 def graphs_compiled() -> int | None:

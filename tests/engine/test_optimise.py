@@ -175,9 +175,25 @@ def test_a_failed_optimisation_is_an_observation_not_a_time(hf) -> None:
     assert failed.events[-1].startswith("R3.6 applying {'attention': 'nonsense'} failed")
 
 
-def test_recompilations_say_whether_the_warm_up_covered_them() -> None:
-    assert optimise.recompilations_text("warm", None, None) is None
-    cold = optimise.recompilations_text("cold", 1, None)
-    assert "1 graph(s) compiled during the measured pass" in cold and "inside the cold" in cold
-    assert "warm-up covered them" in optimise.recompilations_text("warm", 0, 2)
-    assert "did not cover them" in optimise.recompilations_text("warm", 1, 2)
+def test_recompilations_say_whether_the_warm_up_covered_them(monkeypatch) -> None:
+    for name in optimise.CACHE_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    cache = optimise.isolated_compiler_cache()
+    record = {"optimisation": {"compiler_cache": cache}}
+    compiled = replace(SETTINGS, compile="default")
+    monkeypatch.setattr(optimise, "graphs_compiled", lambda: 7)
+    cold = optimise.finish_optimised(
+        _Loaded(record=record), compiled, "cold", 6, SimpleNamespace(compiled_graphs=1)
+    )
+    assert cold.record["recompilations"] == 1 and cold.record["warmup_recompilations"] == 0
+    assert "inside the cold pass" in cold.facts[-1]
+    assert cold.record["optimisation"]["compiler_cache"]["files_at_end"] == 0
+    assert not Path(cache["dir"]).exists()  # per run: removed once measured
+    warm = optimise.finish_optimised(
+        _Loaded(record={}), compiled, "warm", 5, SimpleNamespace(compiled_graphs=0)
+    )
+    assert warm.record["warmup_recompilations"] == 2 and "warm-up covered them" in warm.facts[-1]
+    plain = optimise.finish_optimised(
+        _Loaded(record={}), SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0)
+    )
+    assert "recompilations" not in plain.record and plain.facts == ()
