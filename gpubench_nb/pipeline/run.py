@@ -12,6 +12,13 @@ from gpubench_nb.engine.environment import capture_environment, finish_environme
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.optimise import (
+    Outcome,
+    finish_optimised,
+    graphs_compiled,
+    optimise_phase,
+    thread_variables,
+)
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
@@ -227,6 +234,7 @@ def _execute_run(
     exp = load_experiment(experiment_path)
     variant = _check_run(exp, variant_id, phase, run_index)
     settings = variant.settings
+    thread_variables(settings.threads)  # before torch starts its thread pools (R2.1)
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     corpus = load_experiment_corpus(exp, "eval")
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
@@ -250,6 +258,7 @@ def _execute_run(
         backend = _load_backend(
             exp, settings, device, plan, bundle_dir, record, notes, imports_started
         )
+    backend = _merge(optimise_phase(backend, device, settings, corpus.texts), record, notes)
     env = capture_environment(device, used=backend)
     read_revisions: list[str] = []
 
@@ -258,6 +267,7 @@ def _execute_run(
         read_revisions.append(current.revision)
         return current
 
+    result, compiled = None, graphs_compiled()
     if backend is not None:
         result = _passes(
             backend, corpus, settings, exp.timing.scope, predictions, plan, warmups, reader
@@ -265,10 +275,19 @@ def _execute_run(
         record_pass(result, record, notes)
         for revision in sorted(set(read_revisions)):
             _refuse_unless_frozen(exp, bundle_dir, record, {"corpus_revision": revision})
+    _merge(finish_optimised(record, settings, phase, compiled, result), record, notes)
     env = finish_environment(env)
     finish_record(record, exp, phase, warmups, plan, env, notes)
     write_run(out, record)
     return record
+
+
+def _merge(outcome: Outcome, record: dict[str, Any], notes: RunNotes) -> Any:
+    """The optimisations' fields and sentences joined to the run's (engine.optimise)."""
+    record.update(outcome.record)
+    notes.facts.extend(outcome.facts)
+    notes.events.extend(outcome.events)
+    return outcome.backend
 
 
 def _device(settings: Any, record: dict[str, Any], notes: RunNotes) -> Any:

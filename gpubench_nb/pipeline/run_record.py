@@ -90,6 +90,9 @@ def running_record(
         "context": settings.context,
         "batching": settings.batching,
         "declared_device": settings.device,
+        "compile": settings.compile,  # how the model is run, as declared (R2.1)
+        "attention": settings.attention,
+        "quantization": settings.quantization,
         "corpus_revision": corpus_revision,
         "model_revision": None,
         "tokenizer_revision": None,
