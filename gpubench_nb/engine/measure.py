@@ -17,6 +17,7 @@ from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.clocks import sampler_for, telemetry_text
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
 from gpubench_nb.protocol.records import GpuTelemetry
@@ -39,6 +40,7 @@ class PassResult:
     off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
     gpu_telemetry: dict | None = None  # clocks/power/energy sampled during the span (clocks.py)
     corpus_reread: str | None = None  # end_to_end: the revision of the corpus file read again
+    compiled_graphs: int | None = None  # graphs torch.compile compiled during the pass
     out_of_memory: bool = False  # the failure was the device running out of memory (R5.8)
 
     @property
@@ -192,6 +194,7 @@ def measure_pass(
     span = _Span(probe, sampler, Stopwatch(clock, track))
     run = _Pass(backend, settings, path, span, track, batch_faults)
     reader = reader if reader is not None else _default_reader(corpus)
+    compiled = graphs_compiled()  # new shapes recompile inside the pass: counted (R3.2)
     try:
         if scope == "processing":
             ids, labels, elapsed, memory = run.processing(corpus, prepared)
@@ -218,6 +221,7 @@ def measure_pass(
         else None,
         gpu_telemetry=_telemetry(sampler),
         corpus_reread=run.reread,
+        compiled_graphs=None if compiled is None else (graphs_compiled() or 0) - compiled,
     )
 
 

@@ -11,7 +11,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -117,47 +117,69 @@ class Optimised:
         return "R2.1 model run with " + ", ".join(parts)
 
 
-def optimise_phase(loaded: Any, settings: Any, texts: Sequence[str]) -> Any:
-    """``loaded`` (engine.load.LoadOutcome) after the declared threads and optimisations were
-    applied to its backend: their figures join run.json's load fields (``threads``,
-    ``optimisation``) and their sentences its notes. ``texts``: the corpus, whose first batch
-    is the one torch.compile compiles on. A failure is an observation (R3.6; out of memory
-    R5.8): the error is recorded, the backend dropped, no pass is run."""
-    record, facts = dict(loaded.record or {}), tuple(loaded.facts)
-    backend = loaded.backend
+@dataclass(frozen=True)
+class Outcome:
+    """What applying or finishing the optimisations adds to a run: the backend to measure
+    (None after a failure), run.json fields, and the notes' facts and events (R3.2, R3.6)."""
+
+    backend: Any = None
+    record: dict[str, Any] = field(default_factory=dict)
+    facts: tuple[str, ...] = ()
+    events: tuple[str, ...] = ()
+
+
+def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
+    """The declared threads and optimisations applied to the loaded ``backend`` (None: a
+    failed load, threads still recorded): run.json's ``threads`` and ``optimisation`` and their
+    sentences. ``texts``: the corpus, whose first batch torch.compile compiles on. A failure
+    is an observation (R3.6; out of memory R5.8): the error recorded, no backend, no pass."""
+    record: dict[str, Any] = {}
+    facts: tuple[str, ...] = ()
     try:
         record["threads"] = apply_threads(settings.threads)
         facts += (threads_text(record["threads"]),)
         if backend is None:
-            return replace(loaded, record=record, facts=facts)
+            return Outcome(None, record, facts)
 
         def sample() -> Any:
             tokenized = backend.tokenize(list(texts[: settings.batch]), settings.context)
             return backend.batches(tokenized, settings.batch, settings.batching)[0]
 
-        done = apply_optimisations(backend, settings, sample, loaded.device)
+        done = apply_optimisations(backend, settings, sample, device)
     except Exception as exc:  # not applied as declared: an observation, never a time
         message = " ".join(str(exc).split())[:500]
         record["error"] = f"optimisation failed: {type(exc).__name__}: {message}"
         rule = "R5.8 out of memory" if "out of memory" in message.lower() else "R3.6"
         event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
-        return replace(
-            loaded, backend=None, record=record, facts=facts, events=(*loaded.events, event)
-        )
+        return Outcome(None, record, facts, (event,))
     record["optimisation"] = done.to_dict()
-    return replace(loaded, record=record, facts=(*facts, done.note()))
+    return Outcome(backend, record, (*facts, done.note()))
 
 
-def recompilations_text(phase: str, measured: int | None, warmup: int | None) -> str | None:
-    """What torch.compile compiled during the passes, new shapes mostly (R3.2): a warm pass
-    that compiled is said to be one the declared warm-up did not cover."""
-    if measured is None:
-        return None
+def finish_optimised(
+    record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
+) -> Outcome:
+    """After the passes: the compiler cache measured and removed, and, for a compiled model,
+    the graphs compiled during the measured pass (``recompilations``) and the warm-up
+    (``warmup_recompilations``) recorded and said (R3.2): a warm pass that compiled is one the
+    declared warm-up did not cover. ``record``: run.json's fields so far."""
+    out: dict[str, Any] = {}
+    done = record.get("optimisation")
+    if done and done.get("compiler_cache"):
+        cache = close_compiler_cache(done["compiler_cache"])
+        out["optimisation"] = {**done, "compiler_cache": cache}
+    measured = getattr(result, "compiled_graphs", None)
+    if settings.compile == "none" or measured is None:
+        return Outcome(record=out)
+    warmup = (graphs_compiled() or 0) - (before or 0) - measured
+    out.update(recompilations=measured, warmup_recompilations=warmup)
     text = f"recompilations: {measured} graph(s) compiled during the measured pass"
     if phase == "cold":
-        return text + " (their compile time is inside the cold pass, R3.2)"
-    covered = "did not cover" if measured else "covered"
-    return f"{text}, {warmup or 0} during the warm-up: the declared warm-up {covered} them (R3.2)"
+        text += " (their compile time is inside the cold pass, R3.2)"
+    else:
+        covered = "did not cover" if measured else "covered"
+        text += f", {warmup} during the warm-up: the declared warm-up {covered} them (R3.2)"
+    return Outcome(record=out, facts=(text,))
 
 
 def graphs_compiled() -> int | None:

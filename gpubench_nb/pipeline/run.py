@@ -7,8 +7,14 @@ from pathlib import Path
 
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
-from gpubench_nb.engine.optimise import optimise_phase
-from gpubench_nb.engine.phases import LoadSpec, load_phase, run_notes, warmed_pass
+from gpubench_nb.engine.optimise import (
+    Outcome,
+    finish_optimised,
+    graphs_compiled,
+    optimise_phase,
+    thread_variables,
+)
+from gpubench_nb.engine.phases import LoadOutcome, LoadSpec, load_phase, run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
@@ -70,6 +76,7 @@ def _execute_run(
     _check_run(phase, run_index)
     exp = load_experiment(experiment_path)
     settings = exp.variant(variant_id).settings
+    thread_variables(settings.threads)  # before torch starts its thread pools (R2.1)
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     corpus = load_experiment_corpus(exp, "eval")
     # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
@@ -109,11 +116,15 @@ def _execute_run(
         plan,
         lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
     )
-    loaded = optimise_phase(loaded, settings, corpus.texts)  # threads, compile, quantisation
+    # threads, attention, quantisation, compile: after the timed load, timed apart (R3.2)
+    loaded = _joined(loaded, optimise_phase(loaded.backend, loaded.device, settings, corpus.texts))
     env = capture_environment(loaded.device, used=loaded.backend)
     result, scope, prompt = None, exp.timing.scope, exp.model.prompt
+    compiled = graphs_compiled()  # graphs compiled in the warm-up and the pass are counted
     if loaded.backend is not None:
         result = warmed_pass(loaded.backend, corpus, settings, scope, predictions, plan, warmups)
+    finished = finish_optimised(loaded.record or {}, settings, phase, compiled, result)
+    loaded = _joined(loaded, replace(finished, backend=loaded.backend))
     env = finish_environment(env)
     notes = run_notes(scope, prompt, phase, warmups, loaded, result, plan.describe(), env)
     if result is not None and result.corpus_reread is not None:  # end_to_end read it again
@@ -130,4 +141,16 @@ def _execute_run(
             notes=notes,
             environment=EnvironmentRecord.from_dict(env),
         ),
+    )
+
+
+def _joined(loaded: LoadOutcome, more: Outcome) -> LoadOutcome:
+    """The optimisations' backend, run.json fields and sentences joined to the load's
+    (engine.optimise, R3.2: their seconds are figures of their own, never the load's)."""
+    return replace(
+        loaded,
+        backend=more.backend,
+        record={**(loaded.record or {}), **more.record},
+        facts=(*loaded.facts, *more.facts),
+        events=(*loaded.events, *more.events),
     )

@@ -369,6 +369,9 @@ class RunRecord(Record):
     context: int | None = None
     batching: str | None = None
     declared_device: str | None = None
+    compile: str | None = None  # how the model is run, as declared (R2.1)
+    attention: str | None = None
+    quantization: str | None = None
     corpus_revision: str | None = None
     model_revision: str | None = None
     tokenizer_revision: str | None = None
@@ -393,6 +396,8 @@ class RunRecord(Record):
     generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
     threads: Any = None  # engine/optimise.py: the CPU threads applied
     optimisation: Mapping[str, Any] | None = None  # engine/optimise.py: what was applied
+    recompilations: int | None = None  # graphs compiled during the measured pass (R3.2)
+    warmup_recompilations: int | None = None  # ... and during the declared warm-up
     error: str | None = None
     out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
@@ -427,6 +432,9 @@ def running_record(
         context=settings.context,
         batching=settings.batching,
         declared_device=settings.device,
+        compile=settings.compile,
+        attention=settings.attention,
+        quantization=settings.quantization,
         corpus_revision=corpus_revision,
         error=DIED,
         notes=DIED,

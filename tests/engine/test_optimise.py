@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -149,35 +149,39 @@ def test_what_this_machine_lacks_is_named(monkeypatch) -> None:
     assert optimise.unrunnable(_exp(device="cuda", quantization="fp8")) == []  # judged there
 
 
-@dataclass(frozen=True)
-class _Loaded:  # the fields of engine.load.LoadOutcome that optimise_phase reads and replaces
-    device: object = None
-    backend: object = None
-    record: dict | None = None
-    facts: tuple = ()
-    events: tuple = ()
-
-
 def test_optimise_phase_records_threads_and_the_optimisation(hf) -> None:
-    loaded = _Loaded(torch.device("cpu"), hf, {"load_seconds": 0.1}, ("loaded",))
     settings = replace(SETTINGS, quantization="int8_dynamic")
-    done = optimise.optimise_phase(loaded, settings, TEXTS)
-    assert done.backend is hf and done.record["load_seconds"] == 0.1
+    done = optimise.optimise_phase(hf, torch.device("cpu"), settings, TEXTS)
+    assert done.backend is hf and done.events == ()
     assert done.record["threads"]["intra_op"] == torch.get_num_threads()
     assert done.record["optimisation"]["quantized_layers"] > 0
-    assert done.facts[0] == "loaded" and "quantization int8_dynamic" in done.facts[-1]
+    assert done.facts[0].startswith("threads auto") and "int8_dynamic" in done.facts[-1]
+    failed_load = optimise.optimise_phase(None, torch.device("cpu"), settings, TEXTS)
+    assert failed_load.backend is None and set(failed_load.record) == {"threads"}
 
 
 def test_a_failed_optimisation_is_an_observation_not_a_time(hf) -> None:
-    loaded = _Loaded(torch.device("cpu"), hf, {}, ())
-    failed = optimise.optimise_phase(loaded, replace(SETTINGS, attention="nonsense"), TEXTS)
+    settings = replace(SETTINGS, attention="nonsense")
+    failed = optimise.optimise_phase(hf, torch.device("cpu"), settings, TEXTS)
     assert failed.backend is None and failed.record["error"].startswith("optimisation failed")
     assert failed.events[-1].startswith("R3.6 applying {'attention': 'nonsense'} failed")
 
 
-def test_recompilations_say_whether_the_warm_up_covered_them() -> None:
-    assert optimise.recompilations_text("warm", None, None) is None
-    cold = optimise.recompilations_text("cold", 1, None)
-    assert "1 graph(s) compiled during the measured pass" in cold and "inside the cold" in cold
-    assert "warm-up covered them" in optimise.recompilations_text("warm", 0, 2)
-    assert "did not cover them" in optimise.recompilations_text("warm", 1, 2)
+def test_recompilations_say_whether_the_warm_up_covered_them(monkeypatch) -> None:
+    for name in optimise.CACHE_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    cache = optimise.isolated_compiler_cache()
+    record = {"optimisation": {"compiler_cache": cache}}
+    compiled = replace(SETTINGS, compile="default")
+    monkeypatch.setattr(optimise, "graphs_compiled", lambda: 7)
+    cold = optimise.finish_optimised(
+        record, compiled, "cold", 6, SimpleNamespace(compiled_graphs=1)
+    )
+    assert cold.record["recompilations"] == 1 and cold.record["warmup_recompilations"] == 0
+    assert "inside the cold pass" in cold.facts[-1]
+    assert cold.record["optimisation"]["compiler_cache"]["files_at_end"] == 0
+    assert not Path(cache["dir"]).exists()  # per run: removed once measured
+    warm = optimise.finish_optimised({}, compiled, "warm", 5, SimpleNamespace(compiled_graphs=0))
+    assert warm.record["warmup_recompilations"] == 2 and "warm-up covered them" in warm.facts[-1]
+    plain = optimise.finish_optimised({}, SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0))
+    assert plain.record == {} and plain.facts == ()

@@ -19,7 +19,7 @@ from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec
-from gpubench_nb.report.bundles import load_bundles
+from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.optimised import optimisation_sentences
 
 pytestmark = pytest.mark.slow
@@ -105,6 +105,11 @@ def root(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     return root
 
 
+def _sentences(bundle: Path) -> list[str]:
+    bundles = load_bundles([bundle])
+    return optimisation_sentences(bundles[0], summary_of(bundles))
+
+
 def _runs(bundle: Path) -> dict[str, dict]:
     return {
         f"{p.parent.parent.name}/{p.parent.name}": json.loads(p.read_text())
@@ -126,9 +131,9 @@ def test_int8_is_timed_apart_recorded_and_refused_by_a_tight_tolerance(root: Pat
         runs["v0/cold-1"]["optimisation"]["quantization"] == "none"
     )
     assert all(r["threads"]["intra_op"] >= 1 for r in runs.values())
-    (sentence,) = optimisation_sentences(load_bundles([bundle])[0])
+    (sentence,) = _sentences(bundle)
     assert sentence.startswith("v1 (quantization=int8_dynamic): ")
-    assert "refused: accuracy 0.94 < 1 − 0" in sentence, sentence
+    assert "refused: accuracy 0.940 < 1.00 − 0 (reference v0" in sentence, sentence
     report = (bundle / "report.html").read_text(encoding="utf-8")
     assert "v1 (quantization=int8_dynamic)" in report and "refused: accuracy" in report
 
@@ -147,5 +152,8 @@ def test_compile_is_timed_apart_in_a_new_cache_and_recompilations_counted(root: 
         assert runs[key]["recompilations"] is not None
     assert runs["v1/warm-1"]["recompilations"] == 0  # the warm-up covered the new shapes
     assert runs["v0/warm-1"].get("recompilations") is None  # nothing compiled: not counted
-    (sentence,) = optimisation_sentences(load_bundles([bundle])[0])
-    assert sentence.startswith("v1 (compile=default): ") and "accepted: accuracy 1" in sentence
+    (sentence,) = _sentences(bundle)
+    assert (
+        sentence.startswith("v1 (compile=default): ")
+        and "accepted: accuracy 1.00 ≥ 1.00 − 0.05" in sentence
+    ), sentence
