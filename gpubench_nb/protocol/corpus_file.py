@@ -1,6 +1,5 @@
-"""Reading a corpus file as a stream: its records, its problems (grouped by kind:
-protocol/problems.py), and the canonical revision fed one item at a time (a 535 MB
-corpus is never held whole)."""
+"""Reading a corpus file as a stream: its records, its problems (grouped by kind), and the
+canonical revision fed one item at a time (a large corpus is never held whole)."""
 
 from __future__ import annotations
 
