@@ -92,14 +92,10 @@ def module_loading(
         initialised = bool(cuda.is_initialized())
     except Exception:
         initialised = False
+    effective = getenv("CUDA_MODULE_LOADING") if initialised else NOT_OBSERVABLE
     if not initialised:
-        return {
-            "effective": NOT_OBSERVABLE,
-            "at_start": at_start,
-            "source": "CUDA not initialised in this process",
-        }
-    effective = getenv("CUDA_MODULE_LOADING")
-    if effective is None:
+        source = "CUDA not initialised in this process"
+    elif effective is None:
         source = "unset after CUDA initialisation: the driver's default (LAZY from CUDA 12.2)"
         effective = NOT_OBSERVABLE
     elif at_start == effective and isinstance(started, Mapping):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -170,12 +171,9 @@ class TextTokenizer:
             full = [e.ids for e in encodings]
             cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]
         else:
-            full = self.hf(texts, add_special_tokens=True, truncation=False, verbose=False)[
-                "input_ids"
-            ]
-            cut = self.hf(texts, add_special_tokens=True, truncation=True, max_length=context)[
-                "input_ids"
-            ]
+            encode = functools.partial(self.hf, texts, add_special_tokens=True)
+            full = encode(truncation=False, verbose=False)["input_ids"]
+            cut = encode(truncation=True, max_length=context)["input_ids"]
         truncated = sum(1 for ids in full if len(ids) > context)
         dropped = sum(len(f) - len(c) for f, c in zip(full, cut, strict=True))
         return Tokenized(
