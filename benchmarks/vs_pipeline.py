@@ -41,13 +41,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from gpubench_nb.atomic import write_text_atomic  # noqa: E402
 from gpubench_nb.engine.backends import load_backend  # noqa: E402
-from gpubench_nb.engine.backends.shaped import random_hf_folder  # noqa: E402
 from gpubench_nb.engine.measure import measure_pass, prediction_lines  # noqa: E402
 from gpubench_nb.engine.timing import synchronizer  # noqa: E402
 from gpubench_nb.protocol.corpus import load_experiment_corpus  # noqa: E402
 from gpubench_nb.protocol.experiment import load_experiment  # noqa: E402
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec  # noqa: E402
 from scripts.gpu_check import minilm_source  # noqa: E402
+from scripts.shaped_models import random_hf_folder  # noqa: E402
 
 
 def first_texts(exp: Any, corpus: Any, limit: int, tmp: Path) -> tuple[Any, Any]:

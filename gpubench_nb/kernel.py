@@ -199,15 +199,12 @@ def kernel_manager_class() -> type:
 
 
 def papermill_module() -> ModuleType:
-    """``papermill``, imported without the grammar that jsonschema would compile for nothing.
+    """``papermill``, imported without the grammar jsonschema would build for nothing.
 
-    papermill and nbconvert import nbformat, which imports jsonschema; jsonschema imports the
-    optional package ``rfc3987_syntax`` (installed with jupyterlab) to check ``iri`` formats,
-    and that package builds its Earley parser at import: 1.1 s on 2 cores, paid by every
-    ``gpubench-nb run`` and ``report``. No notebook schema declares an ``iri``
-    format, so this process marks the package absent before jsonschema is first imported;
-    jsonschema then skips that one optional checker, as it does when the package is not
-    installed. Kernels and other processes are untouched.
+    nbformat's jsonschema imports the optional ``rfc3987_syntax`` (jupyterlab installs it) for
+    ``iri`` formats, whose parser is built at import (about a second per ``run`` and
+    ``report``). No notebook schema has an ``iri`` format: this process marks the package
+    absent before jsonschema's first import, which then skips that one checker.
     """
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault(_IRI_GRAMMAR, None)  # type: ignore[assignment]
@@ -229,13 +226,10 @@ class _DropTcpWarning(logging.Filter):
 
 
 class _DropShutdownInterrupt(logging.Filter):
-    """Drops ipykernel's "KeyboardInterrupt caught in kernel." in the kernels gpubench-nb starts.
-
-    jupyter_client sends SIGINT before every ``shutdown_request``; when it lands while the
-    kernel handles a message (not a cell: a cell reports its own KeyboardInterrupt), ipykernel
-    logs that line at ERROR into the bundle's kernel log, now and then, for a run that went
-    well. Those kernels run in a session of their own, so a user's Ctrl-C reaches
-    them only through that same shutdown: the line never says anything to act on there."""
+    """Drops ipykernel's "KeyboardInterrupt caught in kernel." in the kernels gpubench-nb starts:
+    jupyter_client's SIGINT before every ``shutdown_request`` logs it at ERROR into the bundle's
+    kernel log of runs that went well (a cell reports its own interrupt; a user's Ctrl-C
+    reaches these kernels only through that same shutdown)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
@@ -259,13 +253,10 @@ def launch() -> None:
 def stop_control_thread(app: Any, timeout_seconds: float = 10.0) -> None:
     """Let the control thread finish its last message, then stop it, while IOPub still runs.
 
-    ipykernel (7.x) answers ``shutdown_request`` on its control thread, which then flushes
-    stdout and waits for the IOPub thread to do it. At exit, though, atexit stops IOPub first
-    (its handler was registered last) and only then joins the control thread: when the reply
-    is still being flushed at that moment, the flush waits out its 10 s timeout, the client
-    gives up after 2.5 s and sends SIGTERM. One kernel in 6-10 on 2 cores took 3.4 s more to
-    stop, for every scheduled run and step. Stopped here first, the control thread
-    completes its flush; ipykernel's own close then finds it stopped and skips it.
+    ipykernel (7.x) answers ``shutdown_request`` on its control thread, whose stdout flush waits
+    for IOPub; atexit stops IOPub first, so a reply still being flushed then waits out its 10 s
+    timeout and the client sends SIGTERM. Stopped here first, the control thread completes its
+    flush; ipykernel's own close then finds it stopped and skips it.
     """
     control = getattr(app, "control_thread", None)
     if control is not None and control.is_alive():
@@ -275,12 +266,10 @@ def stop_control_thread(app: Any, timeout_seconds: float = 10.0) -> None:
 
 def exit_without_teardown() -> None:
     """End a kernel that has shut down cleanly the way the interpreter would, minus the module
-    teardown: non-daemon threads joined, atexit handlers run, standard streams flushed, then
-    ``os._exit(0)``. With torch imported the teardown alone took 0.6-0.9 s of every kernel's
-    graceful shutdown on 2 cores, once per scheduled run. Only kernels that
-    gpubench-nb starts (``FAST_EXIT`` set by its kernel manager) take this path: their notebooks
-    write every file atomically and close it inside the cell; a kernel a person starts from
-    Jupyter exits as usual, its unclosed files flushed by the teardown."""
+    teardown (slow with torch imported): non-daemon threads joined, atexit handlers run,
+    standard streams flushed, then ``os._exit(0)``. Only kernels gpubench-nb starts
+    (``FAST_EXIT``) take this path: their notebooks write every file atomically inside the
+    cell; a kernel a person starts exits as usual, its unclosed files flushed by the teardown."""
     import threading
 
     for thread in threading.enumerate():

@@ -510,8 +510,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from gpubench_nb.engine.backends import build_model, resolve_device
-    from gpubench_nb.engine.backends.shaped import random_hf_folder, random_minilm_folder
     from gpubench_nb.protocol.corpus import load_experiment_corpus, make_corpus
+    from scripts.shaped_models import random_hf_folder, random_minilm_folder
 
     started = time.perf_counter()
     device = resolve_device(args.device)

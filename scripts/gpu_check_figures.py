@@ -197,10 +197,11 @@ def judge_imports(d: dict) -> Judged:
 
 def judge_residency(d: dict) -> Judged:
     """The project's resident fraction against fincore(1) after eviction and after reading the
-    first half, within 2 points; and 1.0 at every cold row's load start."""
+    first half, within 2 points; and >= 0.99 at every cold row's load start (fingerprinting has
+    just read the files; another process may evict a few pages in between)."""
     pairs = [(p, f) for p, f in zip(d["project"], d["fincore"], strict=True)]
     bad = [f"project {p} vs fincore {f}" for p, f in pairs if f is None or abs(p - f) > 0.02]
-    bad += [f"{name}: {frac} at load start" for name, frac in d["rows"] if frac != 1.0]
+    bad += [f"{name}: {frac} at load start" for name, frac in d["rows"] if not (frac or 0) >= 0.99]
     shown = f"evicted, half read: project {d['project']}, fincore {d['fincore']}; " * bool(pairs)
     return not bad, "; ".join(bad) or shown + f"at load start: {d['rows']}"
 

@@ -77,7 +77,7 @@ def test_validate_refuses_a_missing_offers_table_naming_its_key(
 ) -> None:
     # Issue 25: `validate` passed, `run` failed later on the same missing file.
     assert main(["validate", str(experiment)]) == 0
-    assert "pricing     offer h100-example" in capsys.readouterr().out
+    assert "pricing     offer this-machine-example" in capsys.readouterr().out
     _edit(experiment, "pricing", offers="no-such-offers.yaml")
     assert main(["validate", str(experiment)]) == 2
     err = capsys.readouterr().err

@@ -91,9 +91,9 @@ def test_a_broken_judge_never_passes(gpu_check) -> None:
     gpu_check.figures.report(record, "clocks/sampled-during-pass", {"error": "child died"})
     gpu_check.figures.report(record, "cuda/module-loading", {"cases": [{"error": "no CUDA"}]})
     assert [v[1] for v in verdicts] == ["FAIL", "FAIL"]
-    assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1") == [
+    assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1/compile=default") == [
         ("bow", "fp32", 16, ""),
-        ("hf", "bf16", 1, ""),
+        ("hf", "bf16", 1, "compile=default"),
     ]
 
 

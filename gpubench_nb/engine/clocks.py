@@ -216,25 +216,20 @@ def check_energy(
     if not start or not end or not all(isinstance(r[1], int) for r in (start, end)):
         return NOT_OBSERVABLE, None, "no energy counter reading (pre-Volta, MIG, or refused)"
     joules, seconds = (end[1] - start[1]) / 1000, (end[0] - start[0]) / 1e9
-    if joules < 0:
-        return (
-            NOT_OBSERVABLE,
-            seconds,
-            f"the energy counter went backwards ({start[1]} -> {end[1]} mJ: reset or wrap)",
-        )
     top = max([*powers_watts, power_limit_watts or 0])
-    if top <= 0:
-        return NOT_OBSERVABLE, seconds, "no power reading or power limit to check it against"
     low = 0.5 * min(powers_watts, default=0) * seconds - top * ENERGY_REFRESH_SECONDS
     high = 1.25 * top * seconds + top * ENERGY_REFRESH_SECONDS
-    if not low <= joules <= high:
-        return (
-            NOT_OBSERVABLE,
-            seconds,
+    reason = None
+    if joules < 0:
+        reason = f"the energy counter went backwards ({start[1]} -> {end[1]} mJ: reset or wrap)"
+    elif top <= 0:
+        reason = "no power reading or power limit to check it against"
+    elif not low <= joules <= high:
+        reason = (
             f"the counter says {joules:.3f} J over {seconds:.4f} s, outside the "
-            f"{max(low, 0):.3f}-{high:.3f} J that the power readings allow",
+            f"{max(low, 0):.3f}-{high:.3f} J that the power readings allow"
         )
-    return joules, seconds, None
+    return (NOT_OBSERVABLE if reason else joules), seconds, reason
 
 
 def _median(numbers: list[float]) -> float:

@@ -307,7 +307,8 @@ def refuse_unrunnable(exp: Any) -> None:
 def unrunnable(exp: Any) -> list[str]:
     """What this machine cannot run of the declared optimisations, each with the reason and
     the fix (R2.1): a missing package, a GPU without the needed capability, no C compiler for
-    torch.compile on the CPU. ``device: auto`` is judged as it resolves here."""
+    torch.compile on the CPU. ``device: auto`` is judged as it resolves here; a device this
+    machine lacks is left to the machine that runs it."""
     from gpubench_nb.engine.backends.base import resolve_device
 
     problems: list[str] = []
@@ -315,7 +316,10 @@ def unrunnable(exp: Any) -> list[str]:
         s = variant.settings
         if not s.optimisations() or s.optimisations().keys() == {"threads"}:
             continue
-        device = resolve_device(s.device)
+        try:
+            device = resolve_device(s.device)
+        except BackendError:  # no such device here (a login node): judged where it runs
+            continue
         resolved = type(s)(**{**asdict(s), "device": device.type})
         problems += [
             f"{variant.id}: {p}; fix: {f}"
@@ -343,7 +347,7 @@ def _missing(s: Any, device: Any) -> list[str]:
     if (
         s.compile != "none"
         and device.type == "cpu"
-        and not any(shutil.which(c) for c in (os.environ.get("CXX") or "g++", "g++", "clang++"))
+        and not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "clang++"))
     ):
         found.append("torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH")
     if s.compile != "none" and device.type == "cuda" and importlib.util.find_spec("triton") is None:

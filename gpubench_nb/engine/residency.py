@@ -19,11 +19,6 @@ from pathlib import Path
 from typing import Any
 
 NOT_OBSERVABLE = "not observable"
-RESIDENCY_NOTE = (
-    "page cache: SHA-256 fingerprinting read every model and tokenizer file just before the "
-    "load, so the load reads them from memory, not storage (warm page cache; "
-    "weight_residency_at_load_start in run.json)"
-)
 
 # (file, size) -> mincore's vector: one byte per page, bit 0 set where the page is resident
 Mincore = Callable[[Path, int], Any]
@@ -103,22 +98,14 @@ def residency(paths: Iterable[Path], *, probe: Mincore | None | str = "libc") ->
     found = _libc_mincore() if probe == "libc" else probe
     files = [file_residency(p, found) for p in paths]  # type: ignore[arg-type]
     size = sum(f["size_bytes"] for f in files)
-    known = [f for f in files if isinstance(f["resident_bytes"], int)]
-    if not files or len(known) < len(files) or size == 0:
-        return {
-            "observable": False,
-            "files": files,
-            "size_bytes": size,
-            "resident_bytes": NOT_OBSERVABLE,
-            "resident_fraction": NOT_OBSERVABLE,
-        }
-    resident = sum(f["resident_bytes"] for f in known)
+    known = size > 0 and all(isinstance(f["resident_bytes"], int) for f in files)
+    resident = sum(f["resident_bytes"] for f in files) if known else NOT_OBSERVABLE
     return {
-        "observable": True,
+        "observable": known,
         "files": files,
         "size_bytes": size,
         "resident_bytes": resident,
-        "resident_fraction": round(resident / size, 4),
+        "resident_fraction": round(resident / size, 4) if known else NOT_OBSERVABLE,
     }
 
 

@@ -103,21 +103,18 @@ def diagnose_runs(
     for variant_id, phase, run_index, error in failed:
         key, left = (variant_id, phase, error), int(deadline - clock())
         if key in done or left < 1:
-            first = done.get(key)
+            first = done.get(key) or {}
+            spent = f"not diagnosed: the diagnosis budget of {budget_seconds} s was spent"
             record = {
                 "kind": KIND,
                 "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
-                "reproduced": None if first is None else first.get("reproduced"),
-                "located": None if first is None else first.get("located"),
-                "same_as": None if first is None else first["of_run"],
-                "error": None
-                if first is not None
-                else f"not diagnosed: the diagnosis budget of {budget_seconds} s (one run "
-                "timeout for all failed runs) was spent",
+                "reproduced": first.get("reproduced"),
+                "located": first.get("located"),
+                "same_as": first.get("of_run"),
+                "error": None if first else f"{spent} (one run timeout for all failed runs)",
             }
-            write_json_atomic(
-                run_dir(bundle_dir, variant_id, phase, run_index) / DIAGNOSIS_NAME, record
-            )
+            folder = run_dir(bundle_dir, variant_id, phase, run_index)
+            write_json_atomic(folder / DIAGNOSIS_NAME, record)
         else:
             record = done[key] = rerun(
                 experiment_path, variant_id, phase, run_index, bundle_dir, timeout_seconds=left

@@ -287,17 +287,25 @@ class _IdLedger:
         )
 
 
+def _absent(
+    kind: str, value: Any, number: int, field: str, need: str, problems: Problems, rule: str = ""
+) -> bool:
+    """A missing or empty text or label: one problem naming its field, the rule and what every
+    item needs; always False."""
+    what = "missing" if value is None else repr(value)[:40]
+    tag = f" [{rule}]" if rule else ""
+    problems.add(
+        f"{kind}-missing" if value is None else f"{kind}-empty",
+        number,
+        f"line {number}{tag}: {kind} field {field!r} is {what}; every item needs {need}",
+    )
+    return False
+
+
 def _text_ok(body: Any, number: int, escaped: bool, text_field: str, problems: Problems) -> bool:
     """A text is a non-empty, not blank, valid Unicode string; False adds the problem."""
     if type(body) is not str or not body or body.isspace():  # no copy of the text
-        what = "missing" if body is None else repr(body)[:40]
-        problems.add(
-            "text-missing" if body is None else "text-empty",
-            number,
-            f"line {number}: text field {text_field!r} is {what}; every item "
-            "needs a non-empty text",
-        )
-        return False
+        return _absent("text", body, number, text_field, "a non-empty text", problems)
     if escaped and not encodable(body):
         problems.add(
             "text-unicode",
@@ -317,14 +325,8 @@ def _label_ok(
 ) -> bool:
     """A label is a non-empty string among the declared classes (R1.3); False adds the problem."""
     if type(label) is not str or not label:
-        what = "missing" if label is None else repr(label)[:40]
-        problems.add(
-            "label-missing" if label is None else "label-empty",
-            number,
-            f"line {number} [R1.3]: label field {label_field!r} is {what}; "
-            "every item needs its verified gold label",
-        )
-        return False
+        need = "its verified gold label"
+        return _absent("label", label, number, label_field, need, problems, rule="R1.3")
     if allowed is not None and label not in allowed:
         problems.add(
             f"label-undeclared {label!r}",

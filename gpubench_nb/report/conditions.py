@@ -42,7 +42,7 @@ class RunConditions:
     fault: str | None = None  # an injected fault scoped to this run (engine/faults.py)
     threads: str | None = None  # "2 torch threads, OMP/MKL unset"; None: not recorded
     threads_fixed: bool | None = None  # OMP/MKL_NUM_THREADS or a declared threads setting
-    throttled: bool = False  # NVML flagged the timed pass (throttled or low clock)
+    throttled: bool = False  # NVML saw a throttling clock-event reason during the timed pass
 
     @property
     def load_max(self) -> float | None:
@@ -156,7 +156,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         fault=fault.group(0) if fault else None,
         threads=threads,
         threads_fixed=fixed,
-        throttled=bool(_telemetry(run).get("flags")),
+        throttled=bool(_telemetry(run).get("throttled")),
     )
 
 
@@ -199,7 +199,7 @@ class VariantConditions:
         if self.gpu_process_runs:
             parts.append(f"other GPU processes {self.gpu_process_runs}/{self.runs} runs")
         if self.throttled_runs:
-            parts.append(f"GPU throttled or slow {self.throttled_runs}/{self.runs} runs")
+            parts.append(f"GPU throttled {self.throttled_runs}/{self.runs} runs")
         return "; ".join(parts)
 
 
@@ -227,8 +227,9 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
 
 
 ADVICE = (
-    "rerun on a quiet machine, or with fixed threads (OMP_NUM_THREADS=1 in the environment "
-    "of `gpubench-nb run`), so that every variant competes for the cores alike"
+    "rerun on a quiet machine, or with fixed threads (`threads: 1` under `fixed` in the "
+    "experiment, or OMP_NUM_THREADS=1 for `gpubench-nb run`), so that every variant competes "
+    "for the cores alike"
 )
 
 
@@ -276,5 +277,5 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
         found.append(("another GPU process was seen during some variants' runs only", True))
     throttled = [f"{v.bundle} / {v.variant_id}" for v in variants if v.throttled_runs]
     if throttled:
-        found.append((f"the GPU was throttled or slow during {', '.join(throttled)}", True))
+        found.append((f"the GPU was throttled during {', '.join(throttled)}", True))
     return ConditionsCheck(tuple(t for t, _ in found), tuple(t for t, w in found if w))

@@ -70,7 +70,6 @@ class Option:
     variant_id = property(lambda self: self.warm.variant_id)
     name = property(lambda self: self.warm.name)
     warm_seconds = property(lambda self: self.warm.seconds)
-    warm_median_seconds = property(lambda self: self.warm.median)
 
     @property
     def accepted(self) -> bool | None:
@@ -227,7 +226,7 @@ def fastest_sentence(lowest: Option, others: Sequence[Option], check: Conditions
         )
     groups: dict[str, list[str]] = {}
     for o in others:
-        verdict = compare_runs(lowest.warm_seconds, o.warm_seconds)
+        verdict = compare_runs(lowest.warm.seconds, o.warm.seconds)
         groups.setdefault(verdict.verdict, []).append(_shown(o, verdict))
     if len(groups.get(DISTINGUISHABLE, [])) == len(others):
         sentence = f"Fastest accepted option: {lowest.name}, {measured}."

@@ -1,16 +1,13 @@
 """The one rule that says whether one variant's warm runs are faster than another's.
 
-Every sentence and table that says "faster", "not distinguishable" or "too few runs to decide"
-calls :func:`compare_runs`; outliers are found by :func:`outlier_fence` alone.
+Every sentence that says "faster", "not distinguishable" or "too few runs to decide" calls
+:func:`compare_runs`; every screen's outliers are :func:`outlier_indices` of the durations.
 
-The rule, stated once (:data:`RULE_TEXT`): a two-sided Mann–Whitney U test over the raw
-warm durations of the two variants, at ``ALPHA``. A run above its variant's fence (median +
-``OUTLIER_K`` × the normal-scaled MAD) is *kept* and *marked* (R3.6), and enters the test at
-that fence: its rank then says "slower than every other run of its variant" without letting
-one slow run of five turn a clear median gap into "not distinguishable" (with 5 runs against
-5, one run moved from first to last place raises the exact p from 0.008 to 0.151). The
-uncapped p is kept beside it, and a sentence says when the cap changed the verdict. Min–max
-stays reported (R3.5); only the verdict uses this rule.
+The rule (:data:`RULE_TEXT`): a two-sided Mann–Whitney U test over the raw warm durations, at
+``ALPHA``. A run above its variant's fence (median + ``OUTLIER_K`` × the normal-scaled MAD) is
+kept and marked (R3.6) and ranked at that fence, so that one slow run of five cannot turn a
+clear median gap into "not distinguishable" (exact p 0.008 → 0.151); the uncapped p is kept
+beside it. Min–max stays reported (R3.5).
 """
 
 from __future__ import annotations
@@ -94,10 +91,6 @@ class Comparison:
     raw_p_value: float | None  # every run as measured
     capped_runs: int  # outliers (both variants) ranked at their fence
     smallest_p: float
-
-    @property
-    def distinguishable(self) -> bool:
-        return self.verdict == DISTINGUISHABLE
 
     def evidence(self) -> str:
         """The numbers, for a sentence: ``p = 0.008 ≤ α = 0.05, 5 + 5 runs``."""

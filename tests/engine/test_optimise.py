@@ -146,6 +146,7 @@ def test_what_this_machine_lacks_is_named(monkeypatch) -> None:
     auto = optimise.unrunnable(_exp(device="auto", quantization="fp8", precision="bf16"))
     assert any("fp8 (torchao) is run on CUDA devices here" in p for p in auto)  # auto -> cpu
     assert any("needs the torchao package" in p for p in auto)
+    assert optimise.unrunnable(_exp(device="cuda", quantization="fp8")) == []  # judged there
 
 
 @dataclass(frozen=True)

@@ -591,3 +591,4 @@ def test_run_conditions_show_the_clocks_sampled_during_the_pass() -> None:
     assert 'sm_clock_mhz: {"max": 1980, "median": 1507, "min": 1215}' in text
     assert 'clock_event_reasons: ["sw_power_cap"]' in text and "throttled: true" in text
     assert run_conditions({"gpu_telemetry": {"observable": False}}).gpu == ()
+    assert run_conditions(run).throttled  # a throttled pass withholds the verdict (R2.5)

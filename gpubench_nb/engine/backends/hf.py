@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,22 +52,31 @@ def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
     return [config, *extra, *weights]
 
 
-def from_pretrained(auto_class: Any, folder: Path, dtype: torch.dtype) -> Any:
-    """``auto_class.from_pretrained`` offline from a local folder, errors as BackendError."""
+@contextmanager
+def no_progress_bars() -> Iterator[None]:
+    """transformers' progress bars off, the setting restored after: a loading bar is noise in
+    a rendered notebook's stderr or a log."""
     from transformers.utils import logging as hf_logging
 
-    offline()
     bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # a loading bar is noise in a rendered notebook's stderr
+    hf_logging.disable_progress_bar()
     try:
-        return auto_class.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def from_pretrained(auto_class: Any, folder: Path, dtype: torch.dtype) -> Any:
+    """``auto_class.from_pretrained`` offline from a local folder, errors as BackendError."""
+    offline()
+    try:
+        with no_progress_bars():
+            return auto_class.from_pretrained(str(folder), local_files_only=True, dtype=dtype)
     except (OSError, ValueError, KeyError) as exc:
         raise BackendError(
             f"cannot load a {auto_class.__name__} model from {folder}: {exc}", rule="R1.1"
         ) from exc
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:

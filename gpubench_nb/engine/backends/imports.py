@@ -1,14 +1,12 @@
 """Import what a backend needs before the load clock starts (R3.2).
 
-In a fresh process, importing torch and transformers (and what they pull in: scipy, sympy,
-torch.distributed ...) took 98 % of a recorded 8.4 s load on an H200. Imports are not loading
-a model: ``import_backend_modules`` imports every module the declared backend's load will use
-(the concrete model and tokenizer classes included, found from the folders' config files),
-timed on their own as ``import_seconds``, so ``load_seconds`` covers reading the files and
-placing the weights. Nothing else is imported: a measuring kernel imports only what it uses
-(``tests/engine/test_imports.py`` checks ``sys.modules``). A backend whose registry entry says
-``plain_tokenizer`` (bow), whose built folder declares the shipped WordPiece files, imports
-``tokenizers`` and never transformers (~0.9 s of every fresh kernel on 2 cores).
+Imports are not loading a model, and in a fresh process torch and transformers dominate a load:
+``import_backend_modules`` imports every module the declared backend's load will use (the
+concrete model and tokenizer classes included, found from the folders' config files), timed on
+their own as ``import_seconds``, so ``load_seconds`` covers reading the files and placing the
+weights. Nothing else is imported (``tests/engine/test_imports.py`` checks ``sys.modules``). A
+backend class with ``plain_tokenizer`` (bow) whose built folder declares the shipped WordPiece
+files imports ``tokenizers`` and never transformers.
 """
 
 from __future__ import annotations
@@ -16,8 +14,6 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -138,12 +134,3 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     for name in _tokenizer_classes(tokenizer.path)[1:]:  # as AutoTokenizer will look it up
         _tokenizer_class(name)
     return asked + [f"transformers.{n}" for n in classes]
-
-
-def timed_imports(
-    model: Any, tokenizer: Any, *, clock: Callable[[], int] = time.perf_counter_ns
-) -> float:
-    """``import_backend_modules`` timed: the seconds it took (0.0-ish when already imported)."""
-    started = clock()
-    import_backend_modules(model, tokenizer)
-    return (clock() - started) / 1e9

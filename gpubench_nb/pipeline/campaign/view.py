@@ -24,6 +24,7 @@ from gpubench_nb.pipeline.campaign.state import (
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.writer import refuse_if_written
 
 
 def campaign_status(
@@ -143,4 +144,6 @@ def campaign_report(
         inputs=[Path(path), *ready],
         instead=f"use the default {campaign_dir / REPORT_NAME}",
     )
+    for bundle in ready:  # a `run` still rewriting one (re-pricing): refused, not read half-made
+        refuse_if_written(bundle)
     return render_report(ready, report)

