@@ -387,16 +387,14 @@ class _Runner:
 
     def _fail(self, target: Target, error: str) -> bool:
         entry = self.entry(target)
-        if entry.get("job_id"):
-            events = self._note_interruptions(target)
-            if events:
-                what = "; ".join(
-                    f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
-                )
-                error = (
-                    f"interrupted ({what}): an interrupted run is discarded (not an "
-                    f"observation, R3.6) and redone on resume; {error}"
-                )
+        if entry.get("job_id") and (events := self._note_interruptions(target)):
+            what = "; ".join(
+                f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
+            )
+            error = (
+                f"interrupted ({what}): an interrupted run is discarded (not an "
+                f"observation, R3.6) and redone on resume; {error}"
+            )
         entry.update(state="failed", error=error, finished_utc=utc_now())
         logs = entry.get("logs") or {}
         where = f"; log: {logs.get('stderr')}" if logs else ""
