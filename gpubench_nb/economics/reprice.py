@@ -116,10 +116,27 @@ def economics_problems(bundle_dir: Path) -> list[str]:
         if offer is not None and totals != {offer.package_total_usd_minor}:
             kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
             derived["declared package_total_usd_minor"] = sorted(totals, key=str)
+    for record in (kept, derived):  # the hardware's wording is a rendering of the fields kept
+        if isinstance(record.get("measured_on"), dict):  # beside it: compared, not the words
+            record["measured_on"] = {**record["measured_on"], "hardware": None}
     return [
         f"{ECONOMICS_NAME}: {change} (as kept -> as re-derived from the CSV and the offers, R5.6)"
-        for change in differences(kept, derived)
+        for change in differences(_figures(kept, kept), _figures(derived, kept))
     ]
+
+
+_NAMES = ("variant_id", "offer_id", "status", "offer")
+
+
+def _figures(value: Any, like: Any) -> Any:
+    """``value`` reduced to the keys the kept file (``like``) has, free text left out: the
+    figures, flags and names economics.json states, not its wording (versions reword it)."""
+    if isinstance(value, dict) and isinstance(like, dict):
+        kept = {k: v for k, v in like.items() if k in _NAMES or not isinstance(v, str)}
+        return {k: _figures(value.get(k), v) for k, v in kept.items()}
+    if isinstance(value, list) and isinstance(like, list) and len(value) == len(like):
+        return [_figures(v, kept) for v, kept in zip(value, like, strict=True)]
+    return value
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
