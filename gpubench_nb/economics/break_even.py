@@ -23,11 +23,8 @@ def break_even_statement(
 
 
 def break_even(table: Mapping[str, Offer], pricing: Any, measured: Sequence[str]) -> dict[str, Any]:
-    """Thresholds of every other offer against each offer that measured its 1 accepted corpus.
-
-    Only an offer whose hardware accepted the corpus is a reference (R2.4, R5.7): an offer that
-    measured nothing has no cost per result to beat.
-    """
+    """Thresholds of every other offer against each offer that measured its 1 accepted corpus
+    (R2.4, R5.7: an offer that measured nothing has no cost per result to beat)."""
     pairs = []
     for ref_id in measured:
         ref_offer = table[ref_id]

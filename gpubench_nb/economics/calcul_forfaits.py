@@ -119,12 +119,6 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
     return "".join(f"{key:<{width}}  {value}\n" for key, value in shown.items())
 
 
-def _fail(argument: str, exc: GpubenchError) -> int:
-    message = " ".join(str(exc).split())  # one line, whatever the library wrote
-    print(f"{PROG}: error: argument {argument}: {message}", file=sys.stderr)
-    return exc.exit_code
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, price, print. Returns the exit status (2 for unusable input)."""
     parser = build_parser()
@@ -132,20 +126,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and on bad arguments (2)
         return int(exc.code or 0)
+    argument = "--offers"  # the argument an error is reported under
     try:
         offers = load_offers(args.offers)
-    except GpubenchError as exc:
-        return _fail("--offers", exc)
-    try:
+        argument = "--offer"
         offer = resolve_offer(offers, args.offer)
-    except GpubenchError as exc:
-        return _fail("--offer", exc)
-    try:  # arguments are already checked; the library checks again and names the rule
+        argument = "--days/--lots/--gpus/--accepted-results"  # checked again, naming the rule
         quote = package_quote(
             offer, args.days, lots=args.lots, gpus=args.gpus, accepted_results=args.accepted_results
         )
     except GpubenchError as exc:
-        return _fail("--days/--lots/--gpus/--accepted-results", exc)
+        message = " ".join(str(exc).split())  # one line, whatever the library wrote
+        print(f"{PROG}: error: argument {argument}: {message}", file=sys.stderr)
+        return exc.exit_code
     try:
         sys.stdout.write(format_quote(quote, args.format))
         sys.stdout.flush()

@@ -37,12 +37,9 @@ def fill_package_columns(
     pricing: PricingLike | None,
     offers: Mapping[str, Offer] | None = None,
 ) -> list[dict[str, Any]]:
-    """New rows with duration_days, lots, package_total_usd_minor, accepted_unique_corpora.
-
-    The same package total on every row: one spend for the whole experiment, not one per run
-    (R4, R5.3). ``pricing`` None leaves the four columns empty (R4.3). ``offers`` defaults to
-    the table at ``pricing.offers``.
-    """
+    """New rows with duration_days, lots, package_total_usd_minor, accepted_unique_corpora:
+    one spend for the whole experiment on every row, not one per run (R4, R5.3); empty without
+    ``pricing`` (R4.3). ``offers`` defaults to the table at ``pricing.offers``."""
     package = ("duration_days", "lots", "package_total_usd_minor", "accepted_unique_corpora")
     if pricing is None:
         return [{**row, **dict.fromkeys(package)} for row in rows]

@@ -24,9 +24,11 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
     }
     tables = {}
     for offer in data["offers"]:
+        total = offer["package_total_usd_minor"]
         records = []
         for cell in offer["variants"]:
             fact = facts[cell["variant_id"]]
+            threshold = thresholds.get(offer["offer_id"]) if fact["accepted"] else None
             records.append(
                 {
                     "offer_id": offer["offer_id"],
@@ -37,18 +39,13 @@ def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
                     ],
                     "days": offer["days"],
                     "lots": offer["lots"],
-                    "package_total_usd_minor": offer["package_total_usd_minor"],
-                    "price": formats.price(  # marked when the offer is an example
-                        offer["package_total_usd_minor"], placeholder=bool(offer.get("placeholder"))
-                    ),
+                    "package_total_usd_minor": total,
+                    # marked when the offer is an example
+                    "price": formats.price(total, placeholder=bool(offer.get("placeholder"))),
                     "on this hardware": (offer.get("attribution") or {}).get("reason"),
                     "accepted_results": cell["accepted_results"],
                     "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],
-                    f"break_even_vs_{declared} (threshold, not a forecast)": thresholds.get(
-                        offer["offer_id"]
-                    )
-                    if fact["accepted"]
-                    else None,
+                    f"break_even_vs_{declared} (threshold, not a forecast)": threshold,
                     "reason": cell["reason"],
                 }
             )

@@ -1,12 +1,9 @@
 """Concurrency on the machine (R2.5): the 1-minute load average and the other processes that use
 notable CPU, read from /proc at the start and at the end of a run.
 
-Nothing sleeps on the run's path (two fixed 0.2 s windows cost 0.41 s per run). Each
-reading compares the processes' CPU ticks with the previous reading in this process: the
-start's window runs from the import of this module (the kernel's imports) to the start, the
-end's from the start to the end of the run. A window of explicit length (``window_seconds``,
-which sleeps) remains for callers off the critical path. No dependency beyond the standard
-library; off Linux (no /proc) the process part is ``"not observable"``.
+Nothing sleeps on the run's path: each reading compares CPU ticks with the previous reading in
+this process (the first window starts at this module's import). Off Linux (no /proc) the
+process part is ``"not observable"``.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 NOT_OBSERVABLE = "not observable"
-WINDOW_SECONDS = 0.2  # only for an explicit, sleeping window
 MIN_WINDOW_SECONDS = 0.05  # shorter windows give shares too coarse to name a process
 NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5

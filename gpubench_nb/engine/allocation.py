@@ -1,10 +1,8 @@
 """What a batch scheduler gave this process: the Slurm job, partition, nodes, CPUs, GPUs (R2.4).
 
-Read from the ``SLURM_*`` variables Slurm exports to a job (and its kernels inherit), never
-from a declaration: a bundle made on a cluster names the job it was measured in (R2.4, R2.5),
-and ``gpus_requested`` (exported by a campaign job, ``0`` on a CPU partition) stands beside
-what was allocated, so "no GPU was requested" is written down, not inferred. Pure; no torch.
-``protocol.records.SlurmAllocation`` is the typed record readers get from environment.json.
+Read from the ``SLURM_*`` variables a job (and its kernels) inherits, never from a declaration;
+``gpus_requested`` (exported by a campaign job, ``0`` on a CPU partition) stands beside what was
+allocated, so "no GPU was requested" is written down, not inferred (R2.5). Pure; no torch.
 """
 
 from __future__ import annotations
@@ -72,11 +70,7 @@ def allocation_note(slurm: Mapping[str, Any] | None) -> str | None:
     if not slurm:
         return None
     requested = slurm.get("gpus_requested")
-    request = (
-        " (no GPU requested)"
-        if requested == 0
-        else (f" ({requested} requested)" if requested is not None else "")
-    )
+    request = {0: " (no GPU requested)", None: ""}.get(requested, f" ({requested} requested)")
     return (
         f"slurm job={slurm.get('job_id')} partition={slurm.get('partition')} "
         f"nodes={slurm.get('node_list')} cpus={slurm.get('cpus_allocated')} "

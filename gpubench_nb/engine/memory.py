@@ -16,10 +16,7 @@ MEMORY_FIELDS = (
 @dataclass(frozen=True)
 class MemoryReading:
     """The four R3.8 readings of one phase, in bytes; ``None`` = not recorded (R4.3), never 0.
-
-    There is deliberately no total: allocated is contained in reserved, so a sum counts memory
-    twice, and the two peaks may come from different moments (R3.9).
-    """
+    No total: allocated is inside reserved, and the two peaks may differ in time (R3.9)."""
 
     baseline_allocated_bytes: int | None = None
     baseline_reserved_bytes: int | None = None
@@ -144,46 +141,38 @@ def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256
     dev = _resolve(device)
     api = torch.cuda if dev.type == "cuda" else None
     rows: list[dict[str, Any]] = []
+    readers = {  # column -> the torch.cuda function that reads it
+        "allocated_bytes": "memory_allocated",
+        "reserved_bytes": "memory_reserved",
+        "max_allocated_bytes": "max_memory_allocated",
+        "max_reserved_bytes": "max_memory_reserved",
+    }
 
-    def read(step: str, explanation: str) -> None:
+    def read(step: str, explanation: str, sync: bool = True) -> None:
+        if api is not None and sync:
+            api.synchronize(dev)
         row: dict[str, Any] = {"step": step, "device": str(dev), "explanation": explanation}
-        if api is None:
-            values = dict.fromkeys(
-                ("allocated_bytes", "reserved_bytes", "max_allocated_bytes", "max_reserved_bytes")
-            )
-        else:
-            values = {
-                "allocated_bytes": int(api.memory_allocated(dev)),
-                "reserved_bytes": int(api.memory_reserved(dev)),
-                "max_allocated_bytes": int(api.max_memory_allocated(dev)),
-                "max_reserved_bytes": int(api.max_memory_reserved(dev)),
-            }
-        row.update(values)
+        for column, reader in readers.items():
+            row[column] = None if api is None else int(getattr(api, reader)(dev))
         rows.append(row)
 
     torch.manual_seed(seed)
-    if api is not None:
-        api.synchronize(dev)
     read("1 synchronise, read baselines", "queued work finished; what is held before we start")
     if api is not None:
         api.reset_peak_memory_stats(dev)
-    read("2 reset peak statistics", "max_* restart from the current values")
+    read("2 reset peak statistics", "max_* restart from the current values", sync=False)
     mlp = torch.nn.Sequential(
         torch.nn.Linear(width, 4 * width),
         torch.nn.GELU(),
         torch.nn.Linear(4 * width, width),
     ).to(dev)
     weight_bytes = sum(p.numel() * p.element_size() for p in mlp.parameters())
-    read("3 weights on device", f"parameters hold {weight_bytes} bytes")
+    read("3 weights on device", f"parameters hold {weight_bytes} bytes", sync=False)
     with torch.inference_mode():
         x = torch.randn(batch, width, device=dev)
         y = mlp(x)
-        if api is not None:
-            api.synchronize(dev)
         read("4 forward pass", "input, hidden activation and output are live")
         del x, y
-    if api is not None:
-        api.synchronize(dev)
     read(
         "5 free activations",
         "allocated falls; reserved stays: the caching allocator keeps the blocks for reuse",
@@ -191,13 +180,10 @@ def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256
     with torch.inference_mode():
         small = mlp(torch.randn(batch // 4, width, device=dev))
         del small
-    if api is not None:
-        api.synchronize(dev)
     read("6 smaller forward, synchronise, read peaks", "the peaks are those of step 4")
     del mlp
     if api is not None:
         api.empty_cache()
-        api.synchronize(dev)
     read("7 free weights, empty_cache", "reserved returns to the driver; peaks are unchanged")
     frame = pd.DataFrame(rows)
     frame.attrs["weight_bytes"] = weight_bytes

@@ -1,9 +1,8 @@
 """Settings that change a measured number without changing the declaration (R2.4, R2.5).
 
-TF32 and float32 matmul precision, reduced-precision reductions, enabled attention (SDPA)
-backends, the allocator and module-loading environment, and the cuDNN version: two runs that
-differ in any of these are not measuring the same computation. Read inside a call, never at
-import; a value that cannot be read is recorded as ``"not observable"``.
+TF32 and matmul precision, reduced-precision reductions, SDPA backends, the allocator and
+module-loading environment, cuDNN: runs differing in any of these do not measure the same
+computation. Read inside a call, never at import; unreadable values are ``"not observable"``.
 """
 
 from __future__ import annotations
@@ -76,12 +75,9 @@ def module_loading(
     environ: Mapping[str, str] | None = None,
     start_environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The effective ``CUDA_MODULE_LOADING``, read after CUDA is initialised:
-    ``{"effective", "at_start", "source"}``. ``at_start`` is what the process was started
-    with (``/proc/self/environ``; ``os.environ`` where that cannot be read, and the source says
-    so); a value set from Python later is labelled as such; torch sets ``LAZY`` at CUDA
-    initialisation when it was unset. Before CUDA is initialised (or on CPU) the effective
-    value is ``"not observable"``."""
+    """The effective ``CUDA_MODULE_LOADING`` after CUDA initialisation (``"not observable"``
+    before it, or on CPU), the value at process start (``/proc/self/environ``) and who set it
+    (the start environment, Python, or torch, which sets ``LAZY`` when it was unset)."""
     env = os.environ if environ is None else environ
     started = start_environ
     if started is None:  # an injected ``environ`` is the whole environment, from the start
@@ -96,14 +92,10 @@ def module_loading(
         initialised = bool(cuda.is_initialized())
     except Exception:
         initialised = False
+    effective = getenv("CUDA_MODULE_LOADING") if initialised else NOT_OBSERVABLE
     if not initialised:
-        return {
-            "effective": NOT_OBSERVABLE,
-            "at_start": at_start,
-            "source": "CUDA not initialised in this process",
-        }
-    effective = getenv("CUDA_MODULE_LOADING")
-    if effective is None:
+        source = "CUDA not initialised in this process"
+    elif effective is None:
         source = "unset after CUDA initialisation: the driver's default (LAZY from CUDA 12.2)"
         effective = NOT_OBSERVABLE
     elif at_start == effective and isinstance(started, Mapping):
@@ -156,11 +148,7 @@ def numeric_settings(
 
 
 def _flag(value: Any) -> str:
-    if value is True:
-        return "on"
-    if value is False:
-        return "off"
-    return str(value)
+    return "on" if value is True else "off" if value is False else str(value)
 
 
 def numerics_note(settings: Mapping[str, Any]) -> str:

@@ -45,12 +45,8 @@ class ClassifyResult:
 
 
 def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float:
-    """The reference variant's median quality measured by a benchmark bundle of the same
-    frozen protocol (R1.3: the tolerance is a drop below the reference's value).
-
-    The benchmark is verified first, as check-bundle does (R5.6): a reference whose CSV or
-    manifest was edited is refused, never used as a base.
-    """
+    """The reference variant's median quality in a benchmark bundle of the same frozen
+    protocol (R1.3), verified first as check-bundle does (R5.6): an edited one is refused."""
     benchmark = Path(benchmark)
     if not benchmark.is_dir():
         raise ProtocolError(
@@ -102,13 +98,9 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
 
 
 def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:
-    """Create and return a new bundle folder with a name no other ``classify`` holds.
-
-    The folder is made with ``mkdir`` (which fails when the name exists), so two classify of
-    one variant started in the same second get distinct folders.
-    """
-    stamp = utc_stamp()
-    base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{stamp}"
+    """A new bundle folder no other ``classify`` holds (``mkdir`` fails when the name exists,
+    so two started in the same second get distinct folders)."""
+    base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{utc_stamp()}"
     base.parent.mkdir(parents=True, exist_ok=True)
     path, number = base, 1
     while True:
@@ -129,10 +121,9 @@ def classify(
 ) -> ClassifyResult:
     """Run ``variant_id`` once over the corpus and seal the outcome in a new bundle.
 
-    The reference variant checks its own tolerance; another variant needs the reference value
-    a benchmark of the same frozen protocol measured (``reference_bundle``), else it is refused
-    before anything runs (R1.3). ``output_dir`` goes through the output guard (R5.6), and a
-    command that fails leaves no half-made bundle folder behind.
+    A variant other than the reference needs the reference value a benchmark of the same
+    frozen protocol measured (``reference_bundle``), else it is refused before anything runs
+    (R1.3). ``output_dir`` goes through the output guard (R5.6); a failure leaves no folder.
     """
     check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)

@@ -1,8 +1,6 @@
-"""What `validate` checks before any run: every file the experiment names is there.
-
-A missing file is named by the key that holds its path (``corpus.tune``, ``pricing.offers``),
-its absolute path and the fix, all in one error, so that `validate` passing means `run` will
-not stop later for a file it could have found now (R1.1, R1.3, R5.1).
+"""What `validate` checks before any run: every file the experiment names is there, each
+missing one named by its key, path and fix, so that `run` never stops later for a file it
+could have found now (R1.1, R1.3, R5.1).
 """
 
 from __future__ import annotations
@@ -14,29 +12,17 @@ from gpubench_nb.errors import EconomicsError, ProtocolError
 from gpubench_nb.protocol.outputs import special_kind
 
 
-def declared_files(exp: Any) -> list[tuple[str, Path]]:
-    """``(key, path)`` of every input file the experiment names, in the YAML's order."""
-    files = [("corpus.path", exp.corpus.path)]
-    files += [(f"corpus.{s}", getattr(exp.corpus, s)) for s in ("train", "tune")]
-    if exp.pricing is not None:
-        files.append(("pricing.offers", exp.pricing.offers))
-    return [(key, Path(path)) for key, path in files if path is not None]
-
-
-def missing_files(exp: Any) -> list[str]:
-    """One sentence per declared input file that is absent or not a regular file."""
+def check_files(exp: Any) -> None:
+    """Raise one ProtocolError listing every declared input file that is absent or not a
+    regular file (R1.3), each under the key that names it."""
+    offers = None if exp.pricing is None else exp.pricing.offers
+    named = [(f"corpus.{s}", getattr(exp.corpus, s)) for s in ("path", "train", "tune")]
     problems = []
-    for key, path in declared_files(exp):
+    for key, path in ((k, Path(p)) for k, p in [*named, ("pricing.offers", offers)] if p):
         if not path.exists():
             problems.append(f"{key}: {path} does not exist")
-        elif special_kind(path):
-            problems.append(f"{key}: {path} is {special_kind(path)}, not a regular file")
-    return problems
-
-
-def check_files(exp: Any) -> None:
-    """Raise one ProtocolError listing every declared input file that is missing (R1.3)."""
-    problems = missing_files(exp)
+        elif kind := special_kind(path):
+            problems.append(f"{key}: {path} is {kind}, not a regular file")
     if problems:
         raise ProtocolError(
             f"{exp.source}: {len(problems)} file(s) named by the experiment cannot be found: "

@@ -1,9 +1,8 @@
 """`gpubench-nb run`: the whole chain with its progress on stderr, then its one-screen summary
 (R3.5: median and min–max; each verdict as protocol.quality decides it, R1.5, R5.7).
 
-In a terminal the progress is a tqdm bar. Anywhere else (``make demo > log``, CI, ``nohup``) a
-bar's carriage-return frames would pile up into one unreadable line of kilobytes, so each
-finished run is one plain line instead: ``[ 4/30] b1 warm 1  3.71 s``.
+A tqdm bar in a terminal; elsewhere (a log, CI) one plain line per finished run, since a bar's
+carriage-return frames would pile up into one unreadable line: ``[ 4/30] b1 warm 1  3.71 s``.
 """
 
 from __future__ import annotations
@@ -25,8 +24,7 @@ from gpubench_nb.protocol.records import PHASES
 def run_with_progress(
     experiment_path: str | Path, *, output_dir: str | Path, stream: TextIO, **options: Any
 ) -> str:
-    """Run every scheduled run (orchestrate.run_experiment, given ``options``: variants, fresh,
-    run_timeout_seconds, protocol) with its progress on ``stream``; return the one-screen
+    """orchestrate.run_experiment(**options) with its progress on ``stream``; the one-screen
     summary (per variant and phase, then each verdict by the one rule, R1.5)."""
     check_output_folder(Path(output_dir), option="--output-dir")
     progress = progress_for(stream)
@@ -114,8 +112,7 @@ def summary_text(
     phases: Sequence[str],
 ) -> str:
     """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed
-    (3 significant digits with units, as the report: formats.seconds_range); then each
-    variant's verdict as ``verdicts`` (protocol.quality.variant_acceptance) gives it."""
+    (formats.seconds_range, as the report); then each variant's verdict from ``verdicts``."""
     lines = [
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
@@ -127,15 +124,11 @@ def summary_text(
             phase_rows = [row for row in mine if row["phase"] == phase]
             if not phase_rows:
                 continue
-            times = [
-                row["elapsed_seconds"] for row in phase_rows if row["elapsed_seconds"] is not None
-            ]
+            times = [r["elapsed_seconds"] for r in phase_rows if r["elapsed_seconds"] is not None]
             failed = len(phase_rows) - len(times)
-            shown = (
-                seconds_range(statistics.median(times), min(times), max(times))
-                if times
-                else NOT_RECORDED
-            )
+            shown = NOT_RECORDED
+            if times:
+                shown = seconds_range(statistics.median(times), min(times), max(times))
             lines.append(f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(

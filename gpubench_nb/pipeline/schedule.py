@@ -1,10 +1,8 @@
 """The run schedule (R3.2, R3.4, R3.7): which variant runs which phase, in which order.
 
-Every scheduled run is one fresh process. A round holds, for each phase (``cold`` then
-``warm``), one run of every variant. ``alternating`` keeps the declared variant order in every
-round (b1 b4 b8 b1 b4 b8 …); ``drawn`` shuffles the variants inside each round with a generator
-seeded by ``timing.order_seed`` (blocked randomisation: every round still holds each variant
-once, so a slow drift of the machine cannot fall on one variant).
+Every scheduled run is one fresh process; a round holds, per phase (cold, then warm), one run
+of every variant: in declared order (``alternating``) or shuffled by ``timing.order_seed``
+(``drawn``: blocked randomisation, so a slow drift of the machine cannot fall on one variant).
 """
 
 from __future__ import annotations

@@ -14,10 +14,8 @@ from gpubench_nb.protocol.experiment_spec import Experiment
 
 
 def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
-    """Validate the YAML, every file it names, its corpora (R1.4), the model folder
-    it declares (R1.1) and its pricing (R5.1), writing
-    one summary line per part to ``out`` as each check passes (what passed stays shown when a
-    later check refuses)."""
+    """Validate the YAML, its files, corpora (R1.4), model folder (R1.1) and pricing (R5.1),
+    one summary line to ``out`` as each check passes (shown even when a later one refuses)."""
     exp = load_experiment(path)
     check_files(exp)  # every file the YAML names, listed at once
     corpus, others = load_declared_corpora(exp)

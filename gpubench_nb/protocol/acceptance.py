@@ -81,14 +81,9 @@ def _require_metric(metric: str) -> None:
 
 
 def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes: int) -> float:
-    """The declared metric over label indices, as scikit-learn computes it (zero_division=0).
-
-    f1_score(average="macro" | "weighted", labels=classes, zero_division=0) and
-    accuracy_score, from one confusion matrix: per class F1 = 2 TP / (2 TP + FP + FN), 0 when
-    the class is absent from both truth and predictions; macro = plain mean over every declared
-    class; weighted = mean weighted by true support. Not a call to scikit-learn: its import
-    alone costs ~1.7 s per kernel; equality with it is tested (tests/test_acceptance.py).
-    """
+    """The declared metric over label indices, as scikit-learn's f1_score (macro, weighted;
+    labels=classes, zero_division=0) and accuracy_score compute it, from one confusion matrix.
+    Not a call to scikit-learn (its import costs ~1.7 s per kernel); equality is tested."""
     _require_metric(metric)
     total = len(y_true)
     if metric == "accuracy":
@@ -132,8 +127,7 @@ def _match_ids(
     expected_ids: Sequence[str], ids: list[str], labels: list[int], skipped: list[int]
 ) -> _IdMatch:
     """Compare the observed IDs with the expected ones: missing, duplicated, extra (R1.6)."""
-    # Fast path, the usual case: the IDs in corpus order, each once. Corpus IDs are unique
-    # (Corpus checks it), so an equal sequence proves set equality, no duplicate, no extra.
+    # Fast path: corpus IDs are unique, so an equal sequence proves set equality, no duplicate.
     if ids == list(expected_ids):
         return _IdMatch(ids, labels, True, [], {}, [], None)
     # IDs compare as canonical text: equal after NFC is the same ID (protocol/ids.py).
@@ -180,9 +174,8 @@ def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
     """The extras that are a format fault, not a foreign item, at the line of first use."""
     if not match.extra or match.record_lines is None:
         return []
-    first_line: dict[str, int] = {}
-    for item_id, line in zip(match.ids, match.record_lines, strict=True):
-        first_line.setdefault(item_id, line)
+    # reversed: the last pair written for an ID is its first use
+    first_line = dict(zip(reversed(match.ids), reversed(match.record_lines), strict=True))
     faults = []
     for item_id in match.extra:
         if not encodable(item_id):
@@ -236,13 +229,10 @@ def check_predictions(
     quality: QualityRule,
     reference_value: float | None = None,
 ) -> AcceptanceReport:
-    """Check one predictions file against the expected corpus (R1.5, R1.6).
-
-    Accepted only when every expected ID appears exactly once, no extra ID appears, every line
-    is ``{"id": str, "label": <declared class>}``, the metric meets the threshold and, given a
-    reference value, the drop stays within the tolerance. A faster run that is not accepted
-    did not do the same work (R5.7).
-    """
+    """Check one predictions file against the expected corpus (R1.5, R1.6): accepted only
+    when every expected ID appears once and no other, every line is ``{"id": str, "label":
+    <declared class>}``, the metric meets the threshold and, given a reference value, the drop
+    stays within the tolerance (a faster run not accepted did not do the same work, R5.7)."""
     path = Path(predictions_path)
     classes = tuple(classes)
     class_index = {name: i for i, name in enumerate(classes)}

@@ -49,8 +49,7 @@ class Corpus:
     path: Path
     items: tuple[CorpusItem, ...]
     revision: str
-    # False: loaded for acceptance, which reads IDs and labels only (a 535 MB corpus
-    # held 3.3 GB); the revision is still that of the texts, checked while reading them.
+    # False: loaded for acceptance (IDs and labels only); the revision is still the texts'.
     texts_kept: bool = True
     # How it was read (load_corpus's keywords: format, fields, classes), so it can be read
     # again the same way: end_to_end times that read (R3.1).
@@ -71,13 +70,16 @@ class Corpus:
     def ids(self) -> tuple[str, ...]:
         return tuple(item.id for item in self.items)
 
-    @cached_property
-    def texts(self) -> tuple[str, ...]:
+    def _need_texts(self, why: str) -> None:
         if not self.texts_kept:
             raise CorpusError(
                 f"corpus {self.path} was loaded without its texts (for acceptance); load it "
-                "with texts=True to classify it"
+                f"with texts=True {why}"
             )
+
+    @cached_property
+    def texts(self) -> tuple[str, ...]:
+        self._need_texts("to classify it")
         return tuple(item.text for item in self.items)
 
     @cached_property
@@ -90,22 +92,14 @@ class Corpus:
     @cached_property
     def identity(self) -> str:
         """What the corpus *is* (R5.3): :func:`corpus_identity` of its items (texts needed)."""
-        if not self.texts_kept:
-            raise CorpusError(
-                f"corpus {self.path} was loaded without its texts; its identity needs them "
-                "(load it with texts=True)"
-            )
+        self._need_texts("for its identity")
         return corpus_identity(self.items)
 
 
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
-    """SHA-256 of the items themselves, not of the file bytes (R1.1).
-
-    Each item is hashed as one compact JSON array ``[id, text, label]`` (UTF-8, no ASCII
-    escaping) plus a newline, in corpus order, after a version tag. So JSONL or CSV, with or
-    without a BOM, CRLF or LF, any field names and any key order give the same revision for the
-    same items in the same order; any change to an ID, a text, a label or the order changes it.
-    """
+    """SHA-256 of the items, not of the file bytes (R1.1): each a compact JSON array
+    ``[id, text, label]`` plus a newline, in corpus order, after a version tag. Format, BOM,
+    line ends, field names and key order do not change it; any ID, text, label or order does."""
     revision = Revision()
     for item in items:
         revision.pending.append(canonical_record(item.id, item.text, item.label))
@@ -115,14 +109,9 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
 
 
 def corpus_identity(items: Sequence[CorpusItem]) -> str:
-    """SHA-256 of the corpus as a set of items, order-independent and canonical (R5.3).
-
-    The revision pins the order too (R2.1: variants see the same input order); the identity is
-    what a ledger counts: the same items (ID, text, label) in another order, or with IDs written
-    in another Unicode form that NFC makes equal (the tool's own ID rule, protocol/ids.py), are
-    one corpus. Each item is the compact JSON array ``[NFC id, text, label]``;
-    the arrays are sorted, then hashed one per line after a version tag.
-    """
+    """SHA-256 of the corpus as a set of items (R5.3): what a ledger counts, unlike the
+    revision, which pins the order too (R2.1). The compact JSON arrays ``[NFC id, text, label]``
+    are sorted, then hashed one per line after a version tag."""
     records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
     digest = hashlib.sha256(_IDENTITY_TAG)
     for record in records:
@@ -152,16 +141,10 @@ def load_corpus(
     key: str = "corpus.path",
     texts: bool = True,
 ) -> Corpus:
-    """Load a JSONL or CSV corpus; refuse it, listing every problem with its line (R1.1, R1.2).
-
-    Refused: bytes that are not UTF-8, unreadable records, missing fields, empty or
-    whitespace-padded IDs, duplicate IDs, missing or empty texts, labels outside ``classes``.
-    Texts are kept verbatim (only CRLF becomes LF): any shortening is the backend's, and is
-    counted there (R2.3). ``key`` is the experiment field that names the file (``corpus.tune``
-    ...): a file that cannot be read is reported under it. The file is read as a stream;
-    ``texts=False`` checks and fingerprints the texts but does not keep them (acceptance reads
-    IDs and labels only: memory stays near the file's size).
-    """
+    """Load a JSONL or CSV corpus as a stream; refuse it, listing every problem with its line
+    (R1.1, R1.2). Texts are kept verbatim (only CRLF becomes LF; any cut is the backend's,
+    R2.3). ``key``: the experiment field naming the file, for errors. ``texts=False`` checks and
+    fingerprints the texts without keeping them (acceptance reads IDs and labels only)."""
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
         raise CorpusError(
@@ -202,12 +185,11 @@ def load_corpus(
             kinds.insert(
                 0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
             )
-        listed = "; ".join(kinds[:MAX_LISTED])
-        more = (
-            f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
-        )
+        more = max(0, len(kinds) - MAX_LISTED)
         raise CorpusError(
-            f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): {listed}{more}",
+            f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): "
+            + "; ".join(kinds[:MAX_LISTED])
+            + (f"; ... and {more} more kind(s)" if more else ""),
             rule="R1.1",
         )
     read_as = {"fmt": fmt, "id_field": id_field, "text_field": text_field}
@@ -365,18 +347,15 @@ def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True)
     """Load the declared ``eval``, ``train`` or ``tune`` split with the declared fields
     (``texts=False``: IDs and labels only, for acceptance; see ``load_corpus``)."""
     spec = exp.corpus
-    if split == "eval":
-        path = spec.path
-    elif split in ("train", "tune"):
-        path = getattr(spec, split)
-        if path is None:
-            raise CorpusError(
-                f"no {split} split is declared in the experiment (corpus.{split}); "
-                f"declare it or do not ask for it",
-                rule="R1.4",
-            )
-    else:
+    if split not in ("eval", "train", "tune"):
         raise CorpusError(f"unknown split {split!r}; use 'eval', 'train' or 'tune'", rule="R1.4")
+    path = spec.path if split == "eval" else getattr(spec, split)
+    if path is None:
+        raise CorpusError(
+            f"no {split} split is declared in the experiment (corpus.{split}); "
+            f"declare it or do not ask for it",
+            rule="R1.4",
+        )
     return load_corpus(
         path,
         fmt=spec.format,

@@ -1,6 +1,5 @@
-"""Reading a corpus file as a stream: its records, its problems (grouped by kind:
-protocol/problems.py), and the canonical revision fed one item at a time (a 535 MB
-corpus is never held whole)."""
+"""Reading a corpus file as a stream: its records, its problems (grouped by kind), and the
+canonical revision fed one item at a time (a large corpus is never held whole)."""
 
 from __future__ import annotations
 
@@ -92,7 +91,7 @@ def byte_lines(path: Path, problems: Problems) -> Iterator[tuple[int, str]]:
 
 def jsonl_records(
     lines: Iterator[tuple[int, str]], fields: tuple[str, str, str], problems: Problems
-) -> Iterator[tuple[int, dict[str, Any], bool]]:
+) -> Records:
     """``(line number, object, may hold a lone surrogate)`` per good line, read as a stream:
     the file is never held whole in memory."""
     for number, line in lines:  # each line keeps its "\n" (and a CRLF file its "\r"):
@@ -127,9 +126,7 @@ def jsonl_records(
         yield number, obj, "\\u" in line  # only a \uD800-style escape makes a lone surrogate
 
 
-def csv_records(
-    path: Path, fields: tuple[str, str, str], problems: Problems
-) -> Iterator[tuple[int, dict[str, Any], bool]]:
+def csv_records(path: Path, fields: tuple[str, str, str], problems: Problems) -> Records:
     """``(physical line number, record, False)`` per good row, read as a stream; raises
     UnicodeDecodeError on bytes that are not UTF-8."""
     with open(path, encoding="utf-8-sig", newline="") as text:

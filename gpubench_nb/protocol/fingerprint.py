@@ -29,9 +29,8 @@ def sha256_file(path: Path | str) -> str:
 
 
 def sha256_files(paths: Iterable[Path | str], root: Path | str) -> str:
-    """One hex SHA-256 over several files: each file's name relative to ``root`` and its
-    contents' SHA-256, in sorted name order, so that renaming, adding or changing any file
-    changes the fingerprint while the listing order does not (R1.1)."""
+    """One hex SHA-256 over each file's name relative to ``root`` and content SHA-256, in name
+    order: renaming, adding or changing a file changes it, the listing order does not (R1.1)."""
     root = Path(root)
     entries = sorted(
         (Path(p).resolve().relative_to(root.resolve()).as_posix(), Path(p)) for p in paths

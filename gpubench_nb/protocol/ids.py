@@ -1,9 +1,7 @@
 """Item IDs as canonical text (R1.2, R1.5), and JSON objects whose keys are each given once.
 
-An ID is stored one per line (``expected_ids.txt``) and compared across files, so it must
-round-trip through a line-based file and compare the same however its text was composed:
-no control or line-separator character, no surrounding whitespace, and two IDs that are equal
-after Unicode NFC normalisation are the same ID.
+An ID round-trips through a line-based file (no control or line-separator character, no
+surrounding whitespace), and two IDs equal after Unicode NFC normalisation are the same ID.
 """
 
 from __future__ import annotations
@@ -12,10 +10,8 @@ import json
 import unicodedata
 from typing import Any
 
-# Unicode categories that break a line-based file or hide in a terminal: controls (Cc: \n, \r,
-# \t, \x0b, \x0c, \x1c-\x1e, \x85 ...), the line and paragraph separators U+2028 / U+2029
-# (str.splitlines splits on all of these), and invisible format characters (Cf: U+200B, U+FEFF,
-# bidi overrides) that make two different IDs look the same.
+# Categories that break a line-based file (controls Cc, separators Zl/Zp: str.splitlines splits
+# on them) or make two IDs look the same (invisible format characters Cf: U+200B, U+FEFF, bidi).
 _FORBIDDEN_CATEGORIES = frozenset({"Cc", "Zl", "Zp", "Cf"})
 
 
@@ -61,9 +57,8 @@ _scan_once = _STRICT.scan_once
 
 
 def strict_json_line(line: str) -> Any:
-    """``strict_json_loads`` of one line: the C scanner alone on the usual, well-formed line
-    (no Python-level ``decode`` and its two regex matches); anything else (leading whitespace,
-    trailing data, an error to explain) goes through ``strict_json_loads``."""
+    """``strict_json_loads`` of one line: the C scanner alone on a well-formed line; anything
+    else (leading whitespace, trailing data, an error to explain) goes the full way."""
     try:
         obj, end = _scan_once(line, 0)
     except (StopIteration, ValueError):

@@ -3,6 +3,7 @@ diagnosis in words for every line that is not ``{"id": str, "label": <declared c
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -121,13 +122,5 @@ def read_predictions(path: Path, class_index: dict[str, int]) -> PredictionLines
 
 def lines_of_records(count: int, skipped: list[int]) -> list[int]:
     """Line number of each record, given the lines that produced no record."""
-    if not skipped:
-        return list(range(1, count + 1))
-    lines: list[int] = []
     skip = set(skipped)
-    line = 0
-    while len(lines) < count:
-        line += 1
-        if line not in skip:
-            lines.append(line)
-    return lines
+    return list(itertools.islice((n for n in itertools.count(1) if n not in skip), count))

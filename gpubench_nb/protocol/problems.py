@@ -3,6 +3,7 @@ with its count and where, by every checker (corpus, csv-check, check-bundle)."""
 
 from __future__ import annotations
 
+import itertools
 import re
 
 SHOWN_PLACES = 6  # places (or runs of consecutive numbers) named before "..."
@@ -18,19 +19,11 @@ def failure_kind(message: str) -> str:
 def places_text(places: list[int] | list[str]) -> str:
     """``1-45``; ``2, 5-9, 12``; ``b1/cold-1, b1/warm-1, ...``: consecutive numbers as one
     range, at most SHOWN_PLACES pieces, then "..."."""
-    pieces: list[str] = []
+    pieces = [str(p) for p in dict.fromkeys(places)]
     if all(isinstance(p, int) for p in places):
-        numbers = sorted(set(places))  # type: ignore[type-var]
-        start = prev = numbers[0]
-        for n in [*numbers[1:], None]:
-            if n is not None and n == prev + 1:
-                prev = n
-                continue
-            pieces.append(str(start) if start == prev else f"{start}-{prev}")
-            if n is not None:
-                start = prev = n
-    else:
-        pieces = [str(p) for p in dict.fromkeys(places)]
+        numbers = enumerate(sorted(set(places)))  # type: ignore[type-var]
+        runs = [[n for _, n in run] for _, run in itertools.groupby(numbers, lambda p: p[1] - p[0])]
+        pieces = [str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs]
     more = ", ..." if len(pieces) > SHOWN_PLACES else ""
     return ", ".join(pieces[:SHOWN_PLACES]) + more
 

@@ -1,7 +1,5 @@
 """Reading and writing resultats-bruts.csv (R4): durable appends, atomic rewrites, typed reads.
-
-The schema itself (columns, types, row rules) lives in :mod:`gpubench_nb.protocol.results_schema`.
-"""
+The schema (columns, types, row rules) lives in ``results_schema``."""
 
 from __future__ import annotations
 
@@ -47,6 +45,8 @@ MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns 
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
+_EXPECTED = {int: ("an integer", numbers.Integral), float: ("a number", numbers.Real)}
+_EXPECTED[str] = ("a string", str)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -54,11 +54,8 @@ _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 
 
 def format_float(value: float) -> str:
-    """Plain decimal with a '.', never an exponent or a locale's comma, round-tripping (R4.2).
-
-    ``repr`` gives the shortest text that reads back to the same float; an exponent form
-    (``1e-05``) is rewritten as its exact plain decimal (``0.00001``).
-    """
+    """Plain decimal with a '.', never an exponent or a locale's comma, round-tripping (R4.2):
+    ``repr``'s shortest text, an exponent form (``1e-05``) written out (``0.00001``)."""
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{value!r} is not a finite number")
@@ -78,16 +75,13 @@ def _format_cell(column: str, value: Any) -> str:
         if not isinstance(value, bool):
             raise TypeError(f"expects true/false, got {value!r}")
         return "true" if value else "false"
+    expected, accepted = _EXPECTED[kind]
+    if isinstance(value, bool) or not isinstance(value, accepted):
+        raise TypeError(f"expects {expected}, got {value!r} ({type(value).__name__})")
     if kind is int:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"expects an integer, got {value!r} ({type(value).__name__})")
         return str(int(value))
     if kind is float:
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"expects a number, got {value!r} ({type(value).__name__})")
         return format_float(value)
-    if not isinstance(value, str):
-        raise TypeError(f"expects a string, got {value!r} ({type(value).__name__})")
     if _NEEDS_QUOTES.search(value):  # R4.4: RFC 4180 quoting, quotes doubled
         return '"' + value.replace('"', '""') + '"'
     return value
@@ -145,10 +139,7 @@ def _duplicates(problems: Problems, rows: list[dict[str, Any]], where: Any) -> N
 
 def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     """Append rows in one durable write; the header first when the file is new or empty (R4.1).
-
-    Refuses to append to a file whose header differs, or whose last record is torn (call
-    ``repair_torn_tail`` first), so a crash never glues half a row to the next one.
-    """
+    Refuses a file whose header differs or whose last record is torn (``repair_torn_tail``)."""
     path = Path(path)
     text = _checked_text(rows)
     existing = path.read_bytes() if path.exists() else b""
@@ -188,11 +179,8 @@ def _complete_length(data: bytes) -> int:
 
 
 def repair_torn_tail(path: Path) -> bool:
-    """Cut a final record that a crash left without its newline; True when something was cut.
-
-    The pipeline calls this before resuming. Rows are appended in one write, so a torn tail
-    can only be part of the last append: the complete rows before it are kept.
-    """
+    """Cut a final record that a crash left without its newline; True when something was cut
+    (rows are appended in one write, so only the last append can be torn)."""
     path = Path(path)
     if not path.exists():
         return False  # nothing written yet, nothing torn

@@ -8,96 +8,55 @@ from typing import Any
 from gpubench_nb.protocol.records import PHASES
 
 # R2.4: the hardware and environment actually observed, copied from environment.json into
-# every row (engine.environment.ROW_FIELDS is this tuple).
-ENVIRONMENT_COLUMNS: tuple[str, ...] = (
-    "gpu_model",
-    "gpu_count",
-    "device",
-    "driver_version",
-    "python_version",
-    "torch_version",
-    "runtime_version",
-)
-# R4: the columns, in PROTOCOL.md's order. Never derived from data.
-COLUMNS: tuple[str, ...] = (
-    "experiment_id",
-    "variant_id",
-    "corpus_revision",
-    "model_revision",
-    "tokenizer_revision",
-    "seed",
-    *ENVIRONMENT_COLUMNS,
-    "precision",
-    "batch",
-    "context",
-    "phase",
-    "run_index",
-    "warmup_iterations",
-    "expected_ids",
-    "observed_ids",
-    "ids_match",
-    "format_valid",
-    "quality_metric",
-    "quality_threshold",
-    "quality_tolerance",
-    "quality_value",
-    "corpus_accepted",
-    "elapsed_seconds",
-    "baseline_allocated_bytes",
-    "baseline_reserved_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-    "duration_days",
-    "lots",
-    "package_total_usd_minor",
-    "accepted_unique_corpora",
-    "notes",
-)
-assert len(COLUMNS) == 38
-
-# R4.2: one type per column. Bytes and cents are integers; times and quality are floats.
-_STR, _INT, _FLOAT, _BOOL = str, int, float, bool
-TYPE_OF_COLUMN: dict[str, type] = {
-    "experiment_id": _STR,
-    "variant_id": _STR,
-    "corpus_revision": _STR,
-    "model_revision": _STR,
-    "tokenizer_revision": _STR,
-    "seed": _INT,
-    "gpu_model": _STR,
-    "gpu_count": _INT,
-    "device": _STR,
-    "driver_version": _STR,
-    "python_version": _STR,
-    "torch_version": _STR,
-    "runtime_version": _STR,
-    "precision": _STR,
-    "batch": _INT,
-    "context": _INT,
-    "phase": _STR,
-    "run_index": _INT,
-    "warmup_iterations": _INT,
-    "expected_ids": _INT,
-    "observed_ids": _INT,
-    "ids_match": _BOOL,
-    "format_valid": _BOOL,
-    "quality_metric": _STR,
-    "quality_threshold": _FLOAT,
-    "quality_tolerance": _FLOAT,
-    "quality_value": _FLOAT,
-    "corpus_accepted": _BOOL,
-    "elapsed_seconds": _FLOAT,
-    "baseline_allocated_bytes": _INT,
-    "baseline_reserved_bytes": _INT,
-    "peak_allocated_bytes": _INT,
-    "peak_reserved_bytes": _INT,
-    "duration_days": _INT,
-    "lots": _INT,
-    "package_total_usd_minor": _INT,
-    "accepted_unique_corpora": _INT,
-    "notes": _STR,
+# every row (engine.environment.ROW_FIELDS is ENVIRONMENT_COLUMNS).
+_ENVIRONMENT_TYPES: dict[str, type] = {
+    "gpu_model": str,
+    "gpu_count": int,
+    "device": str,
+    "driver_version": str,
+    "python_version": str,
+    "torch_version": str,
+    "runtime_version": str,
 }
-assert tuple(TYPE_OF_COLUMN) == COLUMNS
+ENVIRONMENT_COLUMNS: tuple[str, ...] = tuple(_ENVIRONMENT_TYPES)
+# R4, R4.2: the columns in PROTOCOL.md's order (never derived from data), one type each.
+# Bytes and cents are integers; times and quality are floats.
+TYPE_OF_COLUMN: dict[str, type] = {
+    "experiment_id": str,
+    "variant_id": str,
+    "corpus_revision": str,
+    "model_revision": str,
+    "tokenizer_revision": str,
+    "seed": int,
+    **_ENVIRONMENT_TYPES,
+    "precision": str,
+    "batch": int,
+    "context": int,
+    "phase": str,
+    "run_index": int,
+    "warmup_iterations": int,
+    "expected_ids": int,
+    "observed_ids": int,
+    "ids_match": bool,
+    "format_valid": bool,
+    "quality_metric": str,
+    "quality_threshold": float,
+    "quality_tolerance": float,
+    "quality_value": float,
+    "corpus_accepted": bool,
+    "elapsed_seconds": float,
+    "baseline_allocated_bytes": int,
+    "baseline_reserved_bytes": int,
+    "peak_allocated_bytes": int,
+    "peak_reserved_bytes": int,
+    "duration_days": int,
+    "lots": int,
+    "package_total_usd_minor": int,
+    "accepted_unique_corpora": int,
+    "notes": str,
+}
+COLUMNS: tuple[str, ...] = tuple(TYPE_OF_COLUMN)
+assert len(COLUMNS) == 38
 
 PACKAGE_DAYS = (3, 7, 30)  # R5.1
 BOUNDED_METRICS = ("macro_f1", "weighted_f1", "accuracy")  # values in [0, 1]
@@ -147,26 +106,19 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
         for column in ("quality_value", "quality_threshold"):
             if row.get(column) is not None and row[column] > 1:
                 bad(column, f"R1.3: {row[column]} > 1 for {row['quality_metric']}")
-
-    def pair(low: str, high: str, rule: str) -> None:
+    inside, after = (
+        "R3.9 (allocated is inside reserved)",
+        "R3.8 (the peak is taken after the baseline)",
+    )
+    for low, high, rule in (
+        ("peak_allocated_bytes", "peak_reserved_bytes", inside),
+        ("baseline_allocated_bytes", "baseline_reserved_bytes", inside),
+        ("baseline_allocated_bytes", "peak_allocated_bytes", after),
+        ("baseline_reserved_bytes", "peak_reserved_bytes", after),
+    ):
         a, b = row.get(low), row.get(high)
         if a is not None and b is not None and a > b:
             bad(low, f"{rule}: {low} {a} > {high} {b}")
-
-    pair("peak_allocated_bytes", "peak_reserved_bytes", "R3.9 (allocated is inside reserved)")
-    pair(
-        "baseline_allocated_bytes", "baseline_reserved_bytes", "R3.9 (allocated is inside reserved)"
-    )
-    pair(
-        "baseline_allocated_bytes",
-        "peak_allocated_bytes",
-        "R3.8 (the peak is taken after the baseline)",
-    )
-    pair(
-        "baseline_reserved_bytes",
-        "peak_reserved_bytes",
-        "R3.8 (the peak is taken after the baseline)",
-    )
     expected, observed = row.get("expected_ids"), row.get("observed_ids")
     if row.get("ids_match") is True and None not in (expected, observed) and expected != observed:
         bad("ids_match", f"R1.5: true, yet observed_ids {observed} != expected_ids {expected}")
@@ -197,15 +149,11 @@ def duplicate_runs(
         key = tuple(row.get(k) for k in keys)
         if None in key:
             continue
-        if key in seen:
-            run = dict(zip(keys, key, strict=True))
-            errors.append(
-                (
-                    number,
-                    f"{where(number)}: R4.1: a second row for run {run} (first: "
-                    f"{where(seen[key])}); one row per run",
-                )
-            )
-        else:
+        if key not in seen:
             seen[key] = number
+            continue
+        run = dict(zip(keys, key, strict=True))
+        first = where(seen[key])
+        message = f"R4.1: a second row for run {run} (first: {first}); one row per run"
+        errors.append((number, f"{where(number)}: {message}"))
     return errors

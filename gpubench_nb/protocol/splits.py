@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,11 +24,8 @@ class Split(Protocol):
 
 
 def normalise_text(text: str) -> str:
-    """NFKC, casefold and collapse whitespace: the form in which two texts count as identical.
-
-    Unicode normalisation first, so that "é" typed as one code point or as "e" + a combining
-    accent, or a full-width "Ａ", do not let the same text pass as two (R1.4).
-    """
+    """NFKC, casefold and collapse whitespace: the form in which two texts count as identical
+    (a composed or decomposed "é", a full-width "Ａ" never pass as two texts, R1.4)."""
     folded = unicodedata.normalize("NFKC", text).casefold()
     return " ".join(unicodedata.normalize("NFKC", folded).split())
 
@@ -45,16 +43,10 @@ def _overlap(a: Split, b: Split) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def check_disjoint(eval: Split, others: Mapping[str, Split]) -> None:
-    """Refuse any shared ID or identical normalised text between splits (R1.4).
-
-    ``eval`` is compared with every other split, and the other splits with each other (a tune
-    set that holds training items tunes on what was fitted).
-    """
+    """Refuse any shared ID or identical normalised text between any two splits (R1.4): a
+    tune set that holds training items tunes on what was fitted."""
     pairs = [("eval", eval, name, corpus) for name, corpus in others.items()]
-    names = list(others)
-    for i, first in enumerate(names):
-        for second in names[i + 1 :]:
-            pairs.append((first, others[first], second, others[second]))
+    pairs += [(x, others[x], y, others[y]) for x, y in itertools.combinations(others, 2)]
     problems = []
     for a_name, a, b_name, b in pairs:
         shared_ids, shared_texts = _overlap(a, b)

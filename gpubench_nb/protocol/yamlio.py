@@ -1,7 +1,6 @@
 """The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused.
 
-Every YAML the tool reads (experiment, offers, papermill list parameters) goes through here, so
-each input rule holds everywhere: a key given twice is an error, not "last one
+Every YAML the tool reads goes through here: a key given twice is an error, not "last one
 wins"; a small file cannot expand into gigabytes through aliases ("billion laughs").
 """
 
@@ -73,10 +72,8 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 
 def _check_expansion(root: yaml.Node) -> None:
-    """Refuse a document whose aliases expand past MAX_EXPANDED_NODES, or that refers to itself.
-
-    Sizes are memoised per node, so the check is linear in the file, not in its expansion.
-    """
+    """Refuse a document whose aliases expand past MAX_EXPANDED_NODES, or that refers to itself
+    (sizes memoised per node: linear in the file, not in its expansion)."""
     sizes: dict[int, int] = {}
     visiting: set[int] = set()
     stack: list[tuple[yaml.Node, bool]] = [(root, False)]

@@ -1,20 +1,16 @@
 """The ``causal_lm`` backend: a local causal LM prompted per text, classes decided by declared rule.
 
-``loglik`` (default): the class whose verbalisation is the most likely continuation of the
-prompt, log-probabilities summed over its tokens (lm-evaluation-harness, multiple choice),
-optionally divided by its length in tokens or characters. When every verbalisation is one
-distinct token, one forward per text reads the last position (fast path); otherwise every
-(text, class) pair is scored (general path). ``generate``: greedy decoding; the answer maps to a
-class only by exact match after the declared normalisation, anything else is an off-label
-answer written as-is, so acceptance fails ``format_valid`` (R1.5).
-
-Batches are padded on the left, with ``position_ids`` derived from the attention mask: a row
-keeps the positions it has alone (GPT-2's absolute positions included), so a batch answers as
-batch 1 does (R2.1).
+``loglik`` (default): the class whose verbalisation is the most likely continuation (summed
+log-probabilities, optionally length-normalised); one forward per text when every verbalisation
+is one distinct token (fast path), else every (text, class) pair is scored. ``generate``: greedy
+decoding, mapped to a class by exact match after normalisation; anything else is an off-label
+answer, so acceptance fails ``format_valid`` (R1.5). Batches are left-padded with
+``position_ids`` from the attention mask, so a batch answers as batch 1 does (R2.1).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,20 +75,18 @@ class CausalLmBackend(Backend):
         self.prompts = PromptTokenizer(self.tokenizer, prompt)
         model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(spec.precision))
         self.module = model.to(device).eval()
-        # R2.5, R1.3: the folder's generation_config.json is fingerprinted, but
-        # none of its options applies: the model's defaults become exactly the declared ones,
-        # so generate() has no folder default left to merge in.
+        # R2.5, R1.3: none of the folder's generation options applies: the model's defaults
+        # become exactly the declared ones, so generate() has no folder default to merge in.
         self.generation_config, self.folder_overridden = declared_generation_config(
             model, self.tokenizer, prompt
         )
         self.module.generation_config = self.generation_config
         self._max_context = max_context(model.config, self.tokenizer)
-        conts = self.prompts.continuations
-        self.fast_path = prompt.decision == "loglik" and (
-            all(len(c) == 1 for c in conts) and len({c[0] for c in conts}) == len(conts)
-        )
+        self.fast_path = self.prompts.fast_path
         self._first_tokens = (
-            torch.tensor([c[0] for c in conts], device=device) if self.fast_path else None
+            torch.tensor([c[0] for c in self.prompts.continuations], device=device)
+            if self.fast_path
+            else None
         )
         self._answers: dict[int, str] = {}
         self._input_tokens = 0
@@ -105,12 +99,7 @@ class CausalLmBackend(Backend):
 
     def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
         """Prompt + text tokens, the prompt kept whole and the text cut (R2.3)."""
-        after = (
-            max(len(c) for c in self.prompts.continuations)
-            if self.prompt.decision == "loglik"
-            else self.prompt.max_new_tokens
-        )
-        self.prompts.check_context(context, self._max_context, after)
+        self.prompts.check_context(context, self._max_context, self.prompts.tokens_after)
         tokenized = self.prompts.tokenize(texts, context)
         self._input_tokens = sum(len(ids) for ids in tokenized.input_ids)
         self._generated_tokens = 0  # one tokenisation per pass: the pass's count starts here
@@ -180,11 +169,10 @@ class CausalLmBackend(Backend):
         rows, width = ids.shape
         conts = self.prompts.continuations
         longest = max(len(c) for c in conts)
-        cont_ids = torch.full((len(conts), longest), self.tokenizer.pad_id, dtype=torch.long)
-        cont_mask = torch.zeros((len(conts), longest), dtype=torch.long)
-        for c, tokens in enumerate(conts):
-            cont_ids[c, : len(tokens)] = torch.tensor(tokens)
-            cont_mask[c, : len(tokens)] = 1
+        cont_ids = torch.tensor(
+            [[*c, *[self.tokenizer.pad_id] * (longest - len(c))] for c in conts]
+        )
+        cont_mask = torch.tensor([[1] * len(c) + [0] * (longest - len(c)) for c in conts])
         cont_ids, cont_mask = cont_ids.to(ids.device), cont_mask.to(ids.device)
         classes = len(conts)
         full_ids = torch.cat(
@@ -244,11 +232,7 @@ class CausalLmBackend(Backend):
         ends = set(eos if isinstance(eos, list) else [eos])
         texts = []
         for row in output[:, width:].tolist():
-            kept = []
-            for token in row:
-                if token in ends:
-                    break
-                kept.append(token)
+            kept = list(itertools.takewhile(lambda token: token not in ends, row))
             while kept and kept[-1] == self.tokenizer.pad_id:  # a finished row's filling
                 kept.pop()
             self._generated_tokens += len(kept)
@@ -260,10 +244,9 @@ class CausalLmBackend(Backend):
 
 
 def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple[Any, list[str]]:
-    """The generation config of the declared options only (greedy, ``max_new_tokens``), and
-    the names of the folder's generation options it overrides. Token ids (end of
-    sequence, padding, start) are facts of the model, read from its files, which are part of
-    the model revision; every other option of generation_config.json is dropped."""
+    """The generation config of the declared options only (greedy, ``max_new_tokens``) and the
+    folder's generation options it overrides; token ids (eos, pad, bos) are kept from the model's
+    files (part of its revision), every other option of generation_config.json is dropped."""
     from transformers import GenerationConfig
 
     folder = getattr(model, "generation_config", None)

@@ -1,17 +1,10 @@
 """Decoder-only sequence classifiers (GPT-2, Llama, Qwen, ...): padding that keeps their answer.
 
-A decoder classifier reads its logits at one token per row. transformers picks, in the
-installed 5.x ``GenericForSequenceClassification.forward`` (and ``GPT2ForSequenceClassification``),
-the rightmost token whose id differs from ``config.pad_token_id``; with no pad id it reads the
-last position and refuses batches of more than one row. So a batch answers as batch 1 does
-(R2.1: only the declared knob may change the work) when:
-
-* padding is on the right: real tokens keep positions 0..n-1 (GPT-2's absolute positions
-  included) and, attention being causal, never see the pads after them;
-* the pad id is ``config.pad_token_id`` itself, so the rightmost non-pad token of a padded row
-  is the one batch 1 reads -- a tokenizer pad id that differs would be read as a real token;
-* with no ``config.pad_token_id``, the logits are read here at each row's last real token (the
-  attention mask's), which is the last position batch 1 reads.
+transformers reads a decoder classifier's logits at the rightmost token whose id differs from
+``config.pad_token_id`` (no pad id: the last position, batch 1 only). So a batch answers as
+batch 1 does (R2.1) when padding is on the right (causal attention never sees the pads), the
+pad id is ``config.pad_token_id`` itself, and, with no ``config.pad_token_id``, the logits are
+read here at each row's last real token (the attention mask's).
 """
 
 from __future__ import annotations
@@ -46,11 +39,8 @@ class DecoderPadding:
 
 
 def is_decoder_classifier(model: Any) -> bool:
-    """True for a decoder-only ``*ForSequenceClassification`` that pools one token per row.
-
-    The architecture has a causal-LM head and no masked-LM head in transformers' auto
-    mappings (BERT-like models have both), is not encoder-decoder, and scores with ``score``.
-    """
+    """True for a decoder-only ``*ForSequenceClassification``: a causal-LM and no masked-LM
+    head in transformers' auto mappings (BERT-like models have both), scoring with ``score``."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -92,10 +82,8 @@ def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderP
 
 
 def pad_id_problem(text_config: Any, folder: Path) -> str | None:
-    """Why ``config.pad_token_id`` cannot pad this model's rows (with the fix), or None.
-
-    Read from the config alone, so ``validate`` and ``run`` refuse it before any kernel starts
-    and the message reaches the terminal, not only a failed row's notes."""
+    """Why ``config.pad_token_id`` cannot pad this model's rows (with the fix), or None; from
+    the config alone, so ``validate`` and ``run`` refuse it before any kernel starts."""
     config_pad = getattr(text_config, "pad_token_id", None)
     if config_pad is None:
         return None

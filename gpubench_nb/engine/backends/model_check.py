@@ -51,17 +51,23 @@ def check_declared_model(exp: Any) -> list[str]:
             rule="R1.1",
         )
     lines = [f"model files config.json + weights in {model_dir}; tokenizer in {tokenizer_dir}"]
-    if not entry.prompt:  # a sequence classifier: its pad id must be embeddable (R2.1)
-        _check_pad_id(model_dir)
     if entry.prompt:
-        lines += _prompt_lines(exp, model_dir, tokenizer_dir)
+        return lines + _prompt_lines(exp, model_dir, tokenizer_dir)
+    _check_pad_id(model_dir)  # a sequence classifier: its pad id must be embeddable (R2.1)
     return lines
+
+
+def _config(model_dir: Path) -> Any:
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise BackendError(f"cannot read {model_dir}/config.json: {exc}", rule="R1.1") from exc
 
 
 def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
     """How the declared prompt tokenises with this tokenizer, and whether contexts fit."""
-    from transformers import AutoConfig
-
     from gpubench_nb.engine.backends.hf import max_context
     from gpubench_nb.engine.backends.prompts import PromptTokenizer
     from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline
@@ -70,23 +76,13 @@ def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
     prompt = exp.model.prompt
     tokenizer = TextTokenizer(tokenizer_dir)
     prompts = PromptTokenizer(tokenizer, prompt)
-    try:
-        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise BackendError(f"cannot read {model_dir}/config.json: {exc}", rule="R1.1") from exc
-    limit = max_context(config, tokenizer)
-    after = (
-        max(len(c) for c in prompts.continuations)
-        if prompt.decision == "loglik"
-        else prompt.max_new_tokens
-    )
+    limit = max_context(_config(model_dir), tokenizer)
     for context in sorted({v.settings.context for v in exp.variants}):
-        prompts.check_context(context, limit, after)
+        prompts.check_context(context, limit, prompts.tokens_after)
     if prompt.decision == "loglik":
         path = (
             "fast path: every verbalisation is one distinct token, one forward per text"
-            if all(len(c) == 1 for c in prompts.continuations)
-            and len({c[0] for c in prompts.continuations}) == len(prompts.continuations)
+            if prompts.fast_path
             else "general path: every (text, class) pair is scored"
         )
         sizes = ", ".join(
@@ -105,14 +101,8 @@ def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
 
 def _check_pad_id(model_dir: Path) -> None:
     """A decoder classifier's ``pad_token_id`` must be a token id of the model (R2.1)."""
-    from transformers import AutoConfig
-
     from gpubench_nb.engine.backends.decoder import pad_id_problem
 
-    try:
-        config = AutoConfig.from_pretrained(str(model_dir), local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise BackendError(f"cannot read {model_dir}/config.json: {exc}", rule="R1.1") from exc
-    problem = pad_id_problem(config.get_text_config(), model_dir)
+    problem = pad_id_problem(_config(model_dir).get_text_config(), model_dir)
     if problem is not None:
         raise BackendError(problem, rule="R2.1")

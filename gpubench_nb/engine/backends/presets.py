@@ -21,9 +21,8 @@ METADATA_FORMAT = 1
 
 @dataclass(frozen=True)
 class BuildSpec:
-    """What a preset is built from: the train and tune splits (texts, labels), the declared
-    classes (R1.3), the seed, the context texts are cut to, model.build (``options``) and the
-    provenance its metadata records (R1.1, R1.4). Eval is never part of it."""
+    """What a preset is built from: train and tune splits (never eval, R1.4), the declared
+    classes (R1.3), seed, context, model.build (``options``) and provenance (R1.1)."""
 
     train_texts: Sequence[str]
     train_labels: Sequence[str]
@@ -91,9 +90,8 @@ def encode_labels(labels: Sequence[str], classes: Sequence[str], split: str) -> 
 
 
 def select_subset(labels: Sequence[int], limit: int | None, mode: str) -> list[int]:
-    """Positions to build on, in corpus order: all of them, the first ``limit``, or a
-    stratified ``limit`` (each class's share by largest remainder, at least one per class
-    when the limit allows, first items of each class) -- deterministic, no RNG."""
+    """Positions to build on, in corpus order: all, the first ``limit``, or a stratified
+    ``limit`` (largest remainder, at least one per class when possible); no RNG."""
     n = len(labels)
     if limit is None or limit >= n:
         return list(range(n))
@@ -120,19 +118,19 @@ def select_subset(labels: Sequence[int], limit: int | None, mode: str) -> list[i
 def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> float:
     """Macro-averaged F1 over all declared classes; a class with no true positive scores 0
     (so a class absent from both gold and predictions also scores 0)."""
+    pairs = list(zip(gold, predicted, strict=True))
     scores = []
     for c in range(n_classes):
-        tp = sum(1 for g, p in zip(gold, predicted, strict=True) if g == c and p == c)
-        fp = sum(1 for g, p in zip(gold, predicted, strict=True) if g != c and p == c)
-        fn = sum(1 for g, p in zip(gold, predicted, strict=True) if g == c and p != c)
-        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn))
+        tp = sum(g == c and p == c for g, p in pairs)
+        fp_fn = sum((g == c) != (p == c) for g, p in pairs)
+        scores.append(0.0 if tp == 0 else 2 * tp / (2 * tp + fp_fn))
     return sum(scores) / n_classes
 
 
 @contextmanager
 def staged_build(out_dir: Path) -> Iterator[Path]:
-    """A fresh sibling folder to write the build into; moved to ``out_dir`` only when the
-    block completes, removed if it fails, so ``out_dir`` never holds a half-written model."""
+    """A fresh sibling folder to build into, moved to ``out_dir`` only when the block
+    completes: ``out_dir`` never holds a half-written model."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
@@ -155,8 +153,7 @@ def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
 
 
 def _install(staged: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` by the staged folder (the old one removed only once the new one
-    is complete)."""
+    """Replace ``out_dir`` by the complete staged folder, then remove the old one."""
     out_dir = Path(out_dir)
     give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
     old = None
@@ -170,8 +167,7 @@ def _install(staged: Path, out_dir: Path) -> None:
 
 @dataclass(frozen=True)
 class Subsets:
-    """The train and tune items a preset is built on: positions in each split, in corpus order,
-    and their class indices."""
+    """The train and tune items a preset is built on: positions in corpus order, class indices."""
 
     keep_train: list[int]
     y_train: list[int]

@@ -1,9 +1,8 @@
 """A declared prompt around each text, tokenised whole; truncation cuts the text only (R2.3).
 
-The prompt (template, optionally wrapped by the tokenizer's chat template) is split once into
-the part before ``{text}`` and the part after it. Each text is tokenised inside its prompt, as a
-user's own code would tokenise the full string; when that is longer than the declared context,
-the text is cut at a token boundary and the prompt kept whole, and the dropped tokens counted.
+The prompt (optionally wrapped by the chat template) is split once around ``{text}``; each text
+is tokenised inside its prompt, and one too long for the context is cut at a token boundary,
+the prompt kept whole and the dropped tokens counted.
 """
 
 from __future__ import annotations
@@ -47,12 +46,14 @@ class PromptTokenizer:
             else []
         )
         self._check_distinct()
+        conts = self.continuations  # loglik: one forward per text when each is one distinct token
+        self.fast_path = bool(conts) and len({tuple(c) for c in conts if len(c) == 1}) == len(conts)
+        # tokens scored or generated after the context
+        self.tokens_after = max(map(len, conts)) if conts else prompt.max_new_tokens
 
     def _check_distinct(self) -> None:
-        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3): two
-        classes scored on the same tokens (`` admin`` and `` ADMIN`` under a lower-casing
-        tokenizer), a verbalisation that is the unknown token, or (generate) two answers equal
-        after the declared normalisation. One class would never be predicted."""
+        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3): the same tokens, an
+        unknown token, or (generate) equal after normalisation: a class never predicted."""
         verbalisations = self.prompt.verbalisations
         if self.prompt.decision == "loglik":
             keys = [tuple(c) for c in self.continuations]
@@ -127,9 +128,8 @@ class PromptTokenizer:
         return self.fast.encode_batch(list(strings), add_special_tokens=self.add_special_tokens)
 
     def _continuation(self, verbalisation: str) -> list[int]:
-        """The verbalisation's tokens after the prompt: tokens of (end of prompt +
-        verbalisation) past those of the end of the prompt, as lm-evaluation-harness splits a
-        context from its continuation."""
+        """Tokens of (end of prompt + verbalisation) past those of the end of the prompt, as
+        lm-evaluation-harness splits a context from its continuation."""
         before = self.fast.encode(self.suffix, add_special_tokens=False).ids
         whole = self.fast.encode(self.suffix + verbalisation, add_special_tokens=False).ids
         if whole[: len(before)] != before or len(whole) == len(before):
@@ -183,16 +183,12 @@ class PromptTokenizer:
         """Prompt + text token IDs per text, at most ``context``; a cut text counts once in
         ``truncated_texts`` and its lost tokens in ``dropped_tokens`` (R2.3)."""
         encodings = self._encode([self.render(t) for t in texts])
-        ids: list[list[int]] = []
-        truncated = dropped = 0
-        for text, encoding in zip(texts, encodings, strict=True):
-            if len(encoding.ids) <= context:
-                ids.append(list(encoding.ids))
-                continue
-            kept = self._cut(text, encoding, context)
-            truncated += 1
-            dropped += len(encoding.ids) - len(kept)
-            ids.append(kept)
+        ids = [
+            list(e.ids) if len(e.ids) <= context else self._cut(text, e, context)
+            for text, e in zip(texts, encodings, strict=True)
+        ]
+        truncated = sum(len(e.ids) > context for e in encodings)
+        dropped = sum(len(e.ids) - len(kept) for e, kept in zip(encodings, ids, strict=True))
         return Tokenized(input_ids=ids, truncated_texts=truncated, dropped_tokens=dropped)
 
     def _cut(self, text: str, encoding: Any, context: int) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Sequence
@@ -15,10 +16,8 @@ from gpubench_nb.protocol.fingerprint import sha256_files
 
 @dataclass
 class Tokenized:
-    """Token IDs of each text in corpus order, already cut to the context limit (R2.3).
-
-    It lives here, not in ``base``, so that ``base`` imports ``tokenization`` and never the
-    reverse (the package has no import circle; tests/test_layout.py)."""
+    """Token IDs of each text in corpus order, already cut to the context limit (R2.3); here,
+    not in ``base``, so that ``base`` imports ``tokenization`` and never the reverse."""
 
     input_ids: list[list[int]]
     truncated_texts: int  # texts longer than the context, special tokens included
@@ -45,9 +44,8 @@ CHAT_TEMPLATE_DIR = "additional_chat_templates"  # transformers reads every *.ji
 # all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
 # and the Apache-2.0 licence beside it): the bow preset needs nothing else.
 WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
-# Their revision (sha256_files of the tokenizer files, R1.1), as in every bow lock since the
-# first demo; a constant so that a load compares it without hashing (R3.2). The test suite
-# recomputes it from the shipped files (tests/engine/test_tokenization.py).
+# Their revision (sha256_files, R1.1): a constant so that a load compares it without hashing
+# (R3.2); tests/engine/test_tokenization.py recomputes it from the shipped files.
 WORDPIECE_REVISION = "581b86bcd900eb9f5dde4752fb086fe3731c10d2c992850b6e82469b2c35d333"
 
 
@@ -89,12 +87,9 @@ def tokenizer_files(folder: Path) -> list[Path]:
 class TextTokenizer:
     """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1).
 
-    Two routes read the same files. transformers' ``AutoTokenizer`` reads any Hugging Face
-    folder. The shipped WordPiece files (the bow preset's) are read by the ``tokenizers``
-    library alone when the caller allows it (``plain=True``) and the folder's revision is
-    theirs: the same Rust tokenizer gives the same IDs (tests/engine/test_tokenization.py checks
-    every text of the corpus), and a bow run then never imports transformers, about 0.9 s of
-    every scheduled run's fresh kernel on 2 cores."""
+    transformers' ``AutoTokenizer`` reads any folder; the shipped WordPiece files (bow preset)
+    are read by ``tokenizers`` alone when ``plain=True`` and the revision is theirs: the same
+    IDs, without importing transformers (~0.9 s of every fresh kernel)."""
 
     def __init__(self, path: Path, *, revision: str | None = None, plain: bool = False) -> None:
         """Load the tokenizer once. ``revision``: its fingerprint, taken before a timed load
@@ -121,9 +116,8 @@ class TextTokenizer:
         self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else 0
         self.special_count = self.hf.num_special_tokens_to_add(pair=False)
         self._vocab_size = len(self.hf)
-        # The fast tokenizer's own Rust object, not a re-parsed copy (the tokenizer is loaded
-        # once, R3.2). transformers sets its padding/truncation per call, so tokenize() only
-        # has to clear any state left by such a call before encoding.
+        # The fast tokenizer's own Rust object (loaded once, R3.2); tokenize() clears any
+        # padding/truncation state a transformers call left on it.
         self._fast: Any = self.hf.backend_tokenizer if getattr(self.hf, "is_fast", False) else None
 
     def _load_plain(self) -> None:
@@ -177,12 +171,9 @@ class TextTokenizer:
             full = [e.ids for e in encodings]
             cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]
         else:
-            full = self.hf(texts, add_special_tokens=True, truncation=False, verbose=False)[
-                "input_ids"
-            ]
-            cut = self.hf(texts, add_special_tokens=True, truncation=True, max_length=context)[
-                "input_ids"
-            ]
+            encode = functools.partial(self.hf, texts, add_special_tokens=True)
+            full = encode(truncation=False, verbose=False)["input_ids"]
+            cut = encode(truncation=True, max_length=context)["input_ids"]
         truncated = sum(1 for ids in full if len(ids) > context)
         dropped = sum(len(f) - len(c) for f, c in zip(full, cut, strict=True))
         return Tokenized(
@@ -192,16 +183,13 @@ class TextTokenizer:
 
 def _cut(ids: list[int], special: list[int], context: int) -> list[int]:
     """Keep every special token and the first content tokens, ``context`` in all: what the
-    tokenizer's own right truncation gives for one sequence (the tests check this on the
-    demo corpus), from one encoding instead of two."""
+    tokenizer's own right truncation gives, from one encoding instead of two."""
     if len(ids) <= context:
         return list(ids)
     room = context - sum(special)
     kept: list[int] = []
     for token, is_special in zip(ids, special, strict=True):
-        if is_special:
+        if is_special or room > 0:
             kept.append(token)
-        elif room > 0:
-            kept.append(token)
-            room -= 1
+            room -= not is_special
     return kept

@@ -1,18 +1,16 @@
 """The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1).
 
-``parameters/campaign-*.yaml`` names the experiment YAML and the targets; each target stands
-for one offer of the offers table (whole package days and lots, R5.1, R5.2) and says how it is
-reached: ``local`` (this machine, one target after the other), ``slurm`` (a partition, whole
-GPUs) or ``manual`` (a rented box without Slurm: its bundle is made there with
-``gpubench-nb run --protocol`` and copied back). Validated like an experiment YAML: unknown
-keys are errors naming the nearest valid key, and every problem is listed at once.
+Each target stands for one offer (whole package days and lots, R5.1, R5.2) and says how it is
+reached: ``local`` (this machine), ``slurm`` (a partition, whole GPUs) or ``manual`` (a rented
+box: ``gpubench-nb run --protocol`` there, bundle copied back). Validated like an experiment
+YAML: unknown keys name the nearest valid key, and every problem is listed at once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -124,19 +122,13 @@ class Target:
 
     def describe(self) -> dict[str, Any]:
         """The target as plain data (kept in campaign.json, so a changed target is noticed)."""
+        data = {"reach": self.reach, **{f.name: getattr(self, f.name) for f in fields(self)}}
+        del data["id"]
         return {
-            "reach": self.reach,
+            **data,
             "offer": self.offer.pricing(),
-            "gpus": self.gpus,
-            "time_limit_minutes": self.time_limit_minutes,
             "setup": list(self.setup),
-            "partition": self.partition,
-            "account": self.account,
-            "gres": self.gres,
-            "exclusive": self.exclusive,
             "sbatch": dict(self.sbatch),
-            "python": self.python,
-            "host": self.host,
         }
 
 
@@ -150,9 +142,9 @@ class Campaign:
     targets: tuple[Target, ...]
 
     def target(self, target_id: str) -> Target:
-        for target in self.targets:
-            if target.id == target_id:
-                return target
+        found = [target for target in self.targets if target.id == target_id]
+        if found:
+            return found[0]
         known = ", ".join(t.id for t in self.targets)
         raise ProtocolError(f"{self.source}: no target '{target_id}' (declared: {known})")
 
@@ -351,6 +343,7 @@ def _slurm(check: Checker, where: str, value: Any) -> dict[str, Any]:
             )
         if not isinstance(option_value, str | int | float | bool):
             check.fail(f"{where}.sbatch.{option}", "must be a single value", "e.g. qos: normal")
+
     account = data.get("account")
     python = data.get("python")
     return {

@@ -1,9 +1,7 @@
 """A campaign target as a submitit job: the executor, the job itself, and what it left behind.
 
-submitit is the job engine (Slurm on a cluster, ``local`` or ``debug`` on this machine); this
-module only translates a :class:`~gpubench_nb.pipeline.campaign.file.Target` into its
-parameters. Each job runs the existing pipeline (``run_experiment``) into its own bundle with
-the campaign's frozen lock (R1.3), on whole GPUs that no other job shares.
+submitit is the job engine (Slurm, or ``local`` / ``debug`` here); each job runs
+``run_experiment`` into its own bundle with the campaign's frozen lock (R1.3), on whole GPUs.
 """
 
 from __future__ import annotations
@@ -28,30 +26,21 @@ SIGNAL_DELAY_SECONDS = 120  # Slurm warns the job this long before its time limi
 MAX_REQUEUES = 3
 
 
+@dataclass
 class TargetJob(submitit.helpers.Checkpointable):
     """What runs on the node: the pipeline into the target's bundle, with the frozen lock.
 
-    Checkpointable: on Slurm, a job warned before its time limit (USR2) is requeued with the
-    same arguments; the pipeline then resumes its bundle (finished runs are never redone).
-    SIGTERM (scancel, pre-emption) and USR2 stop the schedule at once: the run in progress is
-    discarded and recorded, never a row (R3.6), and is redone on resume.
+    Checkpointable: a Slurm job warned before its time limit (USR2) is requeued and resumes its
+    bundle. SIGTERM and USR2 stop the schedule at once: the run in progress is discarded and
+    recorded, never a row (R3.6), and redone on resume.
     """
 
-    def __init__(
-        self,
-        experiment: str,
-        lock: str,
-        bundle_dir: str,
-        pricing: dict[str, Any],
-        run_timeout_seconds: int,
-        gpus: int | None = None,
-    ) -> None:
-        self.experiment = experiment
-        self.lock = lock
-        self.bundle_dir = bundle_dir
-        self.pricing = pricing
-        self.run_timeout_seconds = run_timeout_seconds
-        self.gpus = gpus
+    experiment: str
+    lock: str
+    bundle_dir: str
+    pricing: dict[str, Any]
+    run_timeout_seconds: int
+    gpus: int | None = None  # also the value read from a job pickled before the field existed
 
     def __call__(self) -> dict[str, Any]:
         from gpubench_nb.pipeline.interrupt import Interrupted, stop_on_signals, terminate_children
@@ -62,7 +51,7 @@ class TargetJob(submitit.helpers.Checkpointable):
         # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
         visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
         print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
-        if getattr(self, "gpus", None) is not None:  # kernels record the request (R2.4):
+        if self.gpus is not None:  # kernels record the request (R2.4):
             # environment.json keeps it beside what Slurm allocated; 0: no GPU requested
             os.environ[GPUS_REQUESTED_ENV] = str(self.gpus)
         try:
@@ -139,8 +128,8 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
 
 
 def _stderr_into_log(folder: Path) -> str:
-    """A local job's first setup line: the shell's stderr into the job's .err log (the shell's
-    PID is the job id), so a failed setup line is read there, as under Slurm, not lost."""
+    """A local job's first setup line: the shell's stderr into the job's .err log (its PID is
+    the job id), so a failed setup line is read there, as under Slurm."""
     head, _, tail = str(JobPaths(folder, job_id="@", task_id=0).stderr).partition("@")
     return f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
 
@@ -150,12 +139,9 @@ def job_name_of(target: Target) -> str:
 
 
 def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
-    """Each setup line stops the job when it fails, saying which line and its exit code.
-
-    A plain script would go on after a failed ``module load`` and fail later for an unrelated
-    reason; the message lands in the job's .err log, which `campaign status` shows. The line
-    stays on a line of its own inside ``{ ... }`` so a trailing ``# comment`` is harmless.
-    """
+    """Each setup line stops the job when it fails, saying which line and its exit code in the
+    .err log (a plain script would go on after a failed ``module load``). The line stays on a
+    line of its own inside ``{ ... }`` so a trailing ``# comment`` is harmless."""
     checked = []
     for number, line in enumerate(lines, start=1):
         say = shlex.quote(f"gpubench: setup line {number} failed with exit code")
@@ -166,13 +152,10 @@ def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def slurm_parameters(target: Target) -> dict[str, Any]:
-    """sbatch options of a Slurm target (submitit's SlurmExecutor names): whole GPUs by gres,
-    exclusive node, time limit, requeue signal, the checked setup lines.
-
-    ``gpus: 0`` (a CPU partition) requests no gres at all. submitit's default
-    ``--wckey=submitit`` is dropped (``wckey: None``): a cluster that enforces workload keys
-    would refuse it, and no one asked for it (``sbatch: {wckey: ...}`` sets one).
-    """
+    """sbatch options of a Slurm target (submitit's SlurmExecutor names): whole GPUs by gres
+    (none for ``gpus: 0``), exclusive node, time limit, requeue signal, checked setup lines.
+    submitit's default ``--wckey=submitit`` is dropped: a cluster enforcing workload keys would
+    refuse it (``sbatch: {wckey: ...}`` sets one)."""
     params: dict[str, Any] = {
         "job_name": job_name_of(target),
         "time": target.time_limit_minutes,
@@ -183,12 +166,8 @@ def slurm_parameters(target: Target) -> dict[str, Any]:
         "setup": checked_setup(target.setup),
         "wckey": None,
     }
-    if target.gres:
-        params["gres"] = target.gres
-    if target.account:
-        params["account"] = target.account
-    if target.exclusive:
-        params["exclusive"] = True
+    optional = {"gres": target.gres, "account": target.account, "exclusive": target.exclusive}
+    params.update((name, value) for name, value in optional.items() if value)
     if target.sbatch:
         params["additional_parameters"] = {
             str(k).replace("_", "-"): v for k, v in target.sbatch.items()
@@ -254,8 +233,8 @@ def process_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, another user's
+        pass
     return True
 
 

@@ -1,11 +1,8 @@
 """`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
 
-The protocol is frozen once in ``outputs/<campaign>/frozen/protocol.lock.json``; every job runs the
-existing pipeline with that lock (``run_experiment(protocol=...)``), so no target re-derives
-the declaration. Slurm targets are submitted together (whole GPUs, exclusive node); local
-targets run one after the other, since submitit's local executor would start them all at once
-and they would share the machine. A job that fails or dies is recorded with its log; running
-the campaign again resumes what is missing (the bundle's own resume redoes no finished run).
+Every job runs the pipeline with the campaign's frozen lock. Slurm targets are submitted
+together; local targets run one after the other (submitit's local executor would start them all
+at once, sharing the machine). Running the campaign again resumes what is missing.
 """
 
 from __future__ import annotations
@@ -117,10 +114,7 @@ def run_campaign(
     echo: Callable[[str], None] = print,
 ) -> CampaignResult:
     """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome.
-
-    ``resubmit``: targets whose recorded job is to be treated as gone even if the job engine
-    cannot say so (e.g. a cluster without Slurm accounting, where sacct answers nothing).
-    """
+    ``resubmit``: targets whose recorded job is gone even if the job engine cannot say so."""
     check_fault_spec()  # the jobs inherit it: refused here, not in every job
     campaign = load_campaign(path)
     chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
@@ -237,13 +231,17 @@ class _Runner:
             entry["slurm_state"] = slurm.describe()
             if slurm.live:  # UNKNOWN included: never submit a job twice
                 return True
-        return self._ended(target, slurm)
+        self._settle(target, entry["job_id"], slurm)
+        return False
 
-    def _ended(self, target: Target, slurm: JobState | None) -> bool:
-        """A job gone without a result file: record Slurm's state, exit code and .err tail."""
+    def _settle(self, target: Target, job_id: str, slurm: JobState | None = None) -> None:
+        """Record the job's result file, or (gone without one) Slurm's state and .err tail."""
+        outcome = self.jobs.read_outcome(self.folder(target), job_id)
+        if outcome is not None:
+            return self._finish(target, outcome)
         entry = self.entry(target)
         stderr = (entry.get("logs") or {}).get("stderr")
-        return self._fail(target, ended_without_result(entry["job_id"], slurm, stderr))
+        self._fail(target, ended_without_result(entry["job_id"], slurm, stderr))
 
     def submit(self, target: Target, run_timeout_seconds: int) -> None:
         entry = self.entry(target)
@@ -291,11 +289,7 @@ class _Runner:
         self.echo(f"{target.id}: waiting for job {entry['job_id']} left by an earlier run")
         while self.jobs.process_alive(int(entry["job_id"])):
             time.sleep(poll_seconds)
-        outcome = self.jobs.read_outcome(self.folder(target), entry["job_id"])
-        if outcome is not None:
-            self._finish(target, outcome)
-        else:
-            self._ended(target, None)
+        self._settle(target, entry["job_id"])
 
     def wait(self, target: Target, poll_seconds: float) -> None:
         """Wait for this target's job of this run, then record how it ended."""
@@ -326,18 +320,11 @@ class _Runner:
             job.cancel(check=False)
             self._fail(target, "interrupted (Ctrl-C); run `campaign run` again to resume")
             raise
-        outcome = self.jobs.read_outcome(self.folder(target), job.job_id)
-        if outcome is None:
-            self._ended(target, slurm)
-        else:
-            self._finish(target, outcome)
+        self._settle(target, job.job_id, slurm)
 
     def _wait_slurm(self, target: Target, job_id: str, poll_seconds: float) -> JobState | None:
-        """Poll until the result file appears or Slurm says the job is over (None: result).
-
-        One query per poll, ours (sacct, else scontrol / squeue): without accounting a failed
-        or cancelled job is still seen to end, and nothing is printed per poll.
-        """
+        """Poll (one job_state query each) until the result file appears (None) or Slurm says
+        the job is over, even without accounting."""
         entry = self.entry(target)
         while self.jobs.read_outcome(self.folder(target), job_id) is None:
             slurm = job_state(job_id)
@@ -372,8 +359,12 @@ class _Runner:
             self._fail(target, f"the job returned but its bundle is incomplete: {progress}")
             return
         entry = self.entry(target)
-        entry.update(state="completed", error=None, finished_utc=utc_now())
-        entry["priced_with"] = target.offer.pricing()
+        entry.update(
+            state="completed",
+            error=None,
+            finished_utc=utc_now(),
+            priced_with=target.offer.pricing(),
+        )
         entry.pop("slurm_state", None)  # a last "RUNNING" seen while waiting says nothing now
         self._note_interruptions(target)
         self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
@@ -389,24 +380,21 @@ class _Runner:
             if str(event.get("utc") or "") >= since
             and (entry.get("executor") != "slurm" or event.get("slurm_job_id") == entry["job_id"])
         ]
+        entry.pop("interruptions", None)
         if found:
             entry["interruptions"] = found
-        else:
-            entry.pop("interruptions", None)
         return found
 
     def _fail(self, target: Target, error: str) -> bool:
         entry = self.entry(target)
-        if entry.get("job_id"):
-            events = self._note_interruptions(target)
-            if events:
-                what = "; ".join(
-                    f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
-                )
-                error = (
-                    f"interrupted ({what}): an interrupted run is discarded (not an "
-                    f"observation, R3.6) and redone on resume; {error}"
-                )
+        if entry.get("job_id") and (events := self._note_interruptions(target)):
+            what = "; ".join(
+                f"{e.get('signal')} during {e.get('run') or 'a notebook step'}" for e in events
+            )
+            error = (
+                f"interrupted ({what}): an interrupted run is discarded (not an "
+                f"observation, R3.6) and redone on resume; {error}"
+            )
         entry.update(state="failed", error=error, finished_utc=utc_now())
         logs = entry.get("logs") or {}
         where = f"; log: {logs.get('stderr')}" if logs else ""

@@ -1,15 +1,14 @@
 """What Slurm says about a job, with or without accounting, and why a job ended without result.
 
-``sacct`` answers only where accounting is on (often not for users). Without it, the job is
-asked to the controller (``scontrol show job``: state, exit code, reason, kept for MinJobAge
-after the end), then to ``squeue``; a job that none of them lists any more has ended. Only
-when no tool answers at all is the state UNKNOWN, and a job in that state is never submitted
-twice (``campaign run --resubmit`` is the user's word that it is gone).
+``sacct`` answers only where accounting is on; else ``scontrol show job`` (kept for MinJobAge
+after the end), then ``squeue``; a job none of them lists has ended. When no tool answers the
+state is UNKNOWN, never submitted twice (``campaign run --resubmit`` says it is gone).
 """
 
 from __future__ import annotations
 
 import subprocess
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -145,11 +144,7 @@ def ended_without_result(job_id: str, state: JobState | None, stderr_log: str | 
         else:
             how = "its own commands failed (a setup line, the python interpreter, or the job)"
     tail = log_tail(stderr_log)
-    where = f"\nits .err log ({stderr_log}) ends with:\n{_indent(tail)}" if tail else ""
-    if stderr_log and not tail:
-        where = f"\nits .err log ({stderr_log}) is empty or missing"
+    where = f"\nits .err log ({stderr_log}) ends with:\n{textwrap.indent(tail, '    ')}"
+    if not tail:
+        where = f"\nits .err log ({stderr_log}) is empty or missing" if stderr_log else ""
     return f"{head}; {how}{where}"
-
-
-def _indent(text: str) -> str:
-    return "\n".join(f"    {line}" for line in text.splitlines())

@@ -1,9 +1,8 @@
 """campaign.json and the target bundles: what each target's job did, and how far its bundle is.
 
-``outputs/<campaign>/campaign.json`` (written atomically) holds, per target, the current job
-(id, executor, state, log paths, error) and the earlier attempts, so a failed or pre-empted
-job stays on record with its log after a resumed one succeeds (R3.6). What is *done* is read
-from the bundle itself (schedule, manifest, lock), never from the job state alone.
+campaign.json holds, per target, the current job and the earlier attempts, so a failed job
+stays on record with its log after a resumed one succeeds (R3.6). What is *done* is read from
+the bundle itself (schedule, manifest, lock), never from the job state alone.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from gpubench_nb.protocol.records import read_json
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
-STATES = ("pending", "submitted", "running", "completed", "failed", "manual")
 
 
 def campaign_dir_for(output_dir: Path, campaign_id: str) -> Path:
@@ -101,11 +99,8 @@ def record_attempt(entry: dict[str, Any]) -> None:
     """Move the current job of a target into its history before a new one is submitted."""
     if entry.get("job_id") is None and not entry.get("error"):
         return  # nothing was tried yet
-    kept = {
-        k: entry.get(k)
-        for k in ("job_id", "executor", "state", "submitted_utc", "finished_utc", "error")
-    }
-    kept.update(logs=entry.get("logs"), target=entry.get("target"))
+    kept = {k: entry.get(k) for k in ("job_id", "executor", "state", "submitted_utc")}
+    kept |= {k: entry.get(k) for k in ("finished_utc", "error", "logs", "target")}
     if entry.get("interruptions"):  # R3.6: the discarded runs stay on record
         kept["interruptions"] = entry["interruptions"]
     entry.pop("interruptions", None)

@@ -1,10 +1,8 @@
 """`campaign status` and `campaign report`: per-target progress, and one merged decision.
 
-Status reads campaign.json, the job engine (result files; Slurm: sacct, else scontrol or
-squeue) and each bundle (schedule, manifest, check-bundle); it changes nothing. The report
-merges the targets' bundles with the ordinary `report` (R2.1): they share one frozen lock, so
-a campaign never needs ``--allow-mismatch``, and a bundle made from another protocol is
-refused by name.
+Status reads campaign.json, the job engine and each bundle; it changes nothing. The report
+merges the targets' bundles (R2.1): they share one frozen lock, so a campaign never needs
+``--allow-mismatch``, and a bundle of another protocol is refused by name.
 """
 
 from __future__ import annotations
