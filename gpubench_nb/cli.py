@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from gpubench_nb.cli_parser import build_parser
 from gpubench_nb.errors import GpubenchError
@@ -16,10 +17,15 @@ EXIT_INTERRUPTED = 130
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
 
 
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed arguments by name: the parser names each as the library call's parameter."""
+    return {k: v for k, v in vars(args).items() if k not in ("command", "action", "handler")}
+
+
 def _validate(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.validate import validate_experiment
 
-    validate_experiment(args.experiment, sys.stdout)
+    validate_experiment(args.experiment_path, sys.stdout)
     return 0
 
 
@@ -28,7 +34,7 @@ def _build_model(args: argparse.Namespace) -> int:
     from gpubench_nb.engine.backends.build import build_summary
     from gpubench_nb.protocol.experiment import load_experiment
 
-    exp = load_experiment(args.experiment)
+    exp = load_experiment(args.experiment_path)
     path = build_model(exp, force=args.force)
     print(f"model ready: {Path(path).resolve()}", *build_summary(exp, path), sep="\n")
     return 0
@@ -37,28 +43,14 @@ def _build_model(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.progress import run_with_progress
 
-    summary = run_with_progress(
-        args.experiment,
-        output_dir=args.output_dir,
-        variants=args.variants,
-        fresh=args.fresh,
-        run_timeout_seconds=args.run_timeout,
-        protocol=args.protocol,
-        stream=sys.stderr,
-    )
-    print(summary)
+    print(run_with_progress(**_given(args), stream=sys.stderr))
     return 0
 
 
 def _accept(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.accept import accept_predictions
 
-    accepted = accept_predictions(
-        args.experiment,
-        args.predictions,
-        checks=args.checks,
-        reference_value=args.reference_value,
-    )
+    accepted = accept_predictions(**_given(args))
     print(accepted.text())
     return 0 if accepted.report.corpus_accepted else EXIT_NOT_ACCEPTED
 
@@ -88,9 +80,13 @@ def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from gpubench_nb.notebook_files import copy_notebooks, notebooks_dir
+    from gpubench_nb.kernel import copy_notebooks, notebooks_dir
+    from gpubench_nb.protocol.outputs import check_output_folder
 
-    paths = [notebooks_dir()] if args.copy is None else copy_notebooks(args.copy)
+    if args.copy is None:
+        paths = [notebooks_dir()]
+    else:  # the one output guard first (R5.6: never inside a bundle, symlinks resolved)
+        paths = copy_notebooks(check_output_folder(Path(args.copy), option="--copy"))
     print(*paths, sep="\n")
     return 0
 
@@ -117,14 +113,17 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _written(what: str, path: str | Path) -> int:
+    print(f"{what} written: {Path(path).resolve()}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
     from gpubench_nb.report.render import executed_notebook
 
-    path = render_comparison(
-        args.bundles, args.out, allow_mismatch=args.allow_mismatch, ledger=args.ledger
-    )
-    print(f"report written: {Path(path).resolve()}")
+    path = render_comparison(**_given(args))
+    _written("report", path)
     print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
     return 0
 
@@ -132,12 +131,7 @@ def _report(args: argparse.Namespace) -> int:
 def _classify(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.classify import classify, summary
 
-    result = classify(
-        args.experiment,
-        args.variant,
-        output_dir=args.output_dir,
-        reference_bundle=args.reference_bundle,
-    )
+    result = classify(**_given(args))
     print(summary(result))
     return 0 if result.accepted else EXIT_NOT_ACCEPTED
 
@@ -145,18 +139,7 @@ def _classify(args: argparse.Namespace) -> int:
 def _ledger(args: argparse.Namespace) -> int:
     from gpubench_nb.economics.ledger import ledger_report
 
-    text = ledger_report(
-        args.offers,
-        args.offer,
-        days=args.days,
-        lots=args.lots,
-        start=args.start,
-        bundle_dirs=args.bundles,
-        machines=args.machine,
-        fmt=args.format,
-        out=args.out,
-    )
-    sys.stdout.write(text)
+    sys.stdout.write(ledger_report(**_given(args)))
     if args.out:
         print(f"ledger written: {Path(args.out).resolve()}", file=sys.stderr)
     return 0
@@ -165,15 +148,7 @@ def _ledger(args: argparse.Namespace) -> int:
 def _campaign_run(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.run import run_campaign
 
-    result = run_campaign(
-        args.campaign,
-        output_dir=args.output_dir,
-        targets=args.targets,
-        resubmit=args.resubmit,
-        local_executor=args.local_executor,
-        wait=not args.no_wait,
-        run_timeout_seconds=args.run_timeout,
-    )
+    result = run_campaign(**_given(args))
     sys.stdout.write(result.states_text())
     if result.failed:
         print(
@@ -188,18 +163,14 @@ def _campaign_run(args: argparse.Namespace) -> int:
 def _campaign_status(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 
-    print(status_table(campaign_status(args.campaign, output_dir=args.output_dir)))
+    print(status_table(campaign_status(**_given(args))))
     return 0
 
 
 def _campaign_report(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.view import campaign_report
 
-    path = campaign_report(
-        args.campaign, output_dir=args.output_dir, out=args.out, partial=args.partial
-    )
-    print(f"report written: {Path(path).resolve()}")
-    return 0
+    return _written("report", campaign_report(**_given(args)))
 
 
 # The one library call of each command, by the name its parser gives (cli_parser.py).
@@ -243,29 +214,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return _stdout_closed(args.command)
-    except IsADirectoryError as exc:
-        print(
-            f"gpubench-nb {args.command}: {exc.filename} is a folder where a file is expected; "
-            "give the file's path",
-            file=sys.stderr,
-        )
-        return 2
-    except NotADirectoryError as exc:
-        print(
-            f"gpubench-nb {args.command}: {exc.filename}: a part of this path is a file where a "
-            "folder is expected; give a folder path",
-            file=sys.stderr,
-        )
-        return 2
     except OSError as exc:
-        from gpubench_nb.errors import disk_full, storage_error
-
-        if not disk_full(exc):
+        text = _os_error_text(exc)
+        if text is None:
             raise
-        # shutil's copies name the source first and the file being written second
-        where = exc.filename2 or exc.filename or "a file of this command"
-        print(f"gpubench-nb {args.command}: {storage_error(exc, where)}", file=sys.stderr)
+        print(f"gpubench-nb {args.command}: {text}", file=sys.stderr)
         return 2
+
+
+def _os_error_text(exc: OSError) -> str | None:
+    """What a command says of a path of the wrong kind or a full disk (exit 2); None: a bug."""
+    from gpubench_nb.errors import disk_full, storage_error
+
+    if isinstance(exc, IsADirectoryError):
+        return f"{exc.filename} is a folder where a file is expected; give the file's path"
+    if isinstance(exc, NotADirectoryError):
+        return (
+            f"{exc.filename}: a part of this path is a file where a folder is expected; give a "
+            "folder path"
+        )
+    # shutil's copies name the source first and the file being written second
+    where = exc.filename2 or exc.filename or "a file of this command"
+    return str(storage_error(exc, where)) if disk_full(exc) else None
 
 
 def _resume_command(argv: Sequence[str] | None) -> str:

@@ -1,10 +1,14 @@
-"""The `gpubench-nb` argument parser: one function per subcommand, with its help texts and one
-example each; every subcommand names its handler (``handler``), which `cli.py` calls."""
+"""The `gpubench-nb` argument parser: one entry per subcommand in ``COMMANDS`` (help texts, one
+example, its arguments). Each argument's ``dest`` is the parameter name of the library call
+`cli.py` makes for the command (``HANDLERS``, by the command's name), so the handler passes the
+parsed arguments on as they are."""
 
 from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
+from typing import Any
 
 
 def _metric_value(text: str) -> float:
@@ -66,322 +70,202 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Descriptions and examples keep their line breaks; defaults are shown where given."""
 
 
-def _command(
-    sub: argparse._SubParsersAction, name: str, summary: str, description: str, example: str
-) -> argparse.ArgumentParser:
-    """A subcommand whose help has a short summary, a description and one example."""
-    return sub.add_parser(
-        name,
-        help=summary,
-        description=f"{summary}.\n\n{description}",
-        epilog=f"example:\n  {example}",
-        formatter_class=_HelpFormatter,
-    )
+def _arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """One ``add_argument`` call, written down: its names and options."""
+    return names, options
 
 
-def _add_validate(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "validate",
-        "check an experiment before running it",
+@dataclass(frozen=True)
+class Command:
+    """A subcommand: a short summary, a description, one example, its arguments (``_arg``) and
+    its actions (subcommands of its own, like `campaign run`)."""
+
+    name: str
+    summary: str
+    description: str
+    example: str
+    arguments: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = ()
+    actions: tuple[Command, ...] = ()
+
+    def add_to(self, sub: argparse._SubParsersAction, prefix: str = "") -> None:
+        p = sub.add_parser(
+            self.name,
+            help=self.summary,
+            description=f"{self.summary}.\n\n{self.description}",
+            epilog=f"example:\n  {self.example}",
+            formatter_class=_HelpFormatter,
+        )
+        for names, options in self.arguments:
+            p.add_argument(*names, **options)
+        if self.actions:
+            actions = p.add_subparsers(dest="action", required=True)
+            for action in self.actions:
+                action.add_to(actions, f"{self.name} ")
+        else:
+            p.set_defaults(handler=prefix + self.name)
+
+
+EXPERIMENT = _arg("experiment_path", metavar="experiment", help=EXPERIMENT_HELP)
+OUTPUT_DIR = _arg("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
+CAMPAIGN = _arg(
+    "path",
+    metavar="campaign",
+    help="the campaign YAML (e.g. parameters/campaign-offers.yaml): one experiment, its targets",
+)
+RUN_TIMEOUT = _arg(
+    "--run-timeout",
+    dest="run_timeout_seconds",
+    type=_positive_int,
+    default=1800,
+    metavar="SECONDS",
+    help="a run silent this long is a dead run (row kept, R3.6)",
+)
+HTML_OUT = "HTML path outside any finished bundle (default: "
+
+# fmt: off
+COMMANDS = (
+    Command("validate", "check an experiment before running it",
         "Reads the experiment YAML, every file it names (corpus splits, offers table, model\n"
         "folder) and prints what a run would do. Nothing is written.",
-        "gpubench-nb validate parameters/demo.yaml",
-    )
-    p.add_argument("experiment", help=EXPERIMENT_HELP)
-    p.set_defaults(handler="validate")
-
-
-def _add_build_model(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "build-model",
+        "gpubench-nb validate parameters/demo.yaml", (EXPERIMENT,)),
+    Command("build-model",
         "build the preset model (bow, minilm) from the experiment's train/tune splits",
         "Seeded and repeatable (R1.1); a folder already built from the same declaration is\n"
         "reused. The folder is written at model.path with the usual file modes (readable by\n"
-        "colleagues under umask 022).",
-        "gpubench-nb build-model parameters/demo.yaml",
-    )
-    p.add_argument("experiment", help=EXPERIMENT_HELP)
-    p.add_argument("--force", action="store_true", help="rebuild over a differing model folder")
-    p.set_defaults(handler="build-model")
-
-
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "run",
-        "run the whole experiment into its bundle",
+        "colleagues under umask 022).", "gpubench-nb build-model parameters/demo.yaml",
+        (EXPERIMENT,
+         _arg("--force", action="store_true", help="rebuild over a differing model folder"))),
+    Command("run", "run the whole experiment into its bundle",
         "Freezes the declaration (protocol.lock.json), runs every variant 5 cold + 5 warm times,\n"
         "each in a fresh kernel (R3.7), checks every run's predictions (R1.5), prices the\n"
         "packages (R5) and writes report.html. Rerunning resumes: finished runs are kept.",
         "gpubench-nb run parameters/demo.yaml",
-    )
-    p.add_argument("experiment", help=EXPERIMENT_HELP)
-    p.add_argument("--variants", nargs="+", metavar="ID", help="run only these variants")
-    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
-    p.add_argument(
-        "--fresh",
-        action="store_true",
-        help="set the existing bundle aside (renamed, not deleted) and start anew",
-    )
-    p.add_argument(
-        "--run-timeout",
-        type=_positive_int,
-        default=1800,
-        metavar="SECONDS",
-        help="a run silent this long is a dead run (row kept, R3.6)",
-    )
-    p.add_argument(
-        "--protocol",
-        metavar="LOCK",
-        help="a frozen protocol.lock.json (a campaign's): refuse unless this machine's "
-        "declaration and fingerprints equal it, then freeze the bundle with it (R1.3)",
-    )
-    p.set_defaults(handler="run")
-
-
-def _add_accept(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "accept",
+        (EXPERIMENT,
+         _arg("--variants", nargs="+", metavar="ID", help="run only these variants"),
+         OUTPUT_DIR,
+         _arg("--fresh", action="store_true",
+              help="set the existing bundle aside (renamed, not deleted) and start anew"),
+         RUN_TIMEOUT,
+         _arg("--protocol", metavar="LOCK",
+              help="a frozen protocol.lock.json (a campaign's): refuse unless this machine's "
+              "declaration and fingerprints equal it, then freeze the bundle with it (R1.3)"))),
+    Command("accept",
         "check one predictions file against the experiment's corpus (R1.5, R1.6)",
         "Every expected ID exactly once, no extra answer, a valid format and the declared\n"
         "quality; the checks are archived as checks.json. Exit 0 accepted, 1 not accepted.",
         "gpubench-nb accept parameters/demo.yaml my-run/predictions.jsonl",
-    )
-    p.add_argument("experiment", help=EXPERIMENT_HELP)
-    p.add_argument(
-        "predictions", help='the predictions file: one {"id": ..., "label": ...} per line'
-    )
-    p.add_argument(
-        "--reference-value",
-        type=_metric_value,
-        default=None,
-        help="the reference variant's value of the metric, in [0, 1] (tolerance base, R1.3)",
-    )
-    p.add_argument("--checks", help="where to write checks.json (default: beside predictions)")
-    p.set_defaults(handler="accept")
-
-
-def _add_csv_check(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "csv-check",
+        (EXPERIMENT,
+         _arg("predictions",
+              help='the predictions file: one {"id": ..., "label": ...} per line'),
+         _arg("--reference-value", type=_metric_value, default=None,
+              help="the reference variant's value of the metric, in [0, 1] (tolerance base, "
+              "R1.3)"),
+         _arg("--checks", help="where to write checks.json (default: beside predictions)"))),
+    Command("csv-check",
         "check a resultats-bruts.csv against the fixed 38-column schema (R4)",
         "Lists every problem with its line and column; nothing is written.",
         "gpubench-nb csv-check outputs/demo-bow-batch/resultats-bruts.csv",
-    )
-    p.add_argument("file", help="the CSV file to check")
-    p.set_defaults(handler="csv-check")
-
-
-def _add_check_bundle(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "check-bundle",
+        (_arg("file", help="the CSV file to check"),)),
+    Command("check-bundle",
         "re-derive every check of a finished bundle and verify its manifest (R5.6)",
         "Acceptance, prices and the CSV are recomputed from the kept files and compared.",
         "gpubench-nb check-bundle outputs/demo-bow-batch",
-    )
-    p.add_argument("bundle", help="a bundle folder written by `gpubench-nb run`")
-    p.set_defaults(handler="check-bundle")
-
-
-def _add_report(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "report",
-        "render one HTML report over one or more finished bundles",
+        (_arg("bundle", help="a bundle folder written by `gpubench-nb run`"),)),
+    Command("report", "render one HTML report over one or more finished bundles",
         "Each bundle already holds its own report.html; this command compares several (e.g.\n"
         "the same experiment on two machines).",
         "gpubench-nb report outputs/demo-bow-batch outputs/demo-bow-batch-h100",
-    )
-    p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle folders to report on")
-    p.add_argument(
-        "--out",
-        help="HTML path outside any finished bundle (default: beside the first bundle, "
-        "report-<names>.html)",
-    )
-    p.add_argument(
-        "--allow-mismatch",
-        action="store_true",
-        help="merge unlike bundles anyway; the report says so (R2.1)",
-    )
-    p.add_argument("--ledger", help="a ledger.json from `gpubench-nb ledger --out`, shown (R5.3)")
-    p.set_defaults(handler="report")
-
-
-def _add_ledger(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "ledger",
+        (_arg("bundle_dirs", nargs="+", metavar="BUNDLE", help="bundle folders to report on"),
+         _arg("--out", help=HTML_OUT + "beside the first bundle, report-<names>.html)"),
+         _arg("--allow-mismatch", action="store_true",
+              help="merge unlike bundles anyway; the report says so (R2.1)"),
+         _arg("--ledger",
+              help="a ledger.json from `gpubench-nb ledger --out`, shown (R5.3)"))),
+    Command("ledger",
         "count the distinct corpora accepted on one rented machine within its package (R5.3)",
         "The count behind calcul-forfaits --accepted-results: five repeats of one corpus are\n"
         "one accepted corpus, not five.",
         "gpubench-nb ledger outputs/demo-bow-batch --offer h100 --days 7 --lots 1 "
         "--start 2026-12-01",
-    )
-    p.add_argument("bundles", nargs="+", metavar="BUNDLE", help="bundle folders to count")
-    p.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. h100)")
-    p.add_argument(
-        "--offers",
-        default="parameters/offers.yaml",
-        help="offers table, relative to the current folder (default: parameters/offers.yaml)",
-    )
-    p.add_argument(
-        "--days", required=True, type=_positive_int, help="package length: 3, 7 or 30 (R5.1)"
-    )
-    p.add_argument("--lots", required=True, type=_positive_int, help="billed lots (R5.1, R5.2)")
-    p.add_argument(
-        "--start", required=True, help="package start, UTC: 2026-12-01 or 2026-12-01T09:00:00Z"
-    )
-    p.add_argument(
-        "--machine",
-        action="append",
-        metavar="HOST|GPU-UUID",
-        help="the rented machine (repeatable); default: the machine of the first bundle",
-    )
-    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
-    p.add_argument("--out", help="also write the ledger as JSON (for `report --ledger`)")
-    p.set_defaults(handler="ledger")
-
-
-def _add_classify(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "classify",
+        (_arg("bundle_dirs", nargs="+", metavar="BUNDLE", help="bundle folders to count"),
+         _arg("--offer", dest="offer_id", required=True, metavar="OFFER",
+              help="offer id (or its unique prefix, e.g. h100)"),
+         _arg("--offers", dest="offers_path", default="parameters/offers.yaml",
+              metavar="OFFERS", help="offers table, relative to the current folder (default: "
+              "parameters/offers.yaml)"),
+         _arg("--days", required=True, type=_positive_int,
+              help="package length: 3, 7 or 30 (R5.1)"),
+         _arg("--lots", required=True, type=_positive_int, help="billed lots (R5.1, R5.2)"),
+         _arg("--start", required=True,
+              help="package start, UTC: 2026-12-01 or 2026-12-01T09:00:00Z"),
+         _arg("--machine", dest="machines", action="append", metavar="HOST|GPU-UUID",
+              help="the rented machine (repeatable); default: the machine of the first bundle"),
+         _arg("--format", dest="fmt", choices=("table", "csv", "json"), default="table"),
+         _arg("--out", help="also write the ledger as JSON (for `report --ledger`)"))),
+    Command("classify",
         "one accepted-or-not pass of a declared variant, sealed as a small bundle (R5.3)",
         "No repeats and no timing: the deliverable the ledger counts.",
         "gpubench-nb classify parameters/demo.yaml --variant b8 "
         "--reference-bundle outputs/demo-bow-batch",
-    )
-    p.add_argument("experiment", help=EXPERIMENT_HELP)
-    p.add_argument("--variant", required=True, metavar="ID", help="a declared variant")
-    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
-    p.add_argument(
-        "--reference-bundle",
-        metavar="DIR",
-        help="the finished benchmark of this experiment, whose reference variant's quality the "
-        "tolerance is measured against (needed unless --variant is the reference, R1.3)",
-    )
-    p.set_defaults(handler="classify")
-
-
-def _add_notebooks(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "notebooks",
+        (EXPERIMENT,
+         _arg("--variant", dest="variant_id", required=True, metavar="ID",
+              help="a declared variant"),
+         OUTPUT_DIR,
+         _arg("--reference-bundle", metavar="DIR",
+              help="the finished benchmark of this experiment, whose reference variant's "
+              "quality the tolerance is measured against (needed unless --variant is the "
+              "reference, R1.3)"))),
+    Command("notebooks",
         "print the folder of the installed notebooks (for the plain papermill CLI)",
         "The notebooks ship inside the package; run them with papermill from that folder, or\n"
         "copy them somewhere to edit them. Nothing is overwritten.",
         "gpubench-nb notebooks --copy my-notebooks",
-    )
-    p.add_argument(
-        "--copy", metavar="DIR", help="copy them into DIR instead (an existing copy is refused)"
-    )
-    p.set_defaults(handler="notebooks")
-
-
-CAMPAIGN_HELP = (
-    "the campaign YAML (e.g. parameters/campaign-offers.yaml): one experiment, its targets"
-)
-
-
-def _add_schema(sub: argparse._SubParsersAction) -> None:
-    p = _command(
-        sub,
-        "schema",
+        (_arg("--copy", metavar="DIR",
+              help="copy them into DIR instead (an existing copy is refused)"),)),
+    Command("schema",
         "print the JSON Schema of a file you write (what validate checks key by key)",
         "For an editor: the shipped YAMLs name docs/schema/<file>.json on their first line, so\n"
         "keys complete and typos show as you type. --reference prints docs/REFERENCE.md.",
         "gpubench-nb schema experiment > experiment.schema.json",
-    )
-    p.add_argument("file", nargs="?", default="experiment", choices=SCHEMA_FILES, help="which")
-    p.add_argument("--reference", action="store_true", help="the reference page (Markdown)")
-    p.set_defaults(handler="schema")
-
-
-def _add_campaign(sub: argparse._SubParsersAction) -> None:
-    campaign = _command(
-        sub,
-        "campaign",
-        "one frozen experiment on several machines",
+        (_arg("file", nargs="?", default="experiment", choices=SCHEMA_FILES, help="which"),
+         _arg("--reference", action="store_true", help="the reference page (Markdown)"))),
+    Command("campaign", "one frozen experiment on several machines",
         "`campaign run` freezes the experiment once and runs it on each target (Slurm or\n"
         "local); `campaign status` shows each target; `campaign report` merges their bundles.",
-        "gpubench-nb campaign run parameters/campaign-offers.yaml",
-    )
-    actions = campaign.add_subparsers(dest="action", required=True)
-    p = _command(
-        actions,
-        "run",
-        "freeze once, submit one job per target, resume the rest",
-        "A target already finished is not run again.",
-        "gpubench-nb campaign run parameters/campaign-offers.yaml --targets here-cpu",
-    )
-    p.add_argument("campaign", help=CAMPAIGN_HELP)
-    p.add_argument("--targets", nargs="+", metavar="ID", help="only these targets")
-    p.add_argument(
-        "--resubmit",
-        nargs="+",
-        metavar="ID",
-        help="submit these targets again even if their recorded job may still be alive "
-        "(a cluster whose sacct cannot tell)",
-    )
-    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
-    p.add_argument(
-        "--local-executor",
-        choices=("local", "debug"),
-        default="local",
-        help="submitit executor of local targets (debug: in this process, for debugging)",
-    )
-    p.add_argument("--no-wait", action="store_true", help="return once Slurm jobs are submitted")
-    p.add_argument("--run-timeout", type=_positive_int, default=1800, metavar="SECONDS")
-    p.set_defaults(handler="campaign run")
-    p = _command(
-        actions,
-        "status",
-        "per target: job, state, runs done, bundle verified",
-        "Reads the campaign folder; nothing is submitted.",
-        "gpubench-nb campaign status parameters/campaign-offers.yaml",
-    )
-    p.add_argument("campaign", help=CAMPAIGN_HELP)
-    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
-    p.set_defaults(handler="campaign status")
-    p = _command(
-        actions,
-        "report",
-        "the merged report of the targets' bundles",
-        "Refused while a target is not verified, unless --partial.",
-        "gpubench-nb campaign report parameters/campaign-offers.yaml",
-    )
-    p.add_argument("campaign", help=CAMPAIGN_HELP)
-    p.add_argument("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
-    p.add_argument("--out", help="HTML path (default: outputs/<campaign>/report.html)")
-    p.add_argument(
-        "--partial", action="store_true", help="report the verified targets even if some are not"
-    )
-    p.set_defaults(handler="campaign report")
-
-
-SUBCOMMANDS = (
-    _add_validate,
-    _add_build_model,
-    _add_run,
-    _add_accept,
-    _add_csv_check,
-    _add_check_bundle,
-    _add_report,
-    _add_ledger,
-    _add_classify,
-    _add_notebooks,
-    _add_schema,
-    _add_campaign,
+        "gpubench-nb campaign run parameters/campaign-offers.yaml", actions=(
+        Command("run", "freeze once, submit one job per target, resume the rest",
+            "A target already finished is not run again.",
+            "gpubench-nb campaign run parameters/campaign-offers.yaml --targets here-cpu",
+            (CAMPAIGN,
+             _arg("--targets", nargs="+", metavar="ID", help="only these targets"),
+             _arg("--resubmit", nargs="+", metavar="ID",
+                  help="submit these targets again even if their recorded job may still be "
+                  "alive (a cluster whose sacct cannot tell)"),
+             OUTPUT_DIR,
+             _arg("--local-executor", choices=("local", "debug"), default="local",
+                  help="submitit executor of local targets (debug: in this process, for "
+                  "debugging)"),
+             _arg("--no-wait", dest="wait", action="store_false",
+                  help="return once Slurm jobs are submitted"),
+             RUN_TIMEOUT)),
+        Command("status", "per target: job, state, runs done, bundle verified",
+            "Reads the campaign folder; nothing is submitted.",
+            "gpubench-nb campaign status parameters/campaign-offers.yaml",
+            (CAMPAIGN, OUTPUT_DIR)),
+        Command("report", "the merged report of the targets' bundles",
+            "Refused while a target is not verified, unless --partial.",
+            "gpubench-nb campaign report parameters/campaign-offers.yaml",
+            (CAMPAIGN, OUTPUT_DIR,
+             _arg("--out", help=HTML_OUT + "outputs/<campaign>/report.html)"),
+             _arg("--partial", action="store_true",
+                  help="report the verified targets even if some are not"))),
+    )),
 )
+# fmt: on
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The `gpubench-nb` parser: one small function per subcommand."""
+    """The `gpubench-nb` parser: its subcommands from ``COMMANDS``."""
     from gpubench_nb import __version__
 
     parser = argparse.ArgumentParser(
@@ -392,6 +276,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gpubench-nb {__version__}")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
-    for add in SUBCOMMANDS:
-        add(sub)
+    for command in COMMANDS:
+        command.add_to(sub)
     return parser

@@ -1,24 +1,17 @@
-"""The Jupyter kernels the tool starts: over IPC, so ipykernel has no TCP warning to print.
+"""The notebooks the tool ships, and the Jupyter kernels it runs them in.
 
-ipykernel >= 7 logs "Kernel is running over TCP without encryption ..." whenever its client
-chose TCP without CurveZMQ keys. For the kernels ``gpubench-nb`` starts (``run``, ``report``)
-the kernel manager chooses the IPC transport (Unix sockets in Jupyter's runtime folder, readable
-by the user only), which both removes the reason for the warning and the warning itself.
+The notebooks are package data ``gpubench_nb.notebooks`` (``pyproject.toml`` maps the top-level
+``notebooks/`` to it), found through ``importlib.resources`` by every kind of install; nothing
+is ever written there: executed notebooks go to the bundle (R5.6).
 
-Those sockets and the connection files live in a private runtime folder of this process (0700,
-created at the first kernel, removed at exit), never in the kernels' working folder: two
-``gpubench-nb run`` started together on one install (a GPU server has several users) otherwise
-pick the same ``kernel-ipc-N`` socket names and talk to each other's kernels.
-
-The kernels gpubench-nb starts also end without the interpreter's teardown once they have shut
-down cleanly (``exit_without_teardown``): with torch imported that teardown was 0.6-0.9 s of
-every scheduled run.
-
-A kernel started by someone else (the plain ``papermill`` CLI, Jupyter) gets the transport its
-client picks and the usual exit. For those, ``python -m gpubench_nb.kernel install`` writes a
-``python3`` kernelspec whose launcher drops exactly that one log line and nothing else: such
-kernels listen on 127.0.0.1 only, and the line is advice to the client's author that the user
-cannot act on.
+The kernels ``gpubench-nb`` starts (``run``, ``report``) use the IPC transport, in a private
+runtime folder of this process (0700, removed at exit): ipykernel >= 7 then has no "running over
+TCP without encryption" warning to print, and two runs on one install (a GPU server has several
+users) never share socket names. Once shut down cleanly they exit without the interpreter's
+teardown (0.6-0.9 s of every run with torch imported). For kernels others start (the plain
+``papermill`` CLI, Jupyter), ``python -m gpubench_nb.kernel install`` writes a ``python3``
+kernelspec whose launcher drops only that warning line (such kernels listen on 127.0.0.1 only,
+and the line is advice the user cannot act on).
 """
 
 from __future__ import annotations
@@ -26,6 +19,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import functools
+import importlib.resources
 import json
 import logging
 import os
@@ -38,6 +32,78 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from gpubench_nb.errors import GpubenchError, disk_full, storage_error
+
+NOTEBOOKS_PACKAGE = "gpubench_nb.notebooks"
+# The notebook steps: each ships as "<step>.ipynb", is kept in the bundle under that name, and
+# names its bundle writer (R5.6). Every stage asks these names here.
+STEPS = ("00_environment", "10_measure", "20_quality", "30_economics", "90_report", "memory_mlp")
+ENVIRONMENT_STEP, MEASURE_STEP, QUALITY_STEP, ECONOMICS_STEP, REPORT_STEP, MEMORY_STEP = STEPS
+STAGE_NOTEBOOKS = tuple(f"{step}.ipynb" for step in STEPS)
+
+
+def notebooks_dir() -> Path:
+    """The folder holding the shipped notebooks (a real folder: papermill reads paths)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
+        # Imported from a source tree (editable install, PYTHONPATH on a clone): its own
+        # notebooks/, not another tree's that an editable finder may point to.
+        path = checkout / "notebooks"
+    else:
+        try:
+            path = Path(str(importlib.resources.files(NOTEBOOKS_PACKAGE)))
+        except ModuleNotFoundError:
+            path = Path(NOTEBOOKS_PACKAGE.replace(".", "/"))  # named in the error below
+    if not (path / STAGE_NOTEBOOKS[0]).is_file():
+        raise GpubenchError(
+            f"the notebooks of gpubench-nb are not in {path} (package data {NOTEBOOKS_PACKAGE}); "
+            "reinstall the package (pip install .) from a checkout that has notebooks/"
+        )
+    return path
+
+
+def notebook_path(name: str) -> Path:
+    """The shipped notebook ``name`` (e.g. ``"10_measure.ipynb"``)."""
+    if name not in STAGE_NOTEBOOKS:
+        raise ValueError(f"unknown notebook {name!r}; shipped: {', '.join(STAGE_NOTEBOOKS)}")
+    return notebooks_dir() / name
+
+
+def copy_notebooks(target: Path) -> list[Path]:
+    """Copy every shipped notebook into ``target`` (created if absent), all or nothing: no
+    notebook is overwritten; on any error (a full disk, no permission) whatever was copied is
+    removed again. ``target`` has passed the output guard (protocol.outputs, R5.6: never inside
+    a bundle) in the caller, the CLI."""
+    source = notebooks_dir()
+    existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
+    if existing:
+        raise GpubenchError(
+            f"--copy {target}: {', '.join(p.name for p in existing)} already there; nothing "
+            "copied (never overwritten); remove them or choose another folder"
+        )
+    created, copied = not target.exists(), []
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name in STAGE_NOTEBOOKS:
+            # "x": never overwrite, even a file made since the check; the mode is a new file's
+            # (0666 & ~umask), not a read-only install's 0444.
+            with (source / name).open("rb") as src, (target / name).open("xb") as dst:
+                copied.append(target / name)
+                shutil.copyfileobj(src, dst)
+    except OSError as exc:
+        for path in copied:
+            path.unlink(missing_ok=True)
+        if created:
+            shutil.rmtree(target, ignore_errors=True)
+        if disk_full(exc):
+            raise storage_error(exc, exc.filename or target) from None
+        raise GpubenchError(
+            f"--copy {target}: cannot write there ({exc.strerror or exc}); nothing was copied. "
+            "Fix: give a folder you can write to"
+        ) from None
+    return copied
+
 
 TCP_WARNING = "Kernel is running over TCP without encryption"
 _IRI_GRAMMAR = "rfc3987_syntax"  # optional to jsonschema; no notebook schema uses it

@@ -37,3 +37,32 @@ def test_an_interruption_records_the_job_id_slurm_gave_under_either_name(
     monkeypatch.setenv("SLURM_JOBID", "42")  # older Slurm exports only this name
     entry = record_interruption(tmp_path, None, Interrupted("SIGTERM"))
     assert entry["slurm_job_id"] == "42"
+
+
+@pytest.mark.parametrize(
+    ("argv", "function"),
+    [
+        (["run", "e.yaml"], "gpubench_nb.pipeline.progress:run_with_progress"),
+        (["accept", "e.yaml", "p.jsonl"], "gpubench_nb.protocol.accept:accept_predictions"),
+        (["report", "a", "b"], "gpubench_nb.report.comparison:render_comparison"),
+        (["classify", "e.yaml", "--variant", "b8"], "gpubench_nb.pipeline.classify:classify"),
+        (
+            ["ledger", "a", "--offer", "h", "--days", "7", "--lots", "1", "--start", "2026-12-01"],
+            "gpubench_nb.economics.ledger:ledger_report",
+        ),
+        (["campaign", "run", "c.yaml"], "gpubench_nb.pipeline.campaign.run:run_campaign"),
+        (["campaign", "status", "c.yaml"], "gpubench_nb.pipeline.campaign.view:campaign_status"),
+        (["campaign", "report", "c.yaml"], "gpubench_nb.pipeline.campaign.view:campaign_report"),
+    ],
+)
+def test_each_parsed_argument_is_named_as_its_library_parameter(argv, function) -> None:
+    """cli.py passes the parsed arguments on by name: every one is a parameter of the call."""
+    import importlib
+    import inspect
+
+    from gpubench_nb.cli import _given, build_parser
+
+    module, name = function.split(":")
+    signature = inspect.signature(getattr(importlib.import_module(module), name))
+    extra = {"stream": None} if name == "run_with_progress" else {}
+    signature.bind(**_given(build_parser().parse_args(argv)), **extra)

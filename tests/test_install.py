@@ -219,7 +219,7 @@ def test_the_builds_print_no_backend_warning_and_the_wheel_ships_the_wordpiece_f
     assert "BuildBackendWarning" not in editable.stdout + editable.stderr, editable.stderr
     assert "Warning" not in editable.stderr, editable.stderr  # no other warning either
     found = _run(
-        [str(python), "-c", "from gpubench_nb.notebook_files import notebook_path; "
+        [str(python), "-c", "from gpubench_nb.kernel import notebook_path; "
          "print(notebook_path('10_measure.ipynb'))"],
         tmp_path,
         _clean_env(venv),

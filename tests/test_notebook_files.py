@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb.cli import main
-from gpubench_nb.errors import GpubenchError
-from gpubench_nb.notebook_files import (
+from gpubench_nb.kernel import (
     STAGE_NOTEBOOKS,
     copy_notebooks,
     notebook_path,
@@ -54,10 +53,10 @@ def test_copy_refuses_to_overwrite_and_copies_nothing(
     assert sorted(p.name for p in target.iterdir()) == ["20_quality.ipynb"]  # nothing copied
 
 
-def test_copy_refuses_a_file_as_the_folder(tmp_path: Path) -> None:
+def test_copy_refuses_a_file_as_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "f").write_text("x", encoding="utf-8")
-    with pytest.raises(GpubenchError, match="not a folder"):
-        copy_notebooks(tmp_path / "f")
+    assert main(["notebooks", "--copy", str(tmp_path / "f")]) == 2
+    assert "not a folder" in capsys.readouterr().err
 
 
 def test_copied_notebooks_are_writable_even_from_a_read_only_install(tmp_path: Path) -> None:

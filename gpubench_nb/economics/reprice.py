@@ -11,7 +11,7 @@ from gpubench_nb.economics.bundle_economics import economics_data, read_bundle_r
 from gpubench_nb.economics.offers import load_offers
 from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
 from gpubench_nb.economics.tables import economics_tables
-from gpubench_nb.notebook_files import ECONOMICS_STEP
+from gpubench_nb.kernel import ECONOMICS_STEP
 from gpubench_nb.protocol.bundle import CSV_NAME
 from gpubench_nb.protocol.records import read_environment, write_economics
 from gpubench_nb.protocol.results import write_rows_atomic

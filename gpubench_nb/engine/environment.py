@@ -357,7 +357,7 @@ def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[s
     """00_environment: the machine as observed (R2.4, R2.5) into the bundle's environment.json,
     under its writer and only for the frozen declaration (R1.3, checked before anything)."""
     from gpubench_nb.engine.backends import resolve_device
-    from gpubench_nb.notebook_files import ENVIRONMENT_STEP
+    from gpubench_nb.kernel import ENVIRONMENT_STEP
     from gpubench_nb.protocol.experiment import load_experiment
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.records import write_environment

@@ -20,12 +20,14 @@ from typing import Any
 from gpubench_nb import errors
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
-from gpubench_nb.notebook_files import (
+from gpubench_nb.kernel import (
     ECONOMICS_STEP,
     ENVIRONMENT_STEP,
     MEASURE_STEP,
     QUALITY_STEP,
     notebook_path,
+    papermill_module,
+    papermill_options,
 )
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
@@ -80,8 +82,6 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
 
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
-    from gpubench_nb.kernel import papermill_module, papermill_options
-
     papermill = papermill_module()  # without an unused 1 s grammar
 
     output.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,5 @@
-"""`gpubench-nb run`: the whole chain with its progress on stderr, then its summary.
+"""`gpubench-nb run`: the whole chain with its progress on stderr, then its one-screen summary
+(R3.5: median and min–max; each verdict as protocol.quality decides it, R1.5, R5.7).
 
 In a terminal the progress is a tqdm bar. Anywhere else (``make demo > log``, CI, ``nohup``) a
 bar's carriage-return frames would pile up into one unreadable line of kilobytes, so each
@@ -7,44 +8,32 @@ finished run is one plain line instead: ``[ 4/30] b1 warm 1  3.71 s``.
 
 from __future__ import annotations
 
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from gpubench_nb.formats import seconds
+from gpubench_nb.formats import NOT_RECORDED, seconds, seconds_range
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.outputs import check_output_folder
+from gpubench_nb.protocol.quality import VariantAcceptance
 from gpubench_nb.protocol.records import PHASES
-from gpubench_nb.summary import summary_text
 
 
 def run_with_progress(
-    experiment_path: str | Path,
-    *,
-    output_dir: str | Path,
-    variants: list[str] | None,
-    fresh: bool,
-    run_timeout_seconds: int,
-    protocol: str | Path | None,
-    stream: TextIO,
+    experiment_path: str | Path, *, output_dir: str | Path, stream: TextIO, **options: Any
 ) -> str:
-    """Run every scheduled run (orchestrate.run_experiment) with its progress on ``stream``;
-    return the one-screen summary (per variant and phase, then each verdict by the one rule,
-    R1.5)."""
+    """Run every scheduled run (orchestrate.run_experiment, given ``options``: variants, fresh,
+    run_timeout_seconds, protocol) with its progress on ``stream``; return the one-screen
+    summary (per variant and phase, then each verdict by the one rule, R1.5)."""
     check_output_folder(Path(output_dir), option="--output-dir")
     progress = progress_for(stream)
     finished = False
     try:
         result = orchestrate.run_experiment(
-            experiment_path,
-            output_dir=output_dir,
-            variants=variants,
-            fresh=fresh,
-            run_timeout_seconds=run_timeout_seconds,
-            on_progress=progress,
-            protocol=protocol,
+            experiment_path, output_dir=output_dir, on_progress=progress, **options
         )
         finished = True
     finally:  # closed at the real count; a refusal is printed after it
@@ -110,3 +99,48 @@ class ProgressLines:
 
     def close(self, finished: bool) -> None:
         """Nothing to close: each line was complete when written."""
+
+
+# How the summary shows a variant's verdict (decided by protocol.quality, never here).
+_SHOWN = {True: "accepted", False: "NOT accepted", None: "acceptance not recorded"}
+
+
+def summary_text(
+    rows: Sequence[dict[str, Any]],
+    bundle_dir: Path,
+    report: Path | None,
+    *,
+    verdicts: Mapping[str, VariantAcceptance],
+    phases: Sequence[str],
+) -> str:
+    """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed
+    (3 significant digits with units, as the report: formats.seconds_range); then each
+    variant's verdict as ``verdicts`` (protocol.quality.variant_acceptance) gives it."""
+    lines = [
+        f"bundle: {bundle_dir}",
+        f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
+    ]
+    variants = list(dict.fromkeys(row["variant_id"] for row in rows))
+    for variant in variants:
+        mine = [row for row in rows if row["variant_id"] == variant]
+        for phase in phases:
+            phase_rows = [row for row in mine if row["phase"] == phase]
+            if not phase_rows:
+                continue
+            times = [
+                row["elapsed_seconds"] for row in phase_rows if row["elapsed_seconds"] is not None
+            ]
+            failed = len(phase_rows) - len(times)
+            shown = (
+                seconds_range(statistics.median(times), min(times), max(times))
+                if times
+                else NOT_RECORDED
+            )
+            lines.append(f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}  {shown}")
+        verdict = verdicts[variant]
+        lines.append(
+            f"{variant:<10}{_SHOWN[verdict.verdict]} ({verdict.accepted_runs}"
+            f"/{verdict.measured_runs} measured runs accepted, R1.5)"
+        )
+    lines.append(f"report: {report}" if report else "report: not rendered")
+    return "\n".join(lines)

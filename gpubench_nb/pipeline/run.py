@@ -15,7 +15,7 @@ from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.notebook_files import MEASURE_STEP
+from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.pipeline.run_record import (
     RunNotes,
     finish_record,

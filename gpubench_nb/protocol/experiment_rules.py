@@ -7,17 +7,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
-from gpubench_nb.protocol.experiment_spec import (
-    ATTENTION_BACKENDS,
-    CPU_QUANTIZATIONS,
-    MAX_ID_LENGTH,
-    MAX_SEED,
-    MIN_REPEATS,
-)
-
+ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
+CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
 _ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+MAX_ID_LENGTH = 100
+# The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
+# scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).
+MAX_SEED = 2**32 - 1
+MIN_REPEATS = 5  # R3.4: each variant measured five times
 _SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
 
 

@@ -10,6 +10,11 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.experiment_rules import (
+    MAX_ID_LENGTH,
+    MAX_SEED,
+    MIN_REPEATS,
+)
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
@@ -36,19 +41,12 @@ ORDERS = ("alternating", "drawn")
 BATCHINGS = ("corpus_order", "length_sorted")
 PACKAGE_DAYS = (3, 7, 30)
 OUTPUT_FORMATS = ("predictions_jsonl",)
-MAX_ID_LENGTH = 100  # "<id>" plus a prefix fits a 255-byte file name
-# The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
-# scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).
-MAX_SEED = 2**32 - 1
-MIN_REPEATS = 5  # R3.4: each variant measured five times
 
 # How the model is run (R2.1): a torch.compile mode, the attention implementation of a
 # transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
-CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
 IDENTIFIER = schema.text("letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN,

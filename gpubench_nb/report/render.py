@@ -24,8 +24,7 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
-from gpubench_nb.kernel import papermill_module, papermill_options
-from gpubench_nb.notebook_files import REPORT_STEP, notebook_path
+from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import (

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gpubench_nb.notebook_files import QUALITY_STEP
+from gpubench_nb.kernel import QUALITY_STEP
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import require_frozen

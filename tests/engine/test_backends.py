@@ -15,8 +15,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from gpubench_nb.engine.backends import build as build_module
 from gpubench_nb.engine.backends import (
+    BuildSpec,
     build_bow,
     build_minilm,
     build_model,
@@ -26,6 +26,7 @@ from gpubench_nb.engine.backends import (
     minilm_source_dir,
     resolve_device,
 )
+from gpubench_nb.engine.backends import build as build_module
 from gpubench_nb.engine.backends.base import batch_order, check_precision, native_bf16
 from gpubench_nb.engine.backends.presets import macro_f1, select_subset
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
@@ -76,7 +77,7 @@ def splits():
 def bow_build(splits, tmp_path_factory):
     """The real bow build: full train, epochs chosen on tune, context 128."""
     out = tmp_path_factory.mktemp("bow") / "model"
-    report = build_bow(*splits["train"], *splits["tune"], CLASSES, out, seed=SEED, context=128)
+    report = build_bow(BuildSpec(*splits["train"], *splits["tune"], CLASSES, SEED, 128), out)
     return report
 
 
@@ -142,7 +143,9 @@ def test_bow_rebuild_from_the_same_seed_is_byte_identical(splits, tmp_path) -> N
     folders = []
     for name, seed in (("a", SEED), ("b", SEED), ("c", SEED + 1)):
         out = tmp_path / name
-        build_bow(*splits["train"], *splits["tune"], CLASSES, out, seed=seed, options=SMALL_BOW)
+        build_bow(
+            BuildSpec(*splits["train"], *splits["tune"], CLASSES, seed, options=SMALL_BOW), out
+        )
         folders.append(out)
     a, b, c = ((f / "model.safetensors").read_bytes() for f in folders)
     assert a == b
@@ -556,14 +559,9 @@ def test_hf_class_name_mismatch_is_a_clear_error(tmp_path) -> None:
 def test_minilm_builds_on_a_subset_and_predicts(splits, tmp_path) -> None:
     started = time.perf_counter()
     out = tmp_path / "minilm"
+    options = {"train_limit": 40, "tune_limit": 40, "device": "cpu", "c_grid": [10.0, 1000.0]}
     report = build_minilm(
-        *splits["train"],
-        *splits["tune"],
-        CLASSES,
-        out,
-        seed=SEED,
-        context=32,
-        options={"train_limit": 40, "tune_limit": 40, "device": "cpu", "c_grid": [10.0, 1000.0]},
+        BuildSpec(*splits["train"], *splits["tune"], CLASSES, SEED, 32, options), out
     )
     assert (report.train_count, report.tune_count) == (40, 40)
     assert sorted(p.name for p in out.iterdir()) == sorted(
@@ -678,15 +676,11 @@ def test_build_model_rejects_hf_and_unknown_options(small_exp) -> None:
 def test_bad_build_option_values_fail_before_building(splits, tmp_path) -> None:
     with pytest.raises(ProtocolError, match="max_epochs: must be an integer >= 1, got 0"):
         build_bow(
-            *splits["train"],
-            *splits["tune"],
-            CLASSES,
+            BuildSpec(*splits["train"], *splits["tune"], CLASSES, 1, options={"max_epochs": 0}),
             tmp_path / "m",
-            seed=1,
-            options={"max_epochs": 0},
         )
     with pytest.raises(BackendError, match="R1.3.*'misc'"):
-        build_bow(["a"], ["misc"], ["b"], ["web"], CLASSES, tmp_path / "m", seed=1)
+        build_bow(BuildSpec(["a"], ["misc"], ["b"], ["web"], CLASSES, 1), tmp_path / "m")
     assert list(tmp_path.iterdir()) == []  # nothing half-written
 
 

@@ -59,7 +59,7 @@ def test_notebook_calls_its_step_module(stage: str) -> None:
 
 def test_the_shipped_notebooks_are_the_source_folder() -> None:
     """Package data gpubench_nb.notebooks is the top-level notebooks/ folder (issue 21 §1)."""
-    from gpubench_nb.notebook_files import STAGE_NOTEBOOKS, notebooks_dir
+    from gpubench_nb.kernel import STAGE_NOTEBOOKS, notebooks_dir
 
     assert sorted(STAGE_NOTEBOOKS) == sorted(f"{stage}.ipynb" for stage in STAGES)
     for name in STAGE_NOTEBOOKS:

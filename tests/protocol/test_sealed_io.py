@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from gpubench_nb import notebook_files
+from gpubench_nb import kernel
 from gpubench_nb.cli import main
 from gpubench_nb.errors import BundleError
 from gpubench_nb.protocol import bundle as layout
@@ -117,7 +117,7 @@ def test_notebooks_copy_on_a_full_disk_leaves_no_partial_copy(
             raise OSError(errno.ENOSPC, "No space left on device")
         dst.write(src.read())
 
-    monkeypatch.setattr(notebook_files.shutil, "copyfileobj", full)
+    monkeypatch.setattr(kernel.shutil, "copyfileobj", full)
     target = tmp_path / "nb"
     assert main(["notebooks", "--copy", str(target)]) == 2
     err = capsys.readouterr().err

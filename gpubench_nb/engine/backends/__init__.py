@@ -11,6 +11,7 @@ from gpubench_nb.engine.backends.base import (
     PRECISIONS,
     Backend,
     Batch,
+    LoadSpec,
     Tokenized,
     check_precision,
     resolve_device,
@@ -19,7 +20,12 @@ from gpubench_nb.engine.backends.base import (
 from gpubench_nb.engine.backends.bow import build_bow
 from gpubench_nb.engine.backends.build import build_model
 from gpubench_nb.engine.backends.minilm import build_minilm
-from gpubench_nb.engine.backends.presets import BuildReport, minilm_source_dir, wordpiece_dir
+from gpubench_nb.engine.backends.presets import (
+    BuildReport,
+    BuildSpec,
+    minilm_source_dir,
+    wordpiece_dir,
+)
 from gpubench_nb.engine.backends.registry import REGISTRY, BackendEntry, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import BACKENDS
@@ -50,18 +56,14 @@ def load_backend(
     torch_dtype(precision)  # an unknown precision fails before any file is read
     resolved = resolve_device(device)
     check_precision(model.backend, resolved, precision)
-    kwargs = {
-        "classes": tuple(classes),
-        "device": resolved,
-        "precision": precision,
-        "revisions": revisions,
-    }
-    entry = backend_entry(model.backend)  # the registry, not a chain of names
-    backend_class = entry.backend_class()
-    if entry.prompt:
-        kwargs["prompt"] = model.prompt  # the declared prompt, frozen in the lock (R1.3, R2.5)
+    backend_class = backend_entry(model.backend).backend_class()  # the registry
+    # model.prompt: the declared prompt (None but for a causal_lm), frozen in the lock (R2.5)
+    spec = LoadSpec(
+        Path(model.path), Path(tokenizer.path), tuple(classes), resolved, precision, revisions,
+        getattr(model, "prompt", None),
+    )  # fmt: skip
     try:
-        return backend_class(model.path, tokenizer.path, **kwargs)
+        return backend_class(spec)
     except (BackendError, torch.cuda.OutOfMemoryError):
         raise
     except (RuntimeError, ValueError, NotImplementedError, TypeError) as exc:
@@ -99,7 +101,9 @@ __all__ = [
     "Backend",
     "BackendEntry",
     "Batch",
+    "LoadSpec",
     "BuildReport",
+    "BuildSpec",
     "Tokenized",
     "backend_entry",
     "build_bow",

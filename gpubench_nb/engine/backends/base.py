@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -170,6 +170,20 @@ def class_permutation(
     return [model_labels.index(c) for c in classes]
 
 
+def built_files(folder: Path, backend: str, names: Sequence[str]) -> list[Path]:
+    """``names`` and the metadata in a folder build-model wrote for ``backend``: what its model
+    revision covers (R1.1). An incomplete build is refused, naming the files it lacks."""
+    files = [folder / name for name in (*names, METADATA_FILE)]
+    missing = [p.name for p in files if not p.is_file()]
+    if missing:
+        raise BackendError(
+            f"model.path {folder} lacks {missing}: not a complete {backend} build. Rebuild it "
+            "with `gpubench-nb build-model <experiment.yaml> --force`",
+            rule="R1.1",
+        )
+    return files
+
+
 def read_metadata(folder: Path) -> dict[str, Any]:
     """The ``gpubench_model.json`` written by build_model, or a BackendError."""
     path = folder / METADATA_FILE
@@ -185,6 +199,22 @@ def read_metadata(folder: Path) -> dict[str, Any]:
         raise BackendError(
             f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); rebuild with --force"
         ) from exc
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """What every backend is opened with, built once by ``load_backend``: the model and
+    tokenizer folders, the declared classes (matched by name, R1.3), the resolved device, the
+    precision, the revisions fingerprinted before the timed load (R3.2; None: hashed while
+    opening, R1.1) and the declared prompt (the backends that take one, R2.5)."""
+
+    model_path: Path
+    tokenizer_path: Path
+    classes: tuple[str, ...]
+    device: torch.device
+    precision: str
+    revisions: tuple[str, str] | None = None
+    prompt: Any = None
 
 
 class Backend:
@@ -225,34 +255,38 @@ class Backend:
         """Logits in the model's own label order."""
         raise NotImplementedError
 
-    def _open_built_folder(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        *,
-        classes: Sequence[str],
-        device: torch.device,
-        precision: str,
-        model_files: Callable[[Path], list[Path]],
-        revisions: tuple[str, str] | None = None,
-    ) -> dict[str, Any]:
+    def _open(self, spec: LoadSpec) -> None:
+        """Set the folders, classes, device and precision, the tokenizer (read once) and both
+        revisions: ``spec.revisions`` when fingerprinted before the timed load, so hashing is
+        not load time (R3.2); else the files are hashed here (R1.1)."""
+        from gpubench_nb.engine.backends.registry import backend_entry
+        from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
+        from gpubench_nb.protocol.fingerprint import sha256_files
+
+        model_revision, tokenizer_revision = spec.revisions or (None, None)
+        self.model_path = require_folder(spec.model_path, "model.path")
+        self.model_revision = model_revision or sha256_files(
+            backend_entry(self.name).model_files(self.model_path), self.model_path
+        )
+        self.tokenizer = TextTokenizer(
+            spec.tokenizer_path, revision=tokenizer_revision, plain=self.plain_tokenizer
+        )
+        self.tokenizer_revision = self.tokenizer.revision
+        self.classes, self.device, self.precision = spec.classes, spec.device, spec.precision
+
+    def _open_built_folder(self, spec: LoadSpec) -> dict[str, Any]:
         """Open a folder written by ``build_model`` for this preset; return its metadata.
 
         Checks it was built for this backend and with this tokenizer (R1.1: another
-        tokenizer's IDs would mean other words) and maps labels by name. ``revisions``
-        (model, tokenizer) are the fingerprints taken before the timed load (R3.2); without
-        them both folders are hashed here.
+        tokenizer's IDs would mean other words) and maps labels by name.
         """
-        self._open_files(model_path, tokenizer_path, model_files, revisions)
+        self._open(spec)
         meta = read_metadata(self.model_path)
         if meta.get("backend") != self.name:
             raise BackendError(
                 f"{self.model_path / METADATA_FILE} was built for backend "
                 f"{meta.get('backend')!r}, not {self.name}; fix model.backend or model.path"
             )
-        self.classes = tuple(classes)
-        self.device = device
-        self.precision = precision
         self._map_labels(meta["classes"])
         if self.tokenizer.revision != meta["tokenizer_revision"]:
             raise BackendError(
@@ -263,29 +297,6 @@ class Backend:
                 rule="R1.1",
             )
         return meta
-
-    def _open_files(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        model_files: Callable[[Path], list[Path]],
-        revisions: tuple[str, str] | None,
-    ) -> None:
-        """Set ``model_path``, ``tokenizer`` (read once) and both revisions. ``revisions``
-        (model, tokenizer) are the fingerprints taken before the timed load, so hashing is not
-        load time (R3.2); without them the files are hashed here (R1.1)."""
-        from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
-        from gpubench_nb.protocol.fingerprint import sha256_files
-
-        model_revision, tokenizer_revision = revisions or (None, None)
-        self.model_path = require_folder(model_path, "model.path")
-        self.model_revision = model_revision or sha256_files(
-            model_files(self.model_path), self.model_path
-        )
-        self.tokenizer = TextTokenizer(
-            tokenizer_path, revision=tokenizer_revision, plain=self.plain_tokenizer
-        )
-        self.tokenizer_revision = self.tokenizer.revision
 
     def _map_labels(self, model_labels: Sequence[str]) -> None:
         """Match the model's labels to the declared classes by name (R1.3); an identity

@@ -9,15 +9,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.base import (
-    METADATA_FILE,
     Backend,
     Batch,
+    LoadSpec,
     Tokenized,
     batch_order,
+    built_files,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.presets import (
     BuildReport,
+    BuildSpec,
     build_subsets,
     built_report,
     copy_tokenizer,
@@ -28,7 +30,6 @@ from gpubench_nb.engine.backends.presets import (
     write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
-from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment import build_options
 
 if TYPE_CHECKING:
@@ -73,15 +74,7 @@ def bags(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> d
 
 def model_files(folder: Path) -> list[Path]:
     """The files a bow model is loaded from, fingerprinted as its model_revision (R1.1)."""
-    files = [folder / WEIGHTS_FILE, folder / METADATA_FILE]
-    missing = [p.name for p in files if not p.is_file()]
-    if missing:
-        raise BackendError(
-            f"model.path {folder} lacks {missing}: not a complete bow build. Rebuild it with "
-            "`gpubench-nb build-model <experiment.yaml> --force`",
-            rule="R1.1",
-        )
-    return files
+    return built_files(folder, "bow", (WEIGHTS_FILE,))
 
 
 @contextmanager
@@ -116,42 +109,27 @@ def _predict_all(module: torch.nn.Module, rows: list[list[int]], batch: int = 25
     return out
 
 
-def build_bow(
-    train_texts: Sequence[str],
-    train_labels: Sequence[str],
-    tune_texts: Sequence[str],
-    tune_labels: Sequence[str],
-    classes: Sequence[str],
-    out_dir: Path,
-    *,
-    seed: int,
-    context: int = 128,
-    options: Mapping[str, Any] | None = None,
-    provenance: Mapping[str, Any] | None = None,
-    tokenizer_dir: Path | None = None,
-) -> BuildReport:
+def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = None) -> BuildReport:
     """Train the bow classifier on train (texts cut to ``context``), choose the epoch count on
     tune macro-F1 (R1.4), and write ``out_dir`` (safetensors, gpubench_model.json, tokenizer).
     Built on CPU with deterministic algorithms: the same seed gives byte-identical files."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = preset_options(options)
-    classes = tuple(classes)
+    opts = preset_options(spec.options)
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
-    subsets = build_subsets(train_labels, tune_labels, classes, opts)
-    x_train = tokenizer.tokenize(subsets.train(train_texts), context).input_ids
-    x_tune = tokenizer.tokenize(subsets.tune(tune_texts), context).input_ids
-    shape = (tokenizer.vocab_size, opts["dim"], len(classes))
-    best_state, scores = _train(x_train, subsets.y_train, x_tune, subsets.y_tune, shape, opts, seed)
+    subsets = build_subsets(spec, opts)
+    x_train = tokenizer.tokenize(subsets.train(spec.train_texts), spec.context).input_ids
+    x_tune = tokenizer.tokenize(subsets.tune(spec.tune_texts), spec.context).input_ids
+    shape = (tokenizer.vocab_size, opts["dim"], len(spec.classes))
+    best_state, scores = _train(
+        x_train, subsets.y_train, x_tune, subsets.y_tune, shape, opts, spec.seed
+    )
     metadata = preset_metadata(
+        spec,
         "bow",
-        classes,
-        seed=seed,
-        context=context,
-        options=opts,
-        provenance=provenance,
+        opts,
         architecture={"vocab_size": tokenizer.vocab_size, "dim": opts["dim"], "mode": "mean"},
         tokenizer_revision=tokenizer.revision,
         chosen={"epochs": scores.index(max(scores)) + 1},
@@ -244,34 +222,15 @@ class BowBackend(Backend):
     name = "bow"
     plain_tokenizer = True
 
-    def __init__(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        *,
-        classes: Sequence[str],
-        device: torch.device,
-        precision: str,
-        revisions: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, spec: LoadSpec) -> None:
         from safetensors.torch import load_file
 
-        meta = self._open_built_folder(
-            model_path,
-            tokenizer_path,
-            classes=classes,
-            device=device,
-            precision=precision,
-            model_files=model_files,
-            revisions=revisions,
-        )
-        weights = self.model_path / WEIGHTS_FILE
+        meta = self._open_built_folder(spec)
         arch = meta["architecture"]
-        dtype = torch_dtype(precision)
         module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))
-        module.load_state_dict(load_file(str(weights)))
+        module.load_state_dict(load_file(str(self.model_path / WEIGHTS_FILE)))
         # The EmbeddingBag too is kept in the declared dtype.
-        self.module = module.to(device=device, dtype=dtype).eval()
+        self.module = module.to(device=spec.device, dtype=torch_dtype(spec.precision)).eval()
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
         """Bags (flat IDs + offsets) on the device: no padding, so batch size adds no work."""

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
+from gpubench_nb.engine.backends.presets import BuildSpec
 from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.fingerprint import sha256_files
@@ -87,18 +88,9 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
 
-    preset.build_preset(
-        train.texts,
-        train.labels,
-        tune.texts,
-        tune.labels,
-        exp.classes,
-        out_dir,
-        seed=exp.seed,
-        context=context,
-        options=options,
-        provenance=provenance,
-    )
+    splits = (train.texts, train.labels, tune.texts, tune.labels)
+    spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
+    preset.build_preset(spec, out_dir)
     return out_dir
 
 

@@ -16,11 +16,18 @@ batch 1 does (R2.1).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gpubench_nb.engine.backends.base import Backend, Batch, Tokenized, batch_order, torch_dtype
-from gpubench_nb.engine.backends.hf import from_pretrained, max_context, model_files
+from gpubench_nb.engine.backends.base import (
+    Backend,
+    Batch,
+    LoadSpec,
+    Tokenized,
+    batch_order,
+    torch_dtype,
+)
+from gpubench_nb.engine.backends.hf import from_pretrained, max_context
+from gpubench_nb.engine.backends.hf import model_files as model_files  # the same files (R1.1)
 from gpubench_nb.engine.backends.prompts import PromptTokenizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.prompting import normalise_answer
@@ -57,32 +64,20 @@ class CausalLmBackend(Backend):
 
     name = "causal_lm"
 
-    def __init__(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        *,
-        prompt: Any,
-        classes: Sequence[str],
-        device: torch.device,
-        precision: str,
-        revisions: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, spec: LoadSpec) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
-        if prompt is None or len(prompt.verbalisations) != len(classes):
+        prompt, device = spec.prompt, spec.device
+        if prompt is None or len(prompt.verbalisations) != len(spec.classes):
             raise BackendError(
                 "backend causal_lm needs model.prompt with one verbalisation per class",
                 rule="R1.3",
             )
-        self._open_files(model_path, tokenizer_path, model_files, revisions)
+        self._open(spec)
         self.prompt = prompt
         self.prompts = PromptTokenizer(self.tokenizer, prompt)
-        self.classes = tuple(classes)
-        self.device = device
-        self.precision = precision
-        model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(precision))
+        model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(spec.precision))
         self.module = model.to(device).eval()
         # R2.5, R1.3: the folder's generation_config.json is fingerprinted, but
         # none of its options applies: the model's defaults become exactly the declared ones,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from gpubench_nb.engine.backends.base import (
     Backend,
     Batch,
+    LoadSpec,
     Tokenized,
     padded_batches,
     torch_dtype,
@@ -96,30 +97,18 @@ class HfBackend(EncoderBackend):
 
     name = "hf"
 
-    def __init__(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        *,
-        classes: Sequence[str],
-        device: torch.device,
-        precision: str,
-        revisions: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, spec: LoadSpec) -> None:
         from transformers import AutoModelForSequenceClassification
 
-        self._open_files(model_path, tokenizer_path, model_files, revisions)
-        self.classes = tuple(classes)
-        self.device = device
-        self.precision = precision
+        self._open(spec)
         model = from_pretrained(
-            AutoModelForSequenceClassification, self.model_path, torch_dtype(precision)
+            AutoModelForSequenceClassification, self.model_path, torch_dtype(spec.precision)
         )
         id2label = model.config.id2label
         labels = [id2label[i] for i in range(model.config.num_labels)]
         self._map_labels(labels)
         self._decoder = decoder_padding(model, self.tokenizer.pad_id, self.model_path)
-        self.module = model.to(device).eval()
+        self.module = model.to(spec.device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:

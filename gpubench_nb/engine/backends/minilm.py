@@ -10,24 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import gpubench_nb.engine.backends.presets as presets
 from gpubench_nb.engine.backends.base import (
-    METADATA_FILE,
+    LoadSpec,
+    built_files,
     padded_batches,
     resolve_device,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
-from gpubench_nb.engine.backends.presets import (
-    BuildReport,
-    build_subsets,
-    built_report,
-    copy_tokenizer,
-    macro_f1,
-    minilm_source_dir,
-    preset_metadata,
-    staged_build,
-    write_metadata,
-)
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment import build_options
@@ -47,15 +38,7 @@ DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
 
 def model_files(folder: Path) -> list[Path]:
     """The files a minilm model is loaded from, fingerprinted as its model_revision (R1.1)."""
-    files = [folder / n for n in (*ENCODER_FILES, HEAD_FILE, METADATA_FILE)]
-    missing = [p.name for p in files if not p.is_file()]
-    if missing:
-        raise BackendError(
-            f"model.path {folder} lacks {missing}: not a complete minilm build. Rebuild it "
-            "with `gpubench-nb build-model <experiment.yaml> --force`",
-            rule="R1.1",
-        )
-    return files
+    return built_files(folder, "minilm", (*ENCODER_FILES, HEAD_FILE))
 
 
 def minilm_module(encoder: torch.nn.Module, head: torch.nn.Linear) -> torch.nn.Module:
@@ -83,7 +66,7 @@ def minilm_module(encoder: torch.nn.Module, head: torch.nn.Linear) -> torch.nn.M
 
 
 def _embed(
-    module: Any, tokenizer: TextTokenizer, texts: Sequence[str], context: int, batch: int, device
+    module: Any, texts: Sequence[str], tokenizer: TextTokenizer, context: int, batch: int, device
 ) -> Any:
     """fp32 sentence embeddings in corpus order (length-sorted batches: build time only)."""
     import torch
@@ -99,45 +82,33 @@ def _embed(
 
 
 def build_minilm(
-    train_texts: Sequence[str],
-    train_labels: Sequence[str],
-    tune_texts: Sequence[str],
-    tune_labels: Sequence[str],
-    classes: Sequence[str],
-    out_dir: Path,
-    *,
-    seed: int,
-    context: int = 128,
-    options: Mapping[str, Any] | None = None,
-    provenance: Mapping[str, Any] | None = None,
-    source_dir: Path | None = None,
-) -> BuildReport:
+    spec: presets.BuildSpec, out_dir: Path, *, source_dir: Path | None = None
+) -> presets.BuildReport:
     """Embed train and tune with the encoder (fp32), fit a logistic regression on train for
     each C of the grid, keep the C with the best tune macro-F1 (R1.4), and write ``out_dir``:
     encoder config + weights (copied verbatim), head.safetensors, tokenizer, metadata."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = preset_options(options)
-    classes = tuple(classes)
-    source = Path(source_dir) if source_dir else minilm_source_dir()
+    opts = preset_options(spec.options)
+    classes = tuple(spec.classes)
+    source = Path(source_dir) if source_dir else presets.minilm_source_dir()
     tokenizer = TextTokenizer(source)
-    subsets = build_subsets(train_labels, tune_labels, classes, opts)
+    subsets = presets.build_subsets(spec, opts)
     _require_every_class(classes, subsets.y_train)
     module, device = _untrained_module(source, len(classes), opts["device"])
-    batch = opts["embed_batch"]
-    x_train = _embed(module, tokenizer, subsets.train(train_texts), context, batch, device)
-    x_tune = _embed(module, tokenizer, subsets.tune(tune_texts), context, batch, device)
-    search = _fit_head(x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, seed)
+    embed = (tokenizer, spec.context, opts["embed_batch"], device)
+    x_train = _embed(module, subsets.train(spec.train_texts), *embed)
+    x_tune = _embed(module, subsets.tune(spec.tune_texts), *embed)
+    search = _fit_head(
+        x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, spec.seed
+    )
     dim = module.encoder.config.hidden_size
     weight, bias = _head_rows(search.chosen, len(classes), dim)
-    metadata = preset_metadata(
+    metadata = presets.preset_metadata(
+        spec,
         "minilm",
-        classes,
-        seed=seed,
-        context=context,
-        options=opts,
-        provenance=provenance,
+        opts,
         architecture={"pooling": "mean", "normalize": True, "hidden_size": dim},
         encoder_revision=sha256_files([source / n for n in ENCODER_FILES], source),
         tokenizer_revision=tokenizer.revision,
@@ -148,19 +119,19 @@ def build_minilm(
         train_count=len(subsets.y_train),
         tune_count=len(subsets.y_tune),
     )
-    with staged_build(out_dir) as staged:
+    with presets.staged_build(out_dir) as staged:
         for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
             shutil.copyfile(source / name, staged / name)
         save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
-        copy_tokenizer(source, staged)
-        write_metadata(staged, metadata)
-    return built_report(out_dir, started, metadata)
+        presets.copy_tokenizer(source, staged)
+        presets.write_metadata(staged, metadata)
+    return presets.built_report(out_dir, started, metadata)
 
 
 def preset_source() -> tuple[Path, list[Path]]:
     """What a minilm build starts from, hashed as its source_revision (R1.1): the MiniLM
     package's tokenizer and encoder."""
-    source = minilm_source_dir()
+    source = presets.minilm_source_dir()
     return source, [*tokenizer_files(source), *(source / name for name in ENCODER_FILES)]
 
 
@@ -226,7 +197,7 @@ def _fit_head(
             fitted.fit(x_train, y_train)
         if any(issubclass(w.category, ConvergenceWarning) for w in caught):
             unconverged.append(float(c))
-        score = macro_f1(y_tune, fitted.predict(x_tune).tolist(), n_classes)
+        score = presets.macro_f1(y_tune, fitted.predict(x_tune).tolist(), n_classes)
         scores[repr(float(c))] = score
         if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
             best = (score, fitted)
@@ -257,30 +228,13 @@ class MinilmBackend(EncoderBackend):
 
     name = "minilm"
 
-    def __init__(
-        self,
-        model_path: Path,
-        tokenizer_path: Path,
-        *,
-        classes: Sequence[str],
-        device: torch.device,
-        precision: str,
-        revisions: tuple[str, str] | None = None,
-    ) -> None:
+    def __init__(self, spec: LoadSpec) -> None:
         import torch
         from safetensors.torch import load_file
         from transformers import AutoModel
 
-        self._open_built_folder(
-            model_path,
-            tokenizer_path,
-            classes=classes,
-            device=device,
-            precision=precision,
-            model_files=model_files,
-            revisions=revisions,
-        )
-        dtype = torch_dtype(precision)
+        self._open_built_folder(spec)
+        device, dtype = spec.device, torch_dtype(spec.precision)
         encoder = from_pretrained(AutoModel, self.model_path, dtype)
         state = load_file(str(self.model_path / HEAD_FILE))
         head = torch.nn.Linear(state["weight"].shape[1], state["weight"].shape[0])

@@ -20,6 +20,23 @@ METADATA_FORMAT = 1
 
 
 @dataclass(frozen=True)
+class BuildSpec:
+    """What a preset is built from: the train and tune splits (texts, labels), the declared
+    classes (R1.3), the seed, the context texts are cut to, model.build (``options``) and the
+    provenance its metadata records (R1.1, R1.4). Eval is never part of it."""
+
+    train_texts: Sequence[str]
+    train_labels: Sequence[str]
+    tune_texts: Sequence[str]
+    tune_labels: Sequence[str]
+    classes: Sequence[str]
+    seed: int
+    context: int = 128
+    options: Mapping[str, Any] | None = None
+    provenance: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class BuildReport:
     """What a preset build produced; ``build_seconds`` is reported, never stored in the folder
     (so two builds from the same seed give identical files)."""
@@ -168,16 +185,11 @@ class Subsets:
         return [texts[i] for i in self.keep_tune]
 
 
-def build_subsets(
-    train_labels: Sequence[str],
-    tune_labels: Sequence[str],
-    classes: Sequence[str],
-    options: Mapping[str, Any],
-) -> Subsets:
+def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
     """Labels as class indices (R1.3) and the subsets ``options`` asks for (``train_limit``,
     ``tune_limit``, ``subset``) of the train and tune splits."""
-    y_train = encode_labels(train_labels, classes, "train")
-    y_tune = encode_labels(tune_labels, classes, "tune")
+    y_train = encode_labels(spec.train_labels, spec.classes, "train")
+    y_tune = encode_labels(spec.tune_labels, spec.classes, "tune")
     keep_train = select_subset(y_train, options["train_limit"], options["subset"])
     keep_tune = select_subset(y_tune, options["tune_limit"], options["subset"])
     return Subsets(
@@ -186,25 +198,18 @@ def build_subsets(
 
 
 def preset_metadata(
-    backend: str,
-    classes: Sequence[str],
-    *,
-    seed: int,
-    context: int,
-    options: Mapping[str, Any],
-    provenance: Mapping[str, Any] | None,
-    **facts: Any,
+    spec: BuildSpec, backend: str, options: Mapping[str, Any], **facts: Any
 ) -> dict[str, Any]:
     """gpubench_model.json's data: the backend, its classes, the declaration it was built from
-    (seed, context, options, provenance) and the build's ``facts``."""
+    (seed, context, checked options, provenance) and the build's ``facts``."""
     declaration = {
         "backend": backend,
-        "seed": seed,
-        "context": context,
+        "seed": spec.seed,
+        "context": spec.context,
         "options": options,
-        **dict(provenance or {}),
+        **dict(spec.provenance or {}),
     }
-    return {"backend": backend, "classes": list(classes), "declaration": declaration, **facts}
+    return {"backend": backend, "classes": list(spec.classes), "declaration": declaration, **facts}
 
 
 def built_report(out_dir: Path, started: float, metadata: dict[str, Any]) -> BuildReport:

@@ -1,7 +1,7 @@
 """The backend registry: one entry per declared ``model.backend`` name (R2.1).
 
-The names, which are presets and which take a prompt are declared once, in
-``protocol.experiment_spec``; each name's code is the module of that name under this package,
+The names and which are presets are declared once, in ``protocol.experiment_spec``, which take
+a prompt in ``protocol.prompting``; each name's code is the module of that name under this package,
 imported only when asked (torch and transformers load only for the backend used). That module
 gives ``BACKEND`` (its class), ``model_files(folder)`` (what its model revision covers, R1.1),
 and, for a preset, ``preset_options``, ``preset_source`` and ``build_preset`` (build-model).

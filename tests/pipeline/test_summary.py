@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpubench_nb.pipeline.progress import summary_text
 from gpubench_nb.protocol.records import PHASES
-from gpubench_nb.summary import summary_text
 
 
 @dataclass(frozen=True)
