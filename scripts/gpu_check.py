@@ -18,6 +18,10 @@ shown failing on a planted fault by ``--device cpu`` (the CPU smoke mode; ``PLAN
   production load (``pipeline.run._load``, its import clock started before ``import torch``)
   and cold / warm passes against CUDA events; ``load/imports/<row>``: its import_seconds against
   a fresh ``python -c "import torch"`` measured just before it, and its residency at load start.
+- A row may name one optimisation (``hf/bf16/b16/compile=default``,
+  ``.../quantization=int8_weight_only``): applied after the timed load by ``engine.optimise``,
+  its seconds recorded apart from the load and the passes, the warm pass free of
+  recompilations, peaks >= the quantised weights.
 
 MiniLM-shaped models with random weights are built from MiniLM's config (no download);
 ``--prepare`` (run here first) copies config + tokenizer to models/gpu-check/minilm-source and
@@ -60,14 +64,15 @@ DEMO = ROOT / "parameters" / "demo.yaml"
 CHILD_TAG = "GPU_CHECK_CHILD "
 VERDICTS: list[tuple[str, str, str]] = []
 DEFAULT_ROWS = "bow/fp32/b16,minilm/bf16/b16,hf/fp32/b1,hf/fp16/b16"
+DEFAULT_ROWS += ",hf/bf16/b16/compile=default,hf/bf16/b16/quantization=int8_weight_only"
 
 
-def parse_rows(text: str) -> list[tuple[str, str, int]]:
-    """``bow/fp32/b16,hf/bf16/b1`` -> [(backend, precision, batch), ...]."""
+def parse_rows(text: str) -> list[tuple[str, str, int, str]]:
+    """``bow/fp32/b16,hf/bf16/b1/compile=default`` -> [(backend, precision, batch, setting)]."""
     rows = []
     for item in text.split(","):
-        backend, precision, batch = item.strip().split("/")
-        rows.append((backend, precision, int(batch.removeprefix("b"))))
+        backend, precision, batch, *setting = item.strip().split("/")
+        rows.append((backend, precision, int(batch.removeprefix("b")), "".join(setting)))
     return rows
 
 
@@ -85,6 +90,10 @@ CSV_COLUMNS = (
     "warm_seconds",
     "warm_event_seconds",
     "weight_bytes",
+    "setting",
+    "optimised",
+    "cold_recompiles",
+    "warm_recompiles",
     "load_memory",
     "cold_memory",
     "warm_memory",
@@ -303,8 +312,13 @@ def child(args: Any) -> int:
             model=ModelSpec(backend=args.backend, path=args.model_dir, build={}),
             tokenizer=TokenizerSpec(path=args.model_dir),
         )
+    extra = dict([args.setting.split("=", 1)]) if args.setting else {}
     settings = dataclasses.replace(
-        exp.variants[0].settings, batch=args.batch, precision=args.precision, device=args.device
+        exp.variants[0].settings,
+        batch=args.batch,
+        precision=args.precision,
+        device=args.device,
+        **extra,
     )
     corpus = load_experiment_corpus(exp, "eval")
     if args.limit:
@@ -327,8 +341,26 @@ def child(args: Any) -> int:
         print(CHILD_TAG + json.dumps(out))
         return 0
     out["weight_bytes"] = loaded.backend.describe()["weight_bytes"]
+    if extra:  # after the timed load, its own seconds (engine.optimise, R3.2)
+        from gpubench_nb.engine import optimise
+
+        lacks = optimise._missing(settings, device)  # e.g. no torchao on this machine
+        if lacks:
+            print(CHILD_TAG + json.dumps(dict(out, skip="; ".join(lacks))))
+            return 0
+        backend = loaded.backend
+        tokenized = backend.tokenize(corpus.texts[: settings.batch], settings.context)
+        done = optimise.apply_optimisations(
+            backend,
+            settings,
+            lambda: backend.batches(tokenized, settings.batch, settings.batching)[0],
+            device,
+        )
+        out["optimised"] = done.to_dict()
+        out["weight_bytes"] = done.weight_bytes
     tmp = Path(tempfile.mkdtemp())
     for phase, warmups in (("cold", 0), ("warm", 2)):
+        graphs = optimise.graphs_compiled() if extra else None
         for _ in range(warmups):
             measure_pass(loaded.backend, corpus, settings, "processing", None, pass_kind="warmup")
         state.update(first=None, last=None, record=True)
@@ -343,12 +375,16 @@ def child(args: Any) -> int:
         out[f"{phase}_memory"] = result.memory.to_dict()
         out["error"] = out["error"] or result.error
         out[f"{phase}_telemetry"] = result.gpu_telemetry
+        if graphs is not None:  # compiled after the first batch: new shapes in the pass
+            out[f"{phase}_recompiles"] = optimise.graphs_compiled() - graphs
     out["heavy_modules"] = [m for m in figures.HEAVY if m in sys.modules]  # none in a kernel
     print(CHILD_TAG + json.dumps(out))
     return 0
 
 
-def run_child(args: Any, backend: str, precision: str, batch: int, folder: Path) -> dict:
+def run_child(
+    args: Any, backend: str, precision: str, batch: int, folder: Path, setting: str = ""
+) -> dict:
     command = [
         sys.executable,
         str(Path(__file__).resolve()),
@@ -365,11 +401,14 @@ def run_child(args: Any, backend: str, precision: str, batch: int, folder: Path)
         str(args.limit or 0),
         "--model-dir",
         str(folder),
+        "--setting",
+        setting,
     ]
+    timeout = args.child_timeout * (4 if setting else 1)  # compiling takes its own minute
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.child_timeout)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"error": f"fresh process timed out after {args.child_timeout} s"}
+        return {"error": f"fresh process timed out after {timeout} s"}
     for line in done.stdout.splitlines():
         if line.startswith(CHILD_TAG):
             return json.loads(line[len(CHILD_TAG) :])
@@ -383,7 +422,10 @@ def judge_cold(name: str, row: dict, gpu: bool = True) -> None:
     if row.get("error"):
         verdict(name, "FAIL", str(row["error"])[:300])
         return
-    bad = []
+    if row.get("skip"):
+        verdict(name, "SKIP", row["skip"])
+        return
+    bad = optimised_problems(row)
     if row["forwards_during_load"]:
         bad.append(f"{row['forwards_during_load']} forward(s) ran during load")
     if gpu and not row.get("cuda_context_seconds"):
@@ -415,6 +457,26 @@ def judge_cold(name: str, row: dict, gpu: bool = True) -> None:
     )
 
 
+def optimised_problems(row: dict) -> list[str]:
+    """What an optimised row must show: its own seconds, the setting applied, a warm pass
+    that compiles nothing new (the warm-up covered every shape)."""
+    done = row.get("optimised")
+    if not row.get("setting"):
+        return []
+    if not done:
+        return [f"{row['setting']}: not applied"]
+    bad = []
+    if done["compile"] != "none" and not (done["compile_seconds"] and done["compiled_graphs"]):
+        bad.append(f"compile: {done['compile_seconds']} s for {done['compiled_graphs']} graphs")
+    if done["compile"] != "none" and row.get("warm_recompiles"):
+        bad.append(f"warm pass recompiled {row['warm_recompiles']} graph(s)")
+    if done["quantization"] != "none" and not (
+        done["quantize_seconds"] and done["quantized_layers"]
+    ):
+        bad.append(f"quantization: {done['quantized_layers']} layers quantised")
+    return bad
+
+
 def _s(value: Any) -> str:
     return "-" if value is None else f"{value:.4f}"
 
@@ -439,6 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", default="fp32", help=argparse.SUPPRESS)
     parser.add_argument("--batch", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--model-dir", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--setting", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.prepare:
         return prepare()
@@ -489,18 +552,19 @@ def main(argv: list[str] | None = None) -> int:
             except Exception as exc:
                 verdict(name, "FAIL", f"check crashed: {type(exc).__name__}: {str(exc)[:300]}")
         plan = parse_rows(args.rows)
-        source = minilm_source(args.source) if any(b != "bow" for b, _, _ in plan) else None
+        backends = {row[0] for row in plan}
+        source = minilm_source(args.source) if backends - {"bow"} else None
         folders = {"bow": exp.model.path}
-        if any(b == "minilm" for b, _, _ in plan):
+        if "minilm" in backends:
             folders["minilm"] = random_minilm_folder(tmp / "minilm", exp.classes, source)
-        if any(b == "hf" for b, _, _ in plan):
+        if "hf" in backends:
             folders["hf"] = random_hf_folder(tmp / "hf", exp.classes, source)
         rows = []
-        for backend, precision, batch in plan:
-            row_name = f"{backend}/{precision}/b{batch}"
+        for backend, precision, batch, setting in plan:
+            row_name = f"{backend}/{precision}/b{batch}" + (f"/{setting}" if setting else "")
             fresh = figures.fresh_torch_seconds()  # measured beside the row, in its own process
-            row = run_child(args, backend, precision, batch, folders[backend])
-            judge_cold(f"cold/{row_name}", row, gpu)
+            row = run_child(args, backend, precision, batch, folders[backend], setting)
+            judge_cold(f"cold/{row_name}", dict(row, setting=setting), gpu)
             imports = {
                 "import_seconds": row.get("import_seconds"),
                 "load_seconds": row.get("load_seconds"),
@@ -514,7 +578,16 @@ def main(argv: list[str] | None = None) -> int:
             figures.report(
                 verdict, f"load/residency/{row_name}", residency, "load/page-cache-residency"
             )
-            rows.append(dict(row, backend=backend, precision=precision, batch=batch, name=row_name))
+            rows.append(
+                dict(
+                    row,
+                    backend=backend,
+                    precision=precision,
+                    batch=batch,
+                    name=row_name,
+                    setting=setting,
+                )
+            )
     path = args.out / "gpu_check.csv"
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_COLUMNS, extrasaction="ignore")

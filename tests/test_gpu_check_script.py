@@ -92,6 +92,23 @@ def test_a_broken_judge_never_passes(gpu_check) -> None:
     gpu_check.figures.report(record, "cuda/module-loading", {"cases": [{"error": "no CUDA"}]})
     assert [v[1] for v in verdicts] == ["FAIL", "FAIL"]
     assert gpu_check.parse_rows("bow/fp32/b16,hf/bf16/b1") == [
-        ("bow", "fp32", 16),
-        ("hf", "bf16", 1),
+        ("bow", "fp32", 16, ""),
+        ("hf", "bf16", 1, ""),
+    ]
+
+
+def test_optimised_rows_fail_without_their_own_figures(gpu_check) -> None:
+    done = {"compile": "default", "compile_seconds": 41.0, "compiled_graphs": 1}
+    done.update(quantization="none", quantize_seconds=None, quantized_layers=None)
+    row = {"setting": "compile=default", "optimised": done, "warm_recompiles": 0}
+    assert gpu_check.optimised_problems(row) == []
+    assert gpu_check.optimised_problems(dict(row, warm_recompiles=2)) == [
+        "warm pass recompiled 2 graph(s)"
+    ]
+    assert gpu_check.optimised_problems(dict(row, optimised=None)) == [
+        "compile=default: not applied"
+    ]
+    quant = dict(done, compile="none", quantization="int8_weight_only", quantized_layers=0)
+    assert gpu_check.optimised_problems(dict(row, optimised=quant)) == [
+        "quantization: 0 layers quantised"
     ]

@@ -10,8 +10,8 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,13 @@ TORCHAO_CONFIGS = {
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
+def thread_variables(declared: int | str) -> None:
+    """Set OMP_NUM_THREADS and MKL_NUM_THREADS before torch is imported, so that its thread
+    pools start at the declared size (the load runs with them too); ``auto`` sets nothing."""
+    if declared != "auto":
+        os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
+
+
 def apply_threads(declared: int | str) -> dict[str, Any]:
     """Enforce the declared CPU threads in this process, then record them: torch's
     intra-op and inter-op pools and the OMP/MKL variables that compiler workers inherit.
@@ -38,7 +45,7 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
     import torch
 
     if declared != "auto":
-        os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
+        thread_variables(declared)
         torch.set_num_threads(int(declared))
         # the inter-op pool cannot change once it ran work here: then recorded as it is
         with contextlib.suppress(RuntimeError):
@@ -108,6 +115,49 @@ class Optimised:
                 f"and every pass; compiler cache {cache})"
             )
         return "R2.1 model run with " + ", ".join(parts)
+
+
+def optimise_phase(loaded: Any, settings: Any, texts: Sequence[str]) -> Any:
+    """``loaded`` (engine.load.LoadOutcome) after the declared threads and optimisations were
+    applied to its backend: their figures join run.json's load fields (``threads``,
+    ``optimisation``) and their sentences its notes. ``texts``: the corpus, whose first batch
+    is the one torch.compile compiles on. A failure is an observation (R3.6; out of memory
+    R5.8): the error is recorded, the backend dropped, no pass is run."""
+    record, facts = dict(loaded.record or {}), tuple(loaded.facts)
+    backend = loaded.backend
+    try:
+        record["threads"] = apply_threads(settings.threads)
+        facts += (threads_text(record["threads"]),)
+        if backend is None:
+            return replace(loaded, record=record, facts=facts)
+
+        def sample() -> Any:
+            tokenized = backend.tokenize(list(texts[: settings.batch]), settings.context)
+            return backend.batches(tokenized, settings.batch, settings.batching)[0]
+
+        done = apply_optimisations(backend, settings, sample, loaded.device)
+    except Exception as exc:  # not applied as declared: an observation, never a time
+        message = " ".join(str(exc).split())[:500]
+        record["error"] = f"optimisation failed: {type(exc).__name__}: {message}"
+        rule = "R5.8 out of memory" if "out of memory" in message.lower() else "R3.6"
+        event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
+        return replace(
+            loaded, backend=None, record=record, facts=facts, events=(*loaded.events, event)
+        )
+    record["optimisation"] = done.to_dict()
+    return replace(loaded, record=record, facts=(*facts, done.note()))
+
+
+def recompilations_text(phase: str, measured: int | None, warmup: int | None) -> str | None:
+    """What torch.compile compiled during the passes, new shapes mostly (R3.2): a warm pass
+    that compiled is said to be one the declared warm-up did not cover."""
+    if measured is None:
+        return None
+    text = f"recompilations: {measured} graph(s) compiled during the measured pass"
+    if phase == "cold":
+        return text + " (their compile time is inside the cold pass, R3.2)"
+    covered = "did not cover" if measured else "covered"
+    return f"{text}, {warmup or 0} during the warm-up: the declared warm-up {covered} them (R3.2)"
 
 
 def graphs_compiled() -> int | None:
@@ -241,6 +291,17 @@ def apply_optimisations(
         weight_bytes=weight_bytes(backend.module),
         memory=memory.to_dict(),
     )
+
+
+def refuse_unrunnable(exp: Any) -> None:
+    """A BackendError listing every declared optimisation this machine cannot run (R2.1):
+    ``validate`` and ``run`` refuse before anything is frozen or measured."""
+    problems = unrunnable(exp)
+    if problems:
+        raise BackendError(
+            f"{exp.source}: this machine cannot run what is declared: " + "; ".join(problems),
+            rule="R2.1",
+        )
 
 
 def unrunnable(exp: Any) -> list[str]:

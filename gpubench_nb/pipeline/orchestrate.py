@@ -132,7 +132,9 @@ def prepare_bundle(
     if this machine's declaration and fingerprints are the ones it froze.
     """
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
+    from gpubench_nb.engine.optimise import refuse_unrunnable
 
+    refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
     corpus, others = load_declared_corpora(experiment)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)

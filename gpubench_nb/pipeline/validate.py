@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TextIO
 
 from gpubench_nb.engine.backends.model_check import check_declared_model
+from gpubench_nb.engine.optimise import refuse_unrunnable
 from gpubench_nb.pipeline.preflight import check_files, check_pricing, model_line
 from gpubench_nb.protocol.corpus import load_declared_corpora
 from gpubench_nb.protocol.experiment import load_experiment
@@ -31,6 +32,7 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
         print(line, file=out)
     if (line := model_line(exp, Path(path))) is not None:  # a preset not built yet
         print(f"            {line}", file=out)
+    refuse_unrunnable(exp)  # a package, compiler or GPU capability missing here (R2.1)
     print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}", file=out)
     variants = ", ".join(f"{v.id} ({exp.knob}={v.knob_value})" for v in exp.variants)
     print(f"variants    {variants}", file=out)

@@ -30,6 +30,7 @@ from gpubench_nb.report.conditions import (
     conditions_banner,
     variant_conditions,
 )
+from gpubench_nb.report.optimised import optimisation_sentences
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
     NOT_DISTINGUISHABLE,
@@ -359,7 +360,9 @@ def placeholder_sentences(options: Sequence[Option]) -> list[str]:
 def decision_view_of(bundles: Sequence[Bundle]) -> DecisionView:
     """The decision view of bundles already loaded."""
     options = [option for bundle in bundles for option in bundle_options(bundle)]
-    return DecisionView(options, decision_sentences(options) + placeholder_sentences(options))
+    optimised = [line for bundle in bundles for line in optimisation_sentences(bundle)]
+    sentences = decision_sentences(options) + optimised + placeholder_sentences(options)
+    return DecisionView(options, sentences)
 
 
 def decision_view(

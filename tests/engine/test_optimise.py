@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -146,3 +146,37 @@ def test_what_this_machine_lacks_is_named(monkeypatch) -> None:
     auto = optimise.unrunnable(_exp(device="auto", quantization="fp8", precision="bf16"))
     assert any("fp8 (torchao) is run on CUDA devices here" in p for p in auto)  # auto -> cpu
     assert any("needs the torchao package" in p for p in auto)
+
+
+@dataclass(frozen=True)
+class _Loaded:  # the fields of engine.load.LoadOutcome that optimise_phase reads and replaces
+    device: object = None
+    backend: object = None
+    record: dict | None = None
+    facts: tuple = ()
+    events: tuple = ()
+
+
+def test_optimise_phase_records_threads_and_the_optimisation(hf) -> None:
+    loaded = _Loaded(torch.device("cpu"), hf, {"load_seconds": 0.1}, ("loaded",))
+    settings = replace(SETTINGS, quantization="int8_dynamic")
+    done = optimise.optimise_phase(loaded, settings, TEXTS)
+    assert done.backend is hf and done.record["load_seconds"] == 0.1
+    assert done.record["threads"]["intra_op"] == torch.get_num_threads()
+    assert done.record["optimisation"]["quantized_layers"] > 0
+    assert done.facts[0] == "loaded" and "quantization int8_dynamic" in done.facts[-1]
+
+
+def test_a_failed_optimisation_is_an_observation_not_a_time(hf) -> None:
+    loaded = _Loaded(torch.device("cpu"), hf, {}, ())
+    failed = optimise.optimise_phase(loaded, replace(SETTINGS, attention="nonsense"), TEXTS)
+    assert failed.backend is None and failed.record["error"].startswith("optimisation failed")
+    assert failed.events[-1].startswith("R3.6 applying {'attention': 'nonsense'} failed")
+
+
+def test_recompilations_say_whether_the_warm_up_covered_them() -> None:
+    assert optimise.recompilations_text("warm", None, None) is None
+    cold = optimise.recompilations_text("cold", 1, None)
+    assert "1 graph(s) compiled during the measured pass" in cold and "inside the cold" in cold
+    assert "warm-up covered them" in optimise.recompilations_text("warm", 0, 2)
+    assert "did not cover them" in optimise.recompilations_text("warm", 1, 2)
