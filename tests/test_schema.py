@@ -117,3 +117,17 @@ def test_minilm_build_values_are_checked_as_declared(tmp_path: Path) -> None:
     assert "model.build.c_grid[1]: must be a number > 0, got -2" in text
     assert "model.build.train_limit: must be an integer >= 1, got True" in text
     assert "model.build.subset: 'all' is not allowed" in text
+
+
+def test_a_campaign_id_follows_the_experiment_identifier_rule(tmp_path: Path) -> None:
+    # One rule for ids (schema.ID_PATTERN, matched whole): the campaign's own `re.match` with
+    # `$` let a trailing newline through into a folder name.
+    from gpubench_nb.pipeline.campaign.file import load_campaign
+
+    text = (ROOT / "parameters" / "campaign-offers.yaml").read_text(encoding="utf-8")
+    text = text.replace("experiment: demo.yaml", f"experiment: {ROOT}/parameters/demo.yaml")
+    text = text.replace("offers: offers.yaml", f"offers: {ROOT}/parameters/offers.yaml")
+    path = tmp_path / "campaign.yaml"
+    path.write_text(text.replace("campaign_id: demo-offers", 'campaign_id: "demo\\n"'), "utf-8")
+    with pytest.raises(ProtocolError, match="campaign_id: 'demo\\\\n' has characters unsafe"):
+        load_campaign(path)

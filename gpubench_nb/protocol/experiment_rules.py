@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from gpubench_nb.protocol import schema
+
 ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
-_ID_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_ID_PATTERN = re.compile(schema.ID_PATTERN)  # with fullmatch: no trailing newline
 MAX_ID_LENGTH = 100
 # The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
 # scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).

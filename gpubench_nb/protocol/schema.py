@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names folders and files (experiment_rules)
+ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names folders and files (experiment_rules.identifier)
 
 
 def text(doc: str, **extra: Any) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from gpubench_nb.economics.offers import load_offers, resolve_offer
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment import Checker, load_experiment
+from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_spec import PACKAGE_DAYS, Experiment
 from gpubench_nb.protocol.yamlio import read_yaml
 
@@ -78,7 +79,6 @@ OFFER_KEYS, LOCAL_KEYS, SLURM_KEYS, MANUAL_KEYS = (
 # sbatch options the campaign sets itself; an extra option may not contradict them.
 SET_BY_CAMPAIGN = ("partition", "account", "gres", "time", "exclusive", "job-name", "output")
 SET_BY_CAMPAIGN += ("error", "open-mode", "signal", "gpus", "gpus-per-node")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _GRES = re.compile(r"^gpu(:[A-Za-z0-9_.-]+)?:(\d+)$")
 _OPTION = re.compile(r"^[a-z][a-z0-9_-]*$")
 
@@ -181,13 +181,6 @@ def load_campaign(path: str | Path) -> Campaign:
         notes=str(notes).strip(),
         targets=tuple(targets),
     )
-
-
-def _identifier(check: Checker, where: str, value: Any) -> str:
-    text = check.text(where, value)
-    if text and not _ID.match(text):
-        check.fail(where, f"{text!r} is unsafe in a folder name", "use letters, digits, _ . -")
-    return text
 
 
 def _offers_path(check: Checker, value: Any, experiment: Experiment) -> Path | None:
