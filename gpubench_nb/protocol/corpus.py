@@ -14,32 +14,18 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import CorpusError
 from gpubench_nb.protocol.corpus_file import (
     HASH_CHUNK,
-    JsonStrings,
-    Records,
+    CorpusItem,
     Revision,
-    byte_lines,
     canonical_record,
-    csv_records,
-    encodable,
-    json_string,
-    jsonl_records,
     looks_like_csv,
-    text_lines,
+    read_items,
 )
-from gpubench_nb.protocol.ids import id_key, id_problem
+from gpubench_nb.protocol.ids import id_key
 from gpubench_nb.protocol.outputs import regular_input
-from gpubench_nb.protocol.problems import Problems
 from gpubench_nb.protocol.splits import check_disjoint
 
 MAX_LISTED = 20  # problems listed in one error message; the count is always complete
 _IDENTITY_TAG = b"gpubench-nb corpus identity v1\n"
-
-
-@dataclass(frozen=True, slots=True)
-class CorpusItem:
-    id: str
-    text: str  # "" when the corpus was loaded without its texts (``Corpus.texts_kept``)
-    label: str
 
 
 @dataclass(frozen=True)
@@ -155,22 +141,7 @@ def load_corpus(
     try:
         with open(path, "rb") as handle:
             head = handle.readline(4096)
-        problems = Problems()
-        try:
-            if fmt == "jsonl":
-                records = jsonl_records(text_lines(path), fields, problems)
-            else:
-                records = csv_records(path, fields, problems)
-            items, revision = _checked_items(records, fields, classes, problems, texts)
-        except UnicodeDecodeError:  # read again, naming every line that is not UTF-8 (R1.1)
-            problems = Problems()
-            if fmt == "jsonl":
-                records = jsonl_records(byte_lines(path, problems), fields, problems)
-                items, revision = _checked_items(records, fields, classes, problems, texts)
-            else:
-                for _ in byte_lines(path, problems):
-                    pass
-                items, revision = [], ""
+        items, revision, problems = read_items(path, fmt, fields, classes, texts)
     except OSError as exc:
         raise CorpusError(
             f"{key}: cannot read the corpus file {path} ({exc.strerror or exc}); fix {key} in the "
@@ -195,152 +166,6 @@ def load_corpus(
     read_as = {"fmt": fmt, "id_field": id_field, "text_field": text_field}
     read_as.update(label_field=label_field, classes=classes, key=key)
     return Corpus(path, tuple(items), revision, texts_kept=texts, read_as=read_as)
-
-
-def _checked_items(
-    records: Records,
-    fields: tuple[str, str, str],
-    classes: Sequence[str] | None,
-    problems: Problems,
-    keep_texts: bool,
-) -> tuple[list[CorpusItem], str]:
-    """Check each record's ID, text and label; the items and the canonical revision."""
-    id_field, text_field, label_field = fields
-    ids = _IdLedger(id_field, problems)
-    allowed = None if classes is None else frozenset(classes)
-    items: list[CorpusItem] = []
-    revision = Revision()
-    pending, kinds = revision.pending, problems.kinds
-    label_json = JsonStrings()  # few labels, each escaped once (as _canonical would)
-    for number, record, escaped in records:
-        item_id = record.get(id_field)
-        body = record.get(text_field)
-        label = record.get(label_field)
-        # Every field is checked, so that one pass lists every problem of the record.
-        good_id = ids.admit(item_id, number, escaped)
-        good_text = _text_ok(body, number, escaped, text_field, problems)
-        good_label = _label_ok(label, number, label_field, allowed, problems)
-        if good_id and good_text and good_label and not kinds:  # once refused, only problems
-            # CRLF inside a text is a file convention, not content: a CSV re-saved with CRLF
-            # keeps its revision. Nothing else changes: no stripping, no truncation (R2.3).
-            text = body.replace("\r\n", "\n") if "\r" in body else body
-            pending.append(f"[{json_string(item_id)},{json_string(text)},{label_json[label]}]")
-            if len(pending) >= HASH_CHUNK:
-                revision.flush()
-            items.append(CorpusItem(item_id, text if keep_texts else "", label))
-    return items, revision.hexdigest()
-
-
-class _IdLedger:
-    """The IDs met so far: each must be a string, canonical text, valid Unicode and new (R1.2)."""
-
-    def __init__(self, id_field: str, problems: Problems) -> None:
-        self.id_field = id_field
-        self.problems = problems
-        self.first_line: dict[str, int] = {}  # NFC key -> line of first use
-        self.written: dict[str, str] = {}  # NFC key -> the ID as written, where the two differ
-
-    def admit(self, item_id: Any, number: int, escaped: bool) -> bool:
-        """Record the ID of line ``number``; False (and a problem added) when it is refused."""
-        if type(item_id) is not str:
-            what = "missing" if item_id is None else f"a {type(item_id).__name__}, not a string"
-            self.problems.add(
-                f"id-{type(item_id).__name__}",
-                number,
-                f"line {number} [R1.2]: field {self.id_field!r} is {what}; give every item "
-                "a unique string ID",
-            )
-            return False
-        if (
-            not (  # the usual ID, printable ASCII without an edge space (id_problem's own)
-                item_id.isascii()
-                and item_id.isprintable()
-                and item_id[:1] not in ("", " ")
-                and item_id[-1] != " "
-            )
-            and (why := id_problem(item_id)) is not None
-        ):
-            self.problems.add(
-                "id-form",
-                number,
-                f"line {number} [R1.2]: ID {item_id!r} {why}; IDs are canonical text: "
-                "non-empty, no surrounding whitespace, no control or line-separator character",
-            )
-            return False
-        if escaped and not encodable(item_id):
-            self.problems.add(
-                "id-unicode", number, f"line {number} [R1.1]: ID {item_id!r} is not valid Unicode"
-            )
-            return False
-        key = item_id if item_id.isascii() else id_key(item_id)
-        if key in self.first_line:
-            self._duplicate(item_id, key, number)
-            return False
-        self.first_line[key] = number
-        if key is not item_id and key != item_id:
-            self.written[key] = item_id
-        return True
-
-    def _duplicate(self, item_id: str, key: str, number: int) -> None:
-        first_id = self.written.get(key, key)
-        same = "" if first_id == item_id else f" ({first_id!r} after Unicode NFC normalisation)"
-        self.problems.add(
-            "id-duplicate",
-            number,
-            f"line {number} [R1.2]: duplicate ID {item_id!r}{same} (first on line "
-            f"{self.first_line[key]}); every ID must be unique",
-        )
-
-
-def _absent(
-    kind: str, value: Any, number: int, field: str, need: str, problems: Problems, rule: str = ""
-) -> bool:
-    """A missing or empty text or label: one problem naming its field, the rule and what every
-    item needs; always False."""
-    what = "missing" if value is None else repr(value)[:40]
-    tag = f" [{rule}]" if rule else ""
-    problems.add(
-        f"{kind}-missing" if value is None else f"{kind}-empty",
-        number,
-        f"line {number}{tag}: {kind} field {field!r} is {what}; every item needs {need}",
-    )
-    return False
-
-
-def _text_ok(body: Any, number: int, escaped: bool, text_field: str, problems: Problems) -> bool:
-    """A text is a non-empty, not blank, valid Unicode string; False adds the problem."""
-    if type(body) is not str or not body or body.isspace():  # no copy of the text
-        return _absent("text", body, number, text_field, "a non-empty text", problems)
-    if escaped and not encodable(body):
-        problems.add(
-            "text-unicode",
-            number,
-            f"line {number} [R1.1]: text is not valid Unicode (lone surrogate)",
-        )
-        return False
-    return True
-
-
-def _label_ok(
-    label: Any,
-    number: int,
-    label_field: str,
-    allowed: frozenset[str] | None,
-    problems: Problems,
-) -> bool:
-    """A label is a non-empty string among the declared classes (R1.3); False adds the problem."""
-    if type(label) is not str or not label:
-        need = "its verified gold label"
-        return _absent("label", label, number, label_field, need, problems, rule="R1.3")
-    if allowed is not None and label not in allowed:
-        problems.add(
-            f"label-undeclared {label!r}",
-            number,
-            f"line {number} [R1.3]: label {label!r} is not one of the declared classes "
-            f"{sorted(allowed)}; fix the label or declare the class",
-        )
-        return False
-    return True
 
 
 def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True) -> Corpus:
