@@ -11,7 +11,7 @@ TORCH_INDEX ?=
 EXPERIMENT ?= parameters/demo.yaml
 BIN := $(VENV)/bin
 # Two stamps: what the demo needs (torch, the package, its kernel), then for the tests their
-# tools and the minilm preset's 87 MB encoder, which the demo (bow) never reads (issue 25: the
+# tools and the minilm preset's 87 MB encoder, which the demo (bow) never reads (the
 # demo from a clean clone installs ~10 s less).
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev

@@ -32,6 +32,7 @@ from gpubench_nb.engine.backends.presets import macro_f1, select_subset
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError, ProtocolError
 from gpubench_nb.protocol.fingerprint import sha256_bytes, sha256_file, sha256_files, sha256_text
+from tests.support.models import tiny_bert_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "debian-sections"
 CLASSES = ("admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web")
@@ -489,31 +490,9 @@ def test_declared_class_order_is_mapped_by_name(bow, bow_build, splits) -> None:
         _load("bow", bow_build.path, classes=(*CLASSES[:-1], "misc"))
 
 
-def _tiny_hf_folder(folder: Path, id2label: dict[int, str]) -> Path:
-    """A randomly initialised 1-layer BERT classifier saved with the MiniLM tokenizer."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-        num_labels=len(id2label),
-        id2label=id2label,
-        label2id={v: k for k, v in id2label.items()},
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).eval().save_pretrained(str(folder))
-    for path in tokenizer_files(minilm_source_dir()):
-        shutil.copyfile(path, folder / path.name)
-    return folder
-
-
 def test_hf_backend_loads_offline_and_maps_labels_by_name(tmp_path, splits) -> None:
     shuffled = dict(enumerate(reversed(CLASSES)))  # model index 0 is 'web'
-    folder = _tiny_hf_folder(tmp_path / "hf", shuffled)
+    folder = tiny_bert_folder(tmp_path / "hf", shuffled)
     backend = _load("hf", folder)
     texts = splits["eval"][0][:12]
     tokenized = backend.tokenize(texts, 64)
@@ -538,7 +517,7 @@ def test_hf_loading_prints_no_progress_bar_and_restores_the_setting(tmp_path, ca
 
     from gpubench_nb.engine.backends.hf import from_pretrained
 
-    folder = _tiny_hf_folder(tmp_path / "hf", dict(enumerate(CLASSES)))
+    folder = tiny_bert_folder(tmp_path / "hf", dict(enumerate(CLASSES)))
     capsys.readouterr()  # drop what saving printed
     hf_logging.enable_progress_bar()
     from_pretrained(AutoModelForSequenceClassification, folder, torch.float32)
@@ -547,7 +526,7 @@ def test_hf_loading_prints_no_progress_bar_and_restores_the_setting(tmp_path, ca
 
 
 def test_hf_class_name_mismatch_is_a_clear_error(tmp_path) -> None:
-    folder = _tiny_hf_folder(tmp_path / "hf", {i: f"LABEL_{i}" for i in range(len(CLASSES))})
+    folder = tiny_bert_folder(tmp_path / "hf", {i: f"LABEL_{i}" for i in range(len(CLASSES))})
     with pytest.raises(BackendError, match=r"R1\.3.*matched by name") as info:
         _load("hf", folder)
     assert "missing ['admin'" in str(info.value)

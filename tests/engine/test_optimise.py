@@ -4,7 +4,6 @@ model, verified, timed apart (R2.1, R3.2), and what this machine cannot run refu
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,39 +13,18 @@ import torch
 
 from gpubench_nb.engine import optimise
 from gpubench_nb.engine.backends import load_backend
-from gpubench_nb.engine.backends.presets import minilm_source_dir
-from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import ModelSpec, Settings, TokenizerSpec, Variant
+from tests.support.models import tiny_bert_folder
 
 CLASSES = ("admin", "games", "mail")
 TEXTS = ["mail server for the web", "a game of chess", "backup tool", "send and read mail"]
 SETTINGS = Settings(precision="fp32", context=32, batch=2, device="cpu", batching="corpus_order")
 
 
-def _tiny_hf(folder: Path) -> Path:
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        num_labels=len(CLASSES),
-        id2label=dict(enumerate(CLASSES)),
-        label2id={c: i for i, c in enumerate(CLASSES)},
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).eval().save_pretrained(str(folder))
-    for path in tokenizer_files(minilm_source_dir()):
-        shutil.copyfile(path, folder / path.name)
-    return folder
-
-
 @pytest.fixture
 def hf(tmp_path):
-    folder = _tiny_hf(tmp_path / "hf")
+    folder = tiny_bert_folder(tmp_path / "hf", dict(enumerate(CLASSES)))
     return load_backend(
         ModelSpec(backend="hf", path=folder),
         TokenizerSpec(path=folder),

@@ -6,47 +6,21 @@ with a tight tolerance the gate refuses the quantised variant (R1.3, R5.7)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-import torch
 import yaml
 
 from gpubench_nb.engine.backends import load_backend
-from gpubench_nb.engine.backends.presets import minilm_source_dir
-from gpubench_nb.engine.backends.tokenization import tokenizer_files
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec
 from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.optimised import optimisation_sentences
+from tests.support.models import tiny_bert_folder
 
 pytestmark = pytest.mark.slow
 CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
-
-
-def _model(folder: Path) -> Path:
-    """A 1-layer BERT classifier with wide random weights: its answers differ between texts,
-    and int8 flips some of them (12 of 200 Debian texts when measured)."""
-    from transformers import BertConfig, BertForSequenceClassification
-
-    config = BertConfig(
-        vocab_size=30522,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        initializer_range=0.5,
-        num_labels=len(CLASSES),
-        id2label=dict(enumerate(CLASSES)),
-        label2id={c: i for i, c in enumerate(CLASSES)},
-    )
-    torch.manual_seed(0)
-    BertForSequenceClassification(config).eval().save_pretrained(str(folder))
-    for path in tokenizer_files(minilm_source_dir()):
-        shutil.copyfile(path, folder / path.name)
-    return folder
 
 
 def _corpus(root: Path, data_dir: Path, folder: Path) -> None:
@@ -101,7 +75,9 @@ def _experiment(root: Path, knob: str, values: list[str], tolerance: float) -> P
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     root = tmp_path_factory.mktemp("optimised")
-    _corpus(root, data_dir, _model(root / "hf"))
+    # wide random weights: answers differ between texts, and int8 flips some of them
+    model = tiny_bert_folder(root / "hf", dict(enumerate(CLASSES)), initializer_range=0.5)
+    _corpus(root, data_dir, model)
     return root
 
 
