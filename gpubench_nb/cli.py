@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -49,6 +50,9 @@ def _run(args: argparse.Namespace) -> int:
             summary = run_with_progress(**_given(args), stream=sys.stderr)
     except KeyboardInterrupt:
         terminate_children()  # no kernel goes on writing into the run to be redone
+        # The stopped kernels' client tasks then end in DeadKernelError, which asyncio would
+        # print as a traceback at exit: expected after a stop, and nothing a user can act on.
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
     print(summary)
     return 0
