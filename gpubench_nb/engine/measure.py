@@ -16,7 +16,7 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.clocks import sampler_for, telemetry_text
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
@@ -423,7 +423,6 @@ def _failed(
     exc: Exception, probe: Any, tokenized: Any, where: str, telemetry: dict | None = None
 ) -> PassResult:
     """The failed observation: elapsed empty, the memory readings taken so far (R5.8)."""
-    import torch
 
     try:
         memory = probe.end()
@@ -434,7 +433,7 @@ def _failed(
             memory = NOT_RECORDED
     message = " ".join(str(exc).split())[:500]
     error = f"{type(exc).__name__}: {message}"
-    if isinstance(exc, torch.cuda.OutOfMemoryError):
+    if is_out_of_memory(exc):
         event = (
             f"R5.8 out of memory during {where}: failed observation, elapsed not recorded "
             "(never 0); memory readings taken so far kept"
@@ -455,7 +454,7 @@ def _failed(
         dropped_tokens=None if tokenized is None else tokenized.dropped_tokens,
         error=error,
         notes=(event,),
-        out_of_memory=isinstance(exc, torch.cuda.OutOfMemoryError),
+        out_of_memory=is_out_of_memory(exc),
         predictions_path=None,
         item_count=None,
         gpu_telemetry=telemetry,

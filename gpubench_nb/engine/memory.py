@@ -109,6 +109,13 @@ class NullProbe:
         return NOT_RECORDED
 
 
+def is_out_of_memory(exc: BaseException) -> bool:
+    """The device ran out of memory: a failed observation, never a time of 0 (R5.8)."""
+    import torch
+
+    return isinstance(exc, torch.cuda.OutOfMemoryError)
+
+
 def probe_for(device: Any) -> MemoryProbe | NullProbe:
     """The probe that can actually measure ``device`` (CUDA and ROCm both appear as ``cuda``)."""
     import torch

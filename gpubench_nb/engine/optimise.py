@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_rules import optimisation_problems
@@ -149,7 +149,8 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
     except Exception as exc:  # not applied as declared: an observation, never a time
         message = " ".join(str(exc).split())[:500]
         record["error"] = f"optimisation failed: {type(exc).__name__}: {message}"
-        rule = "R5.8 out of memory" if "out of memory" in message.lower() else "R3.6"
+        record["out_of_memory"] = is_out_of_memory(exc)
+        rule = "R5.8 out of memory" if record["out_of_memory"] else "R3.6"
         event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
         return Outcome(None, record, facts, (event,))
     record["optimisation"] = done.to_dict()

@@ -17,7 +17,7 @@ from typing import Any
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, probe_for
+from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import (
     LOAD_SCOPE,
@@ -191,7 +191,7 @@ def _failed(
     figures.update(
         load_memory=memory.to_dict(), error=f"load failed: {type(exc).__name__}: {message}"
     )
-    figures["out_of_memory"] = _is_oom(exc)
+    figures["out_of_memory"] = is_out_of_memory(exc)
     if figures["out_of_memory"]:
         event = (
             f"R5.8 out of memory during {stage}: failed observation, load time not recorded "
@@ -201,12 +201,6 @@ def _failed(
         event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
     lead = (_seconds_fact(figures),) if device is not None else ()
     return LoadOutcome(device, None, figures, (*lead, *facts), (event, *memory.problems()))
-
-
-def _is_oom(exc: BaseException) -> bool:
-    import torch
-
-    return isinstance(exc, torch.cuda.OutOfMemoryError)
 
 
 def _readings_so_far(probe: Any) -> MemoryReading:
