@@ -220,7 +220,7 @@ def test_scancel_mid_run_discards_the_run_and_the_resume_redoes_only_it(
     assert "gpubench: interrupted by SIGTERM" in err_log  # our handler ran, not Slurm's SIGKILL
     # submitit's own SIGTERM bypass may log in the requeued (USR2) step; after scancel's
     # CANCELLED, the SIGTERM is ours, never submitit's
-    assert "Bypassing signal SIGTERM" not in err_log.split("CANCELLED AT", 1)[-1]
+    assert "Bypassing signal SIGTERM" not in err_log.rsplit("CANCELLED AT", 1)[-1]
     # neither interrupted attempt left a row: the CSV holds only the cold run's two rows
     before = Path(rounds["out"] / "before.csv")
     before.write_text(rounds["csv_before"], encoding="utf-8")
