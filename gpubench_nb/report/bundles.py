@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
+from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
 from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
@@ -53,12 +54,10 @@ class Bundle:
             return Attribution.from_dict(offer.attribution)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
-            offer_id=offer.offer_id,
-            offer_gpu_model=offer.gpu_model,
-            gpus_per_lot=offer.gpus_per_lot,
-            lots=offer.lots,
-            hardware=recorded_hardware(self.rows, self.environment),
-            declared_offer_id=declared.offer_id if declared is not None else None,
+            Offer(offer.offer_id, "", offer.gpu_model, offer.gpus_per_lot, {}),
+            offer.lots,
+            recorded_hardware(self.rows, self.environment),
+            declared.offer_id if declared is not None else None,
         )
 
     def declared(self, *keys: str) -> Any:
