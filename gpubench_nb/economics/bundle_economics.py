@@ -193,10 +193,26 @@ def _price_offers(
     }
     quotes = {offer_id: quote_for(offer, pricing) for offer_id, offer in table.items()}
     measured = []
-    for offer_id, quote in quotes.items():
-        owner = attribute(table[offer_id], quote.lots, hardware, declared.id)
-        data["offers"].append(_offer_entry(table[offer_id], quote, declared.id, data, owner))
-        measured += [offer_id] if owner.attributable else []
+    for offer, quote in zip(table.values(), quotes.values(), strict=True):
+        owner = attribute(offer, quote.lots, hardware, declared.id)
+        measured += [offer.id] if owner.attributable else []
+        data["offers"].append(
+            {
+                "offer_id": offer.id,
+                "provider": offer.provider,
+                "gpu_model": offer.gpu_model,
+                "cpu_model": offer.cpu_model,  # a CPU-only offer's hardware (gpus_per_lot 0)
+                "gpus_per_lot": offer.gpus_per_lot,
+                "days": quote.days,
+                "lots": quote.lots,
+                "package_total_usd_minor": quote.package_total_usd_minor,
+                "placeholder": offer.placeholder,  # invented example prices, not a quote
+                "declared": offer.id == declared.id,
+                "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
+                "attribution": owner.to_dict(),
+                "variants": [_cell(fact, quote, owner) for fact in data["variants"]],
+            }
+        )
     even = data["break_even"]
     if not any(fact["accepted"] for fact in data["variants"]):
         even["reason"] = (
@@ -211,64 +227,34 @@ def _price_offers(
         even.update(reference_accepted_results=1, reason=None, pairs=_pairs(quotes, measured))
 
 
-def _offer_entry(
-    offer: Offer, quote: PackageQuote, declared_id: str, data: Mapping[str, Any], owner: Attribution
-) -> dict[str, Any]:
-    cells = []
-    for fact in data["variants"]:
-        # R5.7: only an accepted variant has a measured accepted count (1 distinct corpus),
-        # and only on the offer whose hardware accepted it (R2.4).
-        counted = 1 if fact["accepted"] and owner.attributable else None
-        reason = owner.reason if fact["accepted"] and not owner.attributable else fact["reason"]
-        cost = cost_per_accepted_usd_minor(quote.package_total_usd_minor, counted)
-        cells.append(
-            {
-                "variant_id": fact["variant_id"],
-                "accepted_results": counted,
-                "cost_per_accepted_usd_minor": cost,
-                "reason": reason,
-            }
-        )
+def _cell(fact: Mapping[str, Any], quote: PackageQuote, owner: Attribution) -> dict[str, Any]:
+    """One variant on one offer: only an accepted variant has a measured accepted count (its 1
+    distinct corpus), and only on the offer whose hardware accepted it (R2.4, R5.7)."""
+    counted = 1 if fact["accepted"] and owner.attributable else None
     return {
-        "offer_id": offer.id,
-        "provider": offer.provider,
-        "gpu_model": offer.gpu_model,
-        "cpu_model": offer.cpu_model,  # a CPU-only offer's hardware (gpus_per_lot 0)
-        "gpus_per_lot": offer.gpus_per_lot,
-        "days": quote.days,
-        "lots": quote.lots,
-        "package_total_usd_minor": quote.package_total_usd_minor,
-        "placeholder": offer.placeholder,  # invented example prices, not a quote
-        "declared": offer.id == declared_id,
-        "note": " ".join(package_terms(offer, quote.days, quote.lots, None)[2]),
-        "attribution": owner.to_dict(),
-        "variants": cells,
+        "variant_id": fact["variant_id"],
+        "accepted_results": counted,
+        "cost_per_accepted_usd_minor": cost_per_accepted_usd_minor(
+            quote.package_total_usd_minor, counted
+        ),
+        "reason": owner.reason if fact["accepted"] and not owner.attributable else fact["reason"],
     }
 
 
 def _pairs(quotes: Mapping[str, PackageQuote], measured: Sequence[str]) -> list[dict[str, Any]]:
     """Break-even thresholds of every other offer against each offer that measured its one
     accepted corpus (R2.4, R5.7: an offer that measured nothing has no cost to beat, R5.5)."""
+    keys = ("challenger", "reference", "accepted_corpora_needed", "statement")
     pairs = []
     for ref_id in measured:
         reference = replace(quotes[ref_id], accepted_results=1)  # its one measured corpus
-        ref_total = reference.package_total_usd_minor
         for ch_id in (ch for ch in quotes if ch != ref_id):
-            needed = break_even_accepted(quotes[ch_id], reference)
+            needed = break_even_accepted(quotes[ch_id], reference)  # prices are >= 1 cent (R5.1)
             corpora = "accepted corpus" if needed == 1 else "accepted corpora"
             statement = (
                 f"{ch_id}'s package costs less per accepted corpus than {ref_id}'s single "
-                f"measured corpus ({ref_total} cents) once {ch_id} delivers {needed} {corpora}; "
-                f"a {THRESHOLD}"
-                if needed is not None
-                else f"{ref_id}'s package costs 0 cents: no count of accepted corpora beats it"
+                f"measured corpus ({reference.package_total_usd_minor} cents) once {ch_id} "
+                f"delivers {needed} {corpora}; a {THRESHOLD}"
             )
-            pairs.append(
-                {
-                    "challenger": ch_id,
-                    "reference": ref_id,
-                    "accepted_corpora_needed": needed,
-                    "statement": statement,
-                }
-            )
+            pairs.append(dict(zip(keys, (ch_id, ref_id, needed, statement), strict=True)))
     return pairs

@@ -91,10 +91,8 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         writer.writerow({k: "" if v is None else v for k, v in data.items()})
         return buffer.getvalue()
     mark = quote.placeholder
-    shown = dict(data, placeholder="no")
-    if mark:
-        shown["placeholder"] = "yes: invented example prices, not a quote (see note for how to "
-        shown["placeholder"] += "enter a real quote)"
+    yes = "yes: invented example prices, not a quote (see note for how to enter a real quote)"
+    shown = dict(data, placeholder=yes if mark else "no")
     for key in ("package_total_usd_minor", "cost_per_accepted_usd_minor"):
         cents = data[key]
         shown[key] = f"{cents} ({formats.price(cents, placeholder=mark)})"
