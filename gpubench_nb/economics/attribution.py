@@ -70,8 +70,7 @@ def _words(text: str) -> str:
 
 
 def gpu_models_match(recorded: str, offered: str) -> bool:
-    """True when the offer's model codes (``h100``) are all in the recorded name and the memory
-    sizes agree where both state one; an offer name without a model code needs the same words."""
+    """The offer's model codes (``h100``) are in the recorded name and stated memories agree."""
     rec_codes, rec_memory, rec_words = _tokens(recorded)
     off_codes, off_memory, off_words = _tokens(offered)
     if not off_codes:

@@ -1,10 +1,5 @@
-"""A bundle's prices, never extrapolated (R5): its CSV package columns and economics.json.
-
-Integer US cents (``*_usd_minor``). A package total is the whole package price times the billed
-lots (R5.1, R5.2), one spend for the whole experiment; a cost per accepted corpus exists only for
-a measured count of distinct accepted corpora (R5.3) on the offer whose hardware accepted them
-(R5.7), else only the total (R5.5). Break-even counts are thresholds, not forecasts.
-"""
+"""A bundle's prices in integer cents, never extrapolated: its CSV package columns and
+economics.json (R5.1-R5.7); break-even counts are thresholds, not forecasts."""
 
 from __future__ import annotations
 
@@ -71,8 +66,7 @@ def fill_package_columns(
     pricing: PricingSpec | None,
     offers: Mapping[str, Offer] | None = None,
 ) -> list[dict[str, Any]]:
-    """New rows with the package columns: one spend for the whole experiment on every row, not
-    one per run (R4, R5.3); empty without ``pricing`` (R4.3)."""
+    """Rows with the package columns: one spend for the whole experiment (R4, R5.3), or empty."""
     package = ("duration_days", "lots", "package_total_usd_minor", "accepted_unique_corpora")
     if pricing is None:
         return [{**row, **dict.fromkeys(package)} for row in rows]
@@ -96,9 +90,8 @@ def fill_package_columns(
 
 
 def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """economics.json ``variants``: the verdict of protocol.quality.variant_acceptance (the one
-    rule, R1.5, R5.7) and, for an accepted variant only, its measured warm times (R3.5: median
-    and range, never a rate; a failed run is no time, R3.6)."""
+    """economics.json ``variants``: protocol.quality's verdict (R1.5, R5.7) and, if accepted,
+    the median and range of its measured warm times, never a rate (R3.5, R3.6)."""
     facts = []
     for v, verdict in variant_acceptance(rows).items():
         warm = [r["elapsed_seconds"] for r in rows if (r["variant_id"], r["phase"]) == (v, WARM)]
@@ -123,8 +116,7 @@ def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def write_bundle_economics(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any]:
     """Price every offer, write ``economics.json`` alone (not the CSV's columns), return it."""
-    bundle_dir = Path(bundle_dir)
-    rows = read_bundle_rows(bundle_dir / CSV_NAME)
+    rows = read_bundle_rows(Path(bundle_dir) / CSV_NAME)
     data = economics_data(pricing, rows, read_environment(bundle_dir).to_dict())
     write_economics(bundle_dir, data)
     return data
@@ -242,8 +234,7 @@ def _cell(fact: Mapping[str, Any], quote: PackageQuote, owner: Attribution) -> d
 
 
 def _pairs(quotes: Mapping[str, PackageQuote], measured: Sequence[str]) -> list[dict[str, Any]]:
-    """Break-even thresholds of every other offer against each offer that measured its one
-    accepted corpus (R2.4, R5.7: an offer that measured nothing has no cost to beat, R5.5)."""
+    """Break-even thresholds of every other offer against each offer that measured (R5.5, R5.7)."""
     keys = ("challenger", "reference", "accepted_corpora_needed", "statement")
     pairs = []
     for ref_id in measured:

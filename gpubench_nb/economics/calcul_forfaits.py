@@ -106,9 +106,8 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, price, print. Returns the exit status (2 for unusable input)."""
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and on bad arguments (2)
         return int(exc.code or 0)
     argument = "--offers"  # the argument an error is reported under

@@ -288,8 +288,7 @@ def _statement(ledger: Mapping[str, Any]) -> str:
 def _examine(
     path: Path, offer: Offer, lots: int, machine: Machine, start: datetime, end: datetime
 ) -> str | dict[str, Any]:
-    """The bundle's ledger entry, or why it is left out. It is counted only once its seal
-    verifies as check-bundle verifies it (manifest, lock hashes, CSV schema; R5.3, R5.6)."""
+    """The bundle's ledger entry, or why it is left out: its seal must verify first (R5.6)."""
     if not (path / CSV_NAME).is_file():
         return f"no {CSV_NAME}: nothing was recorded in this bundle"
     if not (path / MANIFEST_NAME).is_file():
@@ -348,7 +347,26 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(ledger, indent=2, ensure_ascii=False) + "\n"
     if fmt == "csv":
-        return _csv(ledger)
+        common = {
+            "offer_id": ledger["offer_id"],
+            "days": ledger["days"],
+            "lots": ledger["lots"],
+            "window_status": ledger["window"]["status"],
+            "package_total_usd_minor": ledger["package_total_usd_minor"],
+            "placeholder": str(bool(ledger.get("placeholder"))).lower(),
+            "accepted_corpora": ledger["accepted_corpora"],
+            "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
+        }
+        names = [*common, "bundle", "kept", "corpus_identity", "accepted", "reason"]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, names, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        for e in ledger["kept"]:
+            flags = {"kept": "true", "accepted": str(e["accepted"]).lower(), "reason": e["note"]}
+            writer.writerow({**common, **e, **flags})
+        for e in ledger["left_out"]:
+            writer.writerow({**common, **e, "kept": "false"})
+        return buffer.getvalue()
     if fmt != "table":
         raise EconomicsError(f"--format must be one of table, csv, json, got {fmt!r}")
     window, machine = ledger["window"], ledger["machine"]
@@ -378,34 +396,9 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _csv(ledger: Mapping[str, Any]) -> str:
-    common = {
-        "offer_id": ledger["offer_id"],
-        "days": ledger["days"],
-        "lots": ledger["lots"],
-        "window_status": ledger["window"]["status"],
-        "package_total_usd_minor": ledger["package_total_usd_minor"],
-        "placeholder": str(bool(ledger.get("placeholder"))).lower(),
-        "accepted_corpora": ledger["accepted_corpora"],
-        "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
-    }
-    names = [*common, "bundle", "kept", "corpus_identity", "accepted", "reason"]
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, names, lineterminator="\n", extrasaction="ignore")
-    writer.writeheader()
-    for e in ledger["kept"]:
-        flags = {"kept": "true", "accepted": str(e["accepted"]).lower(), "reason": e["note"]}
-        writer.writerow({**common, **e, **flags})
-    for e in ledger["left_out"]:
-        writer.writerow({**common, **e, "kept": "false"})
-    return buffer.getvalue()
-
-
 def read_ledger(path: str | Path) -> dict[str, Any]:
-    """A ledger written by ``gpubench-nb ledger --out``, refused (EconomicsError, R5.3) unless
-    its seal, count, cost and statement agree (ledger_problems): an edited count is never shown."""
-    path = Path(path)
-    data = read_json(path, error=None)
+    """A ledger written by ``gpubench-nb ledger --out``, refused unless it is sound (R5.3)."""
+    data = read_json(Path(path), error=None)
     needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
     if not isinstance(data, dict) or any(k not in data for k in needed):
         raise EconomicsError(

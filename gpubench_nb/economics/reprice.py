@@ -67,8 +67,7 @@ def _pricing(
 def _offers(
     pricing: PricingSpec, rows: Sequence[Mapping[str, Any]], environment: Mapping[str, Any]
 ) -> dict[str, Offer]:
-    """The offers table of ``pricing``, with the demo's own offer for the machine the bundle
-    recorded when pricing.offer names it (attributed by the one rule, R2.4, R5.7)."""
+    """``pricing``'s offers table, with the demo's offer for this bundle's machine if named."""
     table = load_offers(pricing.offers)
     if pricing.offer == MACHINE_OFFER_ID:
         hardware = recorded_hardware(rows, environment)
@@ -93,13 +92,17 @@ def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any
     return data
 
 
-def economics_problems(bundle_dir: Path) -> list[str]:
-    """economics.json against what the CSV, environment.json and the declared offers table give
-    again (R5.6). Without the very table that priced it (moved or edited since) the verdicts are
-    compared, and the declared package total with the CSV's column."""
-    stored = read_economics(bundle_dir)
+def verify_bundle(bundle_dir: str | Path) -> list[str]:
+    """check-bundle: protocol.audit's re-derivation, then economics.json's against what the CSV,
+    environment.json and the declared offers table give again (R1.6, R5.6). Without the very
+    table that priced it (moved or edited since), verdicts and the declared total are compared."""
+    from gpubench_nb.protocol.audit import check_bundle
+
+    bundle_dir = Path(bundle_dir)
+    problems = check_bundle(bundle_dir)
+    stored = None if problems else read_economics(bundle_dir)
     if stored is None:
-        return []
+        return problems
     kept = stored.to_dict()
     rows = read_bundle_rows(bundle_dir / CSV_NAME)
     environment = read_environment(bundle_dir).to_dict()
@@ -140,13 +143,6 @@ def _figures(value: Any, like: Any) -> Any:
     if isinstance(value, list) and isinstance(like, list) and len(value) == len(like):
         return [_figures(v, kept) for v, kept in zip(value, like, strict=True)]
     return value
-
-
-def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """check-bundle: protocol.audit's re-derivation, then economics.json's (R1.6, R5.6)."""
-    from gpubench_nb.protocol.audit import check_bundle
-
-    return check_bundle(bundle_dir) or economics_problems(Path(bundle_dir))
 
 
 def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
