@@ -220,8 +220,7 @@ def _price_offers(
 
 
 def _cell(fact: Mapping[str, Any], quote: PackageQuote, owner: Attribution) -> dict[str, Any]:
-    """One variant on one offer: only an accepted variant has a measured accepted count (its 1
-    distinct corpus), and only on the offer whose hardware accepted it (R2.4, R5.7)."""
+    """One variant on one offer: a measured count (1 corpus) only if accepted there (R5.7)."""
     counted = 1 if fact["accepted"] and owner.attributable else None
     return {
         "variant_id": fact["variant_id"],

@@ -39,8 +39,8 @@ def _whole(minimum: int, what: str, allowed: tuple[int, ...] = ()) -> Callable[[
         with suppress(ValueError):
             if int(text) >= minimum and (not allowed or int(text) in allowed):
                 return int(text)
-        valid = f"one of {', '.join(map(str, allowed))}" if allowed else ""
-        valid = valid or f"a whole number >= {minimum}"
+        choices = ", ".join(map(str, allowed))
+        valid = f"one of {choices}" if allowed else f"a whole number >= {minimum}"
         raise argparse.ArgumentTypeError(f"must be {valid} ({what}), got {text!r}")
 
     return parse
@@ -68,9 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--accepted-results",
-        type=_whole(
-            0, "distinct corpora actually accepted in the period, R5.3; omit if none measured, R5.5"
-        ),
+        type=_whole(0, "distinct corpora accepted in the period, R5.3; omit if not measured, R5.5"),
         default=None,
         help="distinct corpora actually accepted within the package period (R5.3); leave out "
         "when none was measured: only the package total is computed (R5.5)",

@@ -52,8 +52,7 @@ from gpubench_nb.protocol.results import read_rows
 LEDGER_SEAL = "ledger_sha256"
 
 
-def _flat(text: object) -> str:
-    """A message on one line, whatever the library wrote."""
+def _flat(text: object) -> str:  # a message on one line, whatever the library wrote
     return " ".join(str(text).split())
 
 
@@ -308,8 +307,7 @@ def _examine(
     except GpubenchError as exc:  # its message names the file
         return f"unreadable: {_flat(exc)}"
     owner = attribute(offer, lots, recorded_hardware(rows, env.to_dict()), offer.id)
-    elsewhere = _same_machine(machine, env) or (None if owner.attributable else owner.reason)
-    if elsewhere:
+    if elsewhere := _same_machine(machine, env) or (None if owner.attributable else owner.reason):
         return elsewhere
     moments, unreadable = _times(path, rows, env)
     if unreadable:
@@ -406,8 +404,7 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             "fix: write one with gpubench-nb ledger ... --out ledger.json",
             rule="R5.3",
         )
-    problems = ledger_problems(data)
-    if problems:
+    if problems := ledger_problems(data):
         raise EconomicsError(
             f"{path}: the ledger is not consistent with itself, so it was edited after "
             f"`gpubench-nb ledger` wrote it: {'; '.join(problems)}. Fix: write it again with "

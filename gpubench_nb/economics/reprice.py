@@ -49,18 +49,16 @@ def economics_notebook(
         return economics_tables(price_bundle(Path(bundle_dir), pricing))
 
 
-def _pricing(
-    declared: PricingSpec | None, override: Mapping[str, Any] | None
-) -> PricingSpec | None:
+def _pricing(declared: PricingSpec | None, target: Mapping[str, Any] | None) -> PricingSpec | None:
     """The experiment's pricing section, or a campaign target's own offer in its place."""
-    if override is None:
+    if target is None:
         return declared
     return PricingSpec(
-        offers=Path(override["offers"]),
-        offer=str(override["offer"]),
-        days=int(override["days"]),
-        lots=override.get("lots"),
-        gpus=override.get("gpus"),
+        offers=Path(target["offers"]),
+        offer=str(target["offer"]),
+        days=int(target["days"]),
+        lots=target.get("lots"),
+        gpus=target.get("gpus"),
     )
 
 
