@@ -222,12 +222,11 @@ def _price_offers(
 def _cell(fact: Mapping[str, Any], quote: PackageQuote, owner: Attribution) -> dict[str, Any]:
     """One variant on one offer: a measured count (1 corpus) only if accepted there (R5.7)."""
     counted = 1 if fact["accepted"] and owner.attributable else None
+    cost = cost_per_accepted_usd_minor(quote.package_total_usd_minor, counted)
     return {
         "variant_id": fact["variant_id"],
         "accepted_results": counted,
-        "cost_per_accepted_usd_minor": cost_per_accepted_usd_minor(
-            quote.package_total_usd_minor, counted
-        ),
+        "cost_per_accepted_usd_minor": cost,
         "reason": owner.reason if fact["accepted"] and not owner.attributable else fact["reason"],
     }
 

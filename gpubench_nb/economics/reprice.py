@@ -43,8 +43,7 @@ def economics_notebook(
 
     with bundle_writer(bundle_dir, ECONOMICS_STEP, step=True):
         experiment = load_experiment(experiment_path)
-        # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
-        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)
+        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)  # R1.3; pricing is not frozen
         pricing = _pricing(experiment.pricing, pricing_override)
         return economics_tables(price_bundle(Path(bundle_dir), pricing))
 
