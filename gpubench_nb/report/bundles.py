@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
+from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
-from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, ECONOMICS_NAME, LOCK_NAME, run_dir
 from gpubench_nb.protocol.records import (
     PHASES,
     EconomicsRecord,
@@ -50,15 +51,14 @@ class Bundle:
         economics.json records it; for one written before attribution was recorded, the same
         rule (economics.attribution.attribute) applied once here."""
         if offer.attribution is not None:
-            return Attribution.from_dict(offer.attribution)
+            where = f"offers[{offer.offer_id}].attribution"
+            return Attribution.from_dict(offer.attribution, str(self.path / ECONOMICS_NAME), where)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
-            offer_id=offer.offer_id,
-            offer_gpu_model=offer.gpu_model,
-            gpus_per_lot=offer.gpus_per_lot,
-            lots=offer.lots,
-            hardware=recorded_hardware(self.rows, self.environment),
-            declared_offer_id=declared.offer_id if declared is not None else None,
+            Offer(offer.offer_id, "", offer.gpu_model, offer.gpus_per_lot, {}),
+            offer.lots,
+            recorded_hardware(self.rows, self.environment),
+            declared.offer_id if declared is not None else None,
         )
 
     def declared(self, *keys: str) -> Any:

@@ -18,7 +18,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpubench_nb.economics.bundle_economics import UNIT_OF_WORK, write_bundle_economics
+from gpubench_nb.economics.bundle_economics import (
+    UNIT_OF_WORK,
+    fill_package_columns,
+    write_bundle_economics,
+)
 from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
     Offer,
@@ -28,7 +32,6 @@ from gpubench_nb.economics.offers import (
     package_quote,
     resolve_offer,
 )
-from gpubench_nb.economics.package_columns import fill_package_columns
 from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.protocol.records import FORMAT_VERSION
