@@ -1,10 +1,6 @@
-"""Concurrency on the machine (R2.5): the 1-minute load average and the other processes that use
-notable CPU, read from /proc at the start and at the end of a run.
-
-Nothing sleeps on the run's path: each reading compares CPU ticks with the previous reading in
-this process (the first window starts at this module's import). Off Linux (no /proc) the
-process part is ``"not observable"``.
-"""
+"""Concurrency on the machine (R2.5): the 1-minute load average and the other processes using
+notable CPU, from /proc; each reading compares CPU ticks with the previous one (first: this
+module's import), so nothing sleeps on the run's path. Without /proc: ``"not observable"``."""
 
 from __future__ import annotations
 
@@ -72,13 +68,9 @@ def cpu_activity(
     ticks_per_second: int | None = None,
     load_average: Callable[[], float | None] = load_average_1min,
 ) -> dict[str, Any]:
-    """The machine's activity: 1-minute load average, and the other processes that used at
-    least 10 % of one core over the window (top 5, busiest first, with their share).
-
-    ``window_seconds=None`` (the run's path): no sleep; the window runs from the previous
-    reading of ``proc`` in this process (or this module's import) to now. A number: a window
-    of that length, slept here (e.g. ``00_environment``, off every run's path).
-    """
+    """1-minute load average and the other processes that used at least 10 % of one core over
+    the window (top 5, busiest first). ``window_seconds``: None, since the previous reading
+    (no sleep); a number, a window slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")

@@ -1,10 +1,7 @@
 """The hardware and software actually used by a run (R2.4) and the machine's activity (R2.5).
 
-Nothing here runs at import: every probe (torch, NVML, git, /proc) happens inside a call.
-
-Choice for a CPU run (R4.3): ``gpu_count`` is ``0`` -- the number of GPUs the model touched
-was observed and is truly zero -- while the GPU-only fields (``gpu_model``, ``driver_version``,
-``runtime_version``) are ``None`` (empty cells: there is nothing to record), never ``0``.
+Every probe (torch, NVML, git, /proc) runs inside a call. On CPU ``gpu_count`` is a true ``0``
+while the GPU-only fields are ``None``, nothing to record (R4.3).
 """
 
 from __future__ import annotations
@@ -24,10 +21,13 @@ from gpubench_nb.engine.numerics import numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
     NOT_OBSERVABLE,
     cuda_driver_runtime,
+    decoded,
     load_nvml,
     process_survey,
+    processes_text,
     sku_details,
     survey_text,
+    torch_uuid,
 )
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.results_schema import ENVIRONMENT_COLUMNS
@@ -37,11 +37,8 @@ _PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
 
 
 def devices_used(model: Any) -> list[Any]:
-    """The devices that ``model`` actually touches: those of its parameters and buffers (R2.4).
-
-    ``model`` is a ``torch.nn.Module``, or an object carrying one as ``.module`` (a Backend).
-    A plain device (or ``None``) is returned as a one-item list (or empty).
-    """
+    """The devices of ``model``'s parameters and buffers (a Module, or a Backend's
+    ``.module``), R2.4; a plain device as a one-item list, ``None`` as none."""
     import torch
 
     module = model if isinstance(model, torch.nn.Module) else getattr(model, "module", None)
@@ -78,20 +75,12 @@ def runtime_version() -> str | None:
     return None
 
 
-def _nvml() -> Any | None:
-    return load_nvml()
-
-
-def _decode(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def driver_version() -> str | None:
     """NVIDIA driver via NVML, or the amdgpu kernel module version on ROCm; else ``None``."""
-    nvml = _nvml()
+    nvml = load_nvml()
     if nvml is not None:
         try:
-            return f"nvidia {_decode(nvml.nvmlSystemGetDriverVersion())}"
+            return f"nvidia {decoded(nvml.nvmlSystemGetDriverVersion())}"
         except Exception:
             pass
     amd = Path("/sys/module/amdgpu/version")
@@ -112,39 +101,20 @@ def _holds_context() -> bool:
 
 
 def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
-    """Processes NVML sees on the used GPUs (R2.5), see ``engine.nvml.process_survey``;
-    ``None`` when no GPU is used (CPU run: nothing to survey)."""
+    """Processes NVML sees on the used GPUs (R2.5, ``nvml.process_survey``); None on CPU."""
     gpus = _gpu_devices(devices)
     if not gpus:
         return None
-    return process_survey(_nvml(), gpus, holds_context=_holds_context())
+    return process_survey(load_nvml(), gpus, holds_context=_holds_context())
 
 
 def gpu_uuid(index: int) -> str | None:
-    """The UUID of torch's CUDA device ``index`` (``GPU-…``, as nvidia-smi prints it), or None.
-
-    It names the physical GPU whatever CUDA_VISIBLE_DEVICES does to the numbering, so the rental
-    ledger can tell one rented machine's bundles from another's (R2.4, R5.3).
-    """
-    import torch
-
-    try:
-        uuid = str(torch.cuda.get_device_properties(index).uuid)
-    except Exception:  # no such device, or a build without UUIDs
-        return None
-    if not uuid or uuid == "None":
+    """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None: it names the physical
+    GPU whatever the numbering, so the ledger tells rented machines apart (R2.4, R5.3)."""
+    uuid = torch_uuid(index)
+    if not uuid:
         return None
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-
-
-def gpu_processes(devices: Iterable[Any]) -> list[dict[str, Any]] | None:
-    """Other processes on the used GPUs (R2.5): ``[{"device", "pid", "used_bytes"}]``.
-
-    ``None`` when it cannot be observed (no NVML, e.g. on CPU or ROCm; both queries failed;
-    PIDs of another namespace), ``[]`` when none.
-    """
-    survey = gpu_process_survey(devices)
-    return None if survey is None else survey["foreign"]
 
 
 def load_average() -> list[float] | None:
@@ -167,12 +137,8 @@ def cpu_model() -> str | None:
 
 
 def code_revision(root: Path | None = None) -> str:
-    """``git:<commit>`` (+ ``-dirty`` with uncommitted or untracked changes), else
-    ``package:gpubench-nb==<version>`` when not run from a checkout, a version that names
-    the commit it was built from (setuptools-scm, ``0.1.1.dev3+g1a2b3c4``) (R1.1, R2.5).
-
-    Read-only git calls; GIT_OPTIONAL_LOCKS=0 keeps ``git status`` from rewriting the index.
-    """
+    """``git:<commit>`` (+ ``-dirty``), else ``package:gpubench-nb==<version>`` (a
+    setuptools-scm version names its commit), R1.1, R2.5. GIT_OPTIONAL_LOCKS=0: read-only."""
     root = _PACKAGE_ROOT if root is None else Path(root)
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
     try:
@@ -199,12 +165,9 @@ def code_revision(root: Path | None = None) -> str:
 
 
 def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, Any]:
-    """What this process runs on (R2.4) and what else runs there (R2.5), at this moment.
-
-    ``used`` is the loaded model (or a Backend, or a list of devices): the GPU fields describe
-    the devices its parameters and buffers sit on, not the devices that are merely visible.
-    Without ``used``, ``device`` stands for the device used; ``None`` = no device used yet.
-    """
+    """What this process runs on (R2.4) and what else runs there (R2.5), now. The GPU fields
+    describe the devices ``used`` (a model, Backend or device list) sits on, not those merely
+    visible; without ``used``, ``device`` stands for it (``None``: no device used yet)."""
     import torch
 
     if used is None:
@@ -253,13 +216,12 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
 
 
 def _gpu_facts(gpus: list[Any]) -> dict[str, Any]:
-    """R2.4 beyond the row's columns: the CUDA runtime the driver reports beside torch's,
-    and the SKU details that change speed. Empty on CPU; "not observable" without NVML."""
+    """R2.4 beyond the row: the driver's CUDA runtime beside torch's, and the SKU details."""
     import torch
 
     if not gpus:
         return {"cuda_runtime_torch": torch.version.cuda, "cuda_driver_runtime": None}
-    nvml = _nvml()
+    nvml = load_nvml()
     return {
         "cuda_runtime_torch": torch.version.cuda,
         "cuda_driver_runtime": cuda_driver_runtime(nvml)
@@ -292,18 +254,6 @@ def row_fields(env: dict[str, Any]) -> dict[str, Any]:
     return {name: env.get(name) for name in ROW_FIELDS}
 
 
-def _processes_text(procs: list[dict[str, Any]] | None) -> str:
-    if procs is None:
-        return "not observable"
-    if not procs:
-        return "none"
-    parts = []
-    for p in procs:
-        used = "?" if p.get("used_bytes") is None else f"{p['used_bytes']} B"
-        parts.append(f"pid {p['pid']} on {p['device']} ({used})")
-    return " ".join(parts)
-
-
 def environment_notes(env: dict[str, Any]) -> str:
     """The R2.5 part of `notes`: code revision, CPU, concurrent activity at start/end (GPU
     processes, load average, busy CPU processes) and the settings that change a number."""
@@ -314,7 +264,7 @@ def environment_notes(env: dict[str, Any]) -> str:
     def processes(when: str) -> str:
         if f"gpu_process_survey_{when}" in env and env.get("gpu_devices"):
             return survey_text(env.get(f"gpu_process_survey_{when}"))
-        return _processes_text(env.get(f"gpu_processes_{when}"))
+        return processes_text(env.get(f"gpu_processes_{when}"))
 
     parts = [
         f"code={env.get('code_revision')}",
@@ -354,8 +304,8 @@ def _sku_text(details: dict[str, Any]) -> str:
 
 
 def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
-    """00_environment: the machine as observed (R2.4, R2.5) into the bundle's environment.json,
-    under its writer and only for the frozen declaration (R1.3, checked before anything)."""
+    """00_environment: the machine as observed (R2.4, R2.5) into environment.json, only for
+    the frozen declaration (R1.3)."""
     from gpubench_nb.engine.backends import resolve_device
     from gpubench_nb.kernel import ENVIRONMENT_STEP
     from gpubench_nb.protocol.experiment import load_experiment

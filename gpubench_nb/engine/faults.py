@@ -4,30 +4,20 @@ Grammar (whitespace ignored, case-sensitive)::
 
     GPUBENCH_FAULT = FAULT *( ";" FAULT )
     FAULT  = KIND "@" SITE *( "@" FILTER )
-    KIND   = "oom"      raise torch.cuda.OutOfMemoryError (as a real CUDA OOM would)
-           | "error"    raise InjectedFault (a RuntimeError)
-           | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
-           | "hang"     sleep forever (for dead-kernel / timeout handling)
-           | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
-                        raised at the next device synchronisation (``surface_pending``), or at
-                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would
-           | "delay:" SECONDS   sleep SECONDS (> 0, at most 3600) and go on: a genuinely slow
-                        run inside the timed pass, not a failure (R3.6)
+    KIND   = "oom"        raise torch.cuda.OutOfMemoryError (as a real CUDA OOM would)
+           | "error"      raise InjectedFault (a RuntimeError)
+           | "crash"      os._exit(13): the process dies like a dead kernel
+           | "hang"       sleep forever (for dead-kernel / timeout handling)
+           | "cudaerror"  launched at SITE, raised at the next device synchronisation
+                          (``surface_pending``), at once under CUDA_LAUNCH_BLOCKING=1
+           | "delay:" S   sleep 0 < S <= 3600 seconds inside the timed span, not a failure (R3.6)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
            | "load"       inside the timed load phase, before the backend loads
-    FILTER = "variant:" ID                the variant id (e.g. b4)
-           | "phase:" ("cold" | "warm")   the run's phase
-           | "run:" N                     the run_index (1..5)
+    FILTER = "variant:" ID | "phase:" ("cold" | "warm") | "run:" N
            | "pass:" ("measured" | "warmup" | "any")   which pass; default "measured"
 
-Examples: ``oom@batch:3`` (every measured pass), ``oom@batch:3@variant:b4@phase:warm@run:2``,
-``crash@load@variant:b8``, ``error@batch:1@pass:warmup;hang@batch:2@variant:b1``,
-``delay:1.5@batch:1@variant:b64@phase:warm@run:3`` (run 3 of b64's warm runs is 1.5 s slower;
-a batch site sleeps inside the timed pass, a load site inside the timed load).
-
-A filter only matches when the caller states that field: a fault scoped to ``variant:b4`` never
-fires in a pass whose variant is unknown. The plan is resolved once, before the timer starts, so
-an unset variable costs one truthiness check per batch.
+e.g. ``oom@batch:3@variant:b4@phase:warm@run:2``, ``error@batch:1@pass:warmup;crash@load``.
+A filter matches only when the caller states that field; the plan is resolved before the timer.
 """
 
 from __future__ import annotations
@@ -46,6 +36,7 @@ KINDS = ("oom", "error", "crash", "hang", "delay", "cudaerror")
 MAX_DELAY_SECONDS = 3600.0
 PASSES = ("measured", "warmup", "any")
 CRASH_EXIT_CODE = 13
+_CHOICES = {"phase": [str(p) for p in MEASURED_PHASES], "pass": list(PASSES)}  # filter values
 
 
 class FaultSpecError(ProtocolError):
@@ -69,8 +60,7 @@ def clear_pending() -> None:
 
 
 def surface_pending() -> None:
-    """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
-    error, as CUDA's: it stays until the process ends)."""
+    """Raise a pending ``cudaerror`` now, at a device synchronisation (sticky, as CUDA's)."""
     if _PENDING:
         raise _PENDING[0]
 
@@ -90,11 +80,8 @@ class Fault:
     def matches(
         self, *, variant: str | None, phase: str | None, run: int | None, pass_kind: str | None
     ) -> bool:
-        if self.variant is not None and self.variant != variant:
-            return False
-        if self.phase is not None and self.phase != phase:
-            return False
-        if self.run is not None and self.run != run:
+        stated = ((self.variant, variant), (self.phase, phase), (self.run, run))
+        if any(want is not None and want != got for want, got in stated):
             return False
         # Load faults ignore the pass filter; batch faults fire in measured passes by default.
         return self.site == "load" or self.pass_kind in ("any", pass_kind)
@@ -114,7 +101,6 @@ def _positive_int(spec: str, name: str, value: str) -> int:
 
 
 def _kind_and_seconds(spec: str, kind: str) -> tuple[str, float | None]:
-    """``oom`` -> ("oom", None); ``delay:1.5`` -> ("delay", 1.5); anything else is refused."""
     name, sep, value = kind.partition(":")
     if name not in KINDS:
         raise _bad(spec, f"kind {name!r} is not one of {list(KINDS)}")
@@ -158,27 +144,19 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
             key, sep, value = item.partition(":")
             if not sep or not value:
                 raise _bad(spec, f"filter {item!r} is not KEY:VALUE")
-            if key == "variant":
-                fields["variant"] = value
-            elif key == "phase":
-                if value not in MEASURED_PHASES:
-                    raise _bad(spec, f"phase must be 'cold' or 'warm', got {value!r}")
-                fields["phase"] = value
-            elif key == "run":
-                fields["run"] = _positive_int(spec, "run", value)
-            elif key == "pass":
-                if value not in PASSES:
-                    raise _bad(spec, f"pass must be one of {list(PASSES)}, got {value!r}")
-                fields["pass_kind"] = value
-            else:
+            if key == "run":
+                value = _positive_int(spec, "run", value)
+            elif key in _CHOICES and value not in _CHOICES[key]:
+                raise _bad(spec, f"{key} must be one of {_CHOICES[key]}, got {value!r}")
+            elif key not in ("variant", *_CHOICES):
                 raise _bad(spec, f"unknown filter {key!r} (variant, phase, run, pass)")
+            fields["pass_kind" if key == "pass" else key] = value
         faults.append(Fault(**fields))  # type: ignore[arg-type]
     return tuple(faults)
 
 
 def check_fault_spec() -> None:
-    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel: `run`, `classify`
-    and `campaign run` call this first, so a typo never turns every run into a failed row."""
+    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel starts."""
     parse_faults(os.environ.get(ENV_VAR))
 
 
@@ -224,12 +202,8 @@ class FaultPlan:
 
 
 def trigger(fault: Fault, where: str) -> None:
-    """Make ``fault`` happen now; ``where`` says where, for the message.
-
-    Only ``delay`` (after sleeping, so the caller's timer counts the sleep) and ``cudaerror``
-    without CUDA_LAUNCH_BLOCKING=1 (which only launches its error) return; every other kind
-    raises, kills the process or never returns.
-    """
+    """Make ``fault`` happen now (``where``: for the message). Only ``delay`` (after its
+    sleep) and a launched ``cudaerror`` return; every other kind raises, exits or hangs."""
     if fault.kind == "delay":
         time.sleep(fault.seconds or 0.0)
         return

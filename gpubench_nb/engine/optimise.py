@@ -31,17 +31,15 @@ CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def thread_variables(declared: int | str) -> None:
-    """Set OMP_NUM_THREADS and MKL_NUM_THREADS before torch is imported, so that its thread
-    pools start at the declared size (the load runs with them too); ``auto`` sets nothing."""
+    """Set OMP/MKL_NUM_THREADS before torch is imported, so its pools start at the declared
+    size; ``auto`` sets nothing."""
     if declared != "auto":
         os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
 
 
 def apply_threads(declared: int | str) -> dict[str, Any]:
-    """Enforce the declared CPU threads in this process, then record them: torch's
-    intra-op and inter-op pools and the OMP/MKL variables that compiler workers inherit.
-    ``"auto"`` changes nothing and is recorded all the same. A pool left at another size is a
-    BackendError (R2.1: the declared setting was not applied)."""
+    """Enforce the declared CPU threads (``auto``: unchanged), then record torch's pools and the
+    OMP/MKL variables; an intra-op pool at another size is a BackendError (R2.1)."""
     import torch
 
     if declared != "auto":
@@ -67,7 +65,7 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
 
 
 def threads_text(state: dict[str, Any]) -> str:
-    """The threads of a run, for its notes (shown with the conditions)."""
+    """The threads of a run, for its notes."""
     env = " ".join(f"{n}={state.get(n) or 'unset'}" for n in THREAD_VARIABLES)
     return (
         f"threads {state.get('declared')}: torch intra-op {state.get('intra_op')}, inter-op "
@@ -77,13 +75,9 @@ def threads_text(state: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Optimised:
-    """What applying the declared optimisations to a loaded model did (R2.1, R3.2).
-
-    ``quantize_seconds`` and ``compile_seconds`` are their own figures, outside the load clock
-    and every pass (R3.2); the compile figure includes the first forward of one batch, which is
-    where torch.compile compiles. ``memory`` is that step's R3.8 readings (the quantised
-    weights are on the device by its end); ``weight_bytes`` counts the state after it.
-    """
+    """What applying the declared optimisations did (R2.1). Their seconds are figures of their
+    own, outside the load and every pass (R3.2; compile includes the first batch's forward);
+    ``memory``: the step's R3.8 readings; ``weight_bytes``: the state after it."""
 
     attention: str | None = None  # the implementation the model runs (transformers models)
     quantization: str = "none"
@@ -119,8 +113,7 @@ class Optimised:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What applying or finishing the optimisations adds to a run: the backend to measure
-    (None after a failure), run.json fields, and the notes' facts and events (R3.2, R3.6)."""
+    """The backend to measure (None after a failure), run.json fields, notes' facts and events."""
 
     backend: Any = None
     record: dict[str, Any] = field(default_factory=dict)
@@ -129,10 +122,9 @@ class Outcome:
 
 
 def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
-    """The declared threads and optimisations applied to the loaded ``backend`` (None: a
-    failed load, threads still recorded): run.json's ``threads`` and ``optimisation`` and their
-    sentences. ``texts``: the corpus, whose first batch torch.compile compiles on. A failure
-    is an observation (R3.6; out of memory R5.8): the error recorded, no backend, no pass."""
+    """Threads and optimisations applied to the loaded ``backend`` (None: a failed load,
+    threads still recorded); ``texts``: the corpus, whose first batch torch.compile compiles
+    on. A failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
     record: dict[str, Any] = {}
     facts: tuple[str, ...] = ()
     try:
@@ -160,10 +152,9 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 def finish_optimised(
     record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
 ) -> Outcome:
-    """After the passes: the compiler cache measured and removed, and, for a compiled model,
-    the graphs compiled during the measured pass (``recompilations``) and the warm-up
-    (``warmup_recompilations``) recorded and said (R3.2): a warm pass that compiled is one the
-    declared warm-up did not cover. ``record``: run.json's fields so far."""
+    """After the passes: the compiler cache measured and removed, and the graphs a compiled
+    model compiled in the measured pass and in the warm-up (R3.2: a warm pass that compiled
+    was not covered by its warm-up). ``record``: run.json's fields so far."""
     out: dict[str, Any] = {}
     done = record.get("optimisation")
     if done and done.get("compiler_cache"):
@@ -193,8 +184,7 @@ def graphs_compiled() -> int | None:
 
 
 def isolated_compiler_cache() -> dict[str, Any]:
-    """A new, empty compiler cache for this run (inductor and triton), so a cold run compiles
-    from nothing (R3.7); where it is and its state are recorded."""
+    """A new, empty inductor/triton cache for this run: a cold run compiles from nothing (R3.7)."""
     folder = Path(tempfile.mkdtemp(prefix="gpubench-compile-"))
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
     os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
@@ -273,9 +263,9 @@ def weight_bytes(module: Any) -> int:
 def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
-    """Apply the declared attention, quantisation and compile mode to ``backend``, in that
-    order, timed apart (R3.2) inside one memory probe (R3.8). ``sample()`` gives one batch:
-    its forward is where torch.compile compiles. Raises on failure; the caller records it."""
+    """Apply the declared attention, quantisation and compile mode, in that order, timed apart
+    (R3.2) inside one memory probe (R3.8); ``sample()`` gives the batch torch.compile compiles
+    on. Raises on failure."""
     attention = _attention(backend.module, settings.attention)
     scheme, mode = settings.quantization, settings.compile
     if scheme == "none" and mode == "none":
@@ -317,8 +307,7 @@ def apply_optimisations(
 
 
 def refuse_unrunnable(exp: Any) -> None:
-    """A BackendError listing every declared optimisation this machine cannot run (R2.1):
-    ``validate`` and ``run`` refuse before anything is frozen or measured."""
+    """A BackendError listing every declared optimisation this machine cannot run (R2.1)."""
     problems = unrunnable(exp)
     if problems:
         raise BackendError(
@@ -328,10 +317,8 @@ def refuse_unrunnable(exp: Any) -> None:
 
 
 def unrunnable(exp: Any) -> list[str]:
-    """What this machine cannot run of the declared optimisations, each with the reason and
-    the fix (R2.1): a missing package, a GPU without the needed capability, no C compiler for
-    torch.compile on the CPU. ``device: auto`` is judged as it resolves here; a device this
-    machine lacks is left to the machine that runs it."""
+    """The declared optimisations this machine cannot run, with reason and fix (R2.1); a device
+    this machine lacks is left to the machine that runs it."""
     from gpubench_nb.engine.backends.base import resolve_device
 
     problems: list[str] = []

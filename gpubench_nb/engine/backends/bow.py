@@ -41,8 +41,8 @@ WEIGHTS_FILE = "model.safetensors"
 def bow_module(
     vocab_size: int, dim: int, n_classes: int, *, sparse: bool = False
 ) -> torch.nn.Module:
-    """The bow network: mean of token embeddings (no padding needed: bags + offsets) -> linear.
-    ``sparse`` gradients only while training: each step then updates the rows it saw."""
+    """Mean of token embeddings (bags + offsets, no padding) -> linear; ``sparse`` gradients
+    while training."""
     import torch
 
     class BowClassifier(torch.nn.Module):
@@ -79,10 +79,8 @@ def model_files(folder: Path) -> list[Path]:
 
 @contextmanager
 def _deterministic(seed: int) -> Iterator[None]:
-    """Seeded, deterministic, single-threaded region that restores the caller's RNG,
-    determinism and thread settings afterwards (library code never changes them for good).
-    One thread: the bytes then do not depend on the machine's core count, and these tiny
-    ops ran 2-4x faster on one thread than on two busy shared cores."""
+    """A seeded, deterministic, one-thread region (bytes independent of the core count), the
+    caller's RNG, determinism and threads restored after."""
     import torch
 
     enabled = torch.are_deterministic_algorithms_enabled()
@@ -110,13 +108,12 @@ def _predict_all(module: torch.nn.Module, rows: list[list[int]], batch: int = 25
 
 
 def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = None) -> BuildReport:
-    """Train the bow classifier on train (texts cut to ``context``), choose the epoch count on
-    tune macro-F1 (R1.4), and write ``out_dir`` (safetensors, gpubench_model.json, tokenizer).
-    Built on CPU with deterministic algorithms: the same seed gives byte-identical files."""
+    """Train on train, choose the epoch count on tune macro-F1 (R1.4) and write ``out_dir``;
+    deterministic on CPU: the same seed gives byte-identical files."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = preset_options(spec.options)
+    opts = build_options("bow", spec.options)
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(spec, opts)
@@ -147,14 +144,8 @@ def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = No
 
 
 def preset_source() -> tuple[Path, list[Path]]:
-    """What a bow build starts from, hashed as its source_revision (R1.1): the shipped
-    WordPiece files, byte-identical to the MiniLM package's (the same revision)."""
+    """The shipped WordPiece files, hashed as the source_revision (R1.1)."""
     return wordpiece_dir(), tokenizer_files(wordpiece_dir())
-
-
-def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the bow preset, defaults filled in, checked as validate checks it."""
-    return build_options("bow", options)
 
 
 def _train(
@@ -166,16 +157,14 @@ def _train(
     opts: Mapping[str, Any],
     seed: int,
 ) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """Up to ``max_epochs`` seeded epochs on train of a bow module of ``shape`` (vocabulary
-    size, dim, classes); the weights after the epoch with the best tune macro-F1 (R1.4) and
-    the tune macro-F1 of every epoch."""
+    """Up to ``max_epochs`` seeded epochs of a bow module of ``shape`` (vocabulary, dim,
+    classes): the weights of the best tune macro-F1 epoch (R1.4), and every epoch's score."""
     import torch
 
     scores: list[float] = []
     with _deterministic(seed):
         module = bow_module(*shape, sparse=True)
-        # A dense Adam step over all 2M embedding values dominated the build time on CPU;
-        # SparseAdam updates only the rows of the tokens in the batch.
+        # SparseAdam: only the rows of the batch's tokens (a dense step dominated the build)
         optimisers = [
             torch.optim.SparseAdam(module.embedding.parameters(), lr=opts["learning_rate"]),
             torch.optim.Adam(module.head.parameters(), lr=opts["learning_rate"]),
@@ -202,7 +191,7 @@ def _train_epoch(
     labels: torch.Tensor,
     chunks: Sequence[torch.Tensor],
 ) -> None:
-    """One pass over train in the drawn ``chunks`` (positions), one optimiser step each."""
+    """One pass over train in the drawn ``chunks``, one optimiser step each."""
     import torch
 
     module.train()
@@ -229,7 +218,6 @@ class BowBackend(Backend):
         arch = meta["architecture"]
         module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))
         module.load_state_dict(load_file(str(self.model_path / WEIGHTS_FILE)))
-        # The EmbeddingBag too is kept in the declared dtype.
         self.module = module.to(device=spec.device, dtype=torch_dtype(spec.precision)).eval()
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:

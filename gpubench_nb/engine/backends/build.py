@@ -12,6 +12,7 @@ from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
 from gpubench_nb.engine.backends.presets import BuildSpec
 from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment import build_options
 from gpubench_nb.protocol.fingerprint import sha256_files
 
 DEFAULT_CONTEXT = 128
@@ -65,8 +66,8 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             f"model.backend {backend!r} has nothing to build: build-model builds the presets "
             f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
         )
-    preset = entry.module()  # its preset_options, preset_source and build_preset
-    options = preset.preset_options(exp.model.build)
+    preset = entry.module()  # its preset_source and build_preset
+    options = build_options(backend, exp.model.build)
     source, source_files = preset.preset_source()
     train = _load_split(exp, "train")
     tune = _load_split(exp, "tune")

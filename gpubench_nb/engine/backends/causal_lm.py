@@ -1,11 +1,8 @@
 """The ``causal_lm`` backend: a local causal LM prompted per text, classes decided by declared rule.
 
-``loglik`` (default): the class whose verbalisation is the most likely continuation (summed
-log-probabilities, optionally length-normalised); one forward per text when every verbalisation
-is one distinct token (fast path), else every (text, class) pair is scored. ``generate``: greedy
-decoding, mapped to a class by exact match after normalisation; anything else is an off-label
-answer, so acceptance fails ``format_valid`` (R1.5). Batches are left-padded with
-``position_ids`` from the attention mask, so a batch answers as batch 1 does (R2.1).
+``loglik``: the most likely verbalisation (one forward per text when each is one distinct token,
+else every (text, class) pair). ``generate``: greedy answers matched after normalisation, any
+other is off-label (R1.5). Left padding with ``position_ids``: a batch answers as batch 1 (R2.1).
 """
 
 from __future__ import annotations
@@ -75,24 +72,17 @@ class CausalLmBackend(Backend):
         self.prompts = PromptTokenizer(self.tokenizer, prompt)
         model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(spec.precision))
         self.module = model.to(device).eval()
-        # R2.5, R1.3: none of the folder's generation options applies: the model's defaults
-        # become exactly the declared ones, so generate() has no folder default to merge in.
+        # R2.5, R1.3: exactly the declared generation options, no folder default merged in
         self.generation_config, self.folder_overridden = declared_generation_config(
             model, self.tokenizer, prompt
         )
         self.module.generation_config = self.generation_config
         self._max_context = max_context(model.config, self.tokenizer)
         self.fast_path = self.prompts.fast_path
-        self._first_tokens = (
-            torch.tensor([c[0] for c in self.prompts.continuations], device=device)
-            if self.fast_path
-            else None
-        )
+        first = [c[0] for c in self.prompts.continuations]
+        self._first_tokens = torch.tensor(first, device=device) if self.fast_path else None
         self._answers: dict[int, str] = {}
-        self._input_tokens = 0
-        self._generated_tokens = 0
-
-    # --- the Backend interface --------------------------------------------------------------
+        self._input_tokens = self._generated_tokens = 0
 
     def max_context(self) -> int | None:
         return self._max_context
@@ -114,8 +104,7 @@ class CausalLmBackend(Backend):
         return out
 
     def predict(self, batch: Batch) -> torch.Tensor:
-        """Class indices in declared order; OFF_LABEL (-1) for an off-label generated answer,
-        whose text ``off_label_answer(position)`` returns."""
+        """Class indices in declared order; OFF_LABEL for an off-label generated answer."""
         import torch
 
         with torch.inference_mode():
@@ -146,11 +135,9 @@ class CausalLmBackend(Backend):
         )
         return described
 
-    # --- loglik -------------------------------------------------------------------------------
-
     def scores(self, batch: Batch, *, general: bool = False) -> torch.Tensor:
-        """``[rows, classes]`` log-likelihood of each verbalisation after each prompt, with the
-        declared length normalisation. ``general=True`` forces the general path."""
+        """``[rows, classes]`` length-normalised log-likelihood of each verbalisation after each
+        prompt; ``general=True`` forces the general path."""
         import torch
 
         if self.fast_path and not general:
@@ -203,8 +190,6 @@ class CausalLmBackend(Backend):
             values = [1] * len(self.classes)
         return torch.tensor(values, dtype=like.dtype, device=like.device)
 
-    # --- generate -----------------------------------------------------------------------------
-
     def _generate(self, batch: Batch) -> torch.Tensor:
         """Greedy answers mapped by exact match after normalisation; the rest OFF_LABEL."""
         import torch
@@ -244,9 +229,8 @@ class CausalLmBackend(Backend):
 
 
 def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple[Any, list[str]]:
-    """The generation config of the declared options only (greedy, ``max_new_tokens``) and the
-    folder's generation options it overrides; token ids (eos, pad, bos) are kept from the model's
-    files (part of its revision), every other option of generation_config.json is dropped."""
+    """The generation config of the declared options only, token ids (eos, pad, bos) kept from
+    the model's files, and the folder's generation options it overrides."""
     from transformers import GenerationConfig
 
     folder = getattr(model, "generation_config", None)
@@ -277,8 +261,7 @@ def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple
 
 
 def effective_generation_config(config: Any) -> dict[str, Any]:
-    """The options generate() runs with, JSON-able (run.json, R2.5): those that differ from
-    transformers' defaults, plus the greedy settings stated explicitly."""
+    """The options generate() runs with, JSON-able (run.json, R2.5), greedy settings explicit."""
     out = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
     out.update(do_sample=config.do_sample, num_beams=config.num_beams)
     out["max_new_tokens"] = config.max_new_tokens
@@ -286,8 +269,8 @@ def effective_generation_config(config: Any) -> dict[str, Any]:
 
 
 class StopInAnswer:
-    """Stops a row once a declared stop string appears in its generated text (the prompt is
-    not searched, unlike transformers' stop_strings, which matches the sequence's tail)."""
+    """Stops a row once a declared stop string appears in its generated text, never the prompt
+    (transformers' stop_strings matches the sequence's tail)."""
 
     def __init__(self, tokenizer: Any, width: int, stop: Sequence[str]) -> None:
         self.tokenizer, self.width, self.stop = tokenizer, width, tuple(stop)

@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 
 ENCODER_FILES = ("config.json", "model.safetensors")
 HEAD_FILE = "head.safetensors"
-# Imported before the load clock starts (imports.py, R3.2): the transformers classes this load
-# names, and the auto mapping from a config's model_type to its concrete model class.
+# Imported before the load clock starts (imports.py, R3.2)
 AUTO_CLASSES = ("AutoModel",)
 MODEL_MAPPING = "MODEL_MAPPING_NAMES"
 DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
@@ -42,9 +41,8 @@ def model_files(folder: Path) -> list[Path]:
 
 
 def minilm_module(encoder: torch.nn.Module, head: torch.nn.Linear) -> torch.nn.Module:
-    """Encoder -> mean over real tokens -> L2 normalisation -> linear head.
-    all-MiniLM-L6-v2 is trained for mean pooling + normalisation (its modules.json); a
-    CLS-pooled BertForSequenceClassification head on these weights gives garbage."""
+    """Encoder -> mean over real tokens -> L2 normalisation (as all-MiniLM-L6-v2 is trained,
+    its modules.json) -> linear head."""
     import torch
 
     class MinilmClassifier(torch.nn.Module):
@@ -84,13 +82,12 @@ def _embed(
 def build_minilm(
     spec: presets.BuildSpec, out_dir: Path, *, source_dir: Path | None = None
 ) -> presets.BuildReport:
-    """Embed train and tune with the encoder (fp32), fit a logistic regression on train for
-    each C of the grid, keep the C with the best tune macro-F1 (R1.4), and write ``out_dir``:
-    encoder config + weights (copied verbatim), head.safetensors, tokenizer, metadata."""
+    """Embed train and tune (fp32), fit a logistic head per C of the grid on train, keep the
+    best on tune macro-F1 (R1.4); write the encoder verbatim, the head, tokenizer, metadata."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = preset_options(spec.options)
+    opts = build_options("minilm", spec.options)
     classes = tuple(spec.classes)
     source = Path(source_dir) if source_dir else presets.minilm_source_dir()
     tokenizer = TextTokenizer(source)
@@ -129,15 +126,9 @@ def build_minilm(
 
 
 def preset_source() -> tuple[Path, list[Path]]:
-    """What a minilm build starts from, hashed as its source_revision (R1.1): the MiniLM
-    package's tokenizer and encoder."""
+    """The MiniLM package's tokenizer and encoder, hashed as the source_revision (R1.1)."""
     source = presets.minilm_source_dir()
     return source, [*tokenizer_files(source), *(source / name for name in ENCODER_FILES)]
-
-
-def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the minilm preset, defaults filled in, checked as validate checks it."""
-    return build_options("minilm", options)
 
 
 def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None:
@@ -164,7 +155,7 @@ def _untrained_module(source: Path, n_classes: int, device_name: str) -> tuple[A
 
 @dataclass(frozen=True)
 class _HeadSearch:
-    """The C grid's outcome: tune macro-F1 by C, the Cs that did not converge, the best fit."""
+    """Tune macro-F1 by C, the Cs that did not converge, the best fit."""
 
     scores: dict[str, float]
     unconverged: list[float]
@@ -191,8 +182,7 @@ def _fit_head(
     for c in opts["c_grid"]:
         fitted = LogisticRegression(C=float(c), max_iter=int(opts["max_iter"]), random_state=seed)
         with warnings.catch_warnings(record=True) as caught:
-            # Recorded in the metadata rather than printed: a C that did not converge is
-            # still scored on tune like the others, and the record says so.
+            # an unconverged C is still scored on tune, and recorded in the metadata
             warnings.simplefilter("always", ConvergenceWarning)
             fitted.fit(x_train, y_train)
         if any(issubclass(w.category, ConvergenceWarning) for w in caught):
@@ -206,8 +196,7 @@ def _fit_head(
 
 
 def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
-    """sklearn's coef_/intercept_ as a [n_classes, dim] linear head in declared class order.
-    A two-class fit has one row w: logits (0, w.x + b) give the same argmax."""
+    """sklearn's fit as a [n_classes, dim] head in declared order (two classes: rows 0, w)."""
     import torch
 
     coef = torch.tensor(fitted.coef_, dtype=torch.float32)
