@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE
 MIN_WINDOW_SECONDS = 0.05  # shorter windows give shares too coarse to name a process
 NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5
@@ -39,11 +39,16 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
     return out
 
 
-def load_average_1min() -> float | None:
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, or None off Linux."""
     try:
-        return round(os.getloadavg()[0], 2)
+        return [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):  # pragma: no cover - not on Linux
         return None
+
+
+def load_average_1min() -> float | None:
+    return (load_average() or [None])[0]
 
 
 def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[str, int]], float]:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
 # The energy counter is believed within [0.5 x min power, 1.25 x max power] x window, widened
@@ -326,8 +326,6 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
 def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
     """A sampler for torch ``device`` (matched by UUID, a MIG slice read on its parent GPU);
     on CPU one that records nothing; without NVML one that says why."""
-    from gpubench_nb.engine.nvml import _parent, handle_for, load_nvml
-
     if getattr(device, "type", "cpu") != "cuda":
         return ClockSampler(None, None, **kwargs)
     nvml = load_nvml()
@@ -338,4 +336,4 @@ def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
     if handle is None:
         reason = f"no NVML device matches {device} by UUID"
         return ClockSampler(None, None, reason=reason, **kwargs)
-    return ClockSampler(nvml, _parent(nvml, handle), **kwargs)
+    return ClockSampler(nvml, parent_gpu(nvml, handle), **kwargs)

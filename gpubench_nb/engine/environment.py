@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import gpubench_nb
-from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.activity import activity_text, cpu_activity, load_average
 from gpubench_nb.engine.allocation import allocation_note, slurm_allocation
 from gpubench_nb.engine.numerics import numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
@@ -115,13 +115,6 @@ def gpu_uuid(index: int) -> str | None:
     if not uuid:
         return None
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):  # pragma: no cover - not on Linux
-        return None
 
 
 def cpu_model() -> str | None:

@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+NOT_OBSERVABLE = "not observable"  # the engine's word for a figure it cannot read
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
@@ -84,7 +84,7 @@ def _mig_enabled_anywhere(nvml: Any) -> bool:
     return False
 
 
-def _parent(nvml: Any, handle: Any) -> Any:
+def parent_gpu(nvml: Any, handle: Any) -> Any:
     """The physical GPU of a MIG slice (clocks, power and ECC live there); else ``handle``."""
     try:
         if nvml.nvmlDeviceIsMigDeviceHandle(handle):
@@ -127,7 +127,7 @@ def sku_details(nvml: Any | None, devices: Iterable[Any], torch_cuda: Any = None
             row["nvml"] = NOT_OBSERVABLE
             out.append(row)
             continue
-        gpu = _parent(nvml, handle)
+        gpu = parent_gpu(nvml, handle)
         name = decoded(_ask(nvml.nvmlDeviceGetName, gpu))
         sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
         row.update(

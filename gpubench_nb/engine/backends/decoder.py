@@ -1,10 +1,7 @@
-"""Decoder-only sequence classifiers (GPT-2, Llama, Qwen, ...): padding that keeps their answer.
+"""Decoder-only sequence classifiers (GPT-2, Llama, ...): padding that keeps their answer (R2.1).
 
-transformers reads a decoder classifier's logits at the rightmost token whose id differs from
-``config.pad_token_id`` (no pad id: the last position, batch 1 only). So a batch answers as
-batch 1 does (R2.1) when padding is on the right (causal attention never sees the pads), the
-pad id is ``config.pad_token_id`` itself, and, with no ``config.pad_token_id``, the logits are
-read here at each row's last real token (the attention mask's).
+transformers reads their logits at the rightmost token that is not ``config.pad_token_id``; so
+rows are padded on the right with that id, or, without one, read here at the last real token.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ class DecoderPadding:
     """How a decoder classifier's batches are padded (right) and its logits read."""
 
     pad_id: int
-    read_last_real_token: bool  # True when config.pad_token_id is None (see module docstring)
+    read_last_real_token: bool  # config.pad_token_id is None
 
     def describe(self) -> str:
         if self.read_last_real_token:
@@ -39,8 +36,8 @@ class DecoderPadding:
 
 
 def is_decoder_classifier(model: Any) -> bool:
-    """True for a decoder-only ``*ForSequenceClassification``: a causal-LM and no masked-LM
-    head in transformers' auto mappings (BERT-like models have both), scoring with ``score``."""
+    """A decoder-only ``*ForSequenceClassification``: causal-LM but no masked-LM type in
+    transformers' auto mappings (BERT-like models have both), scoring with ``score``."""
     from transformers.models.auto.modeling_auto import (
         MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
         MODEL_FOR_MASKED_LM_MAPPING_NAMES,
@@ -57,8 +54,8 @@ def is_decoder_classifier(model: Any) -> bool:
 
 
 def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderPadding | None:
-    """The padding that keeps a decoder classifier's answer at any batch size, or None for
-    an encoder. A pad id the model cannot embed is a BackendError naming the fix (R2.1)."""
+    """The padding that keeps a decoder classifier's answer at any batch size (None: an
+    encoder); a pad id the model cannot embed is a BackendError (R2.1)."""
     if not is_decoder_classifier(model):
         return None
     text_config = model.config.get_text_config()
@@ -76,20 +73,21 @@ def decoder_padding(model: Any, tokenizer_pad_id: int, folder: Path) -> DecoderP
     problem = pad_id_problem(text_config, folder)
     if problem is not None:
         raise BackendError(problem, rule="R2.1")
-    if isinstance(config_pad, list):
-        config_pad = config_pad[0]
-    return DecoderPadding(pad_id=config_pad, read_last_real_token=False)
+    return DecoderPadding(pad_id=_first(config_pad), read_last_real_token=False)
+
+
+def _first(pad: Any) -> Any:
+    """A config's pad id, the first one of a list."""
+    return (pad[0] if pad else None) if isinstance(pad, list) else pad
 
 
 def pad_id_problem(text_config: Any, folder: Path) -> str | None:
     """Why ``config.pad_token_id`` cannot pad this model's rows (with the fix), or None; from
-    the config alone, so ``validate`` and ``run`` refuse it before any kernel starts."""
-    config_pad = getattr(text_config, "pad_token_id", None)
-    if config_pad is None:
+    the config alone, so ``validate`` refuses it before any kernel starts."""
+    if getattr(text_config, "pad_token_id", None) is None:
         return None
+    config_pad = _first(text_config.pad_token_id)
     vocab = getattr(text_config, "vocab_size", None)
-    if isinstance(config_pad, list):
-        config_pad = config_pad[0] if config_pad else None
     ok = isinstance(config_pad, int) and not isinstance(config_pad, bool) and config_pad >= 0
     if ok and not (vocab and config_pad >= vocab):
         return None
@@ -101,8 +99,7 @@ def pad_id_problem(text_config: Any, folder: Path) -> str | None:
 
 
 def last_real_token_logits(model: Any, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The classifier's logits at each row's last real token, for right-padded rows: the
-    model's body, then its ``score`` head on that one hidden state per row."""
+    """The classifier's ``score`` head on each right-padded row's last real hidden state."""
     import torch
 
     mask = tensors["attention_mask"]

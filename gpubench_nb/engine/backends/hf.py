@@ -15,7 +15,11 @@ from gpubench_nb.engine.backends.base import (
     padded_batches,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.decoder import decoder_padding, last_real_token_logits
+from gpubench_nb.engine.backends.decoder import (
+    DecoderPadding,
+    decoder_padding,
+    last_real_token_logits,
+)
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline
 from gpubench_nb.errors import BackendError
 
@@ -23,20 +27,15 @@ if TYPE_CHECKING:
     import torch
 
 WEIGHT_PATTERNS = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin")
-
-
-# Read by from_pretrained beside config.json when present: generation_config.json holds the
-# folder's generation defaults (they changed answers while no revision knew).
+# read by from_pretrained beside config.json when present: the folder's generation defaults
 MODEL_EXTRA_FILES = ("generation_config.json",)
-# Imported before the load clock starts (imports.py, R3.2): the transformers classes this load
-# names, and the auto mapping from a config's model_type to its concrete model class.
+# Imported before the load clock starts (imports.py, R3.2)
 AUTO_CLASSES = ("AutoModelForSequenceClassification",)
 MODEL_MAPPING = "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"
 
 
 def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
-    """config.json, generation_config.json when present, and the weight files in ``folder``:
-    every file from_pretrained reads there (R1.1)."""
+    """Every file from_pretrained reads in ``folder``: config, generation config, weights (R1.1)."""
     config = folder / "config.json"
     weights = sorted(
         {p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.name not in exclude}
@@ -54,8 +53,7 @@ def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
 
 @contextmanager
 def no_progress_bars() -> Iterator[None]:
-    """transformers' progress bars off, the setting restored after: a loading bar is noise in
-    a rendered notebook's stderr or a log."""
+    """transformers' progress bars off (noise in a notebook or log), the setting restored after."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
@@ -80,8 +78,8 @@ def from_pretrained(auto_class: Any, folder: Path, dtype: torch.dtype) -> Any:
 
 
 def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
-    """The model's longest input: its position table, or the tokenizer's limit if smaller
-    (RoBERTa-style tables hold 2 extra rows); huge sentinel limits mean 'not set'."""
+    """The model's longest input: its position table or the tokenizer's limit, the smaller
+    (RoBERTa's table holds 2 extra rows); huge sentinels mean 'not set'."""
     limits = [getattr(config, "max_position_embeddings", None)]
     limits.append(getattr(tokenizer.hf, "model_max_length", None))
     usable = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
@@ -89,21 +87,23 @@ def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
 
 
 class EncoderBackend(Backend):
-    """A transformer encoder's shared parts: its context limit and padded batches."""
+    """A transformer classifier's shared parts: its context limit and right-padded batches."""
 
     _max_context: int | None
+    _decoder: DecoderPadding | None = None
 
     def max_context(self) -> int | None:
         return self._max_context
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
-        """Padded to the longest text of each batch; tensors on the device."""
-        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device)
+        """Padded on the right; a decoder classifier's pad id is the one it skips (R2.1)."""
+        pad_id = self.tokenizer.pad_id if self._decoder is None else self._decoder.pad_id
+        return padded_batches(tokenized, batch, batching, pad_id, self.device)
 
 
 class HfBackend(EncoderBackend):
-    """AutoTokenizer + AutoModelForSequenceClassification, labels matched by name (R1.3).
-    Decoder-only classifiers are padded so that any batch answers as batch 1 (decoder.py)."""
+    """AutoModelForSequenceClassification, labels matched by name (R1.3); decoder-only ones
+    padded so that any batch answers as batch 1 (decoder.py)."""
 
     name = "hf"
 
@@ -120,11 +120,6 @@ class HfBackend(EncoderBackend):
         self._decoder = decoder_padding(model, self.tokenizer.pad_id, self.model_path)
         self.module = model.to(spec.device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
-
-    def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
-        """Padded on the right; a decoder classifier's pad id is the one it skips (R2.1)."""
-        pad_id = self.tokenizer.pad_id if self._decoder is None else self._decoder.pad_id
-        return padded_batches(tokenized, batch, batching, pad_id, self.device)
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         if self._decoder is not None and self._decoder.read_last_real_token:
