@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.nvml import NOT_OBSERVABLE
+
 MIN_WINDOW_SECONDS = 0.05  # shorter windows give shares too coarse to name a process
 NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5

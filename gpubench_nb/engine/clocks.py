@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gpubench_nb.engine.nvml import NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
+
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
 # The energy counter is believed within [0.5 x min power, 1.25 x max power] x window, widened
@@ -294,28 +295,26 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
         if isinstance(energy, (int, float))
         else f"{NOT_OBSERVABLE} ({record.get('energy_reason')})"
     )
+    sm, reasons = record.get("sm_clock_mhz"), record.get("clock_event_reasons")
     if not record.get("samples"):
         text = (
             f"gpu during the pass: 0 samples in the span (the pass was shorter than the "
-            f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no "
-            f"flag), energy {energy_text}"
+            f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no flag)"
         )
     else:
-        sm = record.get("sm_clock_mhz")
         sm_text = (
-            f"SM clock min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
+            f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
             if isinstance(sm, dict)
-            else f"SM clock {NOT_OBSERVABLE}"
+            else NOT_OBSERVABLE
         )
-        reasons = record.get("clock_event_reasons")
         reasons_text = (
             ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
         )
         text = (
-            f"gpu during the pass ({record.get('samples')} samples in the span): {sm_text} (max "
-            f"{record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}, energy "
-            f"{energy_text}"
+            f"gpu during the pass ({record.get('samples')} samples in the span): SM clock "
+            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}"
         )
+    text += f", energy {energy_text}"
     if record.get("errors"):
         text += "; telemetry errors: " + "; ".join(record["errors"])
     if record.get("flags"):

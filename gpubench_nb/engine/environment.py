@@ -91,21 +91,18 @@ def driver_version() -> str | None:
     return None
 
 
-def _holds_context() -> bool:
-    import torch
-
-    try:
-        return bool(torch.cuda.is_initialized())
-    except Exception:
-        return False
-
-
 def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
     """Processes NVML sees on the used GPUs (R2.5, ``nvml.process_survey``); None on CPU."""
+    import torch
+
     gpus = _gpu_devices(devices)
     if not gpus:
         return None
-    return process_survey(load_nvml(), gpus, holds_context=_holds_context())
+    try:
+        holds_context = bool(torch.cuda.is_initialized())
+    except Exception:
+        holds_context = False
+    return process_survey(load_nvml(), gpus, holds_context=holds_context)
 
 
 def gpu_uuid(index: int) -> str | None:
@@ -134,22 +131,15 @@ def code_revision(root: Path | None = None) -> str:
     setuptools-scm version names its commit), R1.1, R2.5. GIT_OPTIONAL_LOCKS=0: read-only."""
     root = _PACKAGE_ROOT if root is None else Path(root)
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        command = ["git", "-C", str(root), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
+
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--verify", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            env=env,
-        )
+        commit = git("rev-parse", "--verify", "HEAD")
         if commit.returncode == 0:
-            status = subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                env=env,
-            )
+            status = git("status", "--porcelain")
             dirty = status.returncode != 0 or bool(status.stdout.strip())
             return f"git:{commit.stdout.strip()}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
@@ -173,6 +163,7 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
     names = [torch.cuda.get_device_name(d) for d in gpus]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     visible_models = [torch.cuda.get_device_name(i) for i in range(visible)]
+    start = _activity("start", gpus)
     return {
         "captured_utc": utc_now(),
         "gpu_model": " + ".join(sorted(set(names))) if names else None,
@@ -200,11 +191,8 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
         **_gpu_facts(gpus),
         "numerics": numeric_settings(),
-        **_activity("start", gpus),
-        "gpu_processes_end": None,
-        "gpu_process_survey_end": None,
-        "load_average_end": None,
-        "cpu_activity_end": None,
+        **start,
+        **{key.replace("_start", "_end"): None for key in start},
     }
 
 
@@ -237,9 +225,7 @@ def _activity(when: str, gpus: list[Any]) -> dict[str, Any]:
 
 def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``env`` with the end-of-run activity (other GPU processes, load) added."""
-    out = dict(env)
-    out.update(_activity("end", env.get("gpu_devices") or []))
-    return out
+    return {**env, **_activity("end", env.get("gpu_devices") or [])}
 
 
 def row_fields(env: dict[str, Any]) -> dict[str, Any]:

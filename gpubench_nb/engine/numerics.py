@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.nvml import NOT_OBSERVABLE
+
 # Environment variables that change what is computed or what a memory reading means.
 ENV_VARS = (
     "NVIDIA_TF32_OVERRIDE",  # 0 disables TF32 in cuBLAS/cuDNN whatever torch says
