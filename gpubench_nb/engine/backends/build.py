@@ -26,8 +26,7 @@ def _setting(settings: Any, name: str) -> Any:
 
 
 def declared_context(exp: Any) -> int:
-    """The context the model is built with: the fixed one, else (context is the knob) the
-    largest variant's, so no declared variant sees text the model never trained on."""
+    """The context the model is built with: the fixed one, else the largest variant's."""
     fixed = _setting(exp.fixed, "context")
     if fixed is not None:
         return int(fixed)
@@ -55,10 +54,8 @@ def _json(value: Any) -> Any:
 
 
 def build_model(exp: Any, *, force: bool = False) -> Path:
-    """Build the preset model declared by ``exp`` at ``exp.model.path`` and return the path.
-    A folder whose recorded build declaration (backend, seed, context, options, classes,
-    train/tune revisions, MiniLM source revision) matches is reused as is; a different one is
-    replaced only with ``force`` (R1.1: a frozen model is never silently rebuilt)."""
+    """Build the preset declared by ``exp`` at ``exp.model.path``; a folder built from the same
+    declaration is reused, another replaced only with ``force`` (R1.1)."""
     backend = exp.model.backend
     entry = backend_entry(backend)
     if not entry.preset:
@@ -96,8 +93,6 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
 
 
 def _recorded_declaration(out_dir: Path) -> dict | None:
-    if not (out_dir / METADATA_FILE).is_file():
-        return None
     try:
         return read_metadata(out_dir).get("declaration")
     except BackendError:
@@ -132,9 +127,8 @@ def _refuse_unless_forced(
 
 
 def build_summary(exp: Any, out_dir: Path) -> list[str]:
-    """What build-model chose on tune (R1.4), in lines for the terminal: the tune macro-F1, the
-    choice (epochs or C), a warning when it sits at the edge of its grid, and the room the
-    declared quality.threshold leaves below the tune value (eval may score lower than tune)."""
+    """What build-model chose on tune (R1.4), for the terminal: the tune macro-F1, the choice
+    (a warning at the edge of its grid) and the room quality.threshold leaves below tune."""
     meta = read_metadata(out_dir)
     tune, (name, value) = meta["tune_macro_f1"], next(iter(meta["chosen"].items()))
     grid = meta.get("tune_macro_f1_by_epoch") or list(meta.get("tune_macro_f1_by_c") or {})

@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.base import (
-    Backend,
     Batch,
     LoadSpec,
     Tokenized,
     batch_order,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.hf import from_pretrained, max_context
+from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.hf import model_files as model_files  # the same files (R1.1)
 from gpubench_nb.engine.backends.prompts import PromptTokenizer
 from gpubench_nb.errors import BackendError
@@ -52,7 +51,7 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-class CausalLmBackend(Backend):
+class CausalLmBackend(TransformersBackend):
     """AutoModelForCausalLM + a declared prompt (``model.prompt``, R1.3)."""
 
     name = "causal_lm"
@@ -83,9 +82,6 @@ class CausalLmBackend(Backend):
         self._first_tokens = torch.tensor(first, device=device) if self.fast_path else None
         self._answers: dict[int, str] = {}
         self._input_tokens = self._generated_tokens = 0
-
-    def max_context(self) -> int | None:
-        return self._max_context
 
     def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
         """Prompt + text tokens, the prompt kept whole and the text cut (R2.3)."""

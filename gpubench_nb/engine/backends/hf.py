@@ -86,8 +86,8 @@ def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
     return min(usable) if usable else None
 
 
-class EncoderBackend(Backend):
-    """A transformer classifier's shared parts: its context limit and right-padded batches."""
+class TransformersBackend(Backend):
+    """A transformers model's shared parts: its context limit and right-padded batches."""
 
     _max_context: int | None
     _decoder: DecoderPadding | None = None
@@ -101,7 +101,7 @@ class EncoderBackend(Backend):
         return padded_batches(tokenized, batch, batching, pad_id, self.device)
 
 
-class HfBackend(EncoderBackend):
+class HfBackend(TransformersBackend):
     """AutoModelForSequenceClassification, labels matched by name (R1.3); decoder-only ones
     padded so that any batch answers as batch 1 (decoder.py)."""
 

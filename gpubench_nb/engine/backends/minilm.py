@@ -18,7 +18,7 @@ from gpubench_nb.engine.backends.base import (
     resolve_device,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
+from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment import build_options
@@ -212,7 +212,7 @@ def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
     return weight.contiguous(), bias.contiguous()
 
 
-class MinilmBackend(EncoderBackend):
+class MinilmBackend(TransformersBackend):
     """A built minilm folder on a device at a precision (encoder and head alike)."""
 
     name = "minilm"
