@@ -77,15 +77,6 @@ class Fault:
     spec: str = ""
     seconds: float | None = None  # "delay" only: how long the pass sleeps
 
-    def matches(
-        self, *, variant: str | None, phase: str | None, run: int | None, pass_kind: str | None
-    ) -> bool:
-        stated = ((self.variant, variant), (self.phase, phase), (self.run, run))
-        if any(want is not None and want != got for want, got in stated):
-            return False
-        # Load faults ignore the pass filter; batch faults fire in measured passes by default.
-        return self.site == "load" or self.pass_kind in ("any", pass_kind)
-
 
 def _bad(spec: str, why: str) -> FaultSpecError:
     return FaultSpecError(
@@ -181,24 +172,28 @@ class FaultPlan:
         env = os.environ if environ is None else environ
         return cls(parse_faults(env.get(ENV_VAR)), variant, phase, run)
 
-    def _matching(self, pass_kind: str | None) -> list[Fault]:
-        return [f for f in self.faults if f.matches(**self._ctx(), pass_kind=pass_kind)]
+    def _matching(self, pass_kind: str | None = None) -> list[Fault]:
+        """The faults scoped to this run, in a pass of ``pass_kind`` (None: any pass)."""
+        here = {"variant": self.variant, "phase": self.phase, "run": self.run}
+        return [
+            f
+            for f in self.faults
+            if all(getattr(f, key) in (None, value) for key, value in here.items())
+            and (pass_kind is None or f.pass_kind in ("any", pass_kind))
+        ]
 
     def batch_faults(self, pass_kind: str = "measured") -> dict[int, Fault]:
         """Batch number (1-based) -> fault, for one pass of kind ``measured`` or ``warmup``."""
         return {f.batch: f for f in self._matching(pass_kind) if f.site == "batch" and f.batch}
 
     def load_fault(self) -> Fault | None:
-        found = [f for f in self._matching(None) if f.site == "load"]
+        found = [f for f in self._matching() if f.site == "load"]  # whatever the pass
         return found[0] if found else None
 
     def describe(self) -> str:
         """For `notes`: the injected faults scoped to this run (any pass), or ''."""
-        specs = [f.spec for f in self.faults if f.matches(**self._ctx(), pass_kind=f.pass_kind)]
+        specs = [f.spec for f in self._matching()]
         return f"fault injection {ENV_VAR}={';'.join(specs)}" if specs else ""
-
-    def _ctx(self) -> dict[str, object]:
-        return {"variant": self.variant, "phase": self.phase, "run": self.run}
 
 
 def trigger(fault: Fault, where: str) -> None:

@@ -7,6 +7,7 @@ parent GPU holds the clocks; container PIDs that NVML cannot match are "not comp
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from typing import Any
@@ -58,10 +59,8 @@ def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = Non
     if uuid:
         bare = uuid.removeprefix("GPU-").removeprefix("MIG-")
         for candidate in dict.fromkeys((uuid, f"GPU-{bare}", f"MIG-{bare}")):
-            try:
+            with contextlib.suppress(Exception):
                 return nvml.nvmlDeviceGetHandleByUUID(candidate)
-            except Exception:
-                continue
         return None  # torch knows the device's UUID and NVML does not: do not guess
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if any(v.startswith("MIG-") for v in visible) or _mig_enabled_anywhere(nvml):
@@ -75,22 +74,19 @@ def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = Non
 
 def _mig_enabled_anywhere(nvml: Any) -> bool:
     try:
-        for i in range(nvml.nvmlDeviceGetCount()):
-            current = nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(i))[0]
-            if current:
-                return True
+        count = nvml.nvmlDeviceGetCount()
+        return any(
+            nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(i))[0] for i in range(count)
+        )
     except Exception:
         return False
-    return False
 
 
 def parent_gpu(nvml: Any, handle: Any) -> Any:
     """The physical GPU of a MIG slice (clocks, power and ECC live there); else ``handle``."""
-    try:
+    with contextlib.suppress(Exception):
         if nvml.nvmlDeviceIsMigDeviceHandle(handle):
             return nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
-    except Exception:
-        pass
     return handle
 
 
