@@ -23,18 +23,12 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
             text = (entry / "stat").read_text(encoding="utf-8", errors="replace")
-        except OSError:  # the process ended while we looked
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        head, sep, rest = text.rpartition(")")
-        if not sep:
-            continue
-        fields = rest.split()
-        try:
+            head, _, rest = text.rpartition(")")
+            fields = rest.split()
             ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        except (IndexError, ValueError):
+        except (OSError, IndexError, ValueError):  # ended while we looked, or unreadable
             continue
         out[int(entry.name)] = (head.partition("(")[2], ticks)
     return out
@@ -57,9 +51,7 @@ def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[s
 
 
 try:  # the first window's start: this module's import, early in a run's kernel
-    _LAST: dict[str, tuple[dict[int, tuple[str, int]], float]] = {
-        "/proc": _snapshot(Path("/proc"), time.monotonic)
-    }
+    _LAST = {"/proc": _snapshot(Path("/proc"), time.monotonic)}
 except OSError:  # pragma: no cover - no /proc (not Linux)
     _LAST = {}
 

@@ -18,15 +18,6 @@ def _first_int(text: str | None) -> int | None:
     return int(match.group()) if match else None
 
 
-def _gpus_allocated(env: Mapping[str, str]) -> int:
-    """GPUs bound to the job on this node (SLURM_GPUS_ON_NODE, else SLURM_JOB_GPUS); 0 (R4.3)."""
-    on_node = _first_int(env.get("SLURM_GPUS_ON_NODE"))
-    if on_node is not None:
-        return on_node
-    indices = [i for i in (env.get("SLURM_JOB_GPUS") or "").split(",") if i.strip()]
-    return len(indices)
-
-
 def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
     """The Slurm job this process runs in (SLURM_JOB_ID, else the older SLURM_JOBID), or None."""
     env = os.environ if environ is None else environ
@@ -40,6 +31,10 @@ def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any]
     if not job_id:
         return None
     requested = _first_int(env.get(GPUS_REQUESTED_ENV))
+    # GPUs bound on this node: SLURM_GPUS_ON_NODE, else SLURM_JOB_GPUS's indices; none is 0 (R4.3)
+    allocated = _first_int(env.get("SLURM_GPUS_ON_NODE"))
+    if allocated is None:
+        allocated = len([i for i in (env.get("SLURM_JOB_GPUS") or "").split(",") if i.strip()])
     return {
         "job_id": job_id,
         "array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
@@ -50,7 +45,7 @@ def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any]
         "node": env.get("SLURMD_NODENAME"),
         "cpus_allocated": _first_int(env.get("SLURM_CPUS_ON_NODE")),
         "cpus_per_node": env.get("SLURM_JOB_CPUS_PER_NODE"),
-        "gpus_allocated": _gpus_allocated(env),
+        "gpus_allocated": allocated,
         "gpu_indices": env.get("SLURM_JOB_GPUS"),
         "gpus_requested": requested,
     }

@@ -228,11 +228,6 @@ def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
     return {**env, **_activity("end", env.get("gpu_devices") or [])}
 
 
-def row_fields(env: dict[str, Any]) -> dict[str, Any]:
-    """The seven R2.4 columns of resultats-bruts.csv, taken from ``env``."""
-    return {name: env.get(name) for name in ROW_FIELDS}
-
-
 def environment_notes(env: dict[str, Any]) -> str:
     """The R2.5 part of `notes`: code revision, CPU, concurrent activity at start/end (GPU
     processes, load average, busy CPU processes) and the settings that change a number."""

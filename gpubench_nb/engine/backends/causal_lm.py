@@ -117,10 +117,17 @@ class CausalLmBackend(TransformersBackend):
         return self._input_tokens + self._generated_tokens
 
     def describe(self) -> dict[str, Any]:
+        config = self.generation_config  # the options generate() runs with (R2.5)
+        effective = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
+        effective.update(
+            do_sample=config.do_sample,
+            num_beams=config.num_beams,
+            max_new_tokens=config.max_new_tokens,
+        )
         described = super().describe()
         described.update(
             generation=self.prompt.options(),
-            generation_config_effective=effective_generation_config(self.generation_config),
+            generation_config_effective=effective,
             generation_config_folder_overridden=self.folder_overridden,
             prompt_tokens=self.prompts.prompt_tokens,
             verbalisation_tokens=[len(c) for c in self.prompts.continuations],
@@ -254,14 +261,6 @@ def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple
         and getattr(config, key, None) != value
     )
     return config, overridden
-
-
-def effective_generation_config(config: Any) -> dict[str, Any]:
-    """The options generate() runs with, JSON-able (run.json, R2.5), greedy settings explicit."""
-    out = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
-    out.update(do_sample=config.do_sample, num_beams=config.num_beams)
-    out["max_new_tokens"] = config.max_new_tokens
-    return out
 
 
 class StopInAnswer:

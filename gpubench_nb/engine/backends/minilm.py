@@ -6,7 +6,6 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -84,7 +83,9 @@ def build_minilm(
 ) -> presets.BuildReport:
     """Embed train and tune (fp32), fit a logistic head per C of the grid on train, keep the
     best on tune macro-F1 (R1.4); write the encoder verbatim, the head, tokenizer, metadata."""
+    import torch
     from safetensors.torch import save_file
+    from transformers import AutoModel
 
     started = time.perf_counter()
     opts = build_options("minilm", spec.options)
@@ -93,15 +94,18 @@ def build_minilm(
     tokenizer = TextTokenizer(source)
     subsets = presets.build_subsets(spec, opts)
     _require_every_class(classes, subsets.y_train)
-    module, device = _untrained_module(source, len(classes), opts["device"])
+    device = resolve_device(opts["device"])  # the fp32 encoder and an untrained head
+    encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
+    head = torch.nn.Linear(encoder.config.hidden_size, len(classes)).to(device)
+    module = minilm_module(encoder, head)
     embed = (tokenizer, spec.context, opts["embed_batch"], device)
     x_train = _embed(module, subsets.train(spec.train_texts), *embed)
     x_tune = _embed(module, subsets.tune(spec.tune_texts), *embed)
-    search = _fit_head(
+    scores, unconverged, tune_score, chosen = _fit_head(
         x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, spec.seed
     )
     dim = module.encoder.config.hidden_size
-    weight, bias = _head_rows(search.chosen, len(classes), dim)
+    weight, bias = _head_rows(chosen, len(classes), dim)
     metadata = presets.preset_metadata(
         spec,
         "minilm",
@@ -109,10 +113,10 @@ def build_minilm(
         architecture={"pooling": "mean", "normalize": True, "hidden_size": dim},
         encoder_revision=sha256_files([source / n for n in ENCODER_FILES], source),
         tokenizer_revision=tokenizer.revision,
-        chosen={"C": float(search.chosen.C)},
-        tune_macro_f1_by_c=search.scores,
-        unconverged_c=search.unconverged,
-        tune_macro_f1=search.tune_score,
+        chosen={"C": float(chosen.C)},
+        tune_macro_f1_by_c=scores,
+        unconverged_c=unconverged,
+        tune_macro_f1=tune_score,
         train_count=len(subsets.y_train),
         tune_count=len(subsets.y_tune),
     )
@@ -142,27 +146,6 @@ def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None
         )
 
 
-def _untrained_module(source: Path, n_classes: int, device_name: str) -> tuple[Any, Any]:
-    """The fp32 encoder of ``source`` with an untrained head, on the build device."""
-    import torch
-    from transformers import AutoModel
-
-    device = resolve_device(device_name)
-    encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
-    head = torch.nn.Linear(encoder.config.hidden_size, n_classes).to(device)
-    return minilm_module(encoder, head), device
-
-
-@dataclass(frozen=True)
-class _HeadSearch:
-    """Tune macro-F1 by C, the Cs that did not converge, the best fit."""
-
-    scores: dict[str, float]
-    unconverged: list[float]
-    tune_score: float
-    chosen: Any  # the fitted sklearn LogisticRegression
-
-
 def _fit_head(
     x_train: Any,
     y_train: list[int],
@@ -171,8 +154,9 @@ def _fit_head(
     n_classes: int,
     opts: Mapping[str, Any],
     seed: int,
-) -> _HeadSearch:
-    """A logistic regression on train for each C of the grid; the best on tune macro-F1."""
+) -> tuple[dict[str, float], list[float], float, Any]:
+    """A logistic regression on train for each C of the grid: tune macro-F1 by C, the Cs that
+    did not converge, and the best tune score with its fitted model."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
@@ -192,7 +176,7 @@ def _fit_head(
         if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
             best = (score, fitted)
     assert best is not None
-    return _HeadSearch(scores, unconverged, best[0], best[1])
+    return scores, unconverged, best[0], best[1]
 
 
 def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
