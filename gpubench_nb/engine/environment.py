@@ -171,9 +171,7 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "gpu_devices": [str(d) for d in gpus],
         "gpu_uuids": [u for u in (gpu_uuid(d.index) for d in gpus) if u],  # used (R2.4)
         "visible_gpu_uuids": [u for u in map(gpu_uuid, range(visible)) if u],
-        "device": str(used_devices[0])
-        if len(used_devices) == 1
-        else (",".join(str(d) for d in used_devices) or None),
+        "device": ",".join(map(str, used_devices)) or None,
         "visible_gpu_count": visible,  # seen, not necessarily used (R2.5)
         "visible_gpu_models": visible_models,
         "driver_version": driver_version() if gpus else None,
@@ -189,6 +187,8 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "python_executable": sys.executable,
         "pid": os.getpid(),
         "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
+        "cuda_runtime_torch": torch.version.cuda,  # beside the driver's (R2.4)
+        "cuda_driver_runtime": None,
         **_gpu_facts(gpus),
         "numerics": numeric_settings(),
         **start,
@@ -197,17 +197,15 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
 
 
 def _gpu_facts(gpus: list[Any]) -> dict[str, Any]:
-    """R2.4 beyond the row: the driver's CUDA runtime beside torch's, and the SKU details."""
+    """R2.4 beyond the row on a GPU: the driver's CUDA runtime and the SKU details."""
     import torch
 
     if not gpus:
-        return {"cuda_runtime_torch": torch.version.cuda, "cuda_driver_runtime": None}
+        return {}
     nvml = load_nvml()
+    hip = getattr(torch.version, "hip", None)
     return {
-        "cuda_runtime_torch": torch.version.cuda,
-        "cuda_driver_runtime": cuda_driver_runtime(nvml)
-        if not getattr(torch.version, "hip", None)
-        else NOT_OBSERVABLE,
+        "cuda_driver_runtime": NOT_OBSERVABLE if hip else cuda_driver_runtime(nvml),
         "gpu_details": sku_details(nvml, gpus),
     }
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.decoder import pad_id_problem
-from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS
+from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS, pad_id_problem
 from gpubench_nb.engine.backends.registry import backend_entry
 from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES
 from gpubench_nb.errors import BackendError
