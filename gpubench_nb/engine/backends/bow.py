@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -61,10 +62,7 @@ def bags(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> d
     """Flat token IDs + start offsets of each text (EmbeddingBag's input form)."""
     import torch
 
-    lengths = [len(row) for row in rows]
-    offsets = [0]
-    for length in lengths[:-1]:
-        offsets.append(offsets[-1] + length)
+    offsets = list(itertools.accumulate([0, *(len(row) for row in rows[:-1])]))
     flat = [token for row in rows for token in row]
     return {
         "input_ids": torch.tensor(flat, dtype=torch.long, device=device),

@@ -158,10 +158,8 @@ class CausalLmBackend(TransformersBackend):
         ids, mask = tensors["input_ids"], tensors["attention_mask"]
         rows, width = ids.shape
         conts = self.prompts.continuations
-        longest = max(len(c) for c in conts)
-        cont_ids = torch.tensor(
-            [[*c, *[self.tokenizer.pad_id] * (longest - len(c))] for c in conts]
-        )
+        longest, pad = max(len(c) for c in conts), self.tokenizer.pad_id
+        cont_ids = torch.tensor([[*c] + [pad] * (longest - len(c)) for c in conts])
         cont_mask = torch.tensor([[1] * len(c) + [0] * (longest - len(c)) for c in conts])
         cont_ids, cont_mask = cont_ids.to(ids.device), cont_mask.to(ids.device)
         classes = len(conts)
@@ -184,13 +182,10 @@ class CausalLmBackend(TransformersBackend):
     def _lengths(self, like: torch.Tensor) -> torch.Tensor:
         import torch
 
-        rule = self.prompt.length_normalisation
-        if rule == "tokens":
-            values = [len(c) for c in self.prompts.continuations]
-        elif rule == "chars":
-            values = [len(v) for v in self.prompt.verbalisations]
-        else:
-            values = [1] * len(self.classes)
+        values = {
+            "tokens": [len(c) for c in self.prompts.continuations],
+            "chars": [len(v) for v in self.prompt.verbalisations],
+        }.get(self.prompt.length_normalisation, [1] * len(self.classes))
         return torch.tensor(values, dtype=like.dtype, device=like.device)
 
     def _generate(self, batch: Batch) -> torch.Tensor:

@@ -126,7 +126,7 @@ def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> f
 
 @contextmanager
 def staged_build(out_dir: Path) -> Iterator[Path]:
-    """A sibling folder to build into, moved to ``out_dir`` only when the block completes."""
+    """A sibling folder to build into, replacing ``out_dir`` only when the block completes."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
@@ -135,7 +135,14 @@ def staged_build(out_dir: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    _install(staged, out_dir)
+    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(old / out_dir.name)
+    staged.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old)
 
 
 def copy_tokenizer(source: Path, target: Path) -> None:
@@ -146,19 +153,6 @@ def copy_tokenizer(source: Path, target: Path) -> None:
 
 def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
     write_json_atomic(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
-
-
-def _install(staged: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` by the complete staged folder, then remove the old one."""
-    out_dir = Path(out_dir)
-    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
-    old = None
-    if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        out_dir.rename(old / out_dir.name)
-    staged.rename(out_dir)
-    if old is not None:
-        shutil.rmtree(old)
 
 
 @dataclass(frozen=True)
