@@ -66,9 +66,8 @@ def cpu_activity(
     ticks_per_second: int | None = None,
     load_average: Callable[[], float | None] = load_average_1min,
 ) -> dict[str, Any]:
-    """1-minute load average and the other processes that used at least 10 % of one core over
-    the window (top 5, busiest first). ``window_seconds``: None, since the previous reading
-    (no sleep); a number, a window slept here."""
+    """1-minute load average and the other processes busy over the window (top 5); the window
+    runs since the previous reading, or ``window_seconds`` slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")

@@ -38,9 +38,11 @@ _PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
 
 def devices_used(model: Any) -> list[Any]:
     """The devices of ``model``'s parameters and buffers (a Module, or a Backend's
-    ``.module``), R2.4; a plain device as a one-item list, ``None`` as none."""
+    ``.module``), R2.4; a device or a list of them as they are, ``None`` as none."""
     import torch
 
+    if isinstance(model, (list, tuple, set)):
+        return [torch.device(d) for d in model]
     module = model if isinstance(model, torch.nn.Module) else getattr(model, "module", None)
     if isinstance(module, torch.nn.Module):
         found = {t.device for t in module.parameters()} | {t.device for t in module.buffers()}
@@ -106,8 +108,7 @@ def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
 
 
 def gpu_uuid(index: int) -> str | None:
-    """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None: it names the physical
-    GPU whatever the numbering, so the ledger tells rented machines apart (R2.4, R5.3)."""
+    """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None (R2.4, R5.3)."""
     uuid = torch_uuid(index)
     if not uuid:
         return None
@@ -127,8 +128,7 @@ def cpu_model() -> str | None:
 
 
 def code_revision(root: Path | None = None) -> str:
-    """``git:<commit>`` (+ ``-dirty``), else ``package:gpubench-nb==<version>`` (a
-    setuptools-scm version names its commit), R1.1, R2.5. GIT_OPTIONAL_LOCKS=0: read-only."""
+    """``git:<commit>`` (+ ``-dirty``), else ``package:gpubench-nb==<version>`` (R1.1, R2.5)."""
     root = _PACKAGE_ROOT if root is None else Path(root)
     env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
 
@@ -148,17 +148,11 @@ def code_revision(root: Path | None = None) -> str:
 
 
 def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, Any]:
-    """What this process runs on (R2.4) and what else runs there (R2.5), now. The GPU fields
-    describe the devices ``used`` (a model, Backend or device list) sits on, not those merely
-    visible; without ``used``, ``device`` stands for it (``None``: no device used yet)."""
+    """What this process runs on (R2.4) and what else runs there (R2.5), now: the GPU fields
+    describe the devices ``used`` (else ``device``) sits on, not those merely visible."""
     import torch
 
-    if used is None:
-        used_devices = devices_used(device)
-    elif isinstance(used, (list, tuple, set)):
-        used_devices = [torch.device(d) for d in used]
-    else:
-        used_devices = devices_used(used)
+    used_devices = devices_used(device if used is None else used)
     gpus = _gpu_devices(used_devices)
     names = [torch.cuda.get_device_name(d) for d in gpus]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -227,8 +221,7 @@ def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
 
 
 def environment_notes(env: dict[str, Any]) -> str:
-    """The R2.5 part of `notes`: code revision, CPU, concurrent activity at start/end (GPU
-    processes, load average, busy CPU processes) and the settings that change a number."""
+    """The R2.5 part of `notes`: code, CPU, activity at start and end, numeric settings."""
 
     def load(value: list[float] | None) -> str:
         return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)

@@ -112,8 +112,7 @@ def cuda_driver_runtime(nvml: Any | None) -> str:
 
 
 def sku_details(nvml: Any | None, devices: Iterable[Any], torch_cuda: Any = None) -> list[dict]:
-    """Per used GPU: board name, form factor, power limit, current/max SM and memory clocks,
-    persistence, MIG and ECC modes (R2.4). Each field is a value or ``"not observable"``."""
+    """Per used GPU: board, form factor, power limit, clocks, persistence, MIG, ECC (R2.4)."""
     out = []
     for dev in devices:
         index = getattr(dev, "index", dev)
@@ -167,10 +166,8 @@ def process_survey(
     holds_context: bool = False,
     torch_cuda: Any = None,
 ) -> dict[str, Any]:
-    """The processes NVML sees on the used GPUs, and which are foreign (R2.5):
-    ``{"observable", "pids_comparable", "seen", "foreign", "reason"}``. ``holds_context``: this
-    process has a CUDA context there, so NVML must list it; if it does not, the PIDs are of
-    another namespace and ``foreign`` is None (not comparable)."""
+    """The processes NVML sees on the used GPUs, and which are foreign (R2.5). ``holds_context``:
+    NVML must list this process; if not, the PIDs are another namespace's (not comparable)."""
     me = os.getpid() if own_pid is None else own_pid
     devices = list(devices)
     if nvml is None:

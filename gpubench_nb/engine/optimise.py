@@ -31,8 +31,7 @@ CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def thread_variables(declared: int | str) -> None:
-    """Set OMP/MKL_NUM_THREADS before torch is imported, so its pools start at the declared
-    size; ``auto`` sets nothing."""
+    """Set OMP/MKL_NUM_THREADS before torch is imported, so its pools start at that size."""
     if declared != "auto":
         os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
 
@@ -75,9 +74,8 @@ def threads_text(state: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Optimised:
-    """What applying the declared optimisations did (R2.1). Their seconds are figures of their
-    own, outside the load and every pass (R3.2; compile includes the first batch's forward);
-    ``memory``: the step's R3.8 readings; ``weight_bytes``: the state after it."""
+    """What applying the declared optimisations did (R2.1): seconds of their own, outside the
+    load and every pass (R3.2), the step's memory readings (R3.8) and the weights after it."""
 
     attention: str | None = None  # the implementation the model runs (transformers models)
     quantization: str = "none"
@@ -122,9 +120,8 @@ class Outcome:
 
 
 def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
-    """Threads and optimisations applied to the loaded ``backend`` (None: a failed load,
-    threads still recorded); ``texts``: the corpus, whose first batch torch.compile compiles
-    on. A failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
+    """Threads and optimisations applied to the loaded ``backend`` (None: a failed load); a
+    failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
     record: dict[str, Any] = {}
     facts: tuple[str, ...] = ()
     try:
@@ -152,9 +149,8 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 def finish_optimised(
     record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
 ) -> Outcome:
-    """After the passes: the compiler cache measured and removed, and the graphs a compiled
-    model compiled in the measured pass and in the warm-up (R3.2: a warm pass that compiled
-    was not covered by its warm-up). ``record``: run.json's fields so far."""
+    """After the passes: the compiler cache measured and removed, and the graphs compiled in
+    the measured pass and the warm-up (R3.2). ``record``: run.json's fields so far."""
     out: dict[str, Any] = {}
     done = record.get("optimisation")
     if done and done.get("compiler_cache"):
@@ -263,9 +259,8 @@ def weight_bytes(module: Any) -> int:
 def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
-    """Apply the declared attention, quantisation and compile mode, in that order, timed apart
-    (R3.2) inside one memory probe (R3.8); ``sample()`` gives the batch torch.compile compiles
-    on. Raises on failure."""
+    """Apply the declared attention, quantisation and compile mode, timed apart (R3.2) inside
+    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on."""
     attention = _attention(backend.module, settings.attention)
     scheme, mode = settings.quantization, settings.compile
     if scheme == "none" and mode == "none":
@@ -317,8 +312,7 @@ def refuse_unrunnable(exp: Any) -> None:
 
 
 def unrunnable(exp: Any) -> list[str]:
-    """The declared optimisations this machine cannot run, with reason and fix (R2.1); a device
-    this machine lacks is left to the machine that runs it."""
+    """The declared optimisations this machine cannot run, with reason and fix (R2.1)."""
     from gpubench_nb.engine.backends.base import resolve_device
 
     problems: list[str] = []

@@ -79,9 +79,8 @@ def tokenizer_files(folder: Path) -> list[Path]:
 
 
 class TextTokenizer:
-    """A local Hugging Face tokenizer; ``revision`` fingerprints its files (R1.1), taken before
-    a timed load (R3.2) or hashed here. ``plain``: the shipped WordPiece files are read by
-    ``tokenizers`` alone (the same IDs without importing transformers, ~0.9 s a kernel)."""
+    """A local Hugging Face tokenizer; ``revision``: its files' fingerprint (R1.1), else hashed
+    here. ``plain``: the shipped WordPiece read without transformers (~0.9 s a kernel)."""
 
     def __init__(self, path: Path, *, revision: str | None = None, plain: bool = False) -> None:
         offline()
