@@ -4,8 +4,7 @@ A ``ClockSampler`` polls NVML on its own thread, started just before the stopwat
 just after it, so the timed code never calls it (R3.1); only samples inside the stopwatch's span
 count. The energy counter is kept only when monotonic and within what the power readings allow.
 Telemetry never fails a pass: errors are recorded; without NVML every figure is
-``"not observable"`` with the reason. Record keys: docs/ARCHITECTURE.md (``gpu_telemetry``).
-"""
+``"not observable"`` with the reason. Record keys: docs/ARCHITECTURE.md (``gpu_telemetry``)."""
 
 from __future__ import annotations
 

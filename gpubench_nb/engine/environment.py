@@ -226,10 +226,9 @@ def environment_notes(env: dict[str, Any]) -> str:
     def load(value: list[float] | None) -> str:
         return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)
 
-    def processes(when: str) -> str:
-        if f"gpu_process_survey_{when}" in env and env.get("gpu_devices"):
-            return survey_text(env.get(f"gpu_process_survey_{when}"))
-        return processes_text(env.get(f"gpu_processes_{when}"))
+    def processes(when: str) -> str:  # a record without a survey: its list of processes
+        survey = env.get(f"gpu_process_survey_{when}")
+        return survey_text(survey) if survey else processes_text(env.get(f"gpu_processes_{when}"))
 
     parts = [
         f"code={env.get('code_revision')}",

@@ -103,9 +103,7 @@ def form_factor(board_name: str) -> str:
 
 def cuda_driver_runtime(nvml: Any | None) -> str:
     """The CUDA version the driver supports, e.g. ``cuda 12.8`` (torch's is recorded beside)."""
-    if nvml is None:
-        return NOT_OBSERVABLE
-    value = _ask(nvml.nvmlSystemGetCudaDriverVersion)
+    value = NOT_OBSERVABLE if nvml is None else _ask(nvml.nvmlSystemGetCudaDriverVersion)
     if not isinstance(value, int):
         return NOT_OBSERVABLE
     return f"cuda {value // 1000}.{(value % 1000) // 10}"
@@ -169,7 +167,6 @@ def process_survey(
     """The processes NVML sees on the used GPUs, and which are foreign (R2.5). ``holds_context``:
     NVML must list this process; if not, the PIDs are another namespace's (not comparable)."""
     me = os.getpid() if own_pid is None else own_pid
-    devices = list(devices)
     if nvml is None:
         return _unobservable("NVML is not available (no NVIDIA driver, ROCm or CPU)")
     seen: list[dict[str, Any]] = []
@@ -195,10 +192,8 @@ def process_survey(
                     seen.append(entry)
         if answered == 0:
             return _unobservable(f"both NVML process queries failed on {dev}")
-    pids = {p["pid"] for p in seen}
-    if me in pids:
-        foreign = [p for p in seen if p["pid"] != me]
-        return _survey(seen, foreign)
+    if any(p["pid"] == me for p in seen):
+        return _survey(seen, [p for p in seen if p["pid"] != me])
     if holds_context:
         if not seen:
             return _unobservable("NVML lists no process, not even this one (it holds a context)")

@@ -81,7 +81,10 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     )
     out_dir = Path(exp.model.path)
     if out_dir.exists():
-        recorded = _recorded_declaration(out_dir)
+        try:
+            recorded = read_metadata(out_dir).get("declaration")
+        except BackendError:  # absent or unreadable
+            recorded = None
         if recorded == expected:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
@@ -90,13 +93,6 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
     preset.build_preset(spec, out_dir)
     return out_dir
-
-
-def _recorded_declaration(out_dir: Path) -> dict | None:
-    try:
-        return read_metadata(out_dir).get("declaration")
-    except BackendError:
-        return None
 
 
 def _refuse_unless_forced(

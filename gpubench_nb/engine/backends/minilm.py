@@ -93,7 +93,13 @@ def build_minilm(
     source = Path(source_dir) if source_dir else presets.minilm_source_dir()
     tokenizer = TextTokenizer(source)
     subsets = presets.build_subsets(spec, opts)
-    _require_every_class(classes, subsets.y_train)
+    absent = [c for i, c in enumerate(classes) if i not in set(subsets.y_train)]
+    if absent:  # a logistic head cannot learn a class train never shows (R1.4)
+        raise BackendError(
+            f"classes {absent} have no item in the train split used ({len(subsets.y_train)} "
+            "items); raise model.build.train_limit or use subset: stratified",
+            rule="R1.4",
+        )
     device = resolve_device(opts["device"])  # the fp32 encoder and an untrained head
     encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
     head = torch.nn.Linear(encoder.config.hidden_size, len(classes)).to(device)
@@ -133,17 +139,6 @@ def preset_source() -> tuple[Path, list[Path]]:
     """The MiniLM package's tokenizer and encoder, hashed as the source_revision (R1.1)."""
     source = presets.minilm_source_dir()
     return source, [*tokenizer_files(source), *(source / name for name in ENCODER_FILES)]
-
-
-def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None:
-    """A logistic head cannot learn a class the train subset never shows (R1.4)."""
-    absent = [c for i, c in enumerate(classes) if i not in set(y_train)]
-    if absent:
-        raise BackendError(
-            f"classes {absent} have no item in the train split used ({len(y_train)} items); "
-            "raise model.build.train_limit or use subset: stratified",
-            rule="R1.4",
-        )
 
 
 def _fit_head(

@@ -71,9 +71,8 @@ def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
     """How the declared prompt tokenises with this tokenizer, and whether contexts fit."""
     from gpubench_nb.engine.backends.hf import max_context
     from gpubench_nb.engine.backends.prompts import PromptTokenizer
-    from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline
+    from gpubench_nb.engine.backends.tokenization import TextTokenizer  # offline (R1.1)
 
-    offline()
     prompt = exp.model.prompt
     tokenizer = TextTokenizer(tokenizer_dir)
     prompts = PromptTokenizer(tokenizer, prompt)

@@ -143,10 +143,8 @@ class TextTokenizer:
         self.check_context(context, max_context)
         texts = list(texts)
         if self._fast is not None:
-            if self._fast.padding is not None:
-                self._fast.no_padding()
-            if self._fast.truncation is not None:
-                self._fast.no_truncation()
+            self._fast.no_padding()
+            self._fast.no_truncation()
             encodings = self._fast.encode_batch(texts, add_special_tokens=True)
             full = [e.ids for e in encodings]
             cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]
