@@ -123,13 +123,10 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         if not parts:
             raise _bad(spec, "a SITE ('batch:N' or 'load') is required")
         site, *filters = parts
-        fields: dict[str, object] = {"kind": kind, "spec": spec, "seconds": seconds}
-        if site == "load":
-            fields["site"] = "load"
-        elif site.startswith("batch:"):
-            fields["site"] = "batch"
-            fields["batch"] = _positive_int(spec, "batch", site[len("batch:") :])
-        else:
+        fields: dict[str, object] = {"kind": kind, "spec": spec, "seconds": seconds, "site": site}
+        if site.startswith("batch:"):
+            fields.update(site="batch", batch=_positive_int(spec, "batch", site[len("batch:") :]))
+        elif site != "load":
             raise _bad(spec, f"site {site!r} is neither 'batch:N' nor 'load'")
         for item in filters:
             key, sep, value = item.partition(":")

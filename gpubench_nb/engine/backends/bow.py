@@ -170,14 +170,12 @@ def _train(
         shuffler = torch.Generator().manual_seed(seed)
         labels = torch.tensor(y_train, dtype=torch.long)
         best_state: dict[str, torch.Tensor] = {}
-        best = -1.0
         for _epoch in range(opts["max_epochs"]):
             order = torch.randperm(len(x_train), generator=shuffler)
             _train_epoch(module, optimisers, x_train, labels, order.split(opts["train_batch"]))
             module.eval()
             scores.append(macro_f1(y_tune, _predict_all(module, x_tune), shape[2]))
-            if scores[-1] > best:  # ties keep the earlier (shorter) training
-                best = scores[-1]
+            if scores[-1] > max(scores[:-1], default=-1.0):  # ties keep the earlier training
                 best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     return best_state, scores
 
