@@ -104,16 +104,14 @@ class ClockSampler:
         reasons = self._ask(
             next((n for n in REASON_GETTERS if getattr(nvml, n, None) is not None), None)
         )
+        sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+        temperature = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
         row = {
             "t": self._clock(),
-            "sm_clock_mhz": self._ask("nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_SM", 1)),
-            "memory_clock_mhz": self._ask(
-                "nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2)
-            ),
+            "sm_clock_mhz": self._ask("nvmlDeviceGetClockInfo", sm),
+            "memory_clock_mhz": self._ask("nvmlDeviceGetClockInfo", mem),
             "power_watts": None if power is None else power / 1000,
-            "temperature_c": self._ask(
-                "nvmlDeviceGetTemperature", getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
-            ),
+            "temperature_c": self._ask("nvmlDeviceGetTemperature", temperature),
             "reasons": None if reasons is None else int(reasons),
         }
         if self._state == "started":  # a call that returns after stop() is not kept

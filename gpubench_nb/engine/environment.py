@@ -57,13 +57,9 @@ def devices_used(model: Any) -> list[Any]:
 def _gpu_devices(devices: Iterable[Any]) -> list[Any]:
     import torch
 
-    out = []
-    for dev in devices:
-        dev = torch.device(dev)
-        if dev.type == "cuda":
-            index = torch.cuda.current_device() if dev.index is None else dev.index
-            out.append(torch.device("cuda", index))
-    return sorted(set(out), key=lambda d: d.index)
+    cuda = [d for d in map(torch.device, devices) if d.type == "cuda"]
+    indices = {torch.cuda.current_device() if d.index is None else d.index for d in cuda}
+    return [torch.device("cuda", i) for i in sorted(indices)]
 
 
 def runtime_version() -> str | None:

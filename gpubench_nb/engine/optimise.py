@@ -182,8 +182,8 @@ def graphs_compiled() -> int | None:
 def isolated_compiler_cache() -> dict[str, Any]:
     """A new, empty inductor/triton cache for this run: a cold run compiles from nothing (R3.7)."""
     folder = Path(tempfile.mkdtemp(prefix="gpubench-compile-"))
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    for name, path in zip(CACHE_VARIABLES, (folder, folder / "triton"), strict=True):
+        os.environ[name] = str(path)
     return {"dir": str(folder), "state_at_start": f"empty (new folder {folder})"}
 
 
@@ -195,10 +195,10 @@ def close_compiler_cache(cache: dict[str, Any] | None) -> dict[str, Any] | None:
     sizes = []
     for path in folder.rglob("*"):
         with contextlib.suppress(OSError):  # compiler workers may still rename their files
-            sizes.append(path.stat().st_size if path.is_file() else None)
+            if path.is_file():
+                sizes.append(path.stat().st_size)
     shutil.rmtree(folder, ignore_errors=True)
-    kept = [size for size in sizes if size is not None]
-    return {**cache, "files_at_end": len(kept), "bytes_at_end": sum(kept)}
+    return {**cache, "files_at_end": len(sizes), "bytes_at_end": sum(sizes)}
 
 
 def _attention(module: Any, declared: str) -> str | None:

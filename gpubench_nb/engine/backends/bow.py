@@ -105,14 +105,14 @@ def _predict_all(module: torch.nn.Module, rows: list[list[int]], batch: int = 25
     return out
 
 
-def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = None) -> BuildReport:
+def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
     """Train on train, choose the epoch count on tune macro-F1 (R1.4) and write ``out_dir``;
     deterministic on CPU: the same seed gives byte-identical files."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
     opts = build_options("bow", spec.options)
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
+    tokenizer_dir = wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(spec, opts)
     x_train = tokenizer.tokenize(subsets.train(spec.train_texts), spec.context).input_ids

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,12 +30,10 @@ AUTO_CLASSES = ("AutoModelForSequenceClassification",)
 MODEL_MAPPING = "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"
 
 
-def model_files(folder: Path, *, exclude: Sequence[str] = ()) -> list[Path]:
+def model_files(folder: Path) -> list[Path]:
     """Every file from_pretrained reads in ``folder``: config, generation config, weights (R1.1)."""
     config = folder / "config.json"
-    weights = sorted(
-        {p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern) if p.name not in exclude}
-    )
+    weights = sorted({p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern)})
     extra = [folder / name for name in MODEL_EXTRA_FILES if (folder / name).is_file()]
     if not config.is_file() or not weights:
         raise BackendError(

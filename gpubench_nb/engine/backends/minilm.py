@@ -78,9 +78,7 @@ def _embed(
     return out.numpy()
 
 
-def build_minilm(
-    spec: presets.BuildSpec, out_dir: Path, *, source_dir: Path | None = None
-) -> presets.BuildReport:
+def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
     """Embed train and tune (fp32), fit a logistic head per C of the grid on train, keep the
     best on tune macro-F1 (R1.4); write the encoder verbatim, the head, tokenizer, metadata."""
     import torch
@@ -90,7 +88,7 @@ def build_minilm(
     started = time.perf_counter()
     opts = build_options("minilm", spec.options)
     classes = tuple(spec.classes)
-    source = Path(source_dir) if source_dir else presets.minilm_source_dir()
+    source = presets.minilm_source_dir()
     tokenizer = TextTokenizer(source)
     subsets = presets.build_subsets(spec, opts)
     absent = [c for i, c in enumerate(classes) if i not in set(subsets.y_train)]
