@@ -108,13 +108,9 @@ def activity_text(record: dict[str, Any] | None) -> str:
     """The `notes` form: ``load1=1.52 busy=pid 42 python (0.98 core)`` or ``busy=none``."""
     if not record:
         return NOT_OBSERVABLE
-    load = record.get("load_average_1min")
-    busy = record.get("busy_processes")
+    load, busy = record.get("load_average_1min"), record.get("busy_processes")
+    busy_text = NOT_OBSERVABLE
     if isinstance(busy, list):
-        busy_text = (
-            ", ".join(f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
-            or "none"
-        )
-    else:
-        busy_text = NOT_OBSERVABLE
+        shares = (f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
+        busy_text = ", ".join(shares) or "none"
     return f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"

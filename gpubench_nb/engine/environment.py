@@ -6,6 +6,7 @@ while the GPU-only fields are ``None``, nothing to record (R4.3).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -77,16 +78,11 @@ def driver_version() -> str | None:
     """NVIDIA driver via NVML, or the amdgpu kernel module version on ROCm; else ``None``."""
     nvml = load_nvml()
     if nvml is not None:
-        try:
+        with contextlib.suppress(Exception):
             return f"nvidia {decoded(nvml.nvmlSystemGetDriverVersion())}"
-        except Exception:
-            pass
     amd = Path("/sys/module/amdgpu/version")
-    if amd.is_file():
-        text = amd.read_text(encoding="utf-8", errors="replace").strip()
-        if text:
-            return f"amdgpu {text}"
-    return None
+    text = amd.read_text(encoding="utf-8", errors="replace").strip() if amd.is_file() else ""
+    return f"amdgpu {text}" if text else None
 
 
 def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
@@ -112,14 +108,11 @@ def gpu_uuid(index: int) -> str | None:
 
 
 def cpu_model() -> str | None:
-    try:
-        for line in (
-            Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-        ):
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        for line in cpuinfo.splitlines():
             if line.lower().startswith(("model name", "hardware", "cpu model")):
                 return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
     return platform.processor() or None
 
 

@@ -113,12 +113,10 @@ def sku_details(nvml: Any | None, devices: Iterable[Any], torch_cuda: Any = None
     """Per used GPU: board, form factor, power limit, clocks, persistence, MIG, ECC (R2.4)."""
     out = []
     for dev in devices:
-        index = getattr(dev, "index", dev)
         row: dict[str, Any] = {"device": str(dev)}
-        handle = None if nvml is None else handle_for(nvml, index, torch_cuda)
+        handle = None if nvml is None else handle_for(nvml, getattr(dev, "index", dev), torch_cuda)
         if handle is None:
-            row["nvml"] = NOT_OBSERVABLE
-            out.append(row)
+            out.append({**row, "nvml": NOT_OBSERVABLE})
             continue
         gpu = parent_gpu(nvml, handle)
         name = decoded(_ask(nvml.nvmlDeviceGetName, gpu))
