@@ -18,7 +18,7 @@ from typing import Any
 import gpubench_nb
 from gpubench_nb.engine.activity import activity_text, cpu_activity, load_average
 from gpubench_nb.engine.allocation import allocation_note, slurm_allocation
-from gpubench_nb.engine.numerics import numeric_settings, numerics_note
+from gpubench_nb.engine.numerics import cuda_initialised, numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
     NOT_OBSERVABLE,
     cuda_driver_runtime,
@@ -87,16 +87,10 @@ def driver_version() -> str | None:
 
 def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
     """Processes NVML sees on the used GPUs (R2.5, ``nvml.process_survey``); None on CPU."""
-    import torch
-
     gpus = _gpu_devices(devices)
     if not gpus:
         return None
-    try:
-        holds_context = bool(torch.cuda.is_initialized())
-    except Exception:
-        holds_context = False
-    return process_survey(load_nvml(), gpus, holds_context=holds_context)
+    return process_survey(load_nvml(), gpus, holds_context=cuda_initialised())
 
 
 def gpu_uuid(index: int) -> str | None:

@@ -64,6 +64,18 @@ def _start_environ(path: str = "/proc/self/environ") -> dict[str, str] | None:
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
 
 
+def cuda_initialised(cuda: Any = None) -> bool:
+    """Whether this process has initialised CUDA (False where torch cannot say)."""
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda
+    try:
+        return bool(cuda.is_initialized())
+    except Exception:
+        return False
+
+
 def module_loading(
     cuda: Any = None,
     *,
@@ -79,14 +91,7 @@ def module_loading(
         started = _start_environ() if environ is None else environ
     in_python = env.get("CUDA_MODULE_LOADING")
     at_start = (started if isinstance(started, Mapping) else env).get("CUDA_MODULE_LOADING")
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda
-    try:
-        initialised = bool(cuda.is_initialized())
-    except Exception:
-        initialised = False
+    initialised = cuda_initialised(cuda)
     effective = getenv("CUDA_MODULE_LOADING") if initialised else NOT_OBSERVABLE
     if not initialised:
         source = "CUDA not initialised in this process"
