@@ -268,15 +268,15 @@ def apply_optimisations(
     probe = probe_for(device)
     watch = Stopwatch(sync=synchronizer(device))
     probe.begin()
-    quantized = quantize_seconds = compile_seconds = graphs = cache = None
+    done: dict[str, Any] = {"attention": attention, "quantization": scheme, "compile": mode}
     if scheme != "none":
         watch.start()
-        backend.module, quantized = _quantize(backend.module, scheme)
-        quantize_seconds = watch.stop()
-        if not quantized:
+        backend.module, done["quantized_layers"] = _quantize(backend.module, scheme)
+        done["quantize_seconds"] = watch.stop()
+        if not done["quantized_layers"]:
             raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
     if mode != "none":
-        cache = isolated_compiler_cache()
+        done["compiler_cache"] = isolated_compiler_cache()
         batch = sample()
         before = graphs_compiled() or 0
         watch.start()
@@ -284,21 +284,10 @@ def apply_optimisations(
             warnings.simplefilter("ignore", DeprecationWarning)
             backend.module.compile(mode=mode)
             backend.predict(batch)
-        compile_seconds = watch.stop()
-        graphs = (graphs_compiled() or 0) - before
+        done["compile_seconds"] = watch.stop()
+        done["compiled_graphs"] = (graphs_compiled() or 0) - before
     memory: MemoryReading = probe.end()
-    return Optimised(
-        attention=attention,
-        quantization=scheme,
-        quantized_layers=quantized,
-        quantize_seconds=quantize_seconds,
-        compile=mode,
-        compile_seconds=compile_seconds,
-        compiled_graphs=graphs,
-        compiler_cache=cache,
-        weight_bytes=weight_bytes(backend.module),
-        memory=memory.to_dict(),
-    )
+    return Optimised(**done, weight_bytes=weight_bytes(backend.module), memory=memory.to_dict())
 
 
 def refuse_unrunnable(exp: Any) -> None:
