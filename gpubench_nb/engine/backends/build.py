@@ -30,9 +30,8 @@ def declared_context(exp: Any) -> int:
     fixed = _setting(exp.fixed, "context")
     if fixed is not None:
         return int(fixed)
-    contexts = [_setting(v.settings, "context") for v in getattr(exp, "variants", ())]
-    contexts = [int(c) for c in contexts if c is not None]
-    return max(contexts) if contexts else DEFAULT_CONTEXT
+    contexts = (_setting(v.settings, "context") for v in getattr(exp, "variants", ()))
+    return max((int(c) for c in contexts if c is not None), default=DEFAULT_CONTEXT)
 
 
 def _load_split(exp: Any, split: str) -> Any:

@@ -206,9 +206,7 @@ class HfBackend(TransformersBackend):
         model = from_pretrained(
             AutoModelForSequenceClassification, self.model_path, torch_dtype(spec.precision)
         )
-        id2label = model.config.id2label
-        labels = [id2label[i] for i in range(model.config.num_labels)]
-        self._map_labels(labels)
+        self._map_labels([model.config.id2label[i] for i in range(model.config.num_labels)])
         self._decoder = decoder_padding(model, self.tokenizer.pad_id, self.model_path)
         self.module = model.to(spec.device).eval()
         self._max_context = max_context(model.config, self.tokenizer)
