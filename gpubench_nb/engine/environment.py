@@ -139,7 +139,6 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
     gpus = _gpu_devices(used_devices)
     names = [torch.cuda.get_device_name(d) for d in gpus]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    visible_models = [torch.cuda.get_device_name(i) for i in range(visible)]
     start = _activity("start", gpus)
     return {
         "captured_utc": utc_now(),
@@ -150,7 +149,7 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "visible_gpu_uuids": [u for u in map(gpu_uuid, range(visible)) if u],
         "device": ",".join(map(str, used_devices)) or None,
         "visible_gpu_count": visible,  # seen, not necessarily used (R2.5)
-        "visible_gpu_models": visible_models,
+        "visible_gpu_models": [torch.cuda.get_device_name(i) for i in range(visible)],
         "driver_version": driver_version() if gpus else None,
         "python_version": platform.python_version(),
         "torch_version": torch.__version__,
