@@ -159,11 +159,8 @@ class PromptTokenizer:
             )
         room = None if max_context is None else max_context - self.prompt_tokens - 1
         if room is not None and extra_tokens > room:
-            what = (
-                "max_new_tokens"
-                if self.prompt.decision == "generate"
-                else "the longest verbalisation"
-            )
+            decision = self.prompt.decision
+            what = "max_new_tokens" if decision == "generate" else "the longest verbalisation"
             raise BackendError(
                 f"{what} ({extra_tokens} tokens) leaves no context for the text: the model has "
                 f"{max_context} positions and the prompt takes {self.prompt_tokens} (+1 text "
