@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS, pad_id_problem
+from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS, max_context, pad_id_problem
+from gpubench_nb.engine.backends.prompts import PromptTokenizer
 from gpubench_nb.engine.backends.registry import backend_entry
-from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES
+from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES, TextTokenizer
 from gpubench_nb.errors import BackendError
 
 
@@ -69,10 +70,6 @@ def _config(model_dir: Path) -> Any:
 
 def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
     """How the declared prompt tokenises with this tokenizer, and whether contexts fit."""
-    from gpubench_nb.engine.backends.hf import max_context
-    from gpubench_nb.engine.backends.prompts import PromptTokenizer
-    from gpubench_nb.engine.backends.tokenization import TextTokenizer  # offline (R1.1)
-
     prompt = exp.model.prompt
     tokenizer = TextTokenizer(tokenizer_dir)
     prompts = PromptTokenizer(tokenizer, prompt)
