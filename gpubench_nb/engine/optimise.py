@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.backends.base import resolve_device
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
@@ -302,8 +303,6 @@ def refuse_unrunnable(exp: Any) -> None:
 
 def unrunnable(exp: Any) -> list[str]:
     """The declared optimisations this machine cannot run, with reason and fix (R2.1)."""
-    from gpubench_nb.engine.backends.base import resolve_device
-
     problems: list[str] = []
     for variant in exp.variants:
         s = variant.settings
