@@ -174,10 +174,8 @@ class CausalLmBackend(TransformersBackend):
             logits_to_keep=longest + 1,
         ).logits[:, :longest, :]  # columns width - 1 .. width + longest - 2
         logprobs = torch.log_softmax(logits.float(), -1)
-        targets = cont_ids.repeat(rows, 1)
-        picked = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        summed = (picked * cont_mask.repeat(rows, 1)).sum(-1)
-        return summed.view(rows, classes)
+        picked = logprobs.gather(-1, cont_ids.repeat(rows, 1).unsqueeze(-1)).squeeze(-1)
+        return (picked * cont_mask.repeat(rows, 1)).sum(-1).view(rows, classes)
 
     def _lengths(self, like: torch.Tensor) -> torch.Tensor:
         import torch
