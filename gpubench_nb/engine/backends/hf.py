@@ -76,8 +76,7 @@ def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
     (RoBERTa's table holds 2 extra rows); huge sentinels mean 'not set'."""
     limits = [getattr(config, "max_position_embeddings", None)]
     limits.append(getattr(tokenizer.hf, "model_max_length", None))
-    usable = [int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000]
-    return min(usable) if usable else None
+    return min((int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000), default=None)
 
 
 # Decoder-only sequence classifiers (GPT-2, Llama, ...): transformers reads their logits at the

@@ -68,10 +68,9 @@ def _embed(
     """fp32 sentence embeddings in corpus order (length-sorted batches: build time only)."""
     import torch
 
-    tokenized = tokenizer.tokenize(
-        texts, context, max_context=module.encoder.config.max_position_embeddings
-    )
-    out = torch.empty((len(texts), module.encoder.config.hidden_size), dtype=torch.float32)
+    config = module.encoder.config
+    tokenized = tokenizer.tokenize(texts, context, max_context=config.max_position_embeddings)
+    out = torch.empty((len(texts), config.hidden_size), dtype=torch.float32)
     with torch.inference_mode():
         for b in padded_batches(tokenized, batch, "length_sorted", tokenizer.pad_id, device):
             out[b.indices] = module.embed(**b.tensors).float().cpu()
