@@ -172,33 +172,20 @@ def _train(
         best_state: dict[str, torch.Tensor] = {}
         for _epoch in range(opts["max_epochs"]):
             order = torch.randperm(len(x_train), generator=shuffler)
-            _train_epoch(module, optimisers, x_train, labels, order.split(opts["train_batch"]))
+            module.train()
+            for chunk in order.split(opts["train_batch"]):  # one optimiser step each
+                rows = [x_train[i] for i in chunk.tolist()]
+                loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
+                for optimiser in optimisers:
+                    optimiser.zero_grad()
+                loss.backward()
+                for optimiser in optimisers:
+                    optimiser.step()
             module.eval()
             scores.append(macro_f1(y_tune, _predict_all(module, x_tune), shape[2]))
             if scores[-1] > max(scores[:-1], default=-1.0):  # ties keep the earlier training
                 best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     return best_state, scores
-
-
-def _train_epoch(
-    module: torch.nn.Module,
-    optimisers: Sequence[torch.optim.Optimizer],
-    x_train: list[list[int]],
-    labels: torch.Tensor,
-    chunks: Sequence[torch.Tensor],
-) -> None:
-    """One pass over train in the drawn ``chunks``, one optimiser step each."""
-    import torch
-
-    module.train()
-    for chunk in chunks:
-        rows = [x_train[i] for i in chunk.tolist()]
-        loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
-        for optimiser in optimisers:
-            optimiser.zero_grad()
-        loss.backward()
-        for optimiser in optimisers:
-            optimiser.step()
 
 
 class BowBackend(Backend):
