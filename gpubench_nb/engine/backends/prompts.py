@@ -39,11 +39,8 @@ class PromptTokenizer:
         # A chat template writes its special tokens itself; a plain prompt gets the tokenizer's.
         self.add_special_tokens = not prompt.chat_template
         self.prompt_tokens = len(self._encode([self.prefix + self.suffix])[0].ids)
-        self.continuations = (  # generated answers are compared as text, not as tokens
-            [self._continuation(v) for v in prompt.verbalisations]
-            if prompt.decision == "loglik"
-            else []
-        )
+        loglik = prompt.decision == "loglik"  # generated answers are compared as text
+        self.continuations = [self._continuation(v) for v in prompt.verbalisations if loglik]
         self._check_distinct()
         conts = self.continuations  # loglik: one forward per text when each is one distinct token
         self.fast_path = bool(conts) and len({tuple(c) for c in conts if len(c) == 1}) == len(conts)
