@@ -113,7 +113,7 @@ def cpu_model() -> str | None:
 def code_revision(root: Path | None = None) -> str:
     """``git:<commit>`` (+ ``-dirty``), else ``package:gpubench-nb==<version>`` (R1.1, R2.5)."""
     root = _PACKAGE_ROOT if root is None else Path(root)
-    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # read-only: status never rewrites the index
 
     def git(*args: str) -> subprocess.CompletedProcess:
         command = ["git", "-C", str(root), *args]
