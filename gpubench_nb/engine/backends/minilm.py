@@ -154,7 +154,7 @@ def _fit_head(
 
     scores: dict[str, float] = {}
     unconverged: list[float] = []
-    best: tuple[float, Any] | None = None
+    fits: list[tuple[float, Any]] = []
     for c in opts["c_grid"]:
         fitted = LogisticRegression(C=float(c), max_iter=int(opts["max_iter"]), random_state=seed)
         with warnings.catch_warnings(record=True) as caught:
@@ -165,10 +165,9 @@ def _fit_head(
             unconverged.append(float(c))
         score = presets.macro_f1(y_tune, fitted.predict(x_tune).tolist(), n_classes)
         scores[repr(float(c))] = score
-        if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
-            best = (score, fitted)
-    assert best is not None
-    return scores, unconverged, best[0], best[1]
+        fits.append((score, fitted))
+    best, chosen = max(fits, key=lambda fit: fit[0])  # ties keep the first C of the grid
+    return scores, unconverged, best, chosen
 
 
 def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
