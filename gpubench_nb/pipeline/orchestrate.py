@@ -35,14 +35,14 @@ from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
 from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
 from gpubench_nb.pipeline.observations import rows_for_run
-from gpubench_nb.pipeline.schedule import PHASES, ScheduledRun, draw_schedule, select_variants
+from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import Corpus, load_declared_corpora, write_expected_ids
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
-from gpubench_nb.protocol.records import RunRecord, read_run
+from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 KERNEL_NAME = "python3"
@@ -159,7 +159,9 @@ def _done_keys(bundle_dir: Path) -> set[str]:
     csv_path = bundle_dir / layout.CSV_NAME
     rows = read_rows(csv_path) if csv_path.exists() else []
     return {
-        f"{r['variant_id']}/{r['phase']}-{r['run_index']}" for r in rows if r["phase"] in PHASES
+        f"{r['variant_id']}/{r['phase']}-{r['run_index']}"
+        for r in rows
+        if r["phase"] in MEASURED_PHASES
     }
 
 
@@ -283,7 +285,8 @@ def run_experiment(
             repair_torn_tail(csv_path)  # a kill -9 mid-append leaves at most one torn line
         schedule = draw_schedule(experiment)
         done = _done_keys(bundle_dir)
-        todo = [run for run in select_variants(schedule, variants) if run.key not in done]
+        wanted = set(variants or (variant.id for variant in experiment.variants))
+        todo = [run for run in schedule if run.key not in done and run.variant_id in wanted]
         with guard.resealing(bundle_dir, adds_runs=bool(todo)):
             _run_schedule(
                 experiment, bundle_dir, fingerprints, schedule, todo, run_timeout_seconds,

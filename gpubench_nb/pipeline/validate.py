@@ -6,11 +6,13 @@ from pathlib import Path
 from typing import TextIO
 
 from gpubench_nb.engine.backends.model_check import check_declared_model
+from gpubench_nb.engine.backends.registry import PRESETS
 from gpubench_nb.engine.optimise import refuse_unrunnable
-from gpubench_nb.pipeline.preflight import check_files, check_pricing, model_line
+from gpubench_nb.errors import EconomicsError, ProtocolError
 from gpubench_nb.protocol.corpus import load_declared_corpora
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.outputs import special_kind
 
 
 def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
@@ -28,8 +30,12 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
     print(f"model       {exp.model.backend} at {exp.model.path}", file=out)
     for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
         print(line, file=out)
-    if (line := model_line(exp, Path(path))) is not None:  # a preset not built yet
-        print(f"            {line}", file=out)
+    if exp.model.backend in PRESETS and not Path(exp.model.path).is_dir():  # not an error
+        print(
+            f"            model.path {exp.model.path} is not built yet: `gpubench-nb "
+            f"build-model {path}` builds it from the seed (R1.1)",
+            file=out,
+        )
     refuse_unrunnable(exp)  # a package, compiler or GPU capability missing here (R2.1)
     print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}", file=out)
     variants = ", ".join(f"{v.id} ({exp.knob}={v.knob_value})" for v in exp.variants)
@@ -48,3 +54,39 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
     pricing = check_pricing(exp)  # the offers table read as `run` will read it (R5.1)
     print(f"pricing     {pricing or 'none declared (no package is priced, R5.5)'}", file=out)
     return exp
+
+
+def check_files(exp: Experiment) -> None:
+    """One ProtocolError listing every declared input file absent or not a regular file (R1.3),
+    each under its key, so that `run` never stops later for a file it could find now."""
+    offers = None if exp.pricing is None else exp.pricing.offers
+    named = [(f"corpus.{s}", getattr(exp.corpus, s)) for s in ("path", "train", "tune")]
+    problems = []
+    for key, path in ((k, Path(p)) for k, p in [*named, ("pricing.offers", offers)] if p):
+        if not path.exists():
+            problems.append(f"{key}: {path} does not exist")
+        elif kind := special_kind(path):
+            problems.append(f"{key}: {path} is {kind}, not a regular file")
+    if problems:
+        raise ProtocolError(
+            f"{exp.source}: {len(problems)} file(s) named by the experiment cannot be found: "
+            + "; ".join(problems)
+            + ". Fix: correct these paths in the YAML (a relative path there is relative to the "
+            "YAML's own folder, not to where you run the command)",
+            rule="R1.3",
+        )
+
+
+def check_pricing(exp: Experiment) -> str | None:
+    """The pricing section read in full as `run` will read it (R5.1); a one-line summary."""
+    from gpubench_nb.pipeline.guard import validate_pricing
+
+    if exp.pricing is None:
+        return None
+    try:
+        validate_pricing(exp)
+    except EconomicsError as exc:
+        raise EconomicsError(f"pricing.offers ({exp.pricing.offers}): {exc}") from exc
+    p = exp.pricing
+    amount = f"{p.lots} lot(s)" if p.lots is not None else f"{p.gpus} GPU(s)"
+    return f"offer {p.offer}, {p.days}-day package, {amount}; table {p.offers}"
