@@ -69,19 +69,17 @@ def _accept(args: argparse.Namespace) -> int:
 def _csv_check(args: argparse.Namespace) -> int:
     from gpubench_nb.protocol.results import validate_csv
 
-    problems = validate_csv(Path(args.file))
-    return _verdict(problems, f"{args.file}: valid (38 columns, R4)", refused=2)
+    return _verdict(validate_csv(Path(args.file)), f"{args.file}: valid (38 columns, R4)", 2)
 
 
 def _check_bundle(args: argparse.Namespace) -> int:
     from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = verify_bundle(args.bundle)
     ok = f"{args.bundle}: every check re-derived and matching; manifest intact"
-    return _verdict(problems, ok, refused=1)
+    return _verdict(verify_bundle(args.bundle), ok, 1)
 
 
-def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
+def _verdict(problems: Sequence[str], ok: str, refused: int) -> int:
     """Each problem on stderr and exit ``refused``, or ``ok`` on stdout and exit 0."""
     if problems:
         print("\n".join(problems), file=sys.stderr)
@@ -124,17 +122,12 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _written(what: str, path: str | Path) -> int:
-    print(f"{what} written: {Path(path).resolve()}")
-    return 0
-
-
 def _report(args: argparse.Namespace) -> int:
     from gpubench_nb.report.comparison import render_comparison
     from gpubench_nb.report.render import executed_notebook
 
     path = render_comparison(**_given(args))
-    _written("report", path)
+    print(f"report written: {Path(path).resolve()}")
     print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
     return 0
 
@@ -142,8 +135,7 @@ def _report(args: argparse.Namespace) -> int:
 def _classify(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.classify import classify, summary
 
-    result = classify(**_given(args))
-    print(summary(result))
+    print(summary(result := classify(**_given(args))))
     return 0 if result.accepted else EXIT_NOT_ACCEPTED
 
 
@@ -167,8 +159,7 @@ def _campaign_run(args: argparse.Namespace) -> int:
             "to resume them",
             file=sys.stderr,
         )
-        return EXIT_NOT_ACCEPTED
-    return 0
+    return EXIT_NOT_ACCEPTED if result.failed else 0
 
 
 def _campaign_status(args: argparse.Namespace) -> int:
@@ -181,7 +172,8 @@ def _campaign_status(args: argparse.Namespace) -> int:
 def _campaign_report(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.campaign.view import campaign_report
 
-    return _written("report", campaign_report(**_given(args)))
+    print(f"report written: {Path(campaign_report(**_given(args))).resolve()}")
+    return 0
 
 
 # The one library call of each command, by the name its parser gives (cli_parser.py).
@@ -214,12 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"gpubench-nb {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        # `run` recorded it in the bundle and says what it kept (pipeline/interrupt.py, R3.6)
-        note = getattr(exc, "note", None)
-        print(
-            note or "interrupted: rerun the same command to resume; finished runs are kept",
-            file=sys.stderr,
-        )
+        note = getattr(exc, "note", None)  # what `run` recorded and kept (R3.6)
+        default = "interrupted: rerun the same command to resume; finished runs are kept"
+        print(note or default, file=sys.stderr)
         if note:
             print(f"resume: {_resume_command(argv)}", file=sys.stderr)
         name = getattr(exc, "signal_name", "SIGINT")  # 128 + the signal, as a shell reports

@@ -14,7 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +123,7 @@ def prepare_bundle(
     """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3), with
     ``given_lock`` verbatim (``run --protocol``) when this machine matches it."""
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
+    from gpubench_nb.engine.backends.model_check import check_declared_model
     from gpubench_nb.engine.optimise import refuse_unrunnable
 
     refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
@@ -130,16 +131,11 @@ def prepare_bundle(
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
-        from gpubench_nb.engine.backends.model_check import check_declared_model
-
         check_declared_model(experiment)
-    model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
-    fingerprints = {
-        "corpus_revision": corpus.revision,
-        "model_revision": model_revision,
-        "tokenizer_revision": tokenizer_revision,
-        **{f"{split}_revision": other.revision for split, other in others.items()},
-    }
+    fingerprints = {"corpus_revision": corpus.revision}
+    found = fingerprints_for(experiment.model, experiment.tokenizer)
+    fingerprints.update(zip(("model_revision", "tokenizer_revision"), found, strict=True))
+    fingerprints.update((f"{split}_revision", other.revision) for split, other in others.items())
     bundle_dir.mkdir(parents=True, exist_ok=True)
     freeze(bundle_dir, experiment, fingerprints, given=given_lock, corpus_identity=corpus.identity)
     kept = bundle_dir / "protocol"
@@ -183,10 +179,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
         record = (_read_record(bundle_dir, run) if run.key in done else None) or RunRecord()
         entries.append(
             {
-                "position": run.position,
-                "variant_id": run.variant_id,
-                "phase": run.phase,
-                "run_index": run.run_index,
+                **asdict(run),
                 "status": "done" if run.key in done else "pending",
                 "pid": record.pid,
                 "error": record.error,

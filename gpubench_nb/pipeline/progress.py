@@ -76,7 +76,7 @@ class ProgressLines:
         self.running: tuple[str, float] | None = None  # (run key, start time)
 
     def __call__(self, run: ScheduledRun, number: int, total: int) -> None:
-        key = f"{run.variant_id}/{run.phase}-{run.run_index}"
+        key = run.key
         if self.running is None or self.running[0] != key:  # called before the run
             self.running = (key, self.clock())
             return

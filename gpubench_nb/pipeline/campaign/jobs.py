@@ -10,7 +10,7 @@ import os
 import shlex
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from gpubench_nb.engine.allocation import GPUS_REQUESTED_ENV
 from gpubench_nb.errors import GpubenchError
 from gpubench_nb.pipeline.campaign.file import Target
 from gpubench_nb.pipeline.campaign.slurm import JobState, job_state
+from gpubench_nb.pipeline.campaign.state import bundle_progress
 
 LOCAL_EXECUTORS = ("local", "debug")
 SIGNAL_DELAY_SECONDS = 120  # Slurm warns the job this long before its time limit (requeue)
@@ -78,18 +79,16 @@ class TargetJob(submitit.helpers.Checkpointable):
         return {"bundle_dir": str(result.bundle_dir), "rows": len(result.rows), "failed": failed}
 
 
+@dataclass
 class _ProgressLog:
     """The job log's run count over the whole schedule, a resumed job included (``run 5/6``)."""
 
-    def __init__(self, bundle_dir: Path) -> None:
-        self.bundle_dir = bundle_dir
-        self.base: tuple[int, int] | None = None  # runs done before this job, schedule size
-        self.started: set[str] = set()
+    bundle_dir: Path
+    base: tuple[int, int] | None = None  # runs done before this job, schedule size
+    started: set[str] = field(default_factory=set)
 
     def __call__(self, run: Any, number: int, total: int) -> None:
         if self.base is None:  # schedule.json is written before the first run starts
-            from gpubench_nb.pipeline.campaign.state import bundle_progress
-
             progress = bundle_progress(self.bundle_dir)
             done = progress.runs_done
             self.base = (done, progress.runs_total or done + total)

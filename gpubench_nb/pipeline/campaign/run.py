@@ -11,7 +11,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def run_campaign(
     campaign_dir.mkdir(parents=True, exist_ok=True)
     with _one_runner(campaign_dir):
         lock = freeze_campaign(campaign, campaign_dir)
-        runner = _Runner(campaign, campaign_dir, lock, jobs, local_executor, echo)
+        runner = _Runner(campaign, campaign_dir, lock["sha256"], jobs, local_executor, echo)
         runner.state.update(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
@@ -157,27 +157,21 @@ def run_campaign(
     return CampaignResult(campaign_dir, states, report)
 
 
+@dataclass
 class _Runner:
     """The state of one `campaign run`: submits, waits, and records into campaign.json."""
 
-    def __init__(
-        self,
-        campaign: Campaign,
-        campaign_dir: Path,
-        lock: dict[str, Any],
-        jobs: Any,
-        local_executor: str,
-        echo: Callable[[str], None],
-    ) -> None:
-        self.campaign = campaign
-        self.dir = campaign_dir
-        self.lock_sha256 = lock["sha256"]
-        self.jobs = jobs
-        self.local_executor = local_executor
-        self.echo = echo
-        self.state = read_state(campaign_dir)
+    campaign: Campaign
+    dir: Path
+    lock_sha256: str
+    jobs: Any
+    local_executor: str
+    echo: Callable[[str], None]
+    live: dict[str, Any] = field(default_factory=dict)  # target id -> this process's job
+
+    def __post_init__(self) -> None:
+        self.state = read_state(self.dir)
         self.state.setdefault("targets", {})
-        self.live: dict[str, Any] = {}  # target id -> submitit job object of this process
 
     def save(self) -> None:
         write_state(self.dir, self.state)
