@@ -115,19 +115,13 @@ def record_interruption(
 
 def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
     """What the terminal says: the run discarded, the runs kept, the log, how to resume."""
-    done = len(entry.get("runs_done") or [])
-    total = entry.get("runs_total")
-    running = (
-        f"run {entry['run']} was discarded (an interruption is not an observation, R3.6) and "
-        "will be redone; "
-        if entry.get("run")
-        else ""
-    )
+    run, total = entry["run"], entry["runs_total"]
+    running = f"run {run} was discarded (not an observation, R3.6) and will be redone; "
+    done = f"{len(entry['runs_done'])}{'' if total is None else f' of {total}'}"
     return (
-        f"interrupted by {entry['signal']}: {running}{done}"
-        + (f" of {total}" if total is not None else "")
-        + f" runs are done and kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. "
-        "To resume, run the same command again (without --fresh): finished runs are not redone."
+        f"interrupted by {entry['signal']}: {running if run else ''}{done} runs are done and "
+        f"kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. To resume, run the same "
+        "command again (without --fresh): finished runs are not redone."
     )
 
 
