@@ -76,7 +76,7 @@ class ProgressLines:
         self.running: tuple[str, float] | None = None  # (run key, start time)
 
     def __call__(self, run: ScheduledRun, number: int, total: int) -> None:
-        key = run.key
+        key = f"{run.variant_id}/{run.phase}-{run.run_index}"
         if self.running is None or self.running[0] != key:  # called before the run
             self.running = (key, self.clock())
             return
