@@ -241,7 +241,7 @@ def run_experiment(
     variants: list[str] | None = None,
     fresh: bool = False,
     run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
-    on_progress: Callable[[ScheduledRun, int, int], None] | None = None,
+    on_progress: Callable[[ScheduledRun, int, int], None] = lambda run, number, total: None,
     protocol: str | Path | None = None,
     bundle_dir: str | Path | None = None,
     pricing: dict[str, Any] | None = None,
@@ -300,14 +300,13 @@ def _run_schedule(
     schedule: list[ScheduledRun],
     todo: list[ScheduledRun],
     run_timeout_seconds: int,
-    on_progress: Callable[[ScheduledRun, int, int], None] | None,
+    on_progress: Callable[[ScheduledRun, int, int], None],
 ) -> None:
     """Each run still to do, in the drawn order, each in its own kernel (R3.4, R3.7); the
     schedule file rewritten after each. A signal leaves no row and is recorded (R3.6)."""
     write_schedule(bundle_dir, experiment, schedule)
     for number, run in enumerate(todo, start=1):
-        if on_progress:
-            on_progress(run, number, len(todo))
+        on_progress(run, number, len(todo))
         try:
             run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
         except KeyboardInterrupt as caught:  # a signal or Ctrl-C: no row, recorded, redone (R3.6)
@@ -321,20 +320,18 @@ def _run_schedule(
                 raise
             raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
-        if on_progress:  # `number - 1` runs are finished, the last one included
-            on_progress(run, number + 1, len(todo))
+        on_progress(run, number + 1, len(todo))  # `number` runs are finished
 
 
 def _diagnose_device_errors(
     experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
 ) -> None:
     """Locate asynchronous CUDA errors after the schedule (pipeline.diagnose), in one timeout."""
-    records = [(run, _read_record(bundle_dir, run)) for run in todo]
-    failed = [
-        (run.variant_id, run.phase, run.run_index, str(record.error))
-        for run, record in records
-        if record is not None and needs_diagnosis(record.error)
-    ]
+    failed = []
+    for run in todo:
+        record = _read_record(bundle_dir, run)
+        if record is not None and needs_diagnosis(record.error):
+            failed.append((run.variant_id, run.phase, run.run_index, str(record.error)))
     diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
 
 
