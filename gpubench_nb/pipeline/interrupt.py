@@ -12,7 +12,7 @@ import json
 import os
 import platform
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
@@ -67,41 +67,22 @@ def stop_on_signals(
             signal.signal(number, old)
 
 
-def record_stop(
-    bundle_dir: Path,
-    run_key: str,
-    caught: KeyboardInterrupt,
-    schedule: Sequence[str],
-    done: set[str],
-) -> Interrupted:
-    """Record the stop of ``run_key`` (``done``: the keys of ``schedule`` with rows); Ctrl-C
-    becomes ``Interrupted`` by SIGINT. Returns the ``Interrupted``, noted."""
-    stop = caught if isinstance(caught, Interrupted) else Interrupted(signal.SIGINT.name)
-    record_interruption(
-        bundle_dir,
-        None if run_key in done else run_key,  # its row was written: nothing to redo
-        stop,
-        runs_done=[key for key in schedule if key in done],
-        runs_total=len(schedule),
-    )
-    return stop
-
-
 def record_interruption(
     bundle_dir: Path,
     run_key: str | None,
     stop: Interrupted,
     *,
-    runs_done: Sequence[str] = (),
-    runs_total: int | None = None,
+    schedule: Sequence[str] = (),
+    done: Collection[str] = (),
 ) -> dict:
-    """Append the event to the bundle's ``logs/interruptions.jsonl`` in one durable append."""
+    """Append the stop of ``run_key`` (``done``: the keys of ``schedule`` with rows) to the
+    bundle's ``logs/interruptions.jsonl`` in one durable append; ``stop.note`` says it."""
     entry = {
         "utc": utc_now(),
         "signal": stop.signal_name,
-        "run": run_key,  # None: between runs (a notebook step), nothing to redo
-        "runs_done": list(runs_done),
-        "runs_total": runs_total,
+        "run": None if run_key in done else run_key,  # None: nothing to redo
+        "runs_done": [key for key in schedule if key in done],
+        "runs_total": len(schedule) if schedule else None,
         "slurm_job_id": slurm_job_id(),
         "host": platform.node(),
         "pid": os.getpid(),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -33,7 +34,12 @@ from gpubench_nb.kernel import (
 )
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
-from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
+from gpubench_nb.pipeline.interrupt import (
+    Interrupted,
+    interruption_note,
+    read_interruptions,
+    record_interruption,
+)
 from gpubench_nb.pipeline.observations import rows_for_run
 from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule
 from gpubench_nb.protocol import bundle as layout
@@ -313,7 +319,9 @@ def _run_schedule(
             done: set[str] = set()
             with suppress(ResultsError):  # a torn tail the resume repairs
                 done = _done_keys(bundle_dir)
-            stop = record_stop(bundle_dir, run.key, caught, [r.key for r in schedule], done)
+            stop = caught if isinstance(caught, Interrupted) else Interrupted(signal.SIGINT.name)
+            keys = [r.key for r in schedule]
+            record_interruption(bundle_dir, run.key, stop, schedule=keys, done=done)
             with suppress(ResultsError):
                 write_schedule(bundle_dir, experiment, schedule)
             if stop is caught:

@@ -45,12 +45,10 @@ class TargetJob(submitit.helpers.Checkpointable):
         from gpubench_nb.pipeline.orchestrate import run_experiment
 
         progress = _ProgressLog(Path(self.bundle_dir))
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")  # from --gres, or `gpus`
         print(f"bundle {self.bundle_dir} with lock {self.lock}", flush=True)
-        # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
         print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
-        if self.gpus is not None:  # kernels record the request (R2.4):
-            # environment.json keeps it beside what Slurm allocated; 0: no GPU requested
+        if self.gpus is not None:  # kernels record the request beside the allocation (R2.4)
             os.environ[GPUS_REQUESTED_ENV] = str(self.gpus)
         try:
             with stop_on_signals():

@@ -116,14 +116,9 @@ def campaign_report(
             "`gpubench-nb campaign run` first (check --output-dir)",
             rule="R1.3",
         )
-    ready, missing = [], []
-    for target in campaign.targets:
-        bundle = campaign_dir / target.id
-        verdict = verification(bundle, lock_sha256)
-        if verdict == "verified":
-            ready.append(bundle)
-        else:
-            missing.append(f"{target.id}: {verdict}")
+    verdicts = {t.id: verification(campaign_dir / t.id, lock_sha256) for t in campaign.targets}
+    ready = [campaign_dir / target for target, v in verdicts.items() if v == "verified"]
+    missing = [f"{target}: {v}" for target, v in verdicts.items() if v != "verified"]
     if missing and (not partial or not ready):
         raise BundleError(
             f"campaign {campaign.campaign_id}: not every target has a verified bundle of this "
