@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import functools
 import importlib.resources
 import json
@@ -234,11 +235,8 @@ def exit_without_teardown() -> None:
             thread.join()
     atexit._run_exitfuncs()  # what Py_Finalize runs first; stable since Python 3.0
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+            stream.flush()  # type: ignore[union-attr]
     os._exit(0)
 
 
@@ -253,8 +251,7 @@ def install(prefix: Path, name: str = "python3") -> Path:
     argv = [a if a != "ipykernel_launcher" else "gpubench_nb.kernel" for a in spec["argv"]]
     if "gpubench_nb.kernel" not in argv:
         argv = [sys.executable, "-m", "gpubench_nb.kernel", "-f", "{connection_file}"]
-    spec["argv"] = argv
-    spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    spec_path.write_text(json.dumps({**spec, "argv": argv}, indent=1) + "\n", encoding="utf-8")
     return folder
 
 

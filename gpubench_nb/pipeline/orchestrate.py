@@ -47,7 +47,6 @@ from gpubench_nb.protocol.corpus import Corpus, load_declared_corpora, write_exp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
-from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
@@ -61,11 +60,6 @@ class PipelineResult:
     bundle_dir: Path
     rows: list[dict[str, Any]]
     report_path: Path | None
-
-    @property
-    def verdicts(self) -> dict[str, VariantAcceptance]:
-        """Each variant's acceptance by the one rule (protocol.quality, R1.5, R5.7)."""
-        return variant_acceptance(self.rows)
 
 
 @contextmanager

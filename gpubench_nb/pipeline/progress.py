@@ -14,7 +14,7 @@ from gpubench_nb.formats import NOT_RECORDED, seconds, seconds_range
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.outputs import check_output_folder
-from gpubench_nb.protocol.quality import VariantAcceptance
+from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import PHASES
 
 
@@ -32,8 +32,9 @@ def run_with_progress(
         finished = True
     finally:  # closed at the real count; a refusal is printed after it
         progress.close(finished)
+    verdicts = variant_acceptance(result.rows)  # the one rule (R1.5, R5.7)
     return summary_text(
-        result.rows, result.bundle_dir, result.report_path, verdicts=result.verdicts, phases=PHASES
+        result.rows, result.bundle_dir, result.report_path, verdicts=verdicts, phases=PHASES
     )
 
 
