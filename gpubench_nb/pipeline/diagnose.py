@@ -159,8 +159,7 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    experiment_path, variant_id, phase, run_index, bundle = args
+    experiment_path, variant_id, phase, run_index, bundle = sys.argv[1:] if argv is None else argv
     out = _rerun(experiment_path, variant_id, phase, int(run_index), bundle)
     print(_TAG + json.dumps(out), flush=True)
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TextIO
 
@@ -18,41 +19,37 @@ from gpubench_nb.protocol.outputs import special_kind
 def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
     """Validate the YAML, its files, corpora (R1.4), model folder (R1.1) and pricing (R5.1),
     one summary line to ``out`` as each check passes (shown even when a later one refuses)."""
+    say = functools.partial(print, file=out)  # one line as each check passes
     exp = load_experiment(path)
     check_files(exp)  # every file the YAML names, listed at once
     corpus, others = load_declared_corpora(exp)
     q = exp.quality
-    print(f"experiment  {exp.experiment_id}  ({exp.source})", file=out)
-    print(f"classes     {len(exp.classes)}: {', '.join(exp.classes)}", file=out)
-    print(f"corpus      {len(corpus)} items, revision {corpus.revision}", file=out)
+    say(f"experiment  {exp.experiment_id}  ({exp.source})")
+    say(f"classes     {len(exp.classes)}: {', '.join(exp.classes)}")
+    say(f"corpus      {len(corpus)} items, revision {corpus.revision}")
     for split, other in others.items():
-        print(f"{split:<11} {len(other)} items, disjoint from eval (R1.4)", file=out)
-    print(f"model       {exp.model.backend} at {exp.model.path}", file=out)
+        say(f"{split:<11} {len(other)} items, disjoint from eval (R1.4)")
+    say(f"model       {exp.model.backend} at {exp.model.path}")
     for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
-        print(line, file=out)
+        say(line)
     if exp.model.backend in PRESETS and not Path(exp.model.path).is_dir():  # not an error
-        print(
+        say(
             f"            model.path {exp.model.path} is not built yet: `gpubench-nb "
-            f"build-model {path}` builds it from the seed (R1.1)",
-            file=out,
+            f"build-model {path}` builds it from the seed (R1.1)"
         )
     refuse_unrunnable(exp)  # a package, compiler or GPU capability missing here (R2.1)
-    print(f"knob        {exp.knob}; fixed {dict(exp.fixed)}", file=out)
+    say(f"knob        {exp.knob}; fixed {dict(exp.fixed)}")
     variants = ", ".join(f"{v.id} ({exp.knob}={v.knob_value})" for v in exp.variants)
-    print(f"variants    {variants}", file=out)
-    print(
-        f"quality     {q.metric} >= {q.threshold}, drop <= {q.tolerance} vs {q.reference_variant}",
-        file=out,
-    )
+    say(f"variants    {variants}")
+    say(f"quality     {q.metric} >= {q.threshold}, drop <= {q.tolerance} vs {q.reference_variant}")
     t = exp.timing
     seed = f" (seed {t.order_seed})" if t.order_seed is not None else ""
-    print(
+    say(
         f"timing      scope {t.scope}, warm-up {t.warmup_iterations}, repeats {t.repeats}, "
-        f"order {t.order}{seed}",
-        file=out,
+        f"order {t.order}{seed}"
     )
     pricing = check_pricing(exp)  # the offers table read as `run` will read it (R5.1)
-    print(f"pricing     {pricing or 'none declared (no package is priced, R5.5)'}", file=out)
+    say(f"pricing     {pricing or 'none declared (no package is priced, R5.5)'}")
     return exp
 
 
