@@ -109,11 +109,8 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
 def resealing(bundle_dir: Path, *, adds_runs: bool) -> Iterator[None]:
     """Around everything that rewrites a bundle after its checks (see the module docstring)."""
     manifest = bundle_dir / layout.MANIFEST_NAME
-    if not manifest.exists():
-        yield
-        return
-    if adds_runs:  # new measurements: the bundle becomes an unfinished, resumable one
-        manifest.unlink()
+    if adds_runs or not manifest.exists():  # new runs: an unfinished, resumable bundle
+        manifest.unlink(missing_ok=True)
         yield
         return
     backup = backup_path(bundle_dir)

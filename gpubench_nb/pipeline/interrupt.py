@@ -8,6 +8,7 @@ note on the redone run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -50,12 +51,8 @@ def stop_on_signals(
         for number in signals:  # a second signal must not interrupt the recording
             signal.signal(number, signal.SIG_IGN)
         original = previous.get(signal.Signals(signum))
-        then = None
-        if signum in chain and callable(original):
-
-            def then() -> None:
-                original(signum, frame)
-
+        chained = signum in chain and callable(original)
+        then = functools.partial(original, signum, frame) if chained else None
         raise Interrupted(signal.Signals(signum).name, then)
 
     for number in signals:
