@@ -19,14 +19,8 @@ def _join(*parts: str | None) -> str:
 
 def _figures(record: RunRecord) -> str:
     """The figures run.json records beside the load, outside its clock (R3.2)."""
-    parts = [
-        f"{key}={value:.6f}"
-        for key, value in (
-            ("fingerprint_seconds", record.fingerprint_seconds),
-            ("cuda_context_seconds", record.cuda_context_seconds),
-        )
-        if value is not None
-    ]
+    values = {key: getattr(record, key) for key in ("fingerprint_seconds", "cuda_context_seconds")}
+    parts = [f"{key}={value:.6f}" for key, value in values.items() if value is not None]
     return f" ({', '.join(parts)})" if parts else ""
 
 

@@ -251,8 +251,7 @@ class _Runner:
             submitted = executor.submit(job)
         except Exception as exc:  # sbatch refused it, no srun here, a bad partition ...
             entry.update(job_id=None, logs=None)
-            self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
-            return
+            return self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
         entry.update(job_id=str(submitted.job_id), state="submitted")
         paths = self.jobs.job_paths(self.folder(target), submitted.job_id)
         if executor_kind != "debug":
@@ -284,8 +283,7 @@ class _Runner:
         if job is None:
             return
         if entry["executor"] == "debug":
-            self._finish(target, self._run_debug(job))
-            return
+            return self._finish(target, self._run_debug(job))
         entry["state"] = "running" if entry["executor"] == "local" else entry["state"]
         self.save()
         slurm = None
