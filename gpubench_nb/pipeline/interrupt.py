@@ -139,13 +139,10 @@ def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
 
     def walk(pid: int) -> None:
         for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                walk(child)
-                found.append(child)
+            with suppress(OSError):  # a task that ended meanwhile
+                for child in map(int, (task / "children").read_text().split()):
+                    walk(child)
+                    found.append(child)
 
     walk(os.getpid())
     for pid in found:

@@ -88,8 +88,7 @@ class _ProgressLog:
     def __call__(self, run: Any, number: int, total: int) -> None:
         if self.base is None:  # schedule.json is written before the first run starts
             progress = bundle_progress(self.bundle_dir)
-            done = progress.runs_done
-            self.base = (done, progress.runs_total or done + total)
+            self.base = (progress.runs_done, progress.runs_total or progress.runs_done + total)
         done, size = self.base
         if run.key in self.started:
             print(f"finished run {done + number - 1}/{size}: {run.key}", flush=True)
