@@ -17,9 +17,11 @@ from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
-    accepted,
+    QualityOutcome,
+    acceptance_columns,
     assess_runs,
     kept_reference_value,
+    run_key,
 )
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -86,15 +88,10 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     outcome = assess_runs(root, rows, corpus, declaration["classes"], quality, reference)
     found: list[tuple[str, str]] = []  # (run, problem naming it)
     for row in rows:
-        key = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
+        key = run_key(row)
         if row["phase"] in MEASURED_PHASES:
-            report = outcome.reports.get(key)
-            found += [
-                (key, p) for p in _compare_run(root, key, row, report, outcome.reference_value)
-            ]
-    for row in rows:
-        run = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
-        found += [(run, p) for p in compare_with_record(root, row)]
+            found += [(key, p) for p in _compare_run(root, key, row, outcome)]
+        found += [(key, p) for p in compare_with_record(root, row)]
     return problems + grouped("run", found)
 
 
@@ -149,8 +146,7 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
     """A row must say what its run recorded in run.json: the settings applied and the times
     measured (R1.3, R3.6), so a hand-edited CSV cell is caught even under a rewritten manifest."""
     phase = Phase.COLD if row["phase"] == Phase.LOAD else row["phase"]
-    run = f"{row['variant_id']}/{phase}-{row['run_index']}"
-    where = f"{layout.CSV_NAME}: {row['phase']} row of {run}"
+    where = f"{layout.CSV_NAME}: {row['phase']} row of {run_key({**row, 'phase': phase})}"
     try:
         found = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
     except BundleError:
@@ -211,9 +207,11 @@ def _manifest_problems(root: Path) -> list[str]:
     return [f"manifest: {p}" for p in grouped("file", [(p.split(": ")[0], p) for p in found])]
 
 
-_LOCK_SHAPE = {
-    "declaration": ("corpus", "classes", "quality"),
-    "fingerprints": ("corpus_revision",),
+_LOCK_PARTS = {  # what the audit reads of the lock; quality is rebuilt as a QualitySpec
+    "declaration": {"corpus", "classes", "quality"},
+    "declaration.corpus": {"format", "id_field", "text_field", "label_field"},
+    "declaration.quality": {f.name for f in fields(QualitySpec)},
+    "fingerprints": {"corpus_revision"},
 }
 
 
@@ -228,31 +226,27 @@ def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{where} unreadable ({exc}) (R1.3)"
     if not isinstance(lock, dict):
         return {}, f"{where} a JSON {type(lock).__name__}, not an object (R1.3)"
-    for part, keys in _LOCK_SHAPE.items():
-        value = lock.get(part)
-        if not isinstance(value, dict) or any(k not in value for k in keys):
-            return {}, f"{where} '{part}' is missing or lacks {list(keys)} (R1.3)"
-    corpus, quality = lock["declaration"]["corpus"], lock["declaration"]["quality"]
-    corpus_keys = ("format", "id_field", "text_field", "label_field")
-    if not isinstance(corpus, dict) or any(k not in corpus for k in corpus_keys):
-        return {}, f"{where} declaration.corpus is not an object with {list(corpus_keys)} (R1.3)"
-    quality_keys = {f.name for f in fields(QualitySpec)}
-    if not isinstance(quality, dict) or set(quality) != quality_keys:
-        return {}, f"{where} declaration.quality is not an object with {sorted(quality_keys)}"
+    for name, keys in _LOCK_PARTS.items():
+        part: Any = lock
+        for step in name.split("."):
+            part = part.get(step) if isinstance(part, dict) else None
+        exact = name == "declaration.quality"  # every field of QualitySpec, and no other
+        if not isinstance(part, dict) or not keys <= set(part) or (exact and set(part) != keys):
+            return {}, f"{where} {name} is missing or is not an object with {sorted(keys)} (R1.3)"
     return lock, None
 
 
-def _compare_run(
-    root: Path, key: str, row: dict[str, Any], report: Any, reference_value: float | None
-) -> list[str]:
+def _compare_run(root: Path, key: str, row: dict[str, Any], outcome: QualityOutcome) -> list[str]:
+    """The kept checks.json and the CSV's acceptance columns against the re-derived report."""
+    report = outcome.reports.get(key)
     if report is None:
         if row["corpus_accepted"]:
             return [f"{key}: accepted in the CSV but its predictions are missing (R1.5)"]
         return []
     found = []
-    checks_path = root / "runs" / key / CHECKS_NAME
+    checks_path = layout.run_dir(root, row["variant_id"], row["phase"], row["run_index"])
     try:
-        kept = json.loads(checks_path.read_text(encoding="utf-8"))
+        kept = json.loads((checks_path / CHECKS_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
     if not isinstance(kept, dict):
@@ -264,14 +258,7 @@ def _compare_run(
                 f"{key}: {CHECKS_NAME} says {name}={kept.get(name)!r}, "
                 f"re-derived {derived.get(name)!r}"
             )
-    csv_view = {
-        "observed_ids": report.observed_count,
-        "ids_match": report.ids_match,
-        "format_valid": report.format_valid,
-        "quality_value": report.quality_value,
-        "corpus_accepted": accepted(report, reference_value),
-    }
-    for column, value in csv_view.items():
+    for column, value in acceptance_columns(report, outcome.reference_value).items():
         if not _same(row[column], value):
             found.append(f"{key}: CSV {column}={row[column]!r}, re-derived {value!r}")
     return found

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -297,36 +297,18 @@ class Experiment:
         """
         declared = {k: v for k, v in self.raw.items() if k not in ("notes", "pricing")}
         corpus = self.raw.get("corpus", {})
-        declared["corpus"] = {
-            "path": corpus.get("path"),
-            "format": self.corpus.format,
-            "id_field": self.corpus.id_field,
-            "text_field": self.corpus.text_field,
-            "label_field": self.corpus.label_field,
-            "train": corpus.get("train"),
-            "tune": corpus.get("tune"),
-        }
-        declared["quality"] = {
-            "metric": self.quality.metric,
-            "threshold": self.quality.threshold,
-            "tolerance": self.quality.tolerance,
-            "reference_variant": self.quality.reference_variant,
-        }
+        paths = {split: corpus.get(split) for split in ("path", "train", "tune")}
+        declared["corpus"] = {**asdict(self.corpus), **paths}
+        declared["quality"] = asdict(self.quality)
         declared["output_format"] = self.output_format
         declared["fixed"] = _declared(self.fixed)
-        declared["timing"] = {
-            "scope": self.timing.scope,
-            "warmup_iterations": self.timing.warmup_iterations,
-            "repeats": self.timing.repeats,
-            "order": self.timing.order,
-            "order_seed": self.timing.order_seed,
-        }
-        if self.timing.repeats_reason is not None:  # absent key: locks made before it match
-            declared["timing"]["repeats_reason"] = self.timing.repeats_reason
+        declared["timing"] = asdict(self.timing)
+        if self.timing.repeats_reason is None:  # absent key: locks made before it match
+            del declared["timing"]["repeats_reason"]
         if self.model.prompt is not None:  # defaults filled in, template hash (R1.3, R2.5)
             declared["model"] = {**declared["model"], "prompt": self.model.prompt.normalised()}
         declared["variants"] = [
-            {"id": v.id, **_settings_dict(v.settings), self.knob: v.knob_value}
+            {"id": v.id, **_declared(asdict(v.settings)), self.knob: v.knob_value}
             for v in self.variants
         ]
         return plain_data(declared)
@@ -336,10 +318,6 @@ def _declared(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` without the later settings at their default: a lock frozen before they
     existed stays the lock of the same experiment (R1.3)."""
     return {k: v for k, v in settings.items() if k not in LATER_DEFAULTS or LATER_DEFAULTS[k] != v}
-
-
-def _settings_dict(settings: Settings) -> dict[str, Any]:
-    return _declared({key: getattr(settings, key) for key in SETTING_KEYS})
 
 
 def plain_data(value: Any) -> Any:

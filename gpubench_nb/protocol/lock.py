@@ -129,11 +129,8 @@ def read_lock(bundle_dir: Path) -> dict[str, Any]:
 
 
 def read_given_lock(path: str | Path) -> dict[str, Any]:
-    """A lock handed to ``run --protocol`` (the file, or a folder holding one), self-checked.
-
-    A lock whose sha256 does not match its own declaration and fingerprints was edited after
-    it was frozen and is refused (R1.3).
-    """
+    """A lock handed to ``run --protocol`` (the file, or a folder holding one); one edited after
+    it was frozen (a checksum that does not match) is refused (R1.3)."""
     path = Path(path)
     if path.is_dir():
         path = path / LOCK_NAME
@@ -160,18 +157,10 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
     return lock
 
 
-def check_given_lock(given: dict[str, Any], lock: dict[str, Any]) -> None:
-    """Refuse, listing every difference, unless this machine froze what ``given`` froze (R1.3)."""
-    changed = differences(frozen_part(given), frozen_part(lock))
-    if changed:
-        listing = "\n  ".join(changed)
-        raise ProtocolError(
-            "this machine's experiment differs from the protocol lock given with --protocol "
-            f"(lock value -> this machine's value):\n  {listing}\n"
-            "Fix: run the same experiment YAML with the same corpus, model and tokenizer files as "
-            "where the lock was frozen (copy them with it), or freeze a new campaign",
-            rule="R1.3",
-        )
+def _refusal(head: str, changed: list[str], fix: str) -> ProtocolError:
+    """One refusal listing every difference, one per line (R1.3)."""
+    listing = "\n  ".join(changed)
+    return ProtocolError(f"{head}:\n  {listing}\nFix: {fix}", rule="R1.3")
 
 
 def freeze(
@@ -181,15 +170,20 @@ def freeze(
     given: dict[str, Any] | None = None,
     corpus_identity: str | None = None,
 ) -> dict[str, Any]:
-    """Write the lock, or check the existing one: a changed protocol is refused (R1.3).
-
-    With ``given`` (a lock frozen elsewhere, :func:`read_given_lock`), this machine's lock must
-    equal it, and ``given`` itself is what the bundle keeps.
-    """
+    """Write the lock, or check the existing one: a changed protocol is refused (R1.3). With
+    ``given`` (a lock frozen elsewhere), this machine's must equal it, and ``given`` is kept."""
     path = Path(bundle_dir) / LOCK_NAME
     lock = build_lock(experiment, fingerprints, corpus_identity)
     if given is not None:
-        check_given_lock(given, lock)
+        changed = differences(frozen_part(given), frozen_part(lock))
+        if changed:
+            raise _refusal(
+                "this machine's experiment differs from the protocol lock given with --protocol "
+                "(lock value -> this machine's value)",
+                changed,
+                "run the same experiment YAML with the same corpus, model and tokenizer files as "
+                "where the lock was frozen (copy them with it), or freeze a new campaign",
+            )
         if corpus_identity is not None and given.get("corpus_identity") != corpus_identity:
             raise ProtocolError(
                 f"the protocol lock given with --protocol records corpus identity "
@@ -211,13 +205,11 @@ def freeze(
         )
     if old["sha256"] == lock["sha256"]:
         return old
-    changed = differences(frozen_part(old), frozen_part(lock))
-    listing = "\n  ".join(changed)
-    raise ProtocolError(
-        f"{path}: the protocol changed since this bundle was frozen:\n  {listing}\n"
-        "Fix: restore the declaration, model and corpus, or give the experiment a new "
+    raise _refusal(
+        f"{path}: the protocol changed since this bundle was frozen",
+        differences(frozen_part(old), frozen_part(lock)),
+        "restore the declaration, model and corpus, or give the experiment a new "
         "experiment_id (or pass --fresh to discard this bundle)",
-        rule="R1.3",
     )
 
 
@@ -228,13 +220,9 @@ def require_frozen(
     *,
     step: str,
 ) -> dict[str, Any]:
-    """Refuse unless ``experiment`` (and the fingerprints of the files this step actually read)
-    equal the bundle's lock (R1.3, R1.1). Every kernel calls this before it does anything.
-
-    The kernel then works only with the ``experiment`` object it parsed and checked here, so an
-    edit of the YAML after this check cannot reach it. ``pricing`` and ``notes`` are not frozen
-    (re-pricing a finished bundle is allowed), so they are not compared.
-    """
+    """Refuse unless ``experiment`` (and the fingerprints of the files this step read) equal the
+    bundle's lock (R1.3, R1.1); every kernel calls it first, then uses only that ``experiment``,
+    so a later edit of the YAML cannot reach it. ``pricing`` and ``notes`` are not frozen."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
     changed = lock_problems(lock)
@@ -251,12 +239,12 @@ def require_frozen(
             was = str(kept.get(name))[:12]
             changed.append(f"fingerprints.{name}: {was} -> {str(value)[:12]} (the file read now)")
     if changed:
-        listing = "\n  ".join(changed)
-        raise ProtocolError(
+        raise _refusal(
             f"{step} refused: {experiment.source} or the files it names differ from the frozen "
-            f"protocol {path}:\n  {listing}\nFix: restore the declaration and files as frozen "
-            "(the frozen copy is protocol/experiment.yaml in the bundle), or start a new "
-            "experiment_id; nothing was measured with these differences",
-            rule="R1.3",
+            f"protocol {path}",
+            changed,
+            "restore the declaration and files as frozen (the frozen copy is "
+            "protocol/experiment.yaml in the bundle), or start a new experiment_id; nothing was "
+            "measured with these differences",
         )
     return lock

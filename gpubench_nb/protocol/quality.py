@@ -33,8 +33,13 @@ class QualityOutcome:
     reports: dict[str, AcceptanceReport | None]  # None: the run left no predictions
 
 
-def _key(row: dict[str, Any]) -> str:
+def run_key(row: Mapping[str, Any]) -> str:
+    """``<variant>/<phase>-<n>``: the run's name in messages, its folder under ``runs/``."""
     return f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
+
+
+def _folder(bundle_dir: Path, row: Mapping[str, Any]) -> Path:
+    return run_dir(bundle_dir, row["variant_id"], row["phase"], row["run_index"])
 
 
 def assess_runs(
@@ -53,27 +58,22 @@ def assess_runs(
     (``reference_value``, kept in reference.json).
     """
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
-
-    def predictions(row: dict[str, Any]) -> Path:
-        folder = run_dir(bundle_dir, row["variant_id"], row["phase"], row["run_index"])
-        return folder / PREDICTIONS_NAME
-
+    predictions = {run_key(row): _folder(bundle_dir, row) / PREDICTIONS_NAME for row in measured}
     reference_values = []
     for row in measured:
-        if row["variant_id"] == quality.reference_variant and predictions(row).exists():
-            report = check_predictions(corpus, predictions(row), classes, quality)
+        path = predictions[run_key(row)]
+        if row["variant_id"] == quality.reference_variant and path.exists():
+            report = check_predictions(corpus, path, classes, quality)
             if report.quality_value is not None:
                 reference_values.append(report.quality_value)
     if reference_values:
         reference_value = statistics.median(reference_values)
-    reports: dict[str, AcceptanceReport | None] = {}
-    for row in measured:
-        path = predictions(row)
-        reports[_key(row)] = (
-            check_predictions(corpus, path, classes, quality, reference_value=reference_value)
-            if path.exists()
-            else None
-        )
+    reports = {
+        key: check_predictions(corpus, path, classes, quality, reference_value)
+        if path.exists()
+        else None
+        for key, path in predictions.items()
+    }
     return QualityOutcome(quality.reference_variant, reference_value, reports)
 
 
@@ -87,6 +87,20 @@ def kept_reference_value(bundle_dir: Path) -> float | None:
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:
     """R1.5: accepted only with every check passed, the tolerance included (needs a reference)."""
     return bool(report and report.corpus_accepted and reference_value is not None)
+
+
+def acceptance_columns(
+    report: AcceptanceReport | None, reference_value: float | None
+) -> dict[str, Any]:
+    """The CSV's acceptance columns of one run, as its report decides them (R1.5, R4)."""
+    return {
+        "expected_ids": report and report.expected_count,
+        "observed_ids": report and report.observed_count,
+        "ids_match": report and report.ids_match,
+        "format_valid": report and report.format_valid,
+        "quality_value": report and report.quality_value,
+        "corpus_accepted": accepted(report, reference_value),
+    }
 
 
 def quality_note(
@@ -118,17 +132,12 @@ def apply_outcome(
     for row in rows:
         row = dict(row)
         if row["phase"] in MEASURED_PHASES:
-            report = outcome.reports.get(_key(row))
+            report = outcome.reports.get(run_key(row))
+            row.update(acceptance_columns(report, outcome.reference_value))
             row.update(
                 quality_metric=quality.metric,
                 quality_threshold=quality.threshold,
                 quality_tolerance=quality.tolerance,
-                expected_ids=report.expected_count if report else None,
-                observed_ids=report.observed_count if report else None,
-                ids_match=report.ids_match if report else None,
-                format_valid=report.format_valid if report else None,
-                quality_value=report.quality_value if report else None,
-                corpus_accepted=accepted(report, outcome.reference_value),
             )
             note = quality_note(report, quality, outcome.reference_value)
             kept = [part for part in (row.get("notes") or "").split(" | ") if part]
@@ -146,12 +155,9 @@ def fill_quality(
     rows = read_rows(csv_path)
     reference = kept_reference_value(bundle_dir)
     outcome = assess_runs(bundle_dir, rows, corpus, classes, quality, reference)
-    for key, report in outcome.reports.items():
-        if report is not None:
-            variant_id, _, phase_run = key.partition("/")
-            phase, _, index = phase_run.rpartition("-")
-            folder = run_dir(bundle_dir, variant_id, phase, int(index))
-            write_checks(report, folder / CHECKS_NAME)
+    for key, path in ((run_key(row), _folder(bundle_dir, row)) for row in rows):
+        if (report := outcome.reports.get(key)) is not None:
+            write_checks(report, path / CHECKS_NAME)
     write_rows_atomic(csv_path, apply_outcome(rows, outcome, quality))
     return outcome
 

@@ -22,23 +22,7 @@ from gpubench_nb.protocol.results_schema import (
     TYPE_OF_COLUMN,
     check_row,
     duplicate_runs,
-    empty_row,
 )
-
-__all__ = [
-    "COLUMNS",
-    "HEADER",
-    "TYPE_OF_COLUMN",
-    "append_rows",
-    "check_row",
-    "empty_row",
-    "format_float",
-    "format_row",
-    "read_rows",
-    "repair_torn_tail",
-    "validate_csv",
-    "write_rows_atomic",
-]
 
 HEADER = ",".join(COLUMNS) + "\n"
 MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all
@@ -46,7 +30,7 @@ _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 _EXPECTED = {int: ("an integer", numbers.Integral), float: ("a number", numbers.Real)}
-_EXPECTED[str] = ("a string", str)
+_EXPECTED |= {str: ("a string", str), bool: ("true/false", bool)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,13 +55,11 @@ def _format_cell(column: str, value: Any) -> str:
     if value is None:
         return ""  # R4.3: not recorded
     kind = TYPE_OF_COLUMN[column]
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise TypeError(f"expects true/false, got {value!r}")
-        return "true" if value else "false"
     expected, accepted = _EXPECTED[kind]
-    if isinstance(value, bool) or not isinstance(value, accepted):
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
         raise TypeError(f"expects {expected}, got {value!r} ({type(value).__name__})")
+    if kind is bool:
+        return "true" if value else "false"
     if kind is int:
         return str(int(value))
     if kind is float:
