@@ -17,6 +17,7 @@ from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
+    REPORTED_COLUMNS,
     QualityOutcome,
     acceptance_columns,
     assess_runs,
@@ -31,15 +32,6 @@ from gpubench_nb.protocol.records import (
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows, validate_csv
-
-COMPARED_CHECKS = (
-    "expected_count",
-    "observed_count",
-    "ids_match",
-    "format_valid",
-    "quality_value",
-    "corpus_accepted",
-)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -151,11 +143,10 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
         found = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
     except BundleError:
         found = None
-    record = found.to_dict() if found is not None else None
-    if record is None:
-        if row["elapsed_seconds"] is not None:
-            return [f"{where}: a time without a readable run.json to support it (R3.6)"]
-        return []
+    if found is None:
+        timed = row["elapsed_seconds"] is not None
+        return [f"{where}: a time without a readable run.json to support it (R3.6)"] * timed
+    record = found.to_dict()
     found = [
         f"{where}: {name}={row[name]!r} but the run applied {record.get(name)!r} (R1.3)"
         for name in ("precision", "batch", "context")
@@ -174,19 +165,14 @@ def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) 
     """The bundle's kept copy of its corpus (``protocol/corpus.*``), read as the lock declares
     it (``texts=False``: IDs and labels only, as acceptance needs); CorpusError naming the file
     when it is missing or unreadable (R5.6)."""
-    corpus_decl = declaration["corpus"]
+    declared = declaration["corpus"]
     kept = next((Path(root) / "protocol").glob("corpus.*"), None)
     if kept is None:
         raise CorpusError("protocol/: the kept copy of the corpus is missing (R5.6)")
+    named = {name: declared[name] for name in ("id_field", "text_field", "label_field")}
     try:
         return load_corpus(
-            kept,
-            fmt=corpus_decl["format"],
-            id_field=corpus_decl["id_field"],
-            text_field=corpus_decl["text_field"],
-            label_field=corpus_decl["label_field"],
-            classes=declaration["classes"],
-            texts=texts,
+            kept, fmt=declared["format"], classes=declaration["classes"], texts=texts, **named
         )
     except CorpusError as exc:
         raise CorpusError(f"protocol/{kept.name}: the kept corpus cannot be read: {exc}") from None
@@ -252,7 +238,7 @@ def _compare_run(root: Path, key: str, row: dict[str, Any], outcome: QualityOutc
     if not isinstance(kept, dict):
         return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]
     derived = report.to_dict()
-    for name in COMPARED_CHECKS:
+    for name in REPORTED_COLUMNS.values():
         if not _same(kept.get(name), derived.get(name)):
             found.append(
                 f"{key}: {CHECKS_NAME} says {name}={kept.get(name)!r}, "

@@ -89,18 +89,23 @@ def accepted(report: AcceptanceReport | None, reference_value: float | None) -> 
     return bool(report and report.corpus_accepted and reference_value is not None)
 
 
+# The CSV's acceptance columns and the field of the run's report each one mirrors (R1.6, R4).
+REPORTED_COLUMNS = {
+    "expected_ids": "expected_count",
+    "observed_ids": "observed_count",
+    "ids_match": "ids_match",
+    "format_valid": "format_valid",
+    "quality_value": "quality_value",
+    "corpus_accepted": "corpus_accepted",
+}
+
+
 def acceptance_columns(
     report: AcceptanceReport | None, reference_value: float | None
 ) -> dict[str, Any]:
     """The CSV's acceptance columns of one run, as its report decides them (R1.5, R4)."""
-    return {
-        "expected_ids": report and report.expected_count,
-        "observed_ids": report and report.observed_count,
-        "ids_match": report and report.ids_match,
-        "format_valid": report and report.format_valid,
-        "quality_value": report and report.quality_value,
-        "corpus_accepted": accepted(report, reference_value),
-    }
+    columns = {c: report and getattr(report, f) for c, f in REPORTED_COLUMNS.items()}
+    return {**columns, "corpus_accepted": accepted(report, reference_value)}
 
 
 def quality_note(
@@ -164,9 +169,8 @@ def fill_quality(
 
 # -- the rule: is a variant accepted (R1.5, R5.3, R5.7) ----------------------------------------
 
-ACCEPTED = "accepted"
-NOT_ACCEPTED = "not accepted"
-NOT_RECORDED = "acceptance not recorded"
+
+_STATUS = {True: "accepted", False: "not accepted", None: "acceptance not recorded"}
 
 
 @dataclass(frozen=True)
@@ -195,7 +199,7 @@ class VariantAcceptance:
 
     @property
     def status(self) -> str:
-        return {True: ACCEPTED, False: NOT_ACCEPTED, None: NOT_RECORDED}[self.verdict]
+        return _STATUS[self.verdict]
 
     @property
     def accepted_unique_corpora(self) -> int | None:
@@ -227,7 +231,7 @@ def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAc
     """Per variant (first-seen order), the verdict of :class:`VariantAcceptance` over typed
     rows (results.read_rows). A phase outside load/cold/warm or a corpus_accepted cell that is
     not true/false/empty is a ResultsError (R3.2, R4)."""
-    counts: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[bool | None, list[str]]] = {}  # variant -> corpus_accepted -> runs
     for row in rows:
         variant, phase = str(row["variant_id"]), row["phase"]
         if phase not in PHASES:
@@ -235,27 +239,21 @@ def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAc
                 f"variant {variant!r}: phase must be one of {', '.join(PHASES)}, got {phase!r}",
                 rule="R3.2",
             )
-        entry = counts.setdefault(variant, {"measured": 0, "ok": 0, "failed": [], "unknown": []})
+        verdicts = runs.setdefault(variant, {True: [], False: [], None: []})
         if phase not in MEASURED_PHASES:
             continue
-        entry["measured"] += 1
         verdict = row.get("corpus_accepted")
         run = f"{phase}-{row.get('run_index') or '?'}"
-        if verdict is True:
-            entry["ok"] += 1
-        elif verdict is False:
-            entry["failed"].append(run)
-        elif verdict is None:
-            entry["unknown"].append(run)
-        else:
+        if verdict is not None and not isinstance(verdict, bool):
             raise ResultsError(
                 f"variant {variant!r} {run}: corpus_accepted must be true, false or empty, "
                 f"got {verdict!r}",
                 rule="R4",
             )
+        verdicts[verdict].append(run)
     return {
         variant: VariantAcceptance(
-            variant, e["measured"], e["ok"], tuple(e["failed"]), tuple(e["unknown"])
+            variant, sum(map(len, v.values())), len(v[True]), tuple(v[False]), tuple(v[None])
         )
-        for variant, e in counts.items()
+        for variant, v in runs.items()
     }
