@@ -210,8 +210,6 @@ def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{where} {exc}"
     except (OSError, UnicodeDecodeError) as exc:
         return {}, f"{where} unreadable ({exc}) (R1.3)"
-    if not isinstance(lock, dict):
-        return {}, f"{where} a JSON {type(lock).__name__}, not an object (R1.3)"
     for name, keys in _LOCK_PARTS.items():
         part: Any = lock
         for step in name.split("."):

@@ -67,13 +67,11 @@ def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
     return {**body, LOCK_SEAL: canonical_sha256(body)}
 
 
-def lock_problems(lock: Any) -> list[str]:
+def lock_problems(lock: dict[str, Any]) -> list[str]:
     """Why ``lock`` cannot be trusted, or []: the one check of both checksums, used by
     check-bundle, by `run` before it resumes a bundle or takes a --protocol lock, and by every
     kernel (R1.3). A lock without its seal is refused unless its format predates seals; then
     its experiment_id must be the declaration's."""
-    if not isinstance(lock, dict):
-        return [f"{LOCK_NAME}: a JSON {type(lock).__name__}, not an object (R1.3)"]
     found = []
     if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
         found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
@@ -119,13 +117,24 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
-def read_lock(bundle_dir: Path) -> dict[str, Any]:
-    """The bundle's lock; ProtocolError when absent or unreadable."""
-    path = Path(bundle_dir) / LOCK_NAME
-    lock = read_json(path, ProtocolError, "R1.3", "fix: restore it or use --fresh")
+def _read(path: Path, missing: str, fix: str) -> dict[str, Any]:
+    """The lock at ``path`` as a JSON object; ProtocolError naming ``fix`` otherwise (R1.3)."""
+    lock = read_json(path, ProtocolError, "R1.3", fix)
     if lock is None:
-        raise ProtocolError(f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3")
+        raise ProtocolError(f"{path}: {missing}", rule="R1.3")
+    if not isinstance(lock, dict):
+        raise ProtocolError(
+            f"{path}: a JSON {type(lock).__name__}, not an object; {fix}", rule="R1.3"
+        )
     return lock
+
+
+def read_lock(bundle_dir: Path) -> dict[str, Any]:
+    """The bundle's lock; ProtocolError when absent, unreadable or not an object."""
+    path = Path(bundle_dir) / LOCK_NAME
+    return _read(
+        path, "no protocol lock; run `gpubench-nb run` first", "fix: restore it or use --fresh"
+    )
 
 
 def read_given_lock(path: str | Path) -> dict[str, Any]:
@@ -134,14 +143,12 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if path.is_dir():
         path = path / LOCK_NAME
-    lock = read_json(path, ProtocolError, "R1.3", "Fix: copy it again, unchanged")
-    if lock is None:
-        raise ProtocolError(
-            f"{path}: protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/"
-            f"<campaign>/{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path",
-            rule="R1.3",
-        )
-    if isinstance(lock, dict) and LOCK_SEAL not in lock:
+    missing = (
+        f"protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/<campaign>/"
+        f"{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path"
+    )
+    lock = _read(path, missing, "Fix: copy it again, unchanged")
+    if LOCK_SEAL not in lock:
         raise ProtocolError(
             f"{path}: the lock has no {LOCK_SEAL}, so its experiment_id and created_utc are not "
             "covered by any hash and would be frozen as they stand (R1.3). Fix: freeze the "
@@ -225,19 +232,11 @@ def require_frozen(
     so a later edit of the YAML cannot reach it. ``pricing`` and ``notes`` are not frozen."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
-    changed = lock_problems(lock)
-    if not isinstance(lock, dict):
-        raise ProtocolError(
-            f"{step} refused: {changed[0]}; restore the bundle's lock or discard the bundle "
-            "with --fresh",
-            rule="R1.3",
-        )
-    changed += differences(lock.get("declaration"), experiment.normalised(), "declaration")
-    kept = lock.get("fingerprints") or {}
-    for name, value in sorted((fingerprints or {}).items()):
-        if kept.get(name) != value:
-            was = str(kept.get(name))[:12]
-            changed.append(f"fingerprints.{name}: {was} -> {str(value)[:12]} (the file read now)")
+    now = {  # the fingerprints of the files this step read; the others stay as frozen
+        "declaration": experiment.normalised(),
+        "fingerprints": {**(lock.get("fingerprints") or {}), **(fingerprints or {})},
+    }
+    changed = lock_problems(lock) + differences(frozen_part(lock), now)
     if changed:
         raise _refusal(
             f"{step} refused: {experiment.source} or the files it names differ from the frozen "
