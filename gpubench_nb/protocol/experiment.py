@@ -32,7 +32,6 @@ from gpubench_nb.protocol.experiment_spec import (
     TimingSpec,
     TokenizerSpec,
     Variant,
-    build_defaults,
     plain_data,
 )
 from gpubench_nb.protocol.prompting import parse_prompt
@@ -158,7 +157,8 @@ def build_options(backend: str, options: Any) -> dict[str, Any]:
     _build_options(check, backend, options or {})
     if check.problems:
         raise ProtocolError("\n".join(check.problems), rule="R1.3")
-    return {**build_defaults(backend), **(options or {})}
+    declared = BUILD_OPTIONS[backend]["properties"]
+    return {**{k: v.get("default") for k, v in declared.items()}, **(options or {})}
 
 
 def _fixed(check: Checker, value: Any, knob: str) -> dict[str, Any]:

@@ -110,11 +110,6 @@ BUILD_OPTIONS: Mapping[str, Any] = {
 }  # fmt: skip
 
 
-def build_defaults(backend: str) -> dict[str, Any]:
-    """The model.build options of ``backend`` with their declared defaults."""
-    return {k: v.get("default") for k, v in BUILD_OPTIONS[backend]["properties"].items()}
-
-
 _MODEL = schema.section("the model measured and how build-model makes a preset", {
     "backend": schema.enum("bow and minilm are built here; hf, causal_lm brought", BACKENDS),
     "path": schema.text("the model folder (build-model writes presets there)"),

@@ -9,7 +9,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -95,26 +95,21 @@ def format_row(row: dict[str, Any]) -> str:
 
 def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
     """Format rows and refuse any that fails the row rules, so no bad row is ever written."""
-    text = []
+    text = "".join(map(format_row, rows))
     problems = Problems("new row")
-    for number, row in enumerate(rows, start=1):
-        text.append(format_row(row))
-        _row_rules(problems, number, f"new row {number}", row)
-    _duplicates(problems, list(rows), lambda i: f"new row {i}")
+    _row_rules(problems, list(rows), lambda i: f"new row {i}")
     if problems:
         raise ResultsError(_join(problems.lines(), len(problems)), rule="R4")
-    return "".join(text)
+    return text
 
 
-def _row_rules(problems: Problems, number: int, where: str, row: dict[str, Any]) -> None:
-    """The row rules (check_row) broken by row ``number``, each under its column's kind."""
-    for column, message in check_row(row):
-        problems.add(
-            f"{column} {failure_kind(message)}", number, f"{where}, column {column}: {message}"
-        )
-
-
-def _duplicates(problems: Problems, rows: list[dict[str, Any]], where: Any) -> None:
+def _row_rules(problems: Problems, rows: list[dict[str, Any]], where: Callable[[int], str]) -> None:
+    """The row rules (check_row, one row per run) broken by ``rows``, each under its kind;
+    ``where(n)`` names row n."""
+    for number, row in enumerate(rows, start=1):
+        for column, message in check_row(row):
+            kind = f"{column} {failure_kind(message)}"
+            problems.add(kind, number, f"{where(number)}, column {column}: {message}")
     for number, message in duplicate_runs(rows, where):
         problems.add("duplicate run", number, message)
 
@@ -257,7 +252,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             "of the shipped resultats-bruts.csv",
         ]
     rows: list[dict[str, Any]] = []
-    lines: list[int] = []
+    places: list[str] = []  # "raw.csv row 3 (line 4)" of each typed row
     # One failure on many rows is said once, with its count and rows.
     problems = Problems("row")
     start = reader.line_num + 1
@@ -282,9 +277,8 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
                         kind = f"{column} {failure_kind(str(exc))}"
                         problems.add(kind, number, f"{where}, column {column}: {exc}")
                         row[column] = None
-                _row_rules(problems, number, where, row)
                 rows.append(row)
-                lines.append(start)
+                places.append(where)
             start = reader.line_num + 1
     except csv.Error as exc:
         problems.add(
@@ -292,7 +286,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             number,
             f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)",
         )
-    _duplicates(problems, rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
+    _row_rules(problems, rows, lambda i: places[i - 1])
     return rows, errors + problems.lines()
 
 
