@@ -179,10 +179,8 @@ def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) 
 
 
 def _manifest_problems(root: Path) -> list[str]:
-    """The manifest's findings; a line that does not parse is one of them (exit 1), not a crash.
-
-    A missing manifest is still an error (exit 2): the folder is not a finished bundle.
-    """
+    """The manifest's findings, a line that does not parse among them (exit 1); a missing
+    manifest is an error (exit 2): the folder is not a finished bundle."""
     if not (root / layout.MANIFEST_NAME).is_file():
         layout.verify_manifest(root)  # raises, names the fix
     try:

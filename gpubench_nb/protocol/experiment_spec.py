@@ -10,11 +10,7 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.experiment_rules import (
-    MAX_ID_LENGTH,
-    MAX_SEED,
-    MIN_REPEATS,
-)
+from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_REPEATS
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
@@ -285,11 +281,8 @@ class Experiment:
         )
 
     def normalised(self) -> dict[str, Any]:
-        """The declaration that is frozen (R1.3): everything measured depends on, as JSON data.
-
-        Paths stay as declared (relative to the YAML), so a moved checkout keeps its lock.
-        ``notes`` and ``pricing`` are left out: re-pricing a finished bundle is allowed.
-        """
+        """The declaration frozen in the lock (R1.3), as JSON data: paths as declared (a moved
+        checkout keeps its lock), without ``notes`` and ``pricing`` (re-pricing is allowed)."""
         declared = {k: v for k, v in self.raw.items() if k not in ("notes", "pricing")}
         corpus = self.raw.get("corpus", {})
         paths = {split: corpus.get(split) for split in ("path", "train", "tune")}

@@ -164,10 +164,11 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
     return lock
 
 
-def _refusal(head: str, changed: list[str], fix: str) -> ProtocolError:
-    """One refusal listing every difference, one per line (R1.3)."""
-    listing = "\n  ".join(changed)
-    return ProtocolError(f"{head}:\n  {listing}\nFix: {fix}", rule="R1.3")
+def _refuse_changes(changed: list[str], head: str, fix: str) -> None:
+    """Refuse, listing every difference one per line, when there is any (R1.3)."""
+    if changed:
+        listing = "\n  ".join(changed)
+        raise ProtocolError(f"{head}:\n  {listing}\nFix: {fix}", rule="R1.3")
 
 
 def freeze(
@@ -182,15 +183,13 @@ def freeze(
     path = Path(bundle_dir) / LOCK_NAME
     lock = build_lock(experiment, fingerprints, corpus_identity)
     if given is not None:
-        changed = differences(frozen_part(given), frozen_part(lock))
-        if changed:
-            raise _refusal(
-                "this machine's experiment differs from the protocol lock given with --protocol "
-                "(lock value -> this machine's value)",
-                changed,
-                "run the same experiment YAML with the same corpus, model and tokenizer files as "
-                "where the lock was frozen (copy them with it), or freeze a new campaign",
-            )
+        _refuse_changes(
+            differences(frozen_part(given), frozen_part(lock)),
+            "this machine's experiment differs from the protocol lock given with --protocol "
+            "(lock value -> this machine's value)",
+            "run the same experiment YAML with the same corpus, model and tokenizer files as "
+            "where the lock was frozen (copy them with it), or freeze a new campaign",
+        )
         if corpus_identity is not None and given.get("corpus_identity") != corpus_identity:
             raise ProtocolError(
                 f"the protocol lock given with --protocol records corpus identity "
@@ -210,14 +209,13 @@ def freeze(
             "--fresh to set this bundle aside and measure anew",
             rule="R1.3",
         )
-    if old["sha256"] == lock["sha256"]:
-        return old
-    raise _refusal(
-        f"{path}: the protocol changed since this bundle was frozen",
+    _refuse_changes(
         differences(frozen_part(old), frozen_part(lock)),
+        f"{path}: the protocol changed since this bundle was frozen",
         "restore the declaration, model and corpus, or give the experiment a new "
         "experiment_id (or pass --fresh to discard this bundle)",
     )
+    return old
 
 
 def require_frozen(
@@ -236,14 +234,12 @@ def require_frozen(
         "declaration": experiment.normalised(),
         "fingerprints": {**(lock.get("fingerprints") or {}), **(fingerprints or {})},
     }
-    changed = lock_problems(lock) + differences(frozen_part(lock), now)
-    if changed:
-        raise _refusal(
-            f"{step} refused: {experiment.source} or the files it names differ from the frozen "
-            f"protocol {path}",
-            changed,
-            "restore the declaration and files as frozen (the frozen copy is "
-            "protocol/experiment.yaml in the bundle), or start a new experiment_id; nothing was "
-            "measured with these differences",
-        )
+    _refuse_changes(
+        lock_problems(lock) + differences(frozen_part(lock), now),
+        f"{step} refused: {experiment.source} or the files it names differ from the frozen "
+        f"protocol {path}",
+        "restore the declaration and files as frozen (the frozen copy is "
+        "protocol/experiment.yaml in the bundle), or start a new experiment_id; nothing was "
+        "measured with these differences",
+    )
     return lock

@@ -63,11 +63,8 @@ def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, s
 
 
 def read_predictions(path: Path, class_index: dict[str, int]) -> PredictionLines:
-    """Parse once with json.loads per line, cheap type checks on the fast path.
-
-    Label index -1 marks a record whose label is unusable (it is also in ``malformed``).
-    An unreadable file raises ``PredictionsError`` (R1.5).
-    """
+    """One pass, cheap type checks on the fast path; label index -1 marks a record whose label
+    is unusable (also in ``malformed``); an unreadable file raises ``PredictionsError`` (R1.5)."""
     regular_input(path, "predictions file", PredictionsError, "R1.5")
     try:
         with open(path, "rb") as probe:

@@ -1,8 +1,5 @@
-"""A prompted causal LM's declaration (``model.prompt``): template, verbalisations, decision rule.
-
-Declared in the experiment YAML and so frozen in the lock (R1.3); its generation options go to
-run.json and every row's notes (R2.5). Pure data and checks: no torch, no tokenizer.
-"""
+"""A prompted causal LM's declaration (``model.prompt``): template, verbalisations, decision rule;
+frozen in the lock (R1.3), its generation options in run.json and the rows' notes (R2.5)."""
 
 from __future__ import annotations
 

@@ -50,13 +50,9 @@ def assess_runs(
     quality: QualitySpec,
     reference_value: float | None = None,
 ) -> QualityOutcome:
-    """Check each measured run's predictions against the expected IDs and the declared quality.
-
-    The reference value is the median quality of the reference variant's runs whose IDs and
-    format are valid; every run's drop is measured against it (R1.3 tolerance). A bundle with
-    no run of the reference variant may be given the value measured elsewhere
-    (``reference_value``, kept in reference.json).
-    """
+    """Check each measured run's predictions against the expected IDs and the declared quality;
+    each drop is measured from the median quality of the reference variant's valid runs (R1.3
+    tolerance), or from ``reference_value`` (reference.json) for a bundle without them."""
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
     predictions = {run_key(row): _folder(bundle_dir, row) / PREDICTIONS_NAME for row in measured}
     reference_values = []

@@ -17,12 +17,7 @@ from typing import Any
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
 from gpubench_nb.protocol.problems import Problems, failure_kind
-from gpubench_nb.protocol.results_schema import (
-    COLUMNS,
-    TYPE_OF_COLUMN,
-    check_row,
-    duplicate_runs,
-)
+from gpubench_nb.protocol.results_schema import COLUMNS, TYPE_OF_COLUMN, check_row, duplicate_runs
 
 HEADER = ",".join(COLUMNS) + "\n"
 MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all

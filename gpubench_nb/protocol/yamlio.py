@@ -1,8 +1,5 @@
-"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused.
-
-Every YAML the tool reads goes through here: a key given twice is an error, not "last one
-wins"; a small file cannot expand into gigabytes through aliases ("billion laughs").
-"""
+"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused
+(an error, not "last one wins"); a small file cannot expand into gigabytes ("billion laughs")."""
 
 from __future__ import annotations
 
