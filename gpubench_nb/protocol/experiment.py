@@ -206,10 +206,10 @@ def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> l
             fix = f"give this variant its value of '{knob}'"
             check.fail(f"{where}.{knob}", "missing", fix, rule="R2.1")
             continue
-        failures = check.failures
+        failures = len(check.found)
         knob_value = check.value(f"{where}.{knob}", entry[knob], SETTINGS[knob])
         if all(k in fixed for k in SETTING_KEYS if k != knob):
-            if check.failures != failures:  # its stand-in value (batch 1) is nobody's value
+            if len(check.found) != failures:  # its stand-in value (batch 1) is nobody's value
                 refused.add(len(variants))
             settings = Settings(**{**fixed, knob: knob_value})
             variants.append(Variant(id=variant_id, settings=settings, knob_value=knob_value))

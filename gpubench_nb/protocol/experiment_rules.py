@@ -38,7 +38,6 @@ class Checker:
         self.source = source
         self.declaration = declaration
         self.found = Problems("field")  # one failure in many fields is said once
-        self.failures = 0  # how many fail() calls so far, for checks that follow another
         self.missing: set[str] = set()  # a missing key is said once, not again as a bad value
 
     @property
@@ -49,7 +48,6 @@ class Checker:
     def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
         if where in self.missing:
             return
-        self.failures += 1
         prefix = f"{rule}: " if rule else ""
         said = f"{where}: {message}. Fix: {fix}"
         self.found.add(failure_kind(f"{prefix}{said}"), where, f"{prefix}{self.source}: {said}")

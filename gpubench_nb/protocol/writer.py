@@ -54,13 +54,12 @@ def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
 
 def _refusal(bundle_dir: Path) -> BundleError:
     holder = read_holder(bundle_dir)
+    who = "a process that has not recorded its PID yet"
     if holder.get("pid") is not None:
         who = (
-            f"PID {holder.get('pid')} on host {holder.get('host')!r} "
+            f"PID {holder['pid']} on host {holder.get('host')!r} "
             f"(since {holder.get('started_utc')}: {holder.get('command')})"
         )
-    else:
-        who = "a process that has not recorded its PID yet"
     return BundleError(
         f"{bundle_dir}: another writer holds this bundle: {who}. Only one writer per bundle: "
         f"wait for it to finish (or stop it), then rerun; its lock is {lock_path(bundle_dir)}, "
