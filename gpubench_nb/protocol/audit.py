@@ -140,19 +140,18 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
     phase = Phase.COLD if row["phase"] == Phase.LOAD else row["phase"]
     where = f"{layout.CSV_NAME}: {row['phase']} row of {run_key({**row, 'phase': phase})}"
     try:
-        found = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
+        record = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
     except BundleError:
-        found = None
-    if found is None:
+        record = None
+    if record is None:
         timed = row["elapsed_seconds"] is not None
         return [f"{where}: a time without a readable run.json to support it (R3.6)"] * timed
-    record = found.to_dict()
     found = [
-        f"{where}: {name}={row[name]!r} but the run applied {record.get(name)!r} (R1.3)"
+        f"{where}: {name}={row[name]!r} but the run applied {getattr(record, name)!r} (R1.3)"
         for name in ("precision", "batch", "context")
-        if row[name] is not None and row[name] != record.get(name)
+        if row[name] is not None and row[name] != getattr(record, name)
     ]
-    measured = record.get("load_seconds" if row["phase"] == Phase.LOAD else "elapsed_seconds")
+    measured = record.load_seconds if row["phase"] == Phase.LOAD else record.elapsed_seconds
     elapsed = row["elapsed_seconds"]
     if elapsed is not None and (measured is None or not _same(float(elapsed), float(measured))):
         found.append(

@@ -103,12 +103,8 @@ def manifest_entries(bundle_dir: Path) -> dict[str, str]:
     """SHA-256 of every regular file in the bundle except the manifest itself, by relative
     path; dot-files included, so a file added under a hidden name is noticed too (R5.6)."""
     root = Path(bundle_dir)
-    entries = {}
-    for path in _walk(root)[0]:
-        name = path.relative_to(root).as_posix()
-        if name != MANIFEST_NAME:
-            entries[name] = sha256_file(path)
-    return entries
+    paths = {path.relative_to(root).as_posix(): path for path in _walk(root)[0]}
+    return {name: sha256_file(path) for name, path in paths.items() if name != MANIFEST_NAME}
 
 
 def write_manifest(bundle_dir: Path) -> Path:
