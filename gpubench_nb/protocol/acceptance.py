@@ -13,17 +13,13 @@ import numpy as np
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, ProtocolError
 from gpubench_nb.protocol.corpus_file import encodable
-from gpubench_nb.protocol.experiment_spec import METRICS, QualitySpec
+from gpubench_nb.protocol.experiment_spec import METRICS, QUALITY_SLACK, QualitySpec
 from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
 from gpubench_nb.protocol.problems import Problems, failure_kind
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
-
-# A value that equals its bound mathematically must not fail by float rounding (F1 values are
-# ratios of counts); 1e-12 is far below any difference one item can make on 10^6 items.
-_SLACK = 1e-12
 
 
 @dataclass(frozen=True)
@@ -208,9 +204,9 @@ def check_predictions(
         )
     meets = within = drop = None  # not judged without a value, or without a reference
     if quality_value is not None:
-        meets = quality_value >= quality.threshold - _SLACK
+        meets = quality_value >= quality.threshold - QUALITY_SLACK
         if reference_value is not None:
-            within = quality_value >= reference_value - quality.tolerance - _SLACK
+            within = quality_value >= reference_value - quality.tolerance - QUALITY_SLACK
             drop = reference_value - quality_value
     return AcceptanceReport(
         expected_count=len(expected.ids),

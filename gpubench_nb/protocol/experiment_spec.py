@@ -14,6 +14,9 @@ from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_R
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
+# A quality value equal to its bound must not fail by float rounding (F1 values are ratios of
+# counts); 1e-12 is far below any difference one item can make on 10^6 items (R1.5).
+QUALITY_SLACK = 1e-12
 # The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
 PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
 USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
