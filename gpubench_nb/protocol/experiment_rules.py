@@ -129,7 +129,7 @@ class Checker:
             self.fail(where, f"must be a list{size}, got {value!r}", "write [a, b, ...]")
             return []
         items = [self.value(f"{where}[{i}]", v, spec["items"]) for i, v in enumerate(value)]
-        twice = sorted({repr(v) for v in items if items.count(v) > 1})
+        twice = sorted({v for v in items if items.count(v) > 1}, key=repr)
         if spec.get("uniqueItems") and twice:
             self.fail(where, f"duplicated values {twice}", "list each value once")
         return items
