@@ -53,10 +53,6 @@ class AcceptanceReport:
         return asdict(self)
 
 
-# ---------------------------------------------------------------------------------------------
-# Quality
-
-
 def _require_metric(metric: str) -> None:
     """Refuse a metric the protocol does not know (R1.3)."""
     if metric not in METRICS:
@@ -85,10 +81,6 @@ def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes
         return float(f1.mean()) if n_classes else 0.0
     weight = support.sum()
     return float((f1 * support).sum() / weight) if weight > 0 else 0.0
-
-
-# ---------------------------------------------------------------------------------------------
-# The check
 
 
 @dataclass(frozen=True)

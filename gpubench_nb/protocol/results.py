@@ -28,10 +28,6 @@ _EXPECTED = {int: ("an integer", numbers.Integral), float: ("a number", numbers.
 _EXPECTED |= {str: ("a string", str), bool: ("true/false", bool)}
 
 
-# ---------------------------------------------------------------------------------------------
-# Writing
-
-
 def format_float(value: float) -> str:
     """Plain decimal with a '.', never an exponent or a locale's comma, round-tripping (R4.2):
     ``repr``'s shortest text, an exponent form (``1e-05``) written out (``0.00001``)."""
@@ -165,10 +161,6 @@ def repair_torn_tail(path: Path) -> bool:
         handle.flush()
         os.fsync(handle.fileno())
     return True
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading and validating
 
 
 def _parse_cell(column: str, text: str) -> Any:
