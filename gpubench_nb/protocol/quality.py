@@ -28,7 +28,6 @@ from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 class QualityOutcome:
     """Acceptance of every measured run, keyed ``<variant>/<phase>-<n>``."""
 
-    reference_variant: str
     reference_value: float | None
     reports: dict[str, AcceptanceReport | None]  # None: the run left no predictions
 
@@ -70,7 +69,7 @@ def assess_runs(
         else None
         for key, path in predictions.items()
     }
-    return QualityOutcome(quality.reference_variant, reference_value, reports)
+    return QualityOutcome(reference_value, reports)
 
 
 def kept_reference_value(bundle_dir: Path) -> float | None:
@@ -141,8 +140,8 @@ def apply_outcome(
                 quality_tolerance=quality.tolerance,
             )
             note = quality_note(report, quality, outcome.reference_value)
-            kept = [part for part in (row.get("notes") or "").split(" | ") if part]
-            kept = [part for part in kept if not part.startswith("quality: ")]
+            parts = (row.get("notes") or "").split(" | ")
+            kept = [part for part in parts if part and not part.startswith("quality: ")]
             row["notes"] = " | ".join([*kept, note])
         filled.append(row)
     return filled
