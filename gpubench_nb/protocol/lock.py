@@ -230,12 +230,15 @@ def require_frozen(
     so a later edit of the YAML cannot reach it. ``pricing`` and ``notes`` are not frozen."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
-    now = {  # the fingerprints of the files this step read; the others stay as frozen
-        "declaration": experiment.normalised(),
-        "fingerprints": {**(lock.get("fingerprints") or {}), **(fingerprints or {})},
-    }
+    changed = differences(lock.get("declaration"), experiment.normalised(), "declaration")
+    kept = lock.get("fingerprints") or {}
+    changed += [  # the files this step read, said short
+        f"fingerprints.{name}: {str(kept.get(name))[:12]} -> {str(value)[:12]} (the file read now)"
+        for name, value in sorted((fingerprints or {}).items())
+        if kept.get(name) != value
+    ]
     _refuse_changes(
-        lock_problems(lock) + differences(frozen_part(lock), now),
+        lock_problems(lock) + changed,
         f"{step} refused: {experiment.source} or the files it names differ from the frozen "
         f"protocol {path}",
         "restore the declaration and files as frozen (the frozen copy is "
