@@ -149,11 +149,7 @@ def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
 
 
 def _quality_value(
-    expected: Corpus,
-    predicted: Sequence[int | None],
-    classes: tuple[str, ...],
-    class_index: dict[str, int],
-    metric: str,
+    expected: Corpus, predicted: Sequence[int | None], class_index: dict[str, int], metric: str
 ) -> float:
     """The declared metric of the predictions against the corpus's gold labels (R1.3)."""
     truth = list(map(class_index.get, expected.labels))
@@ -161,12 +157,12 @@ def _quality_value(
         bad = next(label for label in expected.labels if label not in class_index)
         raise CorpusError(
             f"the expected corpus {expected.path} has label {bad!r} outside the declared "
-            f"classes {list(classes)}; load it with classes=... (R1.3)",
+            f"classes {list(class_index)}; load it with classes=... (R1.3)",
             rule="R1.5",
         )
     y_true = np.fromiter(truth, dtype=np.int64, count=len(truth))
     y_pred = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
-    return quality_score(metric, y_true, y_pred, len(classes))
+    return quality_score(metric, y_true, y_pred, len(class_index))
 
 
 def check_predictions(
@@ -181,7 +177,6 @@ def check_predictions(
     <declared class>}``, the metric meets the threshold and, given a reference value, the drop
     stays within the tolerance (a faster run not accepted did not do the same work, R5.7)."""
     path = Path(predictions_path)
-    classes = tuple(classes)
     class_index = {name: i for i, name in enumerate(classes)}
     _require_metric(quality.metric)
     ids, labels, skipped, malformed, bom = read_predictions(path, class_index)
@@ -191,9 +186,7 @@ def check_predictions(
     format_valid = not malformed
     quality_value = None
     if match.ids_match and format_valid:
-        quality_value = _quality_value(
-            expected, match.predicted, classes, class_index, quality.metric
-        )
+        quality_value = _quality_value(expected, match.predicted, class_index, quality.metric)
     meets = within = drop = None  # not judged without a value, or without a reference
     if quality_value is not None:
         meets = quality_value >= quality.threshold - QUALITY_SLACK

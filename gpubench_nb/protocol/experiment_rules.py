@@ -118,7 +118,7 @@ class Checker:
             return self.items(where, value, spec)
         if kind == "string":
             value = self.text(where, value)
-            if value and not re.search(spec.get("pattern", ""), value):
+            if value and not re.fullmatch(spec.get("pattern", ".*"), value, re.DOTALL):
                 self.fail(where, f"{value!r} is not allowed", f"use {spec['description']}")
         return value
 
