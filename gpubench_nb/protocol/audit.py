@@ -61,10 +61,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
             problems.append(
                 "protocol/corpus: identity differs from the frozen corpus_identity (R5.3)"
             )
-    # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
-    # str.splitlines would also split on \x1c, \x85, U+2028 ...
-    text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
-    expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    expected = layout.split_lines((root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8"))
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
     problems += record_problems(root)

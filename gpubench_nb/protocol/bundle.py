@@ -140,11 +140,7 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
             f"{path}: no manifest; finish the run (gpubench-nb run) first", rule="R5.6"
         )
     listed: dict[str, str] = {}
-    # split on "\n" only: str.splitlines() would also cut a name at U+2028 and the like
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(split_lines(path.read_text(encoding="utf-8")), start=1):
         digest, sep, name = line.partition("  ")
         if not sep or len(digest) != 64:
             raise BundleError(f"{path}:{number}: malformed manifest line {line!r}", rule="R5.6")
@@ -166,6 +162,13 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
         for name in foreign_entries(bundle_dir)
     ]
     return problems
+
+
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines, split on "\\n" only: str.splitlines would also cut a name or an ID at
+    U+2028, \\x1c, \\x85 and the like (IDs and file names hold no line break)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
 
 
 def _shown(name: str) -> str:
