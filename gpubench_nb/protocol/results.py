@@ -110,9 +110,9 @@ def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     Refuses a file whose header differs or whose last record is torn (``repair_torn_tail``)."""
     path = Path(path)
     text = _checked_text(rows)
-    existing = path.read_bytes() if path.exists() else b""
-    if existing.removeprefix(b"\xef\xbb\xbf"):
-        header = existing.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
+    existing = path.read_bytes().removeprefix(b"\xef\xbb\xbf") if path.exists() else b""
+    if existing:  # a BOM alone is an empty file
+        header = existing.split(b"\n", 1)[0].rstrip(b"\r")
         if header.decode("utf-8", "replace") != HEADER.rstrip("\n"):
             raise ResultsError(
                 f"{path} does not start with the fixed header of resultats-bruts.csv; run "
