@@ -17,7 +17,8 @@ from typing import Any
 from gpubench_nb.economics.offers import load_offers, resolve_offer
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.experiment import Checker, load_experiment
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.experiment_rules import Checker
 from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_spec import PACKAGE_DAYS, Experiment
 from gpubench_nb.protocol.yamlio import read_yaml
