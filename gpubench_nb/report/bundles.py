@@ -47,8 +47,7 @@ class Bundle:
 
     def attribution(self, offer: OfferEconomics) -> Attribution:
         """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
-        economics.json records it; for one written before attribution was recorded, the same
-        rule (economics.attribution.attribute) applied once here."""
+        economics.json records it, else (recorded before attribution) the same rule applied."""
         if offer.attribution is not None:
             return Attribution.from_dict(offer.attribution)
         declared = self.economics.declared_offer if self.economics is not None else None
@@ -109,7 +108,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     return {
         **row,
         "error": run.error if run else None,
-        "out_of_memory": bool(run.data.get("out_of_memory")) if run else False,  # R5.8
+        "out_of_memory": bool(run and run.out_of_memory),  # R5.8
         "truncated_texts": run.truncated_texts if run else None,
         "dropped_tokens": run.dropped_tokens if run else None,
         "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
