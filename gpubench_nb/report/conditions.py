@@ -12,12 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# A 1-minute load average above this many runnable tasks per core means the CPU was
-# oversubscribed while the run waited or measured.
-HEAVY_LOAD_PER_CORE = 1.0
-# Variants whose median loads differ by more than this many tasks per core did not run under
-# the same conditions: their times may differ for that reason alone.
-DIFFERENT_LOAD_PER_CORE = 0.5
+HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
+DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
