@@ -22,13 +22,9 @@ from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import Bundle, load_bundles, summary_of
-from gpubench_nb.report.conditions import (
-    ADVICE,
-    ConditionsCheck,
-    conditions_check,
-)
+from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
 from gpubench_nb.report.optimised import optimisation_sentences
-from gpubench_nb.report.stats import PhaseSummary, Summary, failed
+from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
     NOT_DISTINGUISHABLE,
@@ -411,8 +407,7 @@ def decision_frame(view: DecisionView) -> pd.DataFrame:
         }
         for o in view.options
     ]
-    frame = pd.DataFrame.from_records(records)
-    return frame if frame.empty else frame.set_index(["bundle (machine)", "variant"])
+    return table(records, ["bundle (machine)", "variant"])
 
 
 def outlier_lines(options: Sequence[Option]) -> list[str]:
@@ -439,7 +434,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
 def decision_html(view: DecisionView) -> str:
     """The decision table (id ``decision-table``), the conditions banner, its sentences."""
     frame = decision_frame(view)
-    table = (
+    grid = (
         frame.to_html(table_id=TABLE_ID, na_rep=formats.NOT_RECORDED)
         if not frame.empty
         else "<p>No row in any bundle yet.</p>"
@@ -459,7 +454,7 @@ def decision_html(view: DecisionView) -> str:
         else ""
     )
     sentences = _items("decision-sentences", view.sentences)
-    return f"{table}\n{_TABLE_STYLE}{banner_html}{sentences}{outliers_html}"
+    return f"{grid}\n{_TABLE_STYLE}{banner_html}{sentences}{outliers_html}"
 
 
 def _items(cls: str, texts: Sequence[str]) -> str:

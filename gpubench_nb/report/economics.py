@@ -12,7 +12,7 @@ from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import BreakEvenPair, OfferEconomics
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.stats import shown
+from gpubench_nb.report.stats import shown, table
 
 
 def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
@@ -45,9 +45,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                     text = "none (not accepted)"
                 record[f"{cell.variant_id}: USD per accepted corpus"] = text
             records.append(record)
-    if not records:
-        return None
-    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "offer"]))
+    return shown(table(records, ["bundle", "offer"])) if records else None
 
 
 def economics_markdown(bundles: Sequence[Bundle]) -> str:

@@ -51,6 +51,7 @@ from gpubench_nb.report.stats import (
     memory_phases,
     shown,
     summarise,
+    table,
 )
 from gpubench_nb.report.verdict import OUTLIER_K
 
@@ -245,16 +246,11 @@ def warnings_markdown(rows: Rows | Summary) -> str:
 
 def _by_phase(phases: Sequence[PhaseSummary], cells: Any) -> pd.DataFrame:
     """One row per (bundle, variant, phase) of ``phases``, ``cells(phase)`` its columns."""
-    return _table([{**_keys(p), **cells(p)} for p in phases], ["bundle", "variant", "phase"])
+    return table([{**_keys(p), **cells(p)} for p in phases], ["bundle", "variant", "phase"])
 
 
 def _keys(p: PhaseSummary) -> dict[str, str]:
     return {"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase}
-
-
-def _table(records: list[dict[str, Any]], index: Sequence[str]) -> pd.DataFrame:
-    table = pd.DataFrame.from_records(records)
-    return table if table.empty else table.set_index(list(index))
 
 
 def summary_table(rows: Rows | Summary) -> pd.DataFrame:
@@ -377,7 +373,7 @@ def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
                 "runs not accepted": ", ".join(refused) or "none",
             }
         )
-    return _table(records, ["bundle", "variant"])
+    return table(records, ["bundle", "variant"])
 
 
 def _checked(runs: Sequence[Mapping[str, Any]], key: str) -> str:
@@ -407,7 +403,7 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
     ]
     if not records:
         return "No failed observation: every run has a recorded elapsed time and no error."
-    return shown(_table(records, ["bundle", "variant", "phase", "run"]))
+    return shown(table(records, ["bundle", "variant", "phase", "run"]))
 
 
 def executed_notebook(out_html: str | os.PathLike[str]) -> Path:

@@ -239,6 +239,12 @@ def memory_phases(rows: Rows | Summary) -> list[PhaseSummary]:
     return [p for p in summarise(rows).phases if any(p.values(n) for n in MEMORY_COLUMNS)]
 
 
+def table(records: list[dict[str, Any]], index: Sequence[str]) -> pd.DataFrame:
+    """The records as a frame indexed by ``index`` (an empty frame when there is none)."""
+    frame = pd.DataFrame.from_records(records)
+    return frame if frame.empty else frame.set_index(list(index))
+
+
 def shown(frame: pd.DataFrame) -> pd.DataFrame:
     """For display: not recorded is a dash, never 0 or NaN (R4.3); floats in human form."""
 
