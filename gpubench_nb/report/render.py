@@ -56,14 +56,12 @@ from gpubench_nb.report.stats import (
 from gpubench_nb.report.verdict import OUTLIER_K
 
 NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
-# The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
-# this module to start that kernel, and load figures.py only when a cell asks.
-_FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
 
 
 def __getattr__(name: str) -> Any:
-    """The figures (_FIGURES), from report.figures on first use (PEP 562)."""
-    if name in _FIGURES:
+    """The figures, from report.figures on first use (PEP 562): matplotlib is for the report's
+    kernel only, not for `run` and `report`, which import this module to start that kernel."""
+    if name in ("elapsed_figure", "memory_figure", "throughput_figure"):
         from gpubench_nb.report import figures
 
         return getattr(figures, name)
