@@ -23,6 +23,7 @@ ROUNDING_RULE = (
 # 30, 90), when pricing.offer names it; attributed by the one rule like any other offer.
 MACHINE_OFFER_ID = "this-machine-example"
 _MACHINE_PRICES = {3: 1500, 7: 3000, 30: 9000}
+_DAYS = ", ".join(map(str, DURATIONS_DAYS))
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
     "package_price_usd_minor, say who quoted them and when in provider, and remove "
@@ -31,8 +32,8 @@ REAL_QUOTE_HOWTO = (
 _PRICE = schema.integer(
     "US cents for the whole package of one lot (USD 1,234.56: 123456)",
     rule="R4.2",
-    fix=f"give the whole-package price of each of {', '.join(map(str, DURATIONS_DAYS))} days "
-    "in whole US cents >= 1 (write USD 1,234.56 as 123456; 0 is not a price, R5.1)",
+    fix=f"give the whole-package price of each of {_DAYS} days in whole US cents >= 1 (write "
+    "USD 1,234.56 as 123456; 0 is not a price, R5.1)",
 )
 _PRICES = schema.section(
     "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS},
@@ -82,9 +83,9 @@ class Offer(Record):
 
     def price_usd_minor(self, days: int) -> int:
         """The whole ``days``-day package price of one lot, in cents (R5.1)."""
-        if days not in self.package_price_usd_minor:
+        if not _is_int(days) or days not in self.package_price_usd_minor:
             raise EconomicsError(
-                f"days must be one of {_durations_text()} (whole packages), got {days!r}",
+                f"days must be one of {_DAYS} (whole packages), got {days!r}",
                 rule="R5.1",
             )
         return self.package_price_usd_minor[days]
@@ -121,22 +122,17 @@ class OffersTable(Record):
 
     def _checked(self, where: Any) -> OffersTable:
         """Every offer its own id (R5.1)."""
-        seen: set[str] = set()
-        for index, offer in enumerate(self.offers):
-            if offer is not None and offer.id in seen:
-                where.at(f"offers[{index}] ({offer.id}).id").fail(
-                    f"duplicate id {offer.id!r} (already used by an earlier offer)",
+        ids = [offer and offer.id for offer in self.offers]
+        for index, offer_id in enumerate(ids):
+            if offer_id and offer_id in ids[:index]:
+                where.at(f"offers[{index}] ({offer_id}).id").fail(
+                    f"duplicate id {offer_id!r} (already used by an earlier offer)",
                     "give every offer its own id",
                 )
-            seen.add(offer.id if offer is not None else "")
         return self
 
 
 OFFERS = OffersTable.schema()
-
-
-def _durations_text() -> str:
-    return ", ".join(str(d) for d in DURATIONS_DAYS)
 
 
 def _is_int(value: Any) -> bool:
@@ -205,12 +201,14 @@ class PackageQuote:
 
 def cost_per_accepted_usd_minor(total_usd_minor: int, accepted_results: int | None) -> int | None:
     """``total / accepted_results`` rounded per ROUNDING_RULE; None for None or 0 (R5.5)."""
-    if accepted_results is None or accepted_results == 0:
-        return None
-    if not _is_int(accepted_results) or accepted_results < 0:
+    if accepted_results is not None and (not _is_int(accepted_results) or accepted_results < 0):
         raise EconomicsError(
-            f"accepted_results must be a whole number >= 0, got {accepted_results!r}", rule="R5.3"
+            "accepted_results must be a whole number >= 0 of distinct accepted corpora, or None "
+            f"when none was measured (R5.5), got {accepted_results!r}",
+            rule="R5.3",
         )
+    if not accepted_results:
+        return None
     return (2 * total_usd_minor + accepted_results) // (2 * accepted_results)
 
 
@@ -223,11 +221,6 @@ def package_quote(
     accepted_results: int | None = None,
 ) -> PackageQuote:
     """Price ``days`` days of ``offer``: whole package × lots (R5.1); lots = ceil(gpus / lot)."""
-    if not _is_int(days) or days not in DURATIONS_DAYS:
-        raise EconomicsError(
-            f"days must be one of {_durations_text()} (whole packages), got {days!r}",
-            rule="R5.1",
-        )
     if (lots is None) == (gpus is None):
         raise EconomicsError(
             f"give exactly one of lots (billed lots) or gpus (GPUs needed), got lots={lots!r}, "
@@ -237,13 +230,6 @@ def package_quote(
     for name, value in (("lots", lots), ("gpus", gpus)):
         if value is not None and (not _is_int(value) or value < 1):
             raise EconomicsError(f"{name} must be a whole number >= 1, got {value!r}", rule="R5.1")
-    if accepted_results is not None and (not _is_int(accepted_results) or accepted_results < 0):
-        raise EconomicsError(
-            "accepted_results must be a whole number >= 0 of distinct accepted corpora, or None "
-            f"when none was measured (R5.5), got {accepted_results!r}",
-            rule="R5.3",
-        )
-
     lots, total, notes = package_terms(offer, days, lots, gpus)
     cost = cost_per_accepted_usd_minor(total, accepted_results)
     if accepted_results is None:
@@ -311,13 +297,9 @@ def package_terms(
 
 
 def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int | None:
-    """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``.
-
-    A threshold, not a forecast: it says nothing about how many corpora a package will deliver.
-    Compared exactly (unrounded): the least n with challenger_total / n < reference_total /
-    reference.accepted_results. None when the reference costs 0 (nothing beats it). The
-    reference needs a measured accepted count (R5.5).
-    """
+    """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``:
+    a threshold, not a forecast, compared exactly (unrounded); None when the reference costs 0
+    (nothing beats it). The reference needs a measured accepted count (R5.5)."""
     measured = reference.accepted_results
     if measured is None or measured == 0:
         raise EconomicsError(

@@ -1,11 +1,6 @@
-"""The typed records that cross a stage: ``run.json``, ``environment.json``, ``economics.json``.
-
-One base, ``Record``: a frozen dataclass whose field annotations are its schema. Reading
-validates each key against its annotation (an error names the file and the key path),
-upgrades an older file through ``UPGRADES`` first, and keeps unknown keys as written;
-writing validates the same way, stamps ``format_version`` and is atomic (R5.6). JSON files
-are read in one place, ``read_json``.
-"""
+"""The typed records: ``run.json``, ``environment.json``, ``economics.json`` and the files a
+user writes (offers table, campaign file), on one base, ``Record``, whose annotations are the
+schema (R5.6, R1.3). JSON files are read in one place, ``read_json``."""
 
 from __future__ import annotations
 
@@ -30,12 +25,8 @@ from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NA
 
 
 class Phase(str, Enum):
-    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up.
-
-    A ``str`` enum: ``Phase.COLD == "cold"`` and it is written as ``cold`` (``str``, f-strings,
-    JSON, CSV), so CSV cells and JSON values stay byte-identical. (``enum.StrEnum`` would do
-    this from Python 3.11; the package supports 3.10.)
-    """
+    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up;
+    written as its value (``cold``) everywhere (``enum.StrEnum`` needs Python 3.11)."""
 
     LOAD = "load"
     COLD = "cold"
@@ -53,7 +44,8 @@ MEASURED_PHASES: tuple[Phase, ...] = (Phase.COLD, Phase.WARM)  # runs that carry
 
 # -- one JSON reader --------------------------------------------------------------------------
 
-_FIX = "fix: restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
+_RESTORE = "restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
+_FIX = f"fix: {_RESTORE}"
 
 
 def _sane_number(text: str) -> float | int:
@@ -162,31 +154,22 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
             if (got := _value(kind, spec, value, _Where("", "", ""))) is not _BAD:
                 return got
         return _value(kinds[-1], spec, value, where)
-    if (
-        "enum" in spec
-        and value not in spec["enum"]
-        or (
-            isinstance(hint, type)
-            and issubclass(hint, Enum)
-            and value not in [m.value for m in hint]
-        )
-    ):
-        allowed = spec.get("enum") or [m.value for m in hint]
+    is_enum = isinstance(hint, type) and issubclass(hint, Enum)
+    allowed = spec.get("enum") or is_enum and [m.value for m in hint]
+    if allowed and value not in allowed:
         return where.fail(f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
     if hint is Any or "enum" in spec:
         return value
-    if isinstance(hint, type) and issubclass(hint, Enum):
+    if is_enum:
         return hint(value)
     if isinstance(hint, type) and issubclass(hint, Record):
         return hint._parse(value, where)
     if origin is tuple:
         if not isinstance(value, list) or len(value) < spec.get("minItems", 0):
             return where.fail(f"expected a list{' (not empty)' * bool(value == [])}, got {value!r}")
-        items = [
-            _value(args[0], spec.get("items", {}), v, where.at(_item(i, v)))
-            for i, v in enumerate(value)
-        ]
-        return tuple(None if v is _BAD else v for v in items)  # a bad item: problem recorded
+        items = spec.get("items", {})
+        got = [_value(args[0], items, v, where.at(_item(i, v))) for i, v in enumerate(value)]
+        return tuple(None if v is _BAD else v for v in got)  # a bad item: problem recorded
     if hint in _KINDS:
         low = spec.get("minimum")
         if isinstance(value, bool) != (hint is bool) or not isinstance(value, _ACCEPTS[hint]):
@@ -216,7 +199,7 @@ def _item(index: int, value: Any) -> str:
 def _fields(declared: list, data: dict, where: _Where, closed: bool) -> tuple[dict, bool]:
     """The declared (name, key, hint, spec, required) values of ``data``; True when one
     failed. ``closed``: any other key is refused, naming the nearest declared one."""
-    names = [k for _, k, *_ in declared]
+    names = list(dict.fromkeys(k.split(".")[0] for _, k, *_ in declared))
     for unknown in [k for k in data if closed and str(k) not in names]:
         near = difflib.get_close_matches(str(unknown), names, n=1)
         hint = f"did you mean {near[0]!r}?" if near else f"valid keys: {', '.join(names)}"
@@ -278,19 +261,17 @@ _CODE = {"code": True}  # a field code sets: never read from the file
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    """A typed JSON or YAML object: the field annotations, with their ``key`` declarations,
-    are its schema (R5.6, R1.3).
+    """A typed JSON or YAML object: its annotations and ``key`` declarations are its schema.
 
-    A field without a default is required (present, not null); ``"at": "a.b"`` reads a
-    nested key and is not written back; ``data`` is the object as read, so ``to_dict`` gives
-    back every key, unknown ones included, unless ``CLOSED`` refuses them. ``NAME`` is the
-    bundle file; ``ERROR`` and ``FIX`` what a problem raises and how it is fixed."""
+    A field without a default is required; ``"at": "a.b"`` reads a nested key, not written
+    back; ``data`` is the object as read, so ``to_dict`` keeps unknown keys (``CLOSED``
+    refuses them). ``NAME``: the bundle file; ``ERROR``, ``FIX``: what a problem raises."""
 
     NAME: ClassVar[str] = ""
     RULE: ClassVar[str] = "R5.6"
     CLOSED: ClassVar[bool] = False  # a file a user writes: an unknown key is an error
     ERROR: ClassVar[type[GpubenchError]] = BundleError
-    FIX: ClassVar[str] = _FIX + ", it is written by gpubench-nb only"
+    FIX: ClassVar[str] = f"{_RESTORE}, it is written by gpubench-nb only"
     SCHEMA: ClassVar[Mapping[str, Any]] = {}  # what the annotations cannot say (oneOf)
     format_version: int = field(default=FORMAT_VERSION, metadata=_CODE)
     data: Mapping[str, Any] | None = field(default=None, repr=False, compare=False, metadata=_CODE)
@@ -396,10 +377,8 @@ DIED = "the process ended before the run finished (dead kernel, crash or timeout
 
 @dataclass(frozen=True, kw_only=True)
 class GpuTelemetry(Record):
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass.
-
-    ``flags`` are the sentences the report shows (throttled, low clock); ``energy_joules`` is
-    the energy counter's difference over the pass, or the text "not observable"."""
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass; ``flags``
+    are the sentences the report shows; ``energy_joules`` a number or "not observable"."""
 
     RULE = "R3.6"
     observable: bool = False
@@ -415,11 +394,9 @@ class GpuTelemetry(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmAllocation(Record):
-    """``environment.json`` ``slurm``: the Slurm job a bundle was measured in (R2.4, R2.5).
-
-    From the job's ``SLURM_*`` variables (engine/allocation.py); ``gpus_requested`` is what the
-    campaign target asked for (0: a CPU partition, no GPU requested), ``gpus_allocated`` what
-    Slurm bound to the job on this node (0 = truly none, R4.3)."""
+    """``environment.json`` ``slurm``: the job a bundle was measured in (R2.4, R2.5), from its
+    ``SLURM_*`` variables; ``gpus_requested``: the target's ask (0: CPU partition);
+    ``gpus_allocated``: what Slurm bound on this node (0 = truly none, R4.3)."""
 
     RULE = "R2.4"
     job_id: str
@@ -467,10 +444,8 @@ class EnvironmentRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Record):
-    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured.
-
-    Built once by its producer (pipeline/run.py) from the values the load, the passes and the
-    environment capture return; read by rows, report, ledger and audit (R3.2, R3.6)."""
+    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured,
+    built once by pipeline/run.py, read by rows, report, ledger and audit (R3.2, R3.6)."""
 
     NAME = RUN_NAME
     RULE = "R3.6"
@@ -537,7 +512,10 @@ def running_record(
     """run.json while the run is in progress: the settings it applies, every figure empty and
     the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
     variant_id, phase, run_index = run
+    declared = ("precision", "batch", "context", "batching", "compile", "attention", "quantization")
     return RunRecord(
+        **{name: getattr(settings, name) for name in declared},
+        declared_device=settings.device,
         experiment_id=experiment_id,
         variant_id=variant_id,
         phase=Phase(phase),
@@ -547,28 +525,14 @@ def running_record(
         started_utc=started,
         scope=scope,
         warmup_iterations=warmups,
-        precision=settings.precision,
-        batch=settings.batch,
-        context=settings.context,
-        batching=settings.batching,
-        declared_device=settings.device,
-        compile=settings.compile,
-        attention=settings.attention,
-        quantization=settings.quantization,
         corpus_revision=corpus_revision,
         error=DIED,
         notes=DIED,
     )
 
 
-def read_run(run_folder: Path | str) -> RunRecord | None:
-    """``run_folder/run.json`` (protocol.bundle.run_dir), or None when the run left none."""
-    return RunRecord.read(run_folder)
-
-
-def write_run(run_folder: Path | str, record: RunRecord | Mapping[str, Any]) -> RunRecord:
-    """The one writer of run.json (10_measure), validated, atomic."""
-    return RunRecord.write(run_folder, record)
+read_run = RunRecord.read  # run_folder/run.json (protocol.bundle.run_dir), or None
+write_run = RunRecord.write  # the one writer of run.json (10_measure), validated, atomic
 
 
 # -- environment.json --------------------------------------------------------------------------
@@ -581,9 +545,7 @@ def read_environment(bundle_dir: Path | str) -> EnvironmentRecord:
     return EnvironmentRecord.read(bundle_dir) or EMPTY_ENVIRONMENT
 
 
-def write_environment(bundle_dir: Path | str, data: Mapping[str, Any]) -> EnvironmentRecord:
-    """The one writer of environment.json (00_environment), validated, atomic."""
-    return EnvironmentRecord.write(bundle_dir, data)
+write_environment = EnvironmentRecord.write  # the one writer (00_environment)
 
 
 # -- economics.json ----------------------------------------------------------------------------
@@ -671,11 +633,5 @@ class EconomicsRecord(Record):
         return next((v for v in self.variants if v.variant_id == variant_id), None)
 
 
-def read_economics(bundle_dir: Path | str) -> EconomicsRecord | None:
-    """The bundle's economics.json, or None when it has none (30_economics not run)."""
-    return EconomicsRecord.read(bundle_dir)
-
-
-def write_economics(bundle_dir: Path | str, data: Mapping[str, Any]) -> EconomicsRecord:
-    """The one writer of economics.json (30_economics), validated, atomic."""
-    return EconomicsRecord.write(bundle_dir, data)
+read_economics = EconomicsRecord.read  # None when 30_economics has not run
+write_economics = EconomicsRecord.write  # the one writer (30_economics), validated, atomic

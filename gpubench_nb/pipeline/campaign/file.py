@@ -1,11 +1,8 @@
 """The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1).
 
-Each target stands for one offer (whole package days and lots, R5.1, R5.2) and says how it is
-reached: ``local`` (this machine), ``slurm`` (a partition, whole GPUs) or ``manual`` (a rented
-box: ``gpubench-nb run --protocol`` there, bundle copied back). Read as records (the
-annotations are the schema): an unknown key names the nearest valid one, and every problem is
-listed at once.
-"""
+Each target stands for one offer (R5.1, R5.2) and is reached ``local``ly, through ``slurm`` or
+by hand (``manual``: ``run --protocol`` on a rented box). Read as records: every problem is
+listed at once, an unknown key names the nearest valid one."""
 
 from __future__ import annotations
 
@@ -50,8 +47,6 @@ def _id(doc: str) -> Any:
 
 
 class _Section(Record):
-    """A part of the campaign file: unknown keys refused, ProtocolError (R1.3)."""
-
     RULE = "R1.3"
     CLOSED = True
     ERROR = ProtocolError
@@ -70,12 +65,7 @@ class TargetOffer(_Section):
 
     def pricing(self) -> dict[str, Any]:
         """What ``run_experiment(pricing=...)`` takes (the 30_economics override)."""
-        return {
-            "offers": str(self.offers),
-            "offer": self.offer,
-            "days": self.days,
-            "lots": self.lots,
-        }
+        return dict(offers=str(self.offers), offer=self.offer, days=self.days, lots=self.lots)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -197,9 +187,9 @@ class Campaign(_Section):
     experiment: Experiment | None = key({}, None, code=True)
 
     def target(self, target_id: str) -> Target:
-        found = [target for target in self.targets if target.id == target_id]
-        if found:
-            return found[0]
+        for target in self.targets:
+            if target.id == target_id:
+                return target
         known = ", ".join(t.id for t in self.targets)
         raise ProtocolError(f"{self.source}: no target '{target_id}' (declared: {known})")
 
@@ -212,7 +202,7 @@ class Campaign(_Section):
         pricing = experiment.pricing
         offers = (folder / self.offers).resolve() if self.offers else pricing and pricing.offers
         table: dict[str, Any] = {}
-        if offers is None:
+        if not offers:
             where.at("offers").fail(
                 "missing, and the experiment declares no pricing.offers",
                 "name the offers table, e.g. offers: offers.yaml (relative to this file)",
@@ -229,16 +219,15 @@ class Campaign(_Section):
                 f"target id {target_id!r} is used twice", "give each its own id"
             )
         for index, target in enumerate(self.targets):
-            offer = target and target.offer.offer
+            if target is None:
+                continue
+            offer = target.offer.offer
             try:
-                offer = resolve_offer(table, offer).id if table and offer else offer
+                offer = resolve_offer(table, offer).id if table else offer
             except GpubenchError as exc:  # its message already names R5.1
                 at = where.at(f"targets[{index}] ({target.id}).offer.id")
                 at.fail(str(exc), f"use an id of {offers}", rule="R5.1")
-            if target is not None:
-                targets.append(
-                    replace(target, offer=replace(target.offer, offer=offer, offers=offers))
-                )
+            targets.append(replace(target, offer=replace(target.offer, offer=offer, offers=offers)))
         return replace(
             self,
             source=Path(where.file),
