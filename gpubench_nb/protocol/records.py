@@ -294,14 +294,18 @@ class Record:
         at = _Where(where.file, cls.RULE, where.fix, where.found, where.path)
         if not isinstance(data, dict):
             return at.fail(f"expected a JSON object, got {type(data).__name__}")
-        hints = typing.get_type_hints(cls)
-        declared = [
-            (f.name, f.metadata.get("at", f.name), hints[f.name], f.metadata, _required(f))
-            for f in dataclasses.fields(cls)
-            if "code" not in f.metadata
-        ]
-        values, failed = _fields(declared, data, at, cls.CLOSED)
+        values, failed = _fields(cls._declared(), data, at, cls.CLOSED)
         return _BAD if failed else cls(**values, data=dict(data))._checked(at)
+
+    @classmethod
+    def _declared(cls) -> list[tuple[str, str, Any, Mapping[str, Any], bool]]:
+        """(name, key, annotation, declaration, required) of each field read from the file."""
+        hints = typing.get_type_hints(cls)
+        fields = [f for f in dataclasses.fields(cls) if "code" not in f.metadata]
+        return [
+            (f.name, f.metadata.get("at", f.name), hints[f.name], f.metadata, _required(f))
+            for f in fields
+        ]
 
     def _checked(self: R, where: _Where) -> R:
         """The rules between fields, run once every field is valid; their problems go to
@@ -311,13 +315,9 @@ class Record:
     @classmethod
     def schema(cls) -> dict[str, Any]:
         """The JSON Schema of this record, from its annotations (``gpubench-nb schema``)."""
-        hints = typing.get_type_hints(cls)
-        properties, required = {}, []
-        for f in dataclasses.fields(cls):
-            if "code" not in f.metadata:
-                name = f.metadata.get("at", f.name)
-                properties[name] = {**_schema_of(hints[f.name]), **_public(f.metadata)}
-                required += [name] * _required(f)
+        declared = cls._declared()
+        properties = {k: {**_schema_of(hint), **_public(spec)} for _, k, hint, spec, _ in declared}
+        required = [k for _, k, _, _, needed in declared if needed]
         doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split())  # its first paragraph
         return {**schema.section(doc, properties, required), **cls.SCHEMA}
 
