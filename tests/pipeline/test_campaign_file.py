@@ -271,3 +271,9 @@ def test_the_shipped_example_campaign_validates() -> None:
     assert campaign.experiment_path == EXPERIMENT
     node = campaign.targets[1]
     assert (node.gres, node.exclusive, node.sbatch) == ("gpu:1", True, {"qos": "normal"})
+
+
+def test_a_null_slurm_section_is_no_way_to_reach_a_target(tmp_path: Path) -> None:
+    target = {"id": "n", "offer": {"id": "h100-example", "days": 7, "lots": 1}, "slurm": None}
+    with pytest.raises(ProtocolError, match=r"declares 0 ways to reach it \(none\)"):
+        load_campaign(write_campaign(tmp_path, [target]))

@@ -160,7 +160,7 @@ class Target(_Section):
         return {"reach": self.reach, **settings, "offer": self.offer.pricing()}
 
     def _checked(self, where: Any) -> Target:
-        reaches = [reach for reach in REACHES if reach in (self.data or {})]
+        reaches = [reach for reach in REACHES if getattr(self, reach) is not None]
         if len(reaches) != 1:
             where.fail(
                 f"declares {len(reaches)} ways to reach it ({', '.join(reaches) or 'none'})",
