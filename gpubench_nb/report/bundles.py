@@ -54,7 +54,13 @@ class Bundle:
             return Attribution.from_dict(offer.attribution, str(self.path / ECONOMICS_NAME), where)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
-            Offer(offer.offer_id, "", offer.gpu_model, offer.gpus_per_lot, {}),
+            Offer(
+                id=offer.offer_id,
+                provider="",
+                gpu_model=offer.gpu_model,
+                gpus_per_lot=offer.gpus_per_lot,
+                package_price_usd_minor={},
+            ),
             offer.lots,
             recorded_hardware(self.rows, self.environment),
             declared.offer_id if declared is not None else None,
