@@ -1,10 +1,7 @@
-"""GPU clocks, power, temperature, clock-event reasons and energy sampled during a timed pass.
-
-A ``ClockSampler`` polls NVML on its own thread, started just before the stopwatch and stopped
-just after it, so the timed code never calls it (R3.1); only samples inside the stopwatch's span
-count. The energy counter is kept only when monotonic and within what the power readings allow.
-Telemetry never fails a pass: errors are recorded; without NVML every figure is
-``"not observable"`` with the reason. Record keys: docs/ARCHITECTURE.md (``gpu_telemetry``)."""
+"""GPU clocks, power, temperature, clock-event reasons and energy, polled by NVML on its own thread
+around the stopwatch so the timed code never calls it (R3.1); only samples inside the span count.
+Telemetry never fails a pass: without NVML each figure is ``"not observable"``. Record keys:
+docs/ARCHITECTURE.md (``gpu_telemetry``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The hardware and software actually used by a run (R2.4) and the machine's activity (R2.5).
-
-Every probe (torch, NVML, git, /proc) runs inside a call. On CPU ``gpu_count`` is a true ``0``
-while the GPU-only fields are ``None``, nothing to record (R4.3).
-"""
+"""The hardware and software a run used (R2.4) and the machine's activity (R2.5), probed inside
+calls; on CPU ``gpu_count`` is 0 and GPU-only fields ``None`` (R4.3)."""
 
 from __future__ import annotations
 

@@ -16,9 +16,7 @@ Grammar (whitespace ignored, case-sensitive)::
     FILTER = "variant:" ID | "phase:" ("cold" | "warm") | "run:" N
            | "pass:" ("measured" | "warmup" | "any")   which pass; default "measured"
 
-e.g. ``oom@batch:3@variant:b4@phase:warm@run:2``, ``error@batch:1@pass:warmup;crash@load``.
-A filter matches only when the caller states that field; the plan is resolved before the timer.
-"""
+A filter matches only when the caller states that field; the plan is resolved before the timer."""
 
 from __future__ import annotations
 

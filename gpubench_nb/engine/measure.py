@@ -126,15 +126,9 @@ def _tokens_processed(backend: Any, tokenized: Any) -> int | None:
 
 
 def _settle() -> None:
-    """Collect garbage left by earlier work (e.g. tokenisation) before the timer starts, so a
-    full collection of someone else's garbage is not charged to this pass (R3.1); the pass's
-    own garbage is still collected inside the span, as in real use.
-
-    What survives is then frozen (``gc.freeze``): the next settle and any collection inside a
-    span walk only objects made since, not the imports' and the load's heap again (R3.2: load
-    work never counts in a pass). Without it each settle walked the whole heap, ~80 ms of
-    every warm-up and measured pass on 2 cores, and a full collection falling inside
-    a span would charge that walk to the pass."""
+    """Collect earlier work's garbage before the timer so it is not charged to this pass (R3.1),
+    then ``gc.freeze`` the survivors: collections inside a span walk only new objects, never the
+    load's heap (R3.2)."""
     gc.collect()
     gc.freeze()
 
@@ -164,25 +158,15 @@ def measure_pass(
     sampler: Any = None,
     prepared: dict[str, Any] | None = None,
 ) -> PassResult:
-    """Classify ``corpus`` once with ``backend`` at ``settings`` and time the declared scope.
+    """Classify ``corpus`` once with ``backend`` at ``settings``, timing the declared scope (R3.1)
+    with memory read around it (R3.8). ``processing``: tokenisation and batches before the timer
+    (built once per process in ``prepared``), predictions written after; ``end_to_end``: the timer
+    covers ``reader()``, tokenisation, batches, forwards and writing.
 
-    ``processing`` (R3.1): tokenisation and batch building before the timer, predictions
-    written after it. ``end_to_end``: the timer covers ``reader()`` (re-reading the corpus
-    file; default ``load_corpus(corpus.path)``), tokenisation, batches, forward passes and
-    writing ``predictions_path``. Memory follows R3.8 around the timed span (``probe``,
-    default: the backend device's probe). Any exception -- ``torch.OutOfMemoryError``
-    included -- becomes a failed observation (R3.6, R5.8), and no predictions file is left.
-    ``predictions_path=None`` writes nothing (only for passes whose output is not kept).
-    ``sampler`` (default: ``clocks.sampler_for(device)`` for a measured pass on a GPU) samples
-    clocks, power and energy on its own thread, started just before the timer and stopped just
-    after it. A CUDA error is located truthfully: it surfaces at a
-    synchronisation after the kernel that caused it, so the note names the batches launched
-    since the last one.
-    ``prepared``: a dict kept by the caller across the passes of one process; in the
-    ``processing`` scope the tokenisation and the batches are built on the first pass and
-    reused by the next (they do not change between passes, and stay outside the
-    timer). In ``end_to_end`` they are inside the timer (R3.1), so redone every pass.
-    """
+    Any exception, out of memory included, is a failed observation leaving no predictions file
+    (R3.6, R5.8); a CUDA error names the batches launched since the last synchronisation, where it
+    surfaced. ``predictions_path=None`` writes nothing; ``sampler`` samples telemetry on its own
+    thread."""
     check_scope(scope)
     if sampler is None and pass_kind == "measured":
         sampler = sampler_for(backend.device)
@@ -251,9 +235,8 @@ _Observed = tuple[Sequence[str], list[str], float, MemoryReading]  # ids, labels
 
 
 class _Pass:
-    """One pass's steps in either scope (R3.1), remembering how far it got so that a failure
-    is located (``stage``, batch ``number`` of ``total_batches``) and keeps its truncation
-    counts (``tokenized``)."""
+    """One pass's steps in either scope (R3.1), remembering how far it got so a failure is located
+    and keeps its truncation counts."""
 
     def __init__(
         self,
@@ -352,9 +335,8 @@ class _Pass:
 
 
 class SyncTracker:
-    """The stopwatch's device synchronise, remembering after which batch it last ran: a CUDA
-    error surfaces at the first synchronisation after the failing kernel, so the batches
-    launched since the previous one are where it may have come from."""
+    """The stopwatch's synchronise, remembering after which batch it ran: a CUDA error surfaces at
+    the first synchronisation after the failing kernel."""
 
     def __init__(self, sync: Callable[[], None]) -> None:
         self._sync = sync
@@ -390,9 +372,8 @@ def _telemetry(sampler: Any) -> dict | None:
 
 
 def _where(exc: Exception, stage: str, number: int, total: int | str, track: SyncTracker) -> str:
-    """Where the failure showed. A device (CUDA) error is asynchronous: it names the
-    synchronisation or the launch where it surfaced and the batches launched since the last
-    successful synchronisation, never "batch N" as if N had caused it."""
+    """Where the failure showed; an asynchronous device error names where it surfaced and the
+    batches launched since the last good synchronisation, never "batch N"."""
     synchronised = stage in ("synchronisation", "writing predictions") and number > 0
     if stage == "timer start" and failure_kind(exc) == "device":  # a sticky error from before
         return (

@@ -55,13 +55,9 @@ class CudaMemoryApi(Protocol):
 
 
 class MemoryProbe:
-    """PyTorch caching-allocator readings for one CUDA/ROCm device, in the R3.8 order.
-
-    ``begin``: synchronise -> read allocated/reserved baselines -> reset peak statistics.
-    ``end``: synchronise -> read max allocated/reserved (absolute peaks of the phase).
-    Only PyTorch's allocator on this device is covered (R3.9): other processes and
-    allocations outside the allocator are not.
-    """
+    """PyTorch caching-allocator readings of one CUDA/ROCm device in the R3.8 order: ``begin``
+    synchronises, reads baselines, resets peaks; ``end`` synchronises, reads peaks. Other processes
+    and memory outside the allocator are not covered (R3.9)."""
 
     def __init__(self, device: Any, api: CudaMemoryApi | None = None) -> None:
         if api is None:
@@ -137,11 +133,8 @@ def _resolve(device: str) -> Any:
 
 
 def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256, seed: int = 0):
-    """Run a small synthetic MLP and read memory after each step, in the R3.8 order (R3.3).
-
-    Returns a ``pandas.DataFrame`` with one row per step. It times nothing (R3.3). On CPU the
-    readings are ``None`` (empty cells): torch's counters only see the CUDA/ROCm allocator.
-    """
+    """A small synthetic MLP's memory after each step, in the R3.8 order, as a DataFrame; times
+    nothing (R3.3). On CPU the readings are ``None``."""
     import pandas as pd
     import torch
 

@@ -1,9 +1,6 @@
-"""What NVML says about the GPUs a run used: SKU details that change speed (R2.4) and the
-other processes on them (R2.5); where NVML cannot be asked, ``"not observable"``, never none.
-
-Devices are matched by UUID (CUDA_VISIBLE_DEVICES renumbers torch's, not NVML's); a MIG slice's
-parent GPU holds the clocks; container PIDs that NVML cannot match are "not comparable".
-"""
+"""What NVML says of the GPUs a run used: SKU details (R2.4) and other processes (R2.5), else ``"not
+observable"``. Devices are matched by UUID (CUDA_VISIBLE_DEVICES renumbers torch's, not NVML's); a
+MIG slice's parent GPU holds the clocks."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The phases of one run (R3.2): the load (imports, CUDA context, fingerprints, then the timed
-load), the warm-up passes, the measured pass, and what run.json's notes say of them.
-
-Each returns its values: ``load_phase`` a ``LoadOutcome`` (run.json's load fields, the facts
-and events of its notes), ``warmed_pass`` the measured ``PassResult``; a failure is an
-observation in them, never raised (R3.6, R5.8). ``run_notes`` joins their sentences.
-"""
+"""The phases of one run (R3.2): the timed load, the warm-up passes, the measured pass and their
+run.json notes. Each returns its values; a failure is an observation in them, never raised (R3.6,
+R5.8)."""
 
 from __future__ import annotations
 
@@ -47,10 +43,8 @@ class LoadSpec:
 
 @dataclass(frozen=True)
 class LoadOutcome:
-    """What the load phase observed; a failed load keeps its readings (R3.6, R5.8).
-
-    ``record`` holds run.json's load fields (same keys); ``facts`` and ``events`` are the
-    sentences its notes carry."""
+    """What the load phase observed (``record``: run.json's load fields; ``facts``, ``events``: its
+    notes); a failed load keeps its readings (R3.6, R5.8)."""
 
     device: Any = None
     backend: Any = None
@@ -87,20 +81,11 @@ def load_phase(
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
     imports_started: int | None = None,
 ) -> LoadOutcome:
-    """Resolve the device, import, create the CUDA context, fingerprint, then load, timed.
-
-    ``check_frozen(revisions)`` runs between fingerprinting and the load: model or tokenizer
-    files that differ from the lock are refused (R1.3, raised) before they are loaded.
-
-    Four figures, in this order and never inside each other: ``import_seconds`` (from before
-    the device is resolved, which imports torch and on CUDA starts the driver, to every module
-    the backend's load uses imported), ``cuda_context_seconds`` (context creation, None on
-    CPU), ``fingerprint_seconds`` (SHA-256 of the files, R1.1) and ``load_seconds`` (reading
-    each file once and placing it on the device, synchronised, with its R3.8 memory readings).
-    Just before the load clock the page-cache residency of the files is recorded. No forward
-    pass runs here. A failure is returned, not raised: out of memory is R5.8 and keeps the
-    readings taken so far, anything else is R3.6.
-    """
+    """Resolve the device, import, create the CUDA context, fingerprint, then time the load (R3.2):
+    ``import_seconds`` (from before the device is resolved, which imports torch),
+    ``cuda_context_seconds``, ``fingerprint_seconds`` (R1.1), ``load_seconds`` (R3.8 readings),
+    never one inside another. ``check_frozen`` refuses files unlike the lock before they load (R1.3,
+    raised); other failures are returned (R3.6), out of memory keeping its readings (R5.8)."""
     from gpubench_nb.engine.backends import resolve_device
 
     figures: dict[str, Any] = {"load_seconds": None, "load_memory": NOT_RECORDED.to_dict()}
@@ -258,9 +243,7 @@ def warmed_pass(
     )
 
 
-# The cold pass's memory peak includes the cuBLAS workspace (32 MiB per stream and handle on
-# recent GPUs with CUDA >= 12) that torch allocates at the first matrix product and keeps:
-# part of what a fresh process pays, reported with the cold row.
+# Said with the cold row: the cuBLAS workspace is part of what a fresh process pays.
 CUBLAS_NOTE = (
     "on CUDA its peak memory includes the cuBLAS workspace (32 MiB on Hopper/Blackwell with "
     "CUDA >= 12) that torch allocates at the first matrix product and keeps for the process"

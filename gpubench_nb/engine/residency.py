@@ -1,12 +1,6 @@
-"""How much of each model/tokenizer file sits in the OS page cache at load start.
-
-SHA-256 fingerprinting (R1.1) reads every weight file just before the timed load, so that load
-reads from memory, not from storage: ``load_seconds`` is a warm-page-cache load. The residency
-recorded here (``mmap`` + ``mincore(2)`` through ctypes, Linux and other POSIX systems that have
-it) makes that visible per run; where it cannot be asked, it is ``"not observable"``, never a
-guess. Nothing is read or faulted in: ``mincore`` only looks at the page tables of a fresh
-mapping.
-"""
+"""Page-cache residency of each model/tokenizer file at load start, via ``mincore(2)`` (nothing read
+or faulted in), else ``"not observable"``: fingerprinting (R1.1) has just read the files, so
+``load_seconds`` is a warm-page-cache load, visible per run."""
 
 from __future__ import annotations
 
@@ -66,10 +60,9 @@ def _libc_mincore() -> Mincore | None:
 
 
 def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
-    """``{"file", "size_bytes", "resident_bytes", "resident_fraction"}`` of one file, or
-    ``resident_*`` = ``"not observable"`` (no mincore, mapping refused). An empty file has no
-    page to ask about: 0 bytes, fraction ``"empty file"``, and it changes no total. The count is
-    one vectorised pass over mincore's vector (a Python loop took 3.1 s per 16 GiB)."""
+    """``{"file", "size_bytes", "resident_bytes", "resident_fraction"}`` of one file; ``resident_*``
+    is ``"not observable"`` without mincore, and an empty file (no page) is 0 bytes, fraction
+    ``"empty file"``."""
     import numpy as np
 
     path = Path(path)
@@ -91,10 +84,8 @@ def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
 
 
 def residency(paths: Iterable[Path], *, probe: Mincore | None | str = "libc") -> dict[str, Any]:
-    """Page-cache residency of ``paths`` now: per file and in all (bytes and fraction).
-
-    ``probe``: injectable for tests; ``"libc"`` = mincore(2), None = not observable.
-    """
+    """Page-cache residency of ``paths`` now, per file and in all; ``probe``: ``"libc"`` =
+    mincore(2), None = not observable."""
     found = _libc_mincore() if probe == "libc" else probe
     files = [file_residency(p, found) for p in paths]  # type: ignore[arg-type]
     size = sum(f["size_bytes"] for f in files)

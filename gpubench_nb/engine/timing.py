@@ -12,10 +12,8 @@ def _no_sync() -> None:
 
 
 def synchronizer(device: Any) -> Callable[[], None]:
-    """A callable that waits for all queued work on ``device``; a no-op on CPU.
-
-    ROCm builds of PyTorch expose HIP devices as ``cuda``, so one branch covers both.
-    """
+    """A callable that waits for ``device``'s queued work (ROCm's HIP devices are ``cuda`` too); a
+    no-op on CPU."""
     import torch
 
     device = torch.device(device) if device is not None else torch.device("cpu")
@@ -29,11 +27,9 @@ def synchronizer(device: Any) -> Callable[[], None]:
 def cuda_context_seconds(
     device: Any, *, cuda: Any = None, clock: Callable[[], int] = time.perf_counter_ns
 ) -> float | None:
-    """Create the CUDA (or ROCm) context of ``device`` now and return how long it took, so that
-    no timer charges it to a phase: ``torch.cuda.init()`` then a device synchronise (the first
-    runtime call on the device creates its primary context). ``None`` on CPU, where there is
-    no context. Allocates nothing, so the load's memory baseline is untouched (R3.8). Call it
-    before any other CUDA work of the process; a second call measures almost nothing."""
+    """Create ``device``'s CUDA/ROCm context now and return its seconds (None on CPU), so no phase
+    timer charges it; allocates nothing, so the load's memory baseline is untouched (R3.8). Call it
+    before any other CUDA work."""
     import torch
 
     device = torch.device(device) if device is not None else torch.device("cpu")
@@ -47,11 +43,8 @@ def cuda_context_seconds(
 
 
 class Stopwatch:
-    """``perf_counter_ns`` timer that synchronises the device before start and after end.
-
-    Both the clock and the synchronise call are injected so that tests can record their order
-    (STYLE habit 8).
-    """
+    """``perf_counter_ns`` timer that synchronises the device before start and after end (R3.1);
+    clock and synchronise are injected so tests see their order."""
 
     def __init__(
         self,

@@ -76,10 +76,8 @@ def resolve_device(device: str) -> torch.device:
 
 
 def native_bf16(device: torch.device, cuda: Any = None) -> bool:
-    """Whether ``device`` runs bf16 natively: emulation does not count, and the selected
-    device is asked, not the current one. (``torch.cuda.is_bf16_supported()`` counts emulation
-    by default, which on an older GPU means slow emulated kernels, and it allocates a probe
-    tensor on the current device to find out.)"""
+    """Whether the selected ``device`` (not the current one) runs bf16 natively; not
+    ``torch.cuda.is_bf16_supported()``, which counts slow emulation and allocates a probe tensor."""
     if cuda is None:
         import torch
 
@@ -92,10 +90,9 @@ def native_bf16(device: torch.device, cuda: Any = None) -> bool:
 
 
 def check_precision(backend: str, device: torch.device, precision: str, cuda: Any = None) -> None:
-    """Refuse, before loading, a precision the device cannot run natively. Runs no model: the
-    first forward of a cold process must be the timed cold pass (R3.2), so a precision whose
-    kernels are missing shows up as that pass's recorded failure (R3.6), named by
-    ``engine.backends.device_errors``."""
+    """Refuse, before loading, a precision the device cannot run natively. Runs no model: the first
+    forward of a cold process is the timed cold pass (R3.2), where missing kernels show as a
+    recorded failure (R3.6)."""
     torch_dtype(precision)
     if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
         if cuda is None:
@@ -111,9 +108,8 @@ def check_precision(backend: str, device: torch.device, precision: str, cuda: An
 
 
 def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[int]]:
-    """Corpus positions of each batch. ``corpus_order`` (default) keeps the input order;
-    ``length_sorted`` groups texts of similar length and is only ever the declared setting,
-    never a silent optimisation (R2.1): callers put predictions back via the indices."""
+    """Corpus positions of each batch: ``corpus_order`` keeps the input order; ``length_sorted``
+    only when declared, never a silent optimisation (R2.1)."""
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise BackendError(f"batch must be an integer >= 1, got {batch!r}", rule="R2.1")
     if batching == "corpus_order":
@@ -203,10 +199,9 @@ def read_metadata(folder: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """What every backend is opened with, built once by ``load_backend``: the model and
-    tokenizer folders, the declared classes (matched by name, R1.3), the resolved device, the
-    precision, the two revisions, fingerprinted before the backend opens (R1.1; before the
-    timed load, R3.2) and the declared prompt (the backends that take one, R2.5)."""
+    """What every backend is opened with, built once by ``load_backend``: folders, declared classes
+    (R1.3), device, precision, revisions fingerprinted before the timed load (R1.1, R3.2) and the
+    declared prompt (R2.5)."""
 
     model_path: Path
     tokenizer_path: Path
@@ -269,11 +264,8 @@ class Backend:
         self.classes, self.device, self.precision = spec.classes, spec.device, spec.precision
 
     def _open_built_folder(self, spec: LoadSpec) -> dict[str, Any]:
-        """Open a folder written by ``build_model`` for this preset; return its metadata.
-
-        Checks it was built for this backend and with this tokenizer (R1.1: another
-        tokenizer's IDs would mean other words) and maps labels by name.
-        """
+        """The metadata of a folder ``build_model`` wrote, refused unless built for this backend and
+        this tokenizer (R1.1: another tokenizer's IDs mean other words)."""
         self._open(spec)
         meta = read_metadata(self.model_path)
         if meta.get("backend") != self.name:

@@ -1,13 +1,7 @@
-"""Import what a backend needs before the load clock starts (R3.2).
-
-Imports are not loading a model, and in a fresh process torch and transformers dominate a load:
-``import_backend_modules`` imports every module the declared backend's load will use (the
-concrete model and tokenizer classes included, found from the folders' config files), timed on
-their own as ``import_seconds``, so ``load_seconds`` covers reading the files and placing the
-weights. Nothing else is imported (``tests/engine/test_imports.py`` checks ``sys.modules``). A
-backend class with ``plain_tokenizer`` (bow) whose built folder declares the shipped WordPiece
-files imports ``tokenizers`` and never transformers.
-"""
+"""Import every module a backend's load will use (the concrete model and tokenizer classes included)
+before the load clock, timed as ``import_seconds``, so ``load_seconds`` is reading files and placing
+weights only (R3.2). A ``plain_tokenizer`` backend whose built folder declares the shipped WordPiece
+files imports ``tokenizers``, never transformers."""
 
 from __future__ import annotations
 
@@ -90,18 +84,15 @@ def _tokenizer_classes(tokenizer_path: Path) -> list[str]:
 
 
 def _declares_shipped_wordpiece(model_path: Path) -> bool:
-    """Whether a built folder declares the shipped WordPiece files as its tokenizer. Its load
-    then reads them with ``tokenizers`` alone, and it refuses any other tokenizer folder
-    (R1.1): the declaration decides, read, not hashed. The files are hashed once per run, by
-    fingerprinting, never inside ``import_seconds``."""
+    """Whether a built folder declares the shipped WordPiece files as its tokenizer: read, not
+    hashed (hashing is fingerprinting's, never in ``import_seconds``, R1.1, R3.2)."""
     meta = _json(Path(model_path) / METADATA_FILE)  # none: not a built folder, its load refuses it
     return meta.get("tokenizer_revision") == WORDPIECE_REVISION
 
 
 def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
-    """Import everything the load of ``model`` (a ModelSpec) with ``tokenizer`` (a
-    TokenizerSpec) will use; return the names asked for. An unknown backend imports no
-    backend module (load_backend then refuses it with the list of backends)."""
+    """Import everything the load of ``model`` with ``tokenizer`` will use; return the names asked
+    for (none for an unknown backend: load_backend refuses it)."""
     import torch  # noqa: F401
 
     from gpubench_nb.engine.backends.registry import REGISTRY

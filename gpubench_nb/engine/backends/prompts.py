@@ -1,8 +1,5 @@
-"""A declared prompt around each text, tokenised whole; truncation cuts the text only (R2.3).
-
-The prompt (optionally in the chat template) is split once around ``{text}``; a text too long
-for the context is cut at a token boundary, the prompt kept whole and the dropped tokens counted.
-"""
+"""A declared prompt around each text, tokenised whole; truncation cuts the text only, at a token
+boundary, and counts the dropped tokens (R2.3)."""
 
 from __future__ import annotations
 

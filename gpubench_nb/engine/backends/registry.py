@@ -1,13 +1,7 @@
-"""The backend registry: one entry per declared ``model.backend`` name (R2.1).
-
-The names and which are presets are declared once, in ``protocol.experiment_spec``, which take
-a prompt in ``protocol.prompting``; each name's code is the module of that name under this package,
-imported only when asked (torch and transformers load only for the backend used). That module
-gives ``BACKEND`` (its class), ``model_files(folder)`` (what its model revision covers, R1.1),
-and, for a preset, ``preset_options``, ``preset_source`` and ``build_preset`` (build-model).
-``load_backend``, ``fingerprints_for`` (here), ``build_model``, ``import_backend_modules``,
-``model_check`` and the pipeline read this table; nothing else dispatches on the name.
-"""
+"""The backend registry: one entry per declared ``model.backend`` name, its module imported only
+when asked (R2.1). That module gives ``BACKEND``, ``model_files`` (what its revision covers, R1.1)
+and, for a preset, ``preset_options``, ``preset_source``, ``build_preset``; nothing else dispatches
+on the name."""
 
 from __future__ import annotations
 
@@ -96,14 +90,11 @@ def load_backend(
     precision: str,
     revisions: tuple[str, str] | None = None,
 ) -> Backend:
-    """Load ``model`` (a ModelSpec: backend, path, build) with ``tokenizer`` (a TokenizerSpec:
-    path) on ``device`` at ``precision``, reading each file once, and map the model's labels
-    to ``classes`` by name (R1.3). ``revisions`` = ``fingerprints_for(model, tokenizer)``,
-    taken before a timed load so that hashing is not load time (R3.2); without it the files
-    are hashed here first (R1.1). No forward pass runs here: the first forward of a fresh process is
-    the timed cold pass (R3.2). A precision the device cannot run natively (bf16 without
-    hardware support) is refused before anything is read; any other failure becomes a
-    BackendError that says what failed, except out-of-memory, which propagates (R5.8)."""
+    """Load ``model`` with ``tokenizer`` on ``device`` at ``precision``, each file read once, labels
+    mapped to ``classes`` by name (R1.3). ``revisions`` are taken before a timed load so hashing is
+    not load time (R3.2), else hashed here (R1.1). Runs no forward (R3.2); a precision the device
+    cannot run natively is refused before any read; out of memory propagates (R5.8), any other
+    failure is a BackendError."""
     import torch
 
     from gpubench_nb.engine.backends.device_errors import as_backend_error
