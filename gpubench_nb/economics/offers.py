@@ -45,8 +45,8 @@ _PRICES = schema.section(
 class Offer(Record):
     """One rental offer (R5.1, R5.2).
 
-    The price of a whole 3-, 7- or 30-day package for ONE lot; ``placeholder: true`` declares
-    its prices invented examples, not a quote, marked wherever they are shown (formats.price)."""
+    The price of a whole 3-, 7- or 30-day package for ONE lot; ``placeholder: true`` marks its
+    prices as invented wherever they are shown."""
 
     RULE = "R5.1"
     CLOSED = True

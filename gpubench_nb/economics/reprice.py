@@ -90,9 +90,9 @@ def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """check-bundle: protocol.audit's re-derivation, then economics.json's against what the CSV,
-    environment.json and the declared offers table give again (R1.6, R5.6). Without the very
-    table that priced it (moved or edited since), verdicts and the declared total are compared."""
+    """check-bundle: protocol.audit's checks, then economics.json re-derived from the CSV,
+    environment.json and the offers table (R1.6, R5.6); without that very table, only verdicts and
+    the declared total are compared."""
     from gpubench_nb.protocol.audit import check_bundle
 
     bundle_dir = Path(bundle_dir)

@@ -38,9 +38,8 @@ def accept_predictions(
     checks: str | Path | None = None,
     reference_value: float | None = None,
 ) -> Accepted:
-    """Check ``predictions`` against the declared eval corpus and quality rules (R1.5) and write
-    checks.json (``checks``, default beside the predictions); the destination is refused
-    before anything is read or written."""
+    """Check ``predictions`` against the declared eval corpus and quality rules (R1.5) into
+    checks.json; the destination is refused before anything is read."""
     exp = load_experiment(experiment_path)
     checks_path = _checks_path(exp, Path(predictions), checks)
     report = check_predictions(

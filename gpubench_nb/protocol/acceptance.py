@@ -172,10 +172,9 @@ def check_predictions(
     quality: QualitySpec,
     reference_value: float | None = None,
 ) -> AcceptanceReport:
-    """Check one predictions file against the expected corpus (R1.5, R1.6): accepted only
-    when every expected ID appears once and no other, every line is ``{"id": str, "label":
-    <declared class>}``, the metric meets the threshold and, given a reference value, the drop
-    stays within the tolerance (a faster run not accepted did not do the same work, R5.7)."""
+    """Accept a predictions file (R1.5, R1.6) only when every expected ID appears once and no other,
+    each line is ``{"id": str, "label": <declared class>}``, the metric meets the threshold and any
+    drop from a reference is within tolerance (R5.7)."""
     path = Path(predictions_path)
     class_index = {name: i for i, name in enumerate(classes)}
     _require_metric(quality.metric)

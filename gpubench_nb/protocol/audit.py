@@ -85,10 +85,9 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
 
 
 def record_problems(root: Path) -> list[str]:
-    """Every typed record the manifest seals, read by its one reader (protocol/records.py), so
-    a file that is not its record is a finding, never skipped nor a traceback: environment.json
-    (R2.4) and economics.json (R5.6; a `run` bundle, one with a schedule, must keep both), each
-    run.json (R3.6), a failed run's included."""
+    """Every typed record the manifest seals, read by its one reader so a file that is not its
+    record is a finding, never a traceback: environment.json (R2.4), economics.json (R5.6; kept by a
+    `run` bundle with a schedule), each run.json (R3.6)."""
     found: list[str] = []
     scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
     readers = [(root / layout.ENVIRONMENT_NAME, read_environment)]
@@ -115,10 +114,9 @@ def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
 
 
 def seal_problems(bundle_dir: str | Path) -> list[str]:
-    """The seal of a finished bundle, check-bundle's first stage: the manifest (every file
-    unchanged, none missing or added), the lock (a JSON object whose sha256 and lock_sha256
-    match its fields) and the CSV schema. What the ledger verifies before it counts a bundle
-    (R5.3, R5.6). BundleError (exit 2) when the folder has no manifest."""
+    """check-bundle's first stage, verified before the ledger counts a bundle (R5.3, R5.6): the
+    manifest, the lock's two checksums and the CSV schema; BundleError (exit 2) without a
+    manifest."""
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")

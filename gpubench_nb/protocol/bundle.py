@@ -108,9 +108,8 @@ def manifest_entries(bundle_dir: Path) -> dict[str, str]:
 
 
 def write_manifest(bundle_dir: Path) -> Path:
-    """Write ``MANIFEST.sha256`` (``sha256sum -c`` can check it); refused for entries that are
-    not regular files (a link seals what can change behind it) or names the one-name-per-line
-    format cannot hold (R5.6)."""
+    """Write ``MANIFEST.sha256`` (``sha256sum -c`` format), refusing non-regular entries (a link
+    seals what can change behind it) and unwritable names (R5.6)."""
     foreign = foreign_entries(bundle_dir)
     if foreign:
         raise BundleError(

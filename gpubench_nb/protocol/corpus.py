@@ -127,10 +127,9 @@ def load_corpus(
     key: str = "corpus.path",
     texts: bool = True,
 ) -> Corpus:
-    """Load a JSONL or CSV corpus as a stream; refuse it, listing every problem with its line
-    (R1.1, R1.2). Texts are kept verbatim (only CRLF becomes LF; any cut is the backend's,
-    R2.3). ``key``: the experiment field naming the file, for errors. ``texts=False`` checks and
-    fingerprints the texts without keeping them (acceptance reads IDs and labels only)."""
+    """Load a JSONL or CSV corpus as a stream, refused with every problem and its line (R1.1, R1.2);
+    texts verbatim but for CRLF -> LF (any cut is the backend's, R2.3). ``texts=False`` checks and
+    fingerprints without keeping texts."""
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
         raise CorpusError(

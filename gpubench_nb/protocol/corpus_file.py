@@ -1,7 +1,6 @@
-"""Reading and checking a corpus file as a stream: its records, each record's ID, text and
-label (R1.1-R1.3), its problems (grouped by kind), and the canonical revision fed one item at a
-time (a large corpus is never held whole). JSON lines are read strictly: a key given twice in
-one object is refused (the predictions file reads its lines the same way)."""
+"""Reading and checking a corpus file as a stream (R1.1-R1.3): records, problems by kind, and the
+canonical revision fed item by item (never held whole). A key given twice in one JSON line is
+refused, as in predictions files."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The declared experiment (R1.1, R1.3, R2.1, R2.2, R3.1, R3.4): one YAML, validated and frozen.
-
-Built here by ``experiment_rules.Checker`` from the declarations (keys, kinds, bounds, defaults,
-required) of :mod:`gpubench_nb.protocol.experiment_spec`, which holds the frozen objects too.
-"""
+"""The declared experiment (R1.1, R1.3, R2.1, R2.2, R3.1, R3.4): one YAML, checked by
+``experiment_rules.Checker`` against ``experiment_spec``'s declarations, then frozen."""
 
 from __future__ import annotations
 

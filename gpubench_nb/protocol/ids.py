@@ -1,8 +1,5 @@
-"""Item IDs as canonical text (R1.2, R1.5).
-
-An ID round-trips through a line-based file (no control or line-separator character, no
-surrounding whitespace), and two IDs equal after Unicode NFC normalisation are the same ID.
-"""
+"""Item IDs as canonical text (R1.2, R1.5): safe in a line-based file, no surrounding whitespace,
+and equal after NFC normalisation means the same ID."""
 
 from __future__ import annotations
 

@@ -68,10 +68,9 @@ def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
 
 
 def lock_problems(lock: dict[str, Any]) -> list[str]:
-    """Why ``lock`` cannot be trusted, or []: the one check of both checksums, used by
-    check-bundle, by `run` before it resumes a bundle or takes a --protocol lock, and by every
-    kernel (R1.3). A lock without its seal is refused unless its format predates seals; then
-    its experiment_id must be the declaration's."""
+    """Why ``lock`` cannot be trusted, or []: the one check of both checksums (R1.3), for
+    check-bundle, `run` and every kernel. A lock without its seal is refused unless its format
+    predates seals; then its experiment_id must be the declaration's."""
     found = []
     if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
         found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
@@ -225,9 +224,9 @@ def require_frozen(
     *,
     step: str,
 ) -> dict[str, Any]:
-    """Refuse unless ``experiment`` (and the fingerprints of the files this step read) equal the
-    bundle's lock (R1.3, R1.1); every kernel calls it first, then uses only that ``experiment``,
-    so a later edit of the YAML cannot reach it. ``pricing`` and ``notes`` are not frozen."""
+    """Refuse unless ``experiment`` and the fingerprints of the files read equal the bundle's lock
+    (R1.3, R1.1); kernels call it first so a later YAML edit cannot reach them. ``pricing`` and
+    ``notes`` are not frozen."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
     changed = differences(lock.get("declaration"), experiment.normalised(), "declaration")

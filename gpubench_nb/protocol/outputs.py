@@ -1,10 +1,7 @@
-"""Where a command may read and write (R5.6): inputs are regular files; an output is a regular
-file or a new path, never one of the inputs, never inside a bundle (symlinks resolved).
-
-A command that overwrites what it reads destroys the evidence it was asked to check; one that
-renames its output over a device node or a FIFO destroys what is there; one that opens a FIFO
-to read waits forever for a writer.
-"""
+"""Where a command may read and write (R5.6): inputs are regular files; an output is a regular file
+or a new path, never an input nor inside a bundle (symlinks resolved). Overwriting an input destroys
+the evidence; renaming over a FIFO or device destroys what is there; opening a FIFO to read blocks
+forever."""
 
 from __future__ import annotations
 
@@ -36,9 +33,8 @@ _KINDS = (
 
 
 def special_kind(path: Path | str, *, follow: bool = True) -> str | None:
-    """What ``path`` is when it exists and is not a regular file ("a FIFO (named pipe)", "a
-    socket", ...); None for a regular file or nothing there. ``follow=False``: a symlink itself
-    is one such kind."""
+    """What ``path`` is when it exists and is not a regular file ("a FIFO (named pipe)", "a socket",
+    ...), else None; ``follow=False`` counts a symlink as one."""
     try:
         mode = (os.stat if follow else os.lstat)(path).st_mode
     except (OSError, ValueError):
@@ -49,9 +45,8 @@ def special_kind(path: Path | str, *, follow: bool = True) -> str | None:
 def regular_input(
     path: Path | str, what: str, error: type[GpubenchError] = BundleError, rule: str = "R5.6"
 ) -> Path:
-    """``path``, checked before it is opened: a FIFO, socket, device or folder is refused with
-    its kind named (opening a FIFO blocks until someone writes to it). A missing file is left
-    to the reader's own message."""
+    """``path``, refused before it is opened when it is a FIFO (opening one blocks), socket, device
+    or folder; a missing file is left to the reader's message."""
     kind = special_kind(path)
     if kind is not None:
         raise error(
@@ -71,16 +66,10 @@ def check_output(
     folder: bool = False,
     rule: str = "R5.6",
 ) -> Path:
-    """The one guard of every output option: refuse ``out`` (exit 2) when writing it would
-    destroy an input or something that is not a regular file, or write into a bundle (finished
-    or not, read by the command or not). A folder that merely holds inputs is fine: a new file
-    or bundle there replaces none.
-
-    ``option`` names where the path came from (``--checks``, ``--out``, ``--output-dir``, a
-    campaign folder); ``instead`` says where to write. ``folder``: ``out`` is a folder a command
-    creates things in (``--output-dir``), else a file. Nothing is created here: a refused
-    command has written nothing. Returns ``out`` unchanged when it is a place that may be written.
-    """
+    """The one guard of every output option: refuse ``out`` (exit 2) when writing it would destroy
+    an input or a non-regular file, or write into any bundle; a folder holding inputs is fine.
+    ``option`` and ``instead`` name the source and the alternative; ``folder``: ``out`` is a folder
+    to create in. Creates nothing; returns ``out``."""
     out = Path(out)
     inputs = list(inputs)
     for source in inputs:

@@ -261,11 +261,10 @@ _CODE = {"code": True}  # a field code sets: never read from the file
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    """A typed JSON or YAML object: its annotations and ``key`` declarations are its schema.
-
-    A field without a default is required; ``"at": "a.b"`` reads a nested key, not written
-    back; ``data`` is the object as read, so ``to_dict`` keeps unknown keys (``CLOSED``
-    refuses them). ``NAME``: the bundle file; ``ERROR``, ``FIX``: what a problem raises."""
+    """A typed JSON or YAML object whose annotations and ``key`` declarations are its schema: no
+    default = required; ``"at": "a.b"`` reads a nested key (not written back); ``data`` keeps
+    unknown keys for ``to_dict`` (``CLOSED`` refuses them). ``NAME``: the bundle file; ``ERROR``,
+    ``FIX``: what a problem raises."""
 
     NAME: ClassVar[str] = ""
     RULE: ClassVar[str] = "R5.6"

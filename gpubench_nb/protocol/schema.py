@@ -1,7 +1,6 @@
-"""The YAML files a user writes, declared once as JSON Schema (R1.3): the experiment, offers and
-campaign declarations are built with these helpers, and ``experiment_rules.Checker`` checks
-files against them, so ``gpubench-nb schema`` and ``validate`` cannot disagree; ``validate``
-adds the rules between fields (one knob, R2.1)."""
+"""The YAML files a user writes, declared once as JSON Schema (R1.3) and checked against it by
+``experiment_rules.Checker``, so ``schema`` and ``validate`` cannot disagree; ``validate`` adds the
+rules between fields (R2.1)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""One writer per bundle (R5.6): an exclusive OS lock beside the bundle, and who holds it.
-
-``<output_dir>/.<id>.lock`` lies outside what the manifest seals; ``filelock`` (``flock``) is
-released by the kernel when its holder dies, so ``kill -9`` leaves no stale lock. The sidecar
-``.<id>.lock.holder.json`` only names the holder in refusals, never decides. Kernels started by
-the holder inherit ``GPUBENCH_WRITER_TOKEN`` and proceed under its lock.
-"""
+"""One writer per bundle (R5.6): an exclusive ``flock`` on ``<output_dir>/.<id>.lock`` (outside the
+manifest), released by the kernel when its holder dies, so ``kill -9`` leaves no stale lock. The
+``.<id>.lock.holder.json`` sidecar only names the holder in refusals; kernels the holder starts
+inherit ``GPUBENCH_WRITER_TOKEN``."""
 
 from __future__ import annotations
 

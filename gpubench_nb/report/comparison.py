@@ -18,9 +18,8 @@ def render_comparison(
     allow_mismatch: bool = False,
     ledger: str | Path | None = None,
 ) -> Path:
-    """Render 90_report over ``bundle_dirs`` into ``out`` (default: beside the first bundle,
-    report-<names>.html); refused before any kernel starts when ``out`` is an input, in or
-    inside a bundle (the one output guard, R5.6), or a bundle is still being written."""
+    """Render 90_report over ``bundle_dirs`` into ``out`` (default: beside the first bundle),
+    refused before any kernel starts by the output guard (R5.6) or a bundle still being written."""
     bundles = [Path(b) for b in bundle_dirs]
     default = comparison_report_path(bundles)
     html = Path(out) if out else default

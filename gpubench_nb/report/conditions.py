@@ -232,10 +232,9 @@ class ConditionsCheck:
 
 
 def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
-    """Heavy load (withholds unless every such variant fixed its threads: free threads of a
-    batched variant fight for busy cores, and its median then measures contention), load
-    differing between variants, another GPU process during some variants only, a throttled
-    GPU (each withholds)."""
+    """What withholds a speed comparison (R2.5): heavy load unless every such variant fixed its
+    threads (free threads of a batched variant fight for busy cores), load differing between
+    variants, another GPU process during some variants only, a throttled GPU."""
     heavy = [v for v in variants if v.heavy]
     per_core = [v.load_median / v.cpu_count for v in variants if v.load_median and v.cpu_count]
     spread = max(per_core) - min(per_core) if per_core else 0.0

@@ -1,9 +1,6 @@
-"""The answer first: one row per (bundle, variant), and who is cheapest and fastest (R5.3, R5.7).
-
-Every number is read from the report's one summary (report.stats) and economics.json; a fastest
-option is named only when THE rule (report.verdict) separates it from every other and the recorded
-conditions allow the comparison (report.conditions, R2.5).
-"""
+"""The answer first: one row per (bundle, variant), and who is cheapest and fastest (R5.3, R5.7),
+read from report.stats and economics.json; a fastest option is named only when report.verdict
+separates it from every other and the conditions allow it (R2.5)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""User text inside the report's Markdown: shown as text, never as markup.
-
-A bundle folder, offer id, note or variant id holding ``<img src=x onerror=...>`` must reach the
-shared page as those characters: nbconvert renders Markdown with raw HTML allowed.
-"""
+"""User text in the report's Markdown, shown as text, never markup: nbconvert allows raw HTML, so
+``<img onerror=...>`` in a folder, offer, note or variant id must reach the page as characters."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The two-sided Mann–Whitney U p-value of the verdict, in plain Python (no scipy import).
-
-As ``scipy.stats.mannwhitneyu(a, b, alternative="two-sided")``, ``method="auto"`` (tests/report
-compare the floats): exact when one sample has at most 8 values and none is tied, else the normal
-approximation with tie and continuity correction. A duration that is not finite is refused: a NaN
-has no rank (R3.6).
-"""
+"""The verdict's two-sided Mann–Whitney U p-value in plain Python (no scipy import), as
+``scipy.stats.mannwhitneyu`` with ``method="auto"``: exact when one sample has at most 8 values and
+none is tied, else the normal approximation with tie and continuity correction. A non-finite
+duration has no rank and is refused (R3.6)."""
 
 from __future__ import annotations
 

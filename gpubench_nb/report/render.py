@@ -1,8 +1,5 @@
-"""90_report: the notebook's tables and text over loaded bundles, and the HTML it renders.
-
-``notebooks/90_report.ipynb`` is a thin shell over this module; relative bundle folders are read
-from the kernel's working directory (where papermill runs).
-"""
+"""90_report's tables and text over loaded bundles, and its HTML; the notebook is a thin shell,
+reading relative bundle folders from the kernel's working directory."""
 
 from __future__ import annotations
 
@@ -199,9 +196,8 @@ def title_markdown(bundles: Sequence[Bundle]) -> str:
 
 
 def truncation_banner(bundles: Sequence[Bundle]) -> list[str]:
-    """A banner when one model on one corpus ran at different contexts and some of them cut
-    texts (R2.3): shorter texts are less work, so those times and qualities are of different
-    work. Empty when no such merge."""
+    """A banner when one model on one corpus ran at contexts where some cut texts (R2.3): shorter
+    texts are less work, so those numbers are not comparable."""
     groups: dict[tuple[Any, Any], dict[Any, int]] = {}
     for b in bundles:
         for row in b.rows:

@@ -1,9 +1,7 @@
-"""The report's one summary: per (bundle, variant, phase), every fact a screen shows, computed once.
-
-Median and min–max, never p95 (R3.5). A failed run keeps its row, is counted and listed, and enters
-no statistic and no plot (R3.6, R5.8). Outliers are :func:`verdict.outlier_indices` of durations
-on every screen; acceptance is protocol.quality's rule, read, never re-tested (R1.5).
-"""
+"""The report's one summary per (bundle, variant, phase), computed once: median and min–max, never
+p95 (R3.5); a failed run is counted and listed but enters no statistic or plot (R3.6, R5.8);
+outliers are ``verdict.outlier_indices``; acceptance is read from protocol.quality, never re-tested
+(R1.5)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""THE rule that says whether one variant's warm runs are faster than another's, and the fence
-above which a run is an outlier on every screen (kept and marked, R3.6).
-
-:data:`RULE_TEXT`: a two-sided Mann–Whitney U test over the raw warm durations at ``ALPHA``, an
-outlier ranked at its fence, so that one slow run of five cannot turn a clear median gap into
-"not distinguishable" (exact p 0.008 → 0.151); the uncapped p is kept beside it.
-"""
+"""THE rule (:data:`RULE_TEXT`) for whether one variant's warm runs are faster than another's, and
+the outlier fence of every screen (kept and marked, R3.6). An outlier is ranked at its fence, so
+one slow run of five cannot turn a clear median gap into "not distinguishable"; the uncapped p is
+kept beside it."""
 
 from __future__ import annotations
 
