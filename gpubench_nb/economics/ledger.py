@@ -1,6 +1,5 @@
-"""The rental ledger: distinct corpora accepted on one rented machine in one package (R5.3, R5.5):
-the count behind ``calcul-forfaits --accepted-results``, never extrapolated (a window still
-running is reported "so far")."""
+"""The rental ledger: distinct corpora accepted on one rented machine in one package (R5.3, R5.5),
+never extrapolated (a running window says "so far")."""
 
 from __future__ import annotations
 

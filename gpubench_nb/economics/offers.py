@@ -148,9 +148,8 @@ def load_offers(path: str | Path) -> dict[str, Offer]:
 
 
 def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str | None) -> Offer:
-    """The demo's own placeholder offer for the hardware a bundle recorded: its GPU model and
-    GPU count, or (no GPU used) its CPU model, so that the demo shows a cost per accepted
-    corpus on any machine while attribution stays the one rule (R2.4, R5.7)."""
+    """The demo's placeholder offer for a bundle's hardware (GPU model and count, else CPU model),
+    attributed by the one rule like any other (R2.4, R5.7)."""
     provider = (
         "written by gpubench-nb for the machine this bundle ran on (pricing.offer: "
         f"{MACHINE_OFFER_ID}): invented example prices, not a quote"
@@ -297,9 +296,8 @@ def package_terms(
 
 
 def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int | None:
-    """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``:
-    a threshold, not a forecast, compared exactly (unrounded); None when the reference costs 0
-    (nothing beats it). The reference needs a measured accepted count (R5.5)."""
+    """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``,
+    compared unrounded; None when the reference costs 0 (R5.5)."""
     measured = reference.accepted_results
     if measured is None or measured == 0:
         raise EconomicsError(

@@ -90,9 +90,8 @@ def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """check-bundle: protocol.audit's checks, then economics.json re-derived from the CSV,
-    environment.json and the offers table (R1.6, R5.6); without that very table, only verdicts and
-    the declared total are compared."""
+    """check-bundle: protocol.audit, then economics.json re-derived (R1.6, R5.6); without the offers
+    table that priced it, verdicts and the total are compared."""
     from gpubench_nb.protocol.audit import check_bundle
 
     bundle_dir = Path(bundle_dir)

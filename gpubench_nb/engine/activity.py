@@ -1,6 +1,6 @@
-"""Concurrency on the machine (R2.5): the 1-minute load average and the other processes using
-notable CPU, from /proc; each reading compares CPU ticks with the previous one (first: this
-module's import), so nothing sleeps on the run's path. Without /proc: ``"not observable"``."""
+"""Concurrency on the machine (R2.5): load average and busy processes from /proc, each tick count
+compared with the previous reading (first: at import), so nothing sleeps on the run's path; without
+/proc, ``"not observable"``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """GPU clocks, power, temperature, clock-event reasons and energy, polled by NVML on its own thread
-around the stopwatch so the timed code never calls it (R3.1); only samples inside the span count.
-Telemetry never fails a pass: without NVML each figure is ``"not observable"``. Record keys:
-docs/ARCHITECTURE.md (``gpu_telemetry``)."""
+so the timed code never calls it (R3.1); only samples inside the span count. Never fails a pass;
+keys: docs/ARCHITECTURE.md (``gpu_telemetry``)."""
 
 from __future__ import annotations
 

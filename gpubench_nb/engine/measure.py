@@ -126,9 +126,8 @@ def _tokens_processed(backend: Any, tokenized: Any) -> int | None:
 
 
 def _settle() -> None:
-    """Collect earlier work's garbage before the timer so it is not charged to this pass (R3.1),
-    then ``gc.freeze`` the survivors: collections inside a span walk only new objects, never the
-    load's heap (R3.2)."""
+    """Collect earlier garbage before the timer (R3.1), then ``gc.freeze`` the survivors so
+    collections inside a span never walk the load's heap (R3.2)."""
     gc.collect()
     gc.freeze()
 
@@ -158,15 +157,12 @@ def measure_pass(
     sampler: Any = None,
     prepared: dict[str, Any] | None = None,
 ) -> PassResult:
-    """Classify ``corpus`` once with ``backend`` at ``settings``, timing the declared scope (R3.1)
-    with memory read around it (R3.8). ``processing``: tokenisation and batches before the timer
-    (built once per process in ``prepared``), predictions written after; ``end_to_end``: the timer
-    covers ``reader()``, tokenisation, batches, forwards and writing.
-
-    Any exception, out of memory included, is a failed observation leaving no predictions file
-    (R3.6, R5.8); a CUDA error names the batches launched since the last synchronisation, where it
-    surfaced. ``predictions_path=None`` writes nothing; ``sampler`` samples telemetry on its own
-    thread."""
+    """Classify ``corpus`` once with ``backend`` at ``settings``, timing the declared scope (R3.1),
+    memory read around it (R3.8). ``processing``: tokenisation and batches before the timer (built
+    once per process in ``prepared``), predictions written after; ``end_to_end``: the timer covers
+    reading, tokenising, batching, forwards and writing. Any exception, out of memory included, is a
+    failed observation leaving no predictions file (R3.6, R5.8); a CUDA error names the batches
+    launched since the last synchronisation."""
     check_scope(scope)
     if sampler is None and pass_kind == "measured":
         sampler = sampler_for(backend.device)

@@ -55,9 +55,8 @@ class CudaMemoryApi(Protocol):
 
 
 class MemoryProbe:
-    """PyTorch caching-allocator readings of one CUDA/ROCm device in the R3.8 order: ``begin``
-    synchronises, reads baselines, resets peaks; ``end`` synchronises, reads peaks. Other processes
-    and memory outside the allocator are not covered (R3.9)."""
+    """PyTorch caching-allocator readings of one CUDA/ROCm device in the R3.8 order (synchronise,
+    baselines, reset peaks; synchronise, peaks); nothing outside it (R3.9)."""
 
     def __init__(self, device: Any, api: CudaMemoryApi | None = None) -> None:
         if api is None:

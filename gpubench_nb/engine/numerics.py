@@ -1,6 +1,5 @@
-"""Settings that change a measured number without changing the declaration (R2.4, R2.5): TF32,
-reduced-precision reductions, SDPA backends, cuDNN, allocator and module-loading variables.
-Read inside a call; unreadable values are ``"not observable"``."""
+"""Settings that change a measured number but not the declaration (R2.4, R2.5): TF32, reductions,
+SDPA, cuDNN, allocator variables; read in a call, else "not observable"."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""What NVML says of the GPUs a run used: SKU details (R2.4) and other processes (R2.5), else ``"not
-observable"``. Devices are matched by UUID (CUDA_VISIBLE_DEVICES renumbers torch's, not NVML's); a
-MIG slice's parent GPU holds the clocks."""
+"""What NVML says of the GPUs a run used (R2.4, R2.5), else ``"not observable"``; matched by UUID,
+as CUDA_VISIBLE_DEVICES renumbers torch's devices, not NVML's."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The phases of one run (R3.2): the timed load, the warm-up passes, the measured pass and their
-run.json notes. Each returns its values; a failure is an observation in them, never raised (R3.6,
-R5.8)."""
+"""The phases of one run (R3.2): timed load, warm-up passes, measured pass, their notes; each
+returns its values, a failure an observation, never raised (R3.6, R5.8)."""
 
 from __future__ import annotations
 
@@ -81,11 +80,10 @@ def load_phase(
     check_frozen: Callable[[tuple[str, str]], None] | None = None,
     imports_started: int | None = None,
 ) -> LoadOutcome:
-    """Resolve the device, import, create the CUDA context, fingerprint, then time the load (R3.2):
-    ``import_seconds`` (from before the device is resolved, which imports torch),
-    ``cuda_context_seconds``, ``fingerprint_seconds`` (R1.1), ``load_seconds`` (R3.8 readings),
-    never one inside another. ``check_frozen`` refuses files unlike the lock before they load (R1.3,
-    raised); other failures are returned (R3.6), out of memory keeping its readings (R5.8)."""
+    """Resolve the device, import, create the CUDA context, fingerprint, then time the load (R3.2,
+    R1.1, R3.8), never one inside another; ``import_seconds`` starts before the device is resolved
+    (that imports torch). Files unlike the lock are refused before they load (R1.3); other failures
+    are returned (R3.6), out of memory with its readings (R5.8)."""
     from gpubench_nb.engine.backends import resolve_device
 
     figures: dict[str, Any] = {"load_seconds": None, "load_memory": NOT_RECORDED.to_dict()}

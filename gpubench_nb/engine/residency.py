@@ -1,6 +1,6 @@
-"""Page-cache residency of each model/tokenizer file at load start, via ``mincore(2)`` (nothing read
-or faulted in), else ``"not observable"``: fingerprinting (R1.1) has just read the files, so
-``load_seconds`` is a warm-page-cache load, visible per run."""
+"""Page-cache residency of each model/tokenizer file at load start (``mincore(2)``, nothing faulted
+in; else "not observable"): fingerprinting (R1.1) has just read them, so ``load_seconds`` is a
+warm-cache load."""
 
 from __future__ import annotations
 
@@ -60,9 +60,8 @@ def _libc_mincore() -> Mincore | None:
 
 
 def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
-    """``{"file", "size_bytes", "resident_bytes", "resident_fraction"}`` of one file; ``resident_*``
-    is ``"not observable"`` without mincore, and an empty file (no page) is 0 bytes, fraction
-    ``"empty file"``."""
+    """Size and page-cache residency of one file; ``"not observable"`` without mincore, fraction
+    ``"empty file"`` for an empty one."""
     import numpy as np
 
     path = Path(path)

@@ -27,9 +27,8 @@ def synchronizer(device: Any) -> Callable[[], None]:
 def cuda_context_seconds(
     device: Any, *, cuda: Any = None, clock: Callable[[], int] = time.perf_counter_ns
 ) -> float | None:
-    """Create ``device``'s CUDA/ROCm context now and return its seconds (None on CPU), so no phase
-    timer charges it; allocates nothing, so the load's memory baseline is untouched (R3.8). Call it
-    before any other CUDA work."""
+    """Create ``device``'s CUDA/ROCm context now, before any other CUDA work, and return its seconds
+    (None on CPU); allocates nothing (R3.8)."""
     import torch
 
     device = torch.device(device) if device is not None else torch.device("cpu")

@@ -85,9 +85,8 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
 
 
 def record_problems(root: Path) -> list[str]:
-    """Every typed record the manifest seals, read by its one reader so a file that is not its
-    record is a finding, never a traceback: environment.json (R2.4), economics.json (R5.6; kept by a
-    `run` bundle with a schedule), each run.json (R3.6)."""
+    """Every sealed typed record read by its one reader, a bad one a finding, never a traceback
+    (R2.4, R3.6, R5.6; a scheduled `run` bundle keeps economics.json)."""
     found: list[str] = []
     scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
     readers = [(root / layout.ENVIRONMENT_NAME, read_environment)]
@@ -114,9 +113,8 @@ def grouped(unit: str, found: list[tuple[str, str]]) -> list[str]:
 
 
 def seal_problems(bundle_dir: str | Path) -> list[str]:
-    """check-bundle's first stage, verified before the ledger counts a bundle (R5.3, R5.6): the
-    manifest, the lock's two checksums and the CSV schema; BundleError (exit 2) without a
-    manifest."""
+    """check-bundle's first stage, before the ledger counts a bundle (R5.3, R5.6): manifest, lock
+    checksums, CSV schema; BundleError without a manifest."""
     root = Path(bundle_dir)
     if not root.is_dir():
         raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
@@ -156,9 +154,8 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
 
 
 def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) -> Corpus:
-    """The bundle's kept copy of its corpus (``protocol/corpus.*``), read as the lock declares
-    it (``texts=False``: IDs and labels only, as acceptance needs); CorpusError naming the file
-    when it is missing or unreadable (R5.6)."""
+    """The bundle's kept corpus, read as its lock declares (``texts=False``: IDs and labels only);
+    CorpusError naming the file when missing or unreadable (R5.6)."""
     declared = declaration["corpus"]
     kept = next((Path(root) / "protocol").glob("corpus.*"), None)
     if kept is None:

@@ -83,9 +83,8 @@ class Corpus:
 
 
 def canonical_revision(items: Sequence[CorpusItem]) -> str:
-    """SHA-256 of the items, not of the file bytes (R1.1): each a compact JSON array
-    ``[id, text, label]`` plus a newline, in corpus order, after a version tag. Format, BOM,
-    line ends, field names and key order do not change it; any ID, text, label or order does."""
+    """SHA-256 of the items, not the bytes (R1.1): format, BOM, line ends and key order do not
+    change it; any ID, text, label or order does."""
     revision = Revision()
     for item in items:
         revision.pending.append(canonical_record(item.id, item.text, item.label))
@@ -95,9 +94,8 @@ def canonical_revision(items: Sequence[CorpusItem]) -> str:
 
 
 def corpus_identity(items: Sequence[CorpusItem]) -> str:
-    """SHA-256 of the corpus as a set of items (R5.3): what a ledger counts, unlike the
-    revision, which pins the order too (R2.1). The compact JSON arrays ``[NFC id, text, label]``
-    are sorted, then hashed one per line after a version tag."""
+    """SHA-256 of the corpus as a set of items, what a ledger counts (R5.3), unlike the revision,
+    which pins the order too (R2.1)."""
     records = sorted(canonical_record(id_key(item.id), item.text, item.label) for item in items)
     digest = hashlib.sha256(_IDENTITY_TAG)
     for record in records:
@@ -112,10 +110,6 @@ def make_corpus(path: Path, items: Sequence[CorpusItem]) -> Corpus:
     return Corpus(path=Path(path), items=items, revision=canonical_revision(items))
 
 
-# ---------------------------------------------------------------------------------------------
-# Reading
-
-
 def load_corpus(
     path: str | Path,
     *,
@@ -128,8 +122,7 @@ def load_corpus(
     texts: bool = True,
 ) -> Corpus:
     """Load a JSONL or CSV corpus as a stream, refused with every problem and its line (R1.1, R1.2);
-    texts verbatim but for CRLF -> LF (any cut is the backend's, R2.3). ``texts=False`` checks and
-    fingerprints without keeping texts."""
+    texts verbatim but CRLF -> LF (any cut is the backend's, R2.3); ``texts=False`` keeps none."""
     path = Path(path)
     if fmt not in ("jsonl", "csv"):
         raise CorpusError(

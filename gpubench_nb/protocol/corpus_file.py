@@ -1,6 +1,5 @@
-"""Reading and checking a corpus file as a stream (R1.1-R1.3): records, problems by kind, and the
-canonical revision fed item by item (never held whole). A key given twice in one JSON line is
-refused, as in predictions files."""
+"""A corpus file read and checked as a stream, never held whole (R1.1-R1.3); a key given twice in
+one JSON line is refused, as in predictions files."""
 
 from __future__ import annotations
 

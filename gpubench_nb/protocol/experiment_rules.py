@@ -216,9 +216,8 @@ def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:
 
 
 def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> None:
-    """One ``corpus.format`` reads every split (``path`` is the eval file, then ``train``,
-    ``tune``). When every file's suffix names the same other format, the fix is the format
-    itself, said first; otherwise each odd file is named with its own fix (R1.1)."""
+    """One ``corpus.format`` reads every split; when all suffixes name the same other format, that
+    format is the fix, else each odd file is named (R1.1)."""
     looks = {s: _SUFFIX_FORMATS.get(p.suffix.lower()) for s, p in splits.items() if p is not None}
     odd = {split: kind for split, kind in looks.items() if kind not in (None, fmt)}
     if len(set(odd.values())) == 1 and set(odd) == {s for s, kind in looks.items() if kind}:
@@ -246,9 +245,8 @@ def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> N
 
 
 def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, str]]:
-    """``(setting, problem, fix)`` for each way of running the model that ``backend`` or the
-    declared device cannot run (R2.1), decided from the declaration alone; what depends on
-    this machine's packages and GPU is checked by ``engine.optimise.unrunnable``."""
+    """``(setting, problem, fix)`` for each way of running the model the declaration alone rules out
+    (R2.1); engine.optimise checks the machine."""
     device, scheme, attention = settings.device, settings.quantization, settings.attention
     precision = settings.precision
     rules = [  # (refused, setting, problem, fix)

@@ -14,13 +14,11 @@ from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.records import read_json
 
-# What each checksum of the lock covers, written once: ``sha256`` covers FROZEN (what is
-# compared between runs and machines); LOCK_SEAL covers every other field too (experiment_id,
-# created_utc, notes, corpus_identity), so an edit of any of them is seen (R1.3).
+# ``sha256`` covers FROZEN (compared between runs and machines); LOCK_SEAL covers every field,
+# so an edit of experiment_id, created_utc, notes or corpus_identity is seen too (R1.3).
 FROZEN = ("declaration", "fingerprints")
 LOCK_SEAL = "lock_sha256"
-# Written by every version that seals, and by none before: a lock that has it and no seal had
-# its seal removed. A lock with neither is of the format that predates seals.
+# Present in every sealed format: a lock with it and no seal had its seal removed.
 SEALED_FORMAT_KEY = "corpus_identity"
 
 
@@ -68,9 +66,8 @@ def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
 
 
 def lock_problems(lock: dict[str, Any]) -> list[str]:
-    """Why ``lock`` cannot be trusted, or []: the one check of both checksums (R1.3), for
-    check-bundle, `run` and every kernel. A lock without its seal is refused unless its format
-    predates seals; then its experiment_id must be the declaration's."""
+    """Why ``lock`` cannot be trusted, or []: the one check of both checksums (R1.3); an unsealed
+    lock passes only in the pre-seal format with the declared id."""
     found = []
     if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
         found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
@@ -224,9 +221,8 @@ def require_frozen(
     *,
     step: str,
 ) -> dict[str, Any]:
-    """Refuse unless ``experiment`` and the fingerprints of the files read equal the bundle's lock
-    (R1.3, R1.1); kernels call it first so a later YAML edit cannot reach them. ``pricing`` and
-    ``notes`` are not frozen."""
+    """Refuse unless ``experiment`` and the read files' fingerprints equal the lock (R1.3, R1.1);
+    kernels call it first, so later YAML edits cannot reach them."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
     changed = differences(lock.get("declaration"), experiment.normalised(), "declaration")

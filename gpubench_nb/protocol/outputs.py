@@ -1,7 +1,6 @@
-"""Where a command may read and write (R5.6): inputs are regular files; an output is a regular file
-or a new path, never an input nor inside a bundle (symlinks resolved). Overwriting an input destroys
-the evidence; renaming over a FIFO or device destroys what is there; opening a FIFO to read blocks
-forever."""
+"""Where a command may read and write (R5.6): inputs are regular files; an output is never an input,
+a FIFO or device, nor inside a bundle (symlinks resolved), so no command destroys its evidence or
+blocks on a FIFO."""
 
 from __future__ import annotations
 
@@ -67,9 +66,8 @@ def check_output(
     rule: str = "R5.6",
 ) -> Path:
     """The one guard of every output option: refuse ``out`` (exit 2) when writing it would destroy
-    an input or a non-regular file, or write into any bundle; a folder holding inputs is fine.
-    ``option`` and ``instead`` name the source and the alternative; ``folder``: ``out`` is a folder
-    to create in. Creates nothing; returns ``out``."""
+    an input or a non-regular file, or write into a bundle (R5.6). Creates nothing; returns
+    ``out``."""
     out = Path(out)
     inputs = list(inputs)
     for source in inputs:

@@ -49,9 +49,8 @@ def assess_runs(
     quality: QualitySpec,
     reference_value: float | None = None,
 ) -> QualityOutcome:
-    """Check each measured run's predictions against the expected IDs and the declared quality;
-    each drop is measured from the median quality of the reference variant's valid runs (R1.3
-    tolerance), or from ``reference_value`` (reference.json) for a bundle without them."""
+    """Check each measured run's predictions (R1.5); a drop is measured from the reference variant's
+    median valid quality, or ``reference_value`` (R1.3)."""
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
     predictions = {run_key(row): _folder(bundle_dir, row) / PREDICTIONS_NAME for row in measured}
     reference_values = []
@@ -181,9 +180,8 @@ class VariantAcceptance:
 
     @property
     def verdict(self) -> bool | None:
-        """True only when there is a measured run and every one was accepted; False when any
-        was not, or there is no measured run; None while some acceptance is not recorded and
-        none failed (empty = not recorded, never "no", R4.3)."""
+        """True when every measured run was accepted; False when one was not or none ran; None while
+        some is unrecorded and none failed (R4.3)."""
         if self.failed or self.measured_runs == 0:
             return False
         return None if self.unrecorded else True
@@ -223,9 +221,8 @@ class VariantAcceptance:
 
 
 def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAcceptance]:
-    """Per variant (first-seen order), the verdict of :class:`VariantAcceptance` over typed
-    rows (results.read_rows). A phase outside load/cold/warm or a corpus_accepted cell that is
-    not true/false/empty is a ResultsError (R3.2, R4)."""
+    """Per variant, in first-seen order, the :class:`VariantAcceptance` verdict over typed rows; bad
+    phase or acceptance cells are a ResultsError (R3.2, R4)."""
     runs: dict[str, dict[bool | None, list[str]]] = {}  # variant -> corpus_accepted -> runs
     for row in rows:
         variant, phase = str(row["variant_id"]), row["phase"]

@@ -1,6 +1,5 @@
-"""The typed records: ``run.json``, ``environment.json``, ``economics.json`` and the files a
-user writes (offers table, campaign file), on one base, ``Record``, whose annotations are the
-schema (R5.6, R1.3). JSON files are read in one place, ``read_json``."""
+"""The typed records on one base, ``Record``, whose annotations are the schema (R5.6, R1.3); JSON is
+read in one place, ``read_json``."""
 
 from __future__ import annotations
 

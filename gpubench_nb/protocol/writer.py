@@ -1,7 +1,5 @@
-"""One writer per bundle (R5.6): an exclusive ``flock`` on ``<output_dir>/.<id>.lock`` (outside the
-manifest), released by the kernel when its holder dies, so ``kill -9`` leaves no stale lock. The
-``.<id>.lock.holder.json`` sidecar only names the holder in refusals; kernels the holder starts
-inherit ``GPUBENCH_WRITER_TOKEN``."""
+"""One writer per bundle (R5.6): an exclusive ``flock`` beside it, freed by the kernel when its
+holder dies (no stale lock); the holder sidecar only names it in refusals."""
 
 from __future__ import annotations
 
@@ -87,9 +85,8 @@ def refuse_if_written(bundle_dir: Path | str) -> None:
 def bundle_writer(
     bundle_dir: Path | str, command: str | None = None, *, step: bool = False
 ) -> Iterator[str]:
-    """Hold the bundle's writer lock for the block and yield the holder's token; a second writer
-    is refused at once (exit 2) naming the holder. A step run on its own (``step=True``, plain
-    papermill) never writes into a finished bundle: only `run` does, after verifying it."""
+    """Hold the bundle's writer lock for the block, yielding its token; a second writer is refused
+    (exit 2); a lone step never writes into a finished bundle."""
     bundle_dir = Path(bundle_dir).resolve()
     if inherited := _held_by_us(bundle_dir):
         yield inherited

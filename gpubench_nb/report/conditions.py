@@ -1,6 +1,5 @@
-"""What the machine was doing during each run, as its run.json recorded it (R2.5): load, other
-busy processes (engine/activity.py), other GPU processes, CPU threads, GPU clocks; per variant the
-same over its runs, and :func:`conditions_check`: when they make a speed comparison unreliable."""
+"""What the machine was doing during each run, as run.json recorded it (R2.5), per run and per
+variant, and when that makes a speed comparison unreliable."""
 
 from __future__ import annotations
 
@@ -91,9 +90,8 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None, bool | None]:
-    """(text, fixed): the CPU threads of the run as it recorded them: run.json ``threads``
-    (engine/optimise.apply_threads: declared, intra-op, inter-op, OMP/MKL), else torch's
-    intra-op threads and the OMP/MKL variables at its start (``environment.numerics``)."""
+    """(text, fixed): the run's CPU threads as run.json ``threads`` records them, else torch's
+    intra-op threads and OMP/MKL variables at its start."""
     state = run.get("threads")
     if not isinstance(state, Mapping):
         numerics = env.get("numerics") if isinstance(env.get("numerics"), Mapping) else {}

@@ -1,6 +1,5 @@
-"""The answer first: one row per (bundle, variant), and who is cheapest and fastest (R5.3, R5.7),
-read from report.stats and economics.json; a fastest option is named only when report.verdict
-separates it from every other and the conditions allow it (R2.5)."""
+"""The answer first: one row per (bundle, variant) and who is cheapest and fastest (R5.3, R5.7); a
+fastest option only where report.verdict and conditions allow (R2.5)."""
 
 from __future__ import annotations
 
@@ -177,9 +176,8 @@ def _shown(o: Option, verdict: Any = None) -> str:
 
 
 def fastest_sentence(lowest: Option, others: Sequence[Option], check: ConditionsCheck) -> str:
-    """THE rule (report.verdict.compare_runs) between the lowest median and each other option:
-    "Fastest accepted option" only when it separates the lowest from every other, and no
-    option named faster when the recorded conditions are unreliable (R2.5, R3.5, R3.6)."""
+    """THE rule between the lowest median and each other option: "Fastest accepted option" only when
+    it separates them all and conditions allow (R2.5, R3.5)."""
     measured = (
         f"median warm time per corpus {formats.seconds(lowest.warm.median)} "
         f"({formats.seconds(lowest.warm.low)} – {formats.seconds(lowest.warm.high)} over "

@@ -1,5 +1,5 @@
-"""User text in the report's Markdown, shown as text, never markup: nbconvert allows raw HTML, so
-``<img onerror=...>`` in a folder, offer, note or variant id must reach the page as characters."""
+"""User text in the report's Markdown, shown as characters, never markup (nbconvert allows raw
+HTML)."""
 
 from __future__ import annotations
 

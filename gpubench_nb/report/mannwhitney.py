@@ -1,7 +1,6 @@
-"""The verdict's two-sided Mann–Whitney U p-value in plain Python (no scipy import), as
-``scipy.stats.mannwhitneyu`` with ``method="auto"``: exact when one sample has at most 8 values and
-none is tied, else the normal approximation with tie and continuity correction. A non-finite
-duration has no rank and is refused (R3.6)."""
+"""The verdict's two-sided Mann–Whitney U p-value in plain Python, as scipy's ``method="auto"``:
+exact when one sample has at most 8 values and none is tied, else normal with tie and continuity
+correction; a non-finite duration is refused (R3.6)."""
 
 from __future__ import annotations
 

@@ -271,9 +271,8 @@ def _summary_cells(s: PhaseSummary) -> dict[str, Any]:
 
 
 def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per measured phase: median tokens processed per second (run.json ``tokens_processed``
-    / elapsed: prompt and text tokens without padding, plus generated ones) and each run's
-    off-label answers (generate, R1.5); a sentence when no run counted tokens."""
+    """Per measured phase: median tokens per second (``tokens_processed`` / elapsed) and each run's
+    off-label answers (R1.5); a sentence when no run counted tokens."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES]
     if not any(r.get("tokens_processed") is not None for p in phases for r in p.rows):
         return "No backend of these bundles counted tokens: throughput is per text only."
@@ -344,9 +343,8 @@ _MIB = {n: f"{n[:-6].replace('_', ' ')}, MiB: median (min–max)" for n in MEMOR
 
 
 def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
-    """Per bundle and variant: protocol.quality's verdict, its measured runs accepted, the ID
-    and format checks, the quality's median (min–max) against the threshold and the reference,
-    and the runs that failed a check (R1.5, R1.6); each run's checks are in its checks.json."""
+    """Per bundle and variant: protocol.quality's verdict, checks, quality median (min–max) against
+    threshold and reference, failing runs (R1.5, R1.6)."""
     records = []
     summary = summarise(rows)
     for bundle, variant in summary.variants():

@@ -1,7 +1,5 @@
-"""The report's one summary per (bundle, variant, phase), computed once: median and min–max, never
-p95 (R3.5); a failed run is counted and listed but enters no statistic or plot (R3.6, R5.8);
-outliers are ``verdict.outlier_indices``; acceptance is read from protocol.quality, never re-tested
-(R1.5)."""
+"""The report's one summary per (bundle, variant, phase): medians and ranges, never p95 (R3.5);
+failed runs counted, in no statistic (R3.6, R5.8); acceptance read from protocol.quality (R1.5)."""
 
 from __future__ import annotations
 
@@ -186,9 +184,8 @@ class Summary:
 
 
 def summarise(rows: Rows | Summary) -> Summary:
-    """The one summary of ``rows`` (typed rows, a frame of them, or a Summary): bundles and
-    variants in first-seen order, phases load, cold, warm (R3.2); acceptance per variant from
-    protocol.quality.variant_acceptance over its bundle's rows (R1.5)."""
+    """The one summary of ``rows``, bundles and variants in first-seen order, phases load, cold,
+    warm (R3.2), acceptance from protocol.quality (R1.5)."""
     if isinstance(rows, Summary):
         return rows
     records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows

@@ -1,7 +1,6 @@
 """THE rule (:data:`RULE_TEXT`) for whether one variant's warm runs are faster than another's, and
-the outlier fence of every screen (kept and marked, R3.6). An outlier is ranked at its fence, so
-one slow run of five cannot turn a clear median gap into "not distinguishable"; the uncapped p is
-kept beside it."""
+the outlier fence (R3.6); an outlier ranks at its fence, so one slow run cannot hide a clear median
+gap."""
 
 from __future__ import annotations
 

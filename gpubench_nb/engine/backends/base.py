@@ -90,9 +90,8 @@ def native_bf16(device: torch.device, cuda: Any = None) -> bool:
 
 
 def check_precision(backend: str, device: torch.device, precision: str, cuda: Any = None) -> None:
-    """Refuse, before loading, a precision the device cannot run natively. Runs no model: the first
-    forward of a cold process is the timed cold pass (R3.2), where missing kernels show as a
-    recorded failure (R3.6)."""
+    """Refuse, before loading, a precision the device cannot run natively; runs no model, as the
+    first forward of a cold process is the timed cold pass (R3.2, R3.6)."""
     torch_dtype(precision)
     if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
         if cuda is None:
@@ -199,9 +198,8 @@ def read_metadata(folder: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class LoadSpec:
-    """What every backend is opened with, built once by ``load_backend``: folders, declared classes
-    (R1.3), device, precision, revisions fingerprinted before the timed load (R1.1, R3.2) and the
-    declared prompt (R2.5)."""
+    """What every backend is opened with, built once by ``load_backend``, its revisions
+    fingerprinted before the timed load (R1.1, R1.3, R2.5, R3.2)."""
 
     model_path: Path
     tokenizer_path: Path

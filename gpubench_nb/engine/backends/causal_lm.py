@@ -1,6 +1,6 @@
-"""The ``causal_lm`` backend: a local causal LM prompted per text. ``loglik``: the most likely
-verbalisation; ``generate``: greedy answers matched after normalisation, any other off-label (R1.5).
-Left padding with ``position_ids``: a batch answers as batch 1 (R2.1)."""
+"""The ``causal_lm`` backend: a local causal LM prompted per text, ``loglik`` (likeliest
+verbalisation) or ``generate`` (greedy, normalised; else off-label, R1.5). Left padding with
+``position_ids``: a batch answers as batch 1 (R2.1)."""
 
 from __future__ import annotations
 

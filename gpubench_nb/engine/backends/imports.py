@@ -1,7 +1,6 @@
-"""Import every module a backend's load will use (the concrete model and tokenizer classes included)
-before the load clock, timed as ``import_seconds``, so ``load_seconds`` is reading files and placing
-weights only (R3.2). A ``plain_tokenizer`` backend whose built folder declares the shipped WordPiece
-files imports ``tokenizers``, never transformers."""
+"""Import every module a backend's load will use before the load clock, timed as ``import_seconds``,
+so ``load_seconds`` is reading and placing weights only (R3.2). A ``plain_tokenizer`` backend with
+the shipped WordPiece files never imports transformers."""
 
 from __future__ import annotations
 

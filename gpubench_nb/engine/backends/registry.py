@@ -1,7 +1,6 @@
-"""The backend registry: one entry per declared ``model.backend`` name, its module imported only
-when asked (R2.1). That module gives ``BACKEND``, ``model_files`` (what its revision covers, R1.1)
-and, for a preset, ``preset_options``, ``preset_source``, ``build_preset``; nothing else dispatches
-on the name."""
+"""The backend registry: one entry per declared ``model.backend`` name, its module (``BACKEND``,
+``model_files`` for R1.1, preset builders) imported only when asked; nothing else dispatches on the
+name (R2.1)."""
 
 from __future__ import annotations
 
@@ -90,11 +89,10 @@ def load_backend(
     precision: str,
     revisions: tuple[str, str] | None = None,
 ) -> Backend:
-    """Load ``model`` with ``tokenizer`` on ``device`` at ``precision``, each file read once, labels
-    mapped to ``classes`` by name (R1.3). ``revisions`` are taken before a timed load so hashing is
-    not load time (R3.2), else hashed here (R1.1). Runs no forward (R3.2); a precision the device
-    cannot run natively is refused before any read; out of memory propagates (R5.8), any other
-    failure is a BackendError."""
+    """Load ``model`` with ``tokenizer`` on ``device``, each file read once, labels mapped to
+    ``classes`` by name (R1.3); ``revisions`` taken beforehand keep hashing out of load time (R3.2,
+    R1.1). Runs no forward; an unrunnable precision is refused before any read; out of memory
+    propagates (R5.8), any other failure is a BackendError."""
     import torch
 
     from gpubench_nb.engine.backends.device_errors import as_backend_error
