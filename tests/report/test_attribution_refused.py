@@ -18,5 +18,5 @@ def test_a_malformed_attribution_names_the_file_the_offer_and_the_key() -> None:
     with pytest.raises(BundleError) as caught:
         bundle.attribution(offer)
     message = str(caught.value)
-    assert "economics.json offers[h100].attribution" in message
-    assert "'attributable'" in message and "R5.6" in message
+    assert "b/economics.json: key 'offers[h100].attribution.attributable'" in message
+    assert "R5.6" in message
