@@ -50,11 +50,17 @@ class Bundle:
         """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
         economics.json records it, else (recorded before attribution) the same rule applied."""
         if offer.attribution is not None:
-            where = f"offers[{offer.offer_id}].attribution"
-            return Attribution.from_dict(offer.attribution, str(self.path / ECONOMICS_NAME), where)
+            where = f"{self.path / ECONOMICS_NAME} offers[{offer.offer_id}].attribution"
+            return Attribution.from_dict(offer.attribution, where)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
-            Offer(offer.offer_id, "", offer.gpu_model, offer.gpus_per_lot, {}),
+            Offer(
+                id=offer.offer_id,
+                provider="",
+                gpu_model=offer.gpu_model,
+                gpus_per_lot=offer.gpus_per_lot,
+                package_price_usd_minor={},
+            ),
             offer.lots,
             recorded_hardware(self.rows, self.environment),
             declared.offer_id if declared is not None else None,

@@ -37,7 +37,10 @@ def _hw(models=(), count=None) -> Hardware:
 
 
 def _attr(hardware: Hardware, *, offer="h100", model="NVIDIA H100 80GB", per_lot=1, declared=None):
-    return attribute(Offer(offer, "test", model, per_lot, {}), 1, hardware, declared)
+    offered = Offer(
+        id=offer, provider="test", gpu_model=model, gpus_per_lot=per_lot, package_price_usd_minor={}
+    )
+    return attribute(offered, 1, hardware, declared)
 
 
 def test_cpu_bundle_is_never_attributed_to_a_gpu_offer_even_when_declared() -> None:

@@ -52,7 +52,10 @@ def _hw(count, cpu=XEON, models=()) -> Hardware:
 
 
 def _cpu_attr(hardware: Hardware, *, cpu=XEON, declared=None):
-    return attribute(Offer("xeon", "test", "", 0, PRICES, cpu_model=cpu), 1, hardware, declared)
+    xeon = Offer(
+        id="xeon", provider="test", cpu_model=cpu, gpus_per_lot=0, package_price_usd_minor=PRICES
+    )
+    return attribute(xeon, 1, hardware, declared)
 
 
 def test_a_cpu_offer_is_attributed_only_to_that_cpu_without_a_gpu() -> None:
