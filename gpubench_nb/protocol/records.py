@@ -277,10 +277,10 @@ class Record:
     data: Mapping[str, Any] | None = field(default=None, repr=False, compare=False, metadata=_CODE)
 
     @classmethod
-    def from_dict(cls: type[R], data: Any, where: str = "") -> R:
-        """``data`` as read from ``where``, upgraded and validated; ``ERROR`` listing every
-        problem, each naming the file, the key path, the rule and the fix."""
-        at = _Where(where or cls.NAME, cls.RULE, cls.FIX)
+    def from_dict(cls: type[R], data: Any, where: str = "", path: str = "") -> R:
+        """``data`` as read from ``where`` at key ``path``, upgraded and validated; ``ERROR``
+        listing every problem, each naming the file, the key path, the rule and the fix."""
+        at = _Where(where or cls.NAME, cls.RULE, cls.FIX, path=path)
         if cls.NAME and isinstance(data, dict):
             data = _upgraded(cls.NAME, at, data)
         record = cls._parse(data, at)

@@ -50,8 +50,8 @@ class Bundle:
         """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
         economics.json records it, else (recorded before attribution) the same rule applied."""
         if offer.attribution is not None:
-            where = f"{self.path / ECONOMICS_NAME} offers[{offer.offer_id}].attribution"
-            return Attribution.from_dict(offer.attribution, where)
+            where = f"offers[{offer.offer_id}].attribution"
+            return Attribution.from_dict(offer.attribution, str(self.path / ECONOMICS_NAME), where)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
             Offer(

@@ -53,7 +53,7 @@ def _hw(count, cpu=XEON, models=()) -> Hardware:
 
 def _cpu_attr(hardware: Hardware, *, cpu=XEON, declared=None):
     xeon = Offer(
-        id="xeon", provider="test", cpu_model=cpu, gpus_per_lot=0, package_price_usd_minor=PRICES
+        id="xeon", provider="test", gpus_per_lot=0, package_price_usd_minor=PRICES, cpu_model=cpu
     )
     return attribute(xeon, 1, hardware, declared)
 
