@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.base import resolve_device
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
+from gpubench_nb.engine.memory import (
+    NOT_RECORDED,
+    MemoryReading,
+    failure_text,
+    is_out_of_memory,
+    probe_for,
+)
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_rules import optimisation_problems
@@ -137,8 +143,7 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 
         done = apply_optimisations(backend, settings, sample, device)
     except Exception as exc:  # not applied as declared: an observation, never a time
-        message = " ".join(str(exc).split())[:500]
-        record["error"] = f"optimisation failed: {type(exc).__name__}: {message}"
+        record["error"] = f"optimisation failed: {failure_text(exc)}"
         record["out_of_memory"] = is_out_of_memory(exc)
         rule = "R5.8 out of memory" if record["out_of_memory"] else "R3.6"
         event = f"{rule} applying {settings.optimisations()} failed: no pass was run"

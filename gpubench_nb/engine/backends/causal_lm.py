@@ -13,6 +13,7 @@ from gpubench_nb.engine.backends.base import (
     LoadSpec,
     Tokenized,
     batch_order,
+    padded,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
@@ -31,15 +32,7 @@ OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
 
 def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
     """``input_ids``, ``attention_mask`` and ``position_ids`` (0.. per row, from the mask)."""
-    import torch
-
-    width = max(len(row) for row in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        if row:
-            ids[r, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[r, width - len(row) :] = 1
+    ids, mask = padded(rows, pad_id, left=True)
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask)}
 
 
