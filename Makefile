@@ -9,6 +9,7 @@ VENV ?= .venv
 TORCH ?= torch>=2.1,<2.15
 TORCH_INDEX ?=
 EXPERIMENT ?= parameters/demo.yaml
+TEST_WORKERS ?= 3
 BIN := $(VENV)/bin
 # Two stamps: what the demo needs (torch, the package, its kernel), then for the tests their
 # tools and the minilm preset's 87 MB encoder, which the demo (bow) never reads (the
@@ -41,15 +42,17 @@ demo: $(STAMP)
 	$(BIN)/gpubench-nb build-model $(EXPERIMENT)
 	$(BIN)/gpubench-nb run $(EXPERIMENT)
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), a test file per worker at a time so that
+# a file's shared set-up is made once: kernels and fresh processes wait as much as they compute.
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # The inner loop: every test but those marked `slow` (real kernels, end to end); `make test`
 # and .ci/run still run them all.
 test-fast: $(DEV_STAMP)
-	$(BIN)/python -m pytest -m "not slow"
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not slow"
 
 benchmarks: $(DEV_STAMP)
 	$(BIN)/python benchmarks/acceptance_scale.py

@@ -24,7 +24,11 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip `gpu` tests, with a visible reason, where CUDA is absent."""
+    """Files holding `slow` tests first (parallel workers then end together: the long files do
+    not start last), each file's tests in their own order; `gpu` tests skip, with a visible
+    reason, where CUDA is absent."""
+    slow_files = {item.path for item in items if "slow" in item.keywords}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: files keep their order
     if _cuda_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device (marker `gpu`); none on this machine")

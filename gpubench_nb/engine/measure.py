@@ -14,13 +14,29 @@ from typing import Any
 
 from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
-from gpubench_nb.engine.clocks import sampler_for, telemetry_text
+from gpubench_nb.engine.clocks import sampler_for
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.optimise import graphs_compiled
-from gpubench_nb.engine.timing import Stopwatch, check_scope, synchronizer
+from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
+from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
 from gpubench_nb.protocol.records import GpuTelemetry
+
+
+def check_scope(scope: str) -> str:
+    """Return ``scope`` if it is declared in R3.1, else raise ``ValueError`` naming the fix."""
+    if scope not in SCOPES:
+        raise ValueError(
+            f"R3.1: timing scope {scope!r} is not one of {sorted(SCOPES)}; declare "
+            "timing.scope as 'processing' or 'end_to_end'"
+        )
+    return scope
+
+
+def scope_note(scope: str) -> str:
+    """The `notes` text that states what the timer covered (R3.1)."""
+    return f"scope={check_scope(scope)}: {SCOPES[scope]}"
 
 
 @dataclass(frozen=True)
@@ -64,20 +80,6 @@ class PassResult:
             if self.gpu_telemetry is None
             else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
         }
-
-    def note_lines(self) -> tuple[list[str], list[str]]:
-        """The pass's sentences for the notes: facts (the GPU's clocks, R2.5), then events
-        (failures, off-label answers R1.5, memory R3.8)."""
-        telemetry = telemetry_text(self.gpu_telemetry)
-        off_label = (
-            [
-                f"R1.5 {self.off_label_answers} of {self.item_count} generated answers are "
-                "outside the declared classes, written as-is (format_valid fails)"
-            ]
-            if self.off_label_answers
-            else []
-        )
-        return [telemetry] if telemetry else [], [*self.notes, *off_label, *self.memory.problems()]
 
 
 def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:

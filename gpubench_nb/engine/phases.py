@@ -14,20 +14,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
-from gpubench_nb.engine.measure import PassResult, measure_pass
+from gpubench_nb.engine.measure import PassResult, measure_pass, scope_note
 from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
 from gpubench_nb.engine.residency import residency, residency_text
-from gpubench_nb.engine.timing import (
-    LOAD_SCOPE,
-    Stopwatch,
-    cuda_context_seconds,
-    scope_note,
-    synchronizer,
-)
+from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.records import Phase
+
+LOAD_SCOPE = (
+    "load timer covers reading weights and tokenizer (each file once) and placing them on the "
+    "device, synchronised (R3.2); it excludes importing torch and the backend's Python modules "
+    "(import_seconds; on CUDA also the driver start), CUDA context creation "
+    "(cuda_context_seconds) and SHA-256 fingerprinting (fingerprint_seconds), all in run.json; "
+    "fingerprinting has just read every file, so the load reads them from the page cache, not "
+    "storage; no forward pass runs, so the cold pass is the process's first forward"
+)
 
 
 @dataclass(frozen=True)
@@ -114,19 +118,18 @@ def load_phase(
         stage = "imports"
         import_backend_modules(spec.model, spec.tokenizer)
         figures["import_seconds"] = (time.perf_counter_ns() - started) / 1e9
-        from gpubench_nb.engine.backends import fingerprints_for, load_backend, revision_files
+        from gpubench_nb.engine.backends.registry import fingerprinted_files, load_backend
 
         stage = "CUDA context creation"
         figures["cuda_context_seconds"] = cuda_context_seconds(device)
         stage = "fingerprinting"
         started = time.perf_counter_ns()
-        revisions = fingerprints_for(spec.model, spec.tokenizer)
+        files, revisions = fingerprinted_files(spec.model, spec.tokenizer)
         figures["fingerprint_seconds"] = (time.perf_counter_ns() - started) / 1e9
         if check_frozen is not None:
             check_frozen(revisions)
         stage = "load"
-        model_files, tokenizer_files = revision_files(spec.model, spec.tokenizer)
-        found = residency(dict.fromkeys([*model_files, *tokenizer_files]))
+        found = residency(dict.fromkeys([*files[0], *files[1]]))
         figures["weight_residency_at_load_start"] = found
         if found is not None:
             facts.append(residency_text(found))
@@ -271,6 +274,23 @@ def phase_note(phase: str, warmups: int) -> str:
     return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
 
 
+def _pass_lines(result: PassResult | None) -> tuple[list[str], list[str]]:
+    """The pass's sentences for the notes: facts (the GPU's clocks, R2.5), then events
+    (failures, off-label answers R1.5, memory R3.8)."""
+    if result is None:
+        return [], []
+    telemetry = telemetry_text(result.gpu_telemetry)
+    off_label = [
+        f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are "
+        "outside the declared classes, written as-is (format_valid fails)"
+    ]
+    return [telemetry] if telemetry else [], [
+        *result.notes,
+        *(off_label if result.off_label_answers else []),
+        *result.memory.problems(),
+    ]
+
+
 def run_notes(
     scope: str,
     prompt: Any,
@@ -283,10 +303,10 @@ def run_notes(
 ) -> str:
     """run.json's notes: scope, phase, the load's and the pass's facts, then the events, the
     injected faults and the environment (R3.1, R3.6, R2.4, R2.5)."""
-    phase_text = phase_note(phase, warmups)
-    facts, events = result.note_lines() if result is not None else ([], [])
+    phase_text, scope_text = phase_note(phase, warmups), scope_note(scope)
+    facts, events = _pass_lines(result)
     lines = [
-        scope_note(scope),
+        scope_text,
         *([prompt.note()] if prompt is not None else []),  # a prompted causal LM (R2.5)
         LOAD_SCOPE,
         phase_text,

@@ -1,36 +1,10 @@
-"""The declared timer scope (R3.1) and a device-synchronised stopwatch (R3.2)."""
+"""A device-synchronised stopwatch and the CUDA context clock (R3.2)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from typing import Any
-
-from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
-
-LOAD_SCOPE = (
-    "load timer covers reading weights and tokenizer (each file once) and placing them on the "
-    "device, synchronised (R3.2); it excludes importing torch and the backend's Python modules "
-    "(import_seconds; on CUDA also the driver start), CUDA context creation "
-    "(cuda_context_seconds) and SHA-256 fingerprinting (fingerprint_seconds), all in run.json; "
-    "fingerprinting has just read every file, so the load reads them from the page cache, not "
-    "storage; no forward pass runs, so the cold pass is the process's first forward"
-)
-
-
-def check_scope(scope: str) -> str:
-    """Return ``scope`` if it is declared in R3.1, else raise ``ValueError`` naming the fix."""
-    if scope not in SCOPES:
-        raise ValueError(
-            f"R3.1: timing scope {scope!r} is not one of {sorted(SCOPES)}; declare "
-            "timing.scope as 'processing' or 'end_to_end'"
-        )
-    return scope
-
-
-def scope_note(scope: str) -> str:
-    """The `notes` text that states what the timer covered (R3.1)."""
-    return f"scope={check_scope(scope)}: {SCOPES[scope]}"
 
 
 def _no_sync() -> None:

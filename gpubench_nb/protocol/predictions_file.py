@@ -8,8 +8,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from gpubench_nb.errors import PredictionsError
-from gpubench_nb.protocol.corpus_file import BOM, encodable
-from gpubench_nb.protocol.ids import DuplicateKeyError, strict_json_line, strict_json_loads
+from gpubench_nb.protocol.corpus_file import (
+    BOM,
+    DuplicateKeyError,
+    encodable,
+    strict_json_line,
+    strict_json_loads,
+)
 from gpubench_nb.protocol.outputs import regular_input
 
 PREDICTION_KEYS = frozenset({"id", "label"})

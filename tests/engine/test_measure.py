@@ -24,7 +24,13 @@ from gpubench_nb.engine.faults import (
     parse_faults,
     trigger,
 )
-from gpubench_nb.engine.measure import measure_pass, truncation_note
+from gpubench_nb.engine.measure import (
+    SCOPES,
+    check_scope,
+    measure_pass,
+    scope_note,
+    truncation_note,
+)
 from gpubench_nb.engine.memory import MemoryProbe, MemoryReading
 from gpubench_nb.protocol.corpus import CorpusItem, make_corpus
 
@@ -589,3 +595,13 @@ def test_settle_collects_then_freezes_the_heap_it_leaves(tmp_path: Path) -> None
     assert out["collected"] and out["later_collected"]
     assert out["frozen"] > 10_000  # torch's objects and ours, out of later collections' walk
     assert out["walked_after"] < 1_000 and out["kept_frozen"]
+
+
+def test_scopes_are_the_two_of_r3_1() -> None:
+    assert set(SCOPES) == {"processing", "end_to_end"}
+    assert check_scope("end_to_end") == "end_to_end"
+    note = scope_note("end_to_end")
+    assert note.startswith("scope=end_to_end") and "reading" in note
+    assert "excluded" in scope_note("processing")
+    with pytest.raises(ValueError, match="R3.1"):
+        check_scope("wallclock")

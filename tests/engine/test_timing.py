@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpubench_nb.engine.timing import SCOPES, Stopwatch, check_scope, scope_note, synchronizer
+from gpubench_nb.engine.timing import Stopwatch, synchronizer
 
 
 class Recorder:
@@ -61,16 +61,6 @@ def test_real_clock_measures_positive_time() -> None:
     watch = Stopwatch()
     watch.start()
     assert watch.stop() >= 0.0
-
-
-def test_scopes_are_the_two_of_r3_1() -> None:
-    assert set(SCOPES) == {"processing", "end_to_end"}
-    assert check_scope("end_to_end") == "end_to_end"
-    note = scope_note("end_to_end")
-    assert note.startswith("scope=end_to_end") and "reading" in note
-    assert "excluded" in scope_note("processing")
-    with pytest.raises(ValueError, match="R3.1"):
-        check_scope("wallclock")
 
 
 def test_synchronizer_is_a_noop_on_cpu() -> None:

@@ -135,8 +135,10 @@ def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_pat
     from gpubench_nb.engine import backends
 
     events: list[str] = []
-    real_fingerprints = backends.fingerprints_for
-    real_load = backends.load_backend
+    from gpubench_nb.engine.backends import registry
+
+    real_fingerprints = registry.fingerprinted_files
+    real_load = registry.load_backend
 
     def context(device):
         events.append(f"context {device}")
@@ -155,8 +157,8 @@ def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_pat
     first = iter([torch.device("cuda", 0)])  # the run's device; the backend's own stays cpu
     real_resolve = backends.resolve_device
     monkeypatch.setattr(backends, "resolve_device", lambda d: next(first, None) or real_resolve(d))
-    monkeypatch.setattr(backends, "fingerprints_for", fingerprints)
-    monkeypatch.setattr(backends, "load_backend", load)
+    monkeypatch.setattr(registry, "fingerprinted_files", fingerprints)
+    monkeypatch.setattr(registry, "load_backend", load)
     monkeypatch.setattr(loadmod, "probe_for", lambda device: FakeProbe(events))
     monkeypatch.setattr(loadmod, "synchronizer", lambda device: lambda: events.append("sync"))
     exp = load_experiment(workspace / "experiment.yaml")

@@ -205,15 +205,15 @@ def read_metadata(folder: Path) -> dict[str, Any]:
 class LoadSpec:
     """What every backend is opened with, built once by ``load_backend``: the model and
     tokenizer folders, the declared classes (matched by name, R1.3), the resolved device, the
-    precision, the revisions fingerprinted before the timed load (R3.2; None: hashed while
-    opening, R1.1) and the declared prompt (the backends that take one, R2.5)."""
+    precision, the two revisions, fingerprinted before the backend opens (R1.1; before the
+    timed load, R3.2) and the declared prompt (the backends that take one, R2.5)."""
 
     model_path: Path
     tokenizer_path: Path
     classes: tuple[str, ...]
     device: torch.device
     precision: str
-    revisions: tuple[str, str] | None = None
+    revisions: tuple[str, str]
     prompt: Any = None
 
 
@@ -257,17 +257,11 @@ class Backend:
 
     def _open(self, spec: LoadSpec) -> None:
         """Set the folders, classes, device and precision, the tokenizer (read once) and both
-        revisions: ``spec.revisions`` when fingerprinted before the timed load, so hashing is
-        not load time (R3.2); else the files are hashed here (R1.1)."""
-        from gpubench_nb.engine.backends.registry import backend_entry
+        revisions (``spec.revisions``: hashed before, never inside, the load, R3.2)."""
         from gpubench_nb.engine.backends.tokenization import TextTokenizer, require_folder
-        from gpubench_nb.protocol.fingerprint import sha256_files
 
-        model_revision, tokenizer_revision = spec.revisions or (None, None)
+        self.model_revision, tokenizer_revision = spec.revisions
         self.model_path = require_folder(spec.model_path, "model.path")
-        self.model_revision = model_revision or sha256_files(
-            backend_entry(self.name).model_files(self.model_path), self.model_path
-        )
         self.tokenizer = TextTokenizer(
             spec.tokenizer_path, revision=tokenizer_revision, plain=self.plain_tokenizer
         )

@@ -18,9 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from gpubench_nb.engine.backends.base import read_metadata
+from gpubench_nb.engine.backends.base import METADATA_FILE
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_REVISION
-from gpubench_nb.errors import BackendError
 
 # Modules a tokenizer load may import lazily, depending on the transformers version.
 _TOKENIZER_SUPPORT = (
@@ -95,11 +94,8 @@ def _declares_shipped_wordpiece(model_path: Path) -> bool:
     then reads them with ``tokenizers`` alone, and it refuses any other tokenizer folder
     (R1.1): the declaration decides, read, not hashed. The files are hashed once per run, by
     fingerprinting, never inside ``import_seconds``."""
-    try:
-        meta = read_metadata(Path(model_path))
-    except (BackendError, OSError):
-        return False  # not a built folder: its load refuses it anyway
-    return isinstance(meta, dict) and meta.get("tokenizer_revision") == WORDPIECE_REVISION
+    meta = _json(Path(model_path) / METADATA_FILE)  # none: not a built folder, its load refuses it
+    return meta.get("tokenizer_revision") == WORDPIECE_REVISION
 
 
 def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:

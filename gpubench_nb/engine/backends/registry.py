@@ -5,23 +5,34 @@ a prompt in ``protocol.prompting``; each name's code is the module of that name 
 imported only when asked (torch and transformers load only for the backend used). That module
 gives ``BACKEND`` (its class), ``model_files(folder)`` (what its model revision covers, R1.1),
 and, for a preset, ``preset_options``, ``preset_source`` and ``build_preset`` (build-model).
-``load_backend``, ``fingerprints_for``, ``build_model``, ``import_backend_modules``,
+``load_backend``, ``fingerprints_for`` (here), ``build_model``, ``import_backend_modules``,
 ``model_check`` and the pipeline read this table; nothing else dispatches on the name.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
+from gpubench_nb.engine.backends.base import (
+    Backend,
+    LoadSpec,
+    check_precision,
+    resolve_device,
+    torch_dtype,
+)
+from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import (
     BACKENDS,
     PRESET_BACKENDS,
     USER_BACKENDS,
 )
+from gpubench_nb.protocol.fingerprint import sha256_files
 from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
 
 _PACKAGE = "gpubench_nb.engine.backends"
@@ -76,4 +87,69 @@ def backend_entry(name: str) -> BackendEntry:
         ) from None
 
 
-__all__ = ["PRESETS", "REGISTRY", "USER_FOLDERS", "BackendEntry", "backend_entry"]
+def load_backend(
+    model: Any,
+    tokenizer: Any,
+    *,
+    classes: Sequence[str],
+    device: str,
+    precision: str,
+    revisions: tuple[str, str] | None = None,
+) -> Backend:
+    """Load ``model`` (a ModelSpec: backend, path, build) with ``tokenizer`` (a TokenizerSpec:
+    path) on ``device`` at ``precision``, reading each file once, and map the model's labels
+    to ``classes`` by name (R1.3). ``revisions`` = ``fingerprints_for(model, tokenizer)``,
+    taken before a timed load so that hashing is not load time (R3.2); without it the files
+    are hashed here first (R1.1). No forward pass runs here: the first forward of a fresh process is
+    the timed cold pass (R3.2). A precision the device cannot run natively (bf16 without
+    hardware support) is refused before anything is read; any other failure becomes a
+    BackendError that says what failed, except out-of-memory, which propagates (R5.8)."""
+    import torch
+
+    from gpubench_nb.engine.backends.device_errors import as_backend_error
+
+    entry = backend_entry(model.backend)
+    torch_dtype(precision)  # an unknown precision fails before any file is read
+    resolved = resolve_device(device)
+    check_precision(model.backend, resolved, precision)
+    backend_class = entry.backend_class()
+    revisions = revisions or fingerprints_for(model, tokenizer)
+    # model.prompt: the declared prompt (None but for a causal_lm), frozen in the lock (R2.5)
+    spec = LoadSpec(
+        Path(model.path), Path(tokenizer.path), tuple(classes), resolved, precision, revisions,
+        getattr(model, "prompt", None),
+    )  # fmt: skip
+    try:
+        return backend_class(spec)
+    except (BackendError, torch.cuda.OutOfMemoryError):
+        raise
+    except (RuntimeError, ValueError, NotImplementedError, TypeError) as exc:
+        raise as_backend_error(
+            exc, backend=model.backend, device=resolved, precision=precision
+        ) from exc
+
+
+def revision_files(model: Any, tokenizer: Any) -> tuple[list[Path], list[Path]]:
+    """The model files and the tokenizer files whose SHA-256 are the two revisions (R1.1):
+    every file load_backend (and transformers under it) reads in each folder."""
+    entry = backend_entry(model.backend)
+    model_dir = require_folder(model.path, "model.path")
+    tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
+    return entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
+
+
+def fingerprinted_files(
+    model: Any, tokenizer: Any
+) -> tuple[tuple[list[Path], list[Path]], tuple[str, str]]:
+    """The files each revision covers, and ``(model_revision, tokenizer_revision)``: their
+    SHA-256, without loading them (R1.1). One listing serves the hash and the load after it."""
+    model_files, tokenizer_files = revision_files(model, tokenizer)
+    return (model_files, tokenizer_files), (
+        sha256_files(model_files, Path(model.path)),
+        sha256_files(tokenizer_files, Path(tokenizer.path)),
+    )
+
+
+def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
+    """``(model_revision, tokenizer_revision)`` of the declared folders (the protocol lock)."""
+    return fingerprinted_files(model, tokenizer)[1]
