@@ -28,11 +28,8 @@ def _current_umask() -> int:
 
 
 def _final_mode(path: Path) -> int:
-    """The mode a plain ``open(path, "w")`` would leave: the existing file's, else 0666 & ~umask.
-
-    ``mkstemp`` creates its file 0600 whatever the umask; renamed into place as is, every
-    bundle file would be unreadable by the colleagues it is meant for.
-    """
+    """The mode ``open(path, "w")`` would leave (the existing file's, else 0666 & ~umask), not
+    mkstemp's 0600: bundle files are meant for colleagues too."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
@@ -40,9 +37,8 @@ def _final_mode(path: Path) -> int:
 
 
 def give_plain_modes(root: Path) -> None:
-    """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would: folders
-    0777 & ~umask, files 0666 & ~umask (a folder staged with ``mkdtemp`` is 0700 and some
-    writers leave 0600 files; a model folder is meant for colleagues too)."""
+    """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would (a folder
+    staged with ``mkdtemp`` is 0700; a model folder is meant for colleagues too)."""
     mask = _current_umask()
     root = Path(root)
     for folder, _, files in os.walk(root):
@@ -52,11 +48,8 @@ def give_plain_modes(root: Path) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix.
-
-    The file ends with the permissions a plain ``open()`` would give it: an existing file keeps
-    its mode, a new one gets 0666 minus the umask.
-    """
+    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix, with
+    the mode a plain ``open()`` would give it."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

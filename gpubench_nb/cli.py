@@ -23,14 +23,13 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k not in ("command", "action", "handler")}
 
 
-def _validate(args: argparse.Namespace) -> int:
+def _validate(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.validate import validate_experiment
 
     validate_experiment(args.experiment_path, sys.stdout)
-    return 0
 
 
-def _build_model(args: argparse.Namespace) -> int:
+def _build_model(args: argparse.Namespace) -> None:
     from gpubench_nb.engine.backends import build_model
     from gpubench_nb.engine.backends.build import build_summary
     from gpubench_nb.protocol.experiment import load_experiment
@@ -38,10 +37,9 @@ def _build_model(args: argparse.Namespace) -> int:
     exp = load_experiment(args.experiment_path)
     path = build_model(exp, force=args.force)
     print(f"model ready: {Path(path).resolve()}", *build_summary(exp, path), sep="\n")
-    return 0
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.interrupt import stop_on_signals, terminate_children
     from gpubench_nb.pipeline.progress import run_with_progress
 
@@ -55,7 +53,6 @@ def _run(args: argparse.Namespace) -> int:
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
     print(summary)
-    return 0
 
 
 def _accept(args: argparse.Namespace) -> int:
@@ -66,31 +63,28 @@ def _accept(args: argparse.Namespace) -> int:
     return 0 if accepted.report.corpus_accepted else EXIT_NOT_ACCEPTED
 
 
-def _csv_check(args: argparse.Namespace) -> int:
+def _csv_check(args: argparse.Namespace) -> int | None:
     from gpubench_nb.protocol.results import validate_csv
 
-    problems = validate_csv(Path(args.file))
-    return _verdict(problems, f"{args.file}: valid (38 columns, R4)", refused=2)
+    return _verdict(validate_csv(Path(args.file)), f"{args.file}: valid (38 columns, R4)", 2)
 
 
-def _check_bundle(args: argparse.Namespace) -> int:
+def _check_bundle(args: argparse.Namespace) -> int | None:
     from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = verify_bundle(args.bundle)
     ok = f"{args.bundle}: every check re-derived and matching; manifest intact"
-    return _verdict(problems, ok, refused=1)
+    return _verdict(verify_bundle(args.bundle), ok, 1)
 
 
-def _verdict(problems: Sequence[str], ok: str, *, refused: int) -> int:
-    """Each problem on stderr and exit ``refused``, or ``ok`` on stdout and exit 0."""
+def _verdict(problems: Sequence[str], ok: str, refused: int) -> int | None:
+    """Each problem on stderr and exit ``refused``, or ``ok`` on stdout (exit 0)."""
     if problems:
         print("\n".join(problems), file=sys.stderr)
         return refused
     print(ok)
-    return 0
 
 
-def _notebooks(args: argparse.Namespace) -> int:
+def _notebooks(args: argparse.Namespace) -> None:
     from gpubench_nb.kernel import copy_notebooks, notebooks_dir
     from gpubench_nb.protocol.outputs import check_output_folder
 
@@ -99,7 +93,6 @@ def _notebooks(args: argparse.Namespace) -> int:
     else:  # the one output guard first (R5.6: never inside a bundle, symlinks resolved)
         paths = copy_notebooks(check_output_folder(Path(args.copy), option="--copy"))
     print(*paths, sep="\n")
-    return 0
 
 
 def schemas() -> dict[str, dict]:
@@ -111,7 +104,7 @@ def schemas() -> dict[str, dict]:
     return {"experiment": EXPERIMENT, "offers": OFFERS, "campaign": CAMPAIGN}
 
 
-def _schema(args: argparse.Namespace) -> int:
+def _schema(args: argparse.Namespace) -> None:
     import json
 
     from gpubench_nb.protocol import schema
@@ -121,39 +114,30 @@ def _schema(args: argparse.Namespace) -> int:
     else:
         document = schema.document(f"gpubench-nb {args.file} file", schemas()[args.file])
         print(json.dumps(document, indent=1, ensure_ascii=False))
-    return 0
 
 
-def _written(what: str, path: str | Path) -> int:
-    print(f"{what} written: {Path(path).resolve()}")
-    return 0
-
-
-def _report(args: argparse.Namespace) -> int:
+def _report(args: argparse.Namespace) -> None:
     from gpubench_nb.report.comparison import render_comparison
     from gpubench_nb.report.render import executed_notebook
 
     path = render_comparison(**_given(args))
-    _written("report", path)
+    print(f"report written: {Path(path).resolve()}")
     print(f"its notebook:   {executed_notebook(path)} (what made it; rerun a cell there)")
-    return 0
 
 
 def _classify(args: argparse.Namespace) -> int:
     from gpubench_nb.pipeline.classify import classify, summary
 
-    result = classify(**_given(args))
-    print(summary(result))
+    print(summary(result := classify(**_given(args))))
     return 0 if result.accepted else EXIT_NOT_ACCEPTED
 
 
-def _ledger(args: argparse.Namespace) -> int:
+def _ledger(args: argparse.Namespace) -> None:
     from gpubench_nb.economics.ledger import ledger_report
 
     sys.stdout.write(ledger_report(**_given(args)))
     if args.out:
         print(f"ledger written: {Path(args.out).resolve()}", file=sys.stderr)
-    return 0
 
 
 def _campaign_run(args: argparse.Namespace) -> int:
@@ -167,25 +151,24 @@ def _campaign_run(args: argparse.Namespace) -> int:
             "to resume them",
             file=sys.stderr,
         )
-        return EXIT_NOT_ACCEPTED
-    return 0
+    return EXIT_NOT_ACCEPTED if result.failed else 0
 
 
-def _campaign_status(args: argparse.Namespace) -> int:
+def _campaign_status(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 
     print(status_table(campaign_status(**_given(args))))
-    return 0
 
 
-def _campaign_report(args: argparse.Namespace) -> int:
+def _campaign_report(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.campaign.view import campaign_report
 
-    return _written("report", campaign_report(**_given(args)))
+    print(f"report written: {Path(campaign_report(**_given(args))).resolve()}")
 
 
-# The one library call of each command, by the name its parser gives (cli_parser.py).
-HANDLERS: dict[str, Callable[[argparse.Namespace], int]] = {
+# The one library call of each command, by the name its parser gives (cli_parser.py); a
+# handler returns its exit code, None for 0.
+HANDLERS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "validate": _validate,
     "build-model": _build_model,
     "run": _run,
@@ -207,19 +190,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = HANDLERS[args.handler]  # the parser names each command's handler
     try:
-        code = handler(args)
+        code = handler(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
         return code
     except GpubenchError as exc:
         print(f"gpubench-nb {args.command}: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        # `run` recorded it in the bundle and says what it kept (pipeline/interrupt.py, R3.6)
-        note = getattr(exc, "note", None)
-        print(
-            note or "interrupted: rerun the same command to resume; finished runs are kept",
-            file=sys.stderr,
-        )
+        note = getattr(exc, "note", None)  # what `run` recorded and kept (R3.6)
+        default = "interrupted: rerun the same command to resume; finished runs are kept"
+        print(note or default, file=sys.stderr)
         if note:
             print(f"resume: {_resume_command(argv)}", file=sys.stderr)
         name = getattr(exc, "signal_name", "SIGINT")  # 128 + the signal, as a shell reports

@@ -1,7 +1,5 @@
-"""The `gpubench-nb` argument parser: one entry per subcommand in ``COMMANDS`` (help texts, one
-example, its arguments). Each argument's ``dest`` is the parameter name of the library call
-`cli.py` makes for the command (``HANDLERS``, by the command's name), so the handler passes the
-parsed arguments on as they are."""
+"""The `gpubench-nb` argument parser: one entry per subcommand in ``COMMANDS``. Each argument's
+``dest`` is the parameter name of the library call `cli.py` makes, which passes them on as is."""
 
 from __future__ import annotations
 
@@ -37,11 +35,6 @@ def _positive_int(text: str) -> int:
 
 
 SCHEMA_FILES = ("experiment", "offers", "campaign")
-EXPERIMENT_HELP = "the experiment YAML (e.g. parameters/demo.yaml); see `gpubench-nb --help`"
-OUTPUT_DIR_HELP = (
-    "folder that receives one bundle per experiment, relative to the current folder "
-    "(default: outputs)"
-)
 TOP_DESCRIPTION = """\
 Which GPU rental package classifies your text corpus at the lowest cost per accepted result:
 first prove the outputs complete and good enough, then time them, then price them.
@@ -66,10 +59,6 @@ failed, 2 unusable input (the message names the rule and the fix).
 """
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Descriptions and examples keep their line breaks; defaults are shown where given."""
-
-
 def _arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
     """One ``add_argument`` call, written down: its names and options."""
     return names, options
@@ -77,8 +66,8 @@ def _arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: a short summary, a description, one example, its arguments (``_arg``) and
-    its actions (subcommands of its own, like `campaign run`)."""
+    """A subcommand: summary, description, one example, arguments (``_arg``) and actions (its
+    own subcommands, like `campaign run`)."""
 
     name: str
     summary: str
@@ -93,7 +82,7 @@ class Command:
             help=self.summary,
             description=f"{self.summary}.\n\n{self.description}",
             epilog=f"example:\n  {self.example}",
-            formatter_class=_HelpFormatter,
+            formatter_class=argparse.RawDescriptionHelpFormatter,  # line breaks kept
         )
         for names, options in self.arguments:
             p.add_argument(*names, **options)
@@ -105,8 +94,17 @@ class Command:
             p.set_defaults(handler=prefix + self.name)
 
 
-EXPERIMENT = _arg("experiment_path", metavar="experiment", help=EXPERIMENT_HELP)
-OUTPUT_DIR = _arg("--output-dir", default="outputs", help=OUTPUT_DIR_HELP)
+EXPERIMENT = _arg(
+    "experiment_path",
+    metavar="experiment",
+    help="the experiment YAML (e.g. parameters/demo.yaml); see `gpubench-nb --help`",
+)
+OUTPUT_DIR = _arg(
+    "--output-dir",
+    default="outputs",
+    help="folder that receives one bundle per experiment, relative to the current folder "
+    "(default: outputs)",
+)
 CAMPAIGN = _arg(
     "path",
     metavar="campaign",
@@ -272,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="gpubench-nb",
         description=TOP_DESCRIPTION,
         epilog=TOP_EPILOG,
-        formatter_class=_HelpFormatter,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"gpubench-nb {__version__}")
     sub = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")

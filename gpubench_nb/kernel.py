@@ -1,23 +1,15 @@
-"""The notebooks the tool ships, and the Jupyter kernels it runs them in.
+"""The shipped notebooks (package data, never written to: R5.6) and the kernels that run them.
 
-The notebooks are package data ``gpubench_nb.notebooks`` (``pyproject.toml`` maps the top-level
-``notebooks/`` to it), found through ``importlib.resources`` by every kind of install; nothing
-is ever written there: executed notebooks go to the bundle (R5.6).
-
-The kernels ``gpubench-nb`` starts (``run``, ``report``) use the IPC transport, in a private
-runtime folder of this process (0700, removed at exit): ipykernel >= 7 then has no "running over
-TCP without encryption" warning to print, and two runs on one install (a GPU server has several
-users) never share socket names. Once shut down cleanly they exit without the interpreter's
-teardown (0.6-0.9 s of every run with torch imported). For kernels others start (the plain
-``papermill`` CLI, Jupyter), ``python -m gpubench_nb.kernel install`` writes a ``python3``
-kernelspec whose launcher drops only that warning line (such kernels listen on 127.0.0.1 only,
-and the line is advice the user cannot act on).
+Kernels gpubench-nb starts use IPC in a private 0700 folder (no TCP warning, no socket shared
+between users) and skip the interpreter's teardown; ``python -m gpubench_nb.kernel install``
+writes a kernelspec for other clients whose launcher drops only the TCP warning.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
 import functools
 import importlib.resources
 import json
@@ -47,8 +39,6 @@ def notebooks_dir() -> Path:
     """The folder holding the shipped notebooks (a real folder: papermill reads paths)."""
     checkout = Path(__file__).resolve().parent.parent
     if (checkout / "pyproject.toml").is_file() and (checkout / "notebooks").is_dir():
-        # Imported from a source tree (editable install, PYTHONPATH on a clone): its own
-        # notebooks/, not another tree's that an editable finder may point to.
         path = checkout / "notebooks"
     else:
         try:
@@ -71,10 +61,7 @@ def notebook_path(name: str) -> Path:
 
 
 def copy_notebooks(target: Path) -> list[Path]:
-    """Copy every shipped notebook into ``target`` (created if absent), all or nothing: no
-    notebook is overwritten; on any error (a full disk, no permission) whatever was copied is
-    removed again. ``target`` has passed the output guard (protocol.outputs, R5.6: never inside
-    a bundle) in the caller, the CLI."""
+    """Copy every shipped notebook into ``target``, all or nothing, never overwriting one."""
     source = notebooks_dir()
     existing = [target / name for name in STAGE_NOTEBOOKS if (target / name).exists()]
     if existing:
@@ -86,8 +73,7 @@ def copy_notebooks(target: Path) -> list[Path]:
     try:
         target.mkdir(parents=True, exist_ok=True)
         for name in STAGE_NOTEBOOKS:
-            # "x": never overwrite, even a file made since the check; the mode is a new file's
-            # (0666 & ~umask), not a read-only install's 0444.
+            # "x": never overwrite; the mode is a new file's, not a read-only install's 0444
             with (source / name).open("rb") as src, (target / name).open("xb") as dst:
                 copied.append(target / name)
                 shutil.copyfileobj(src, dst)
@@ -107,24 +93,20 @@ def copy_notebooks(target: Path) -> list[Path]:
 
 TCP_WARNING = "Kernel is running over TCP without encryption"
 _IRI_GRAMMAR = "rfc3987_syntax"  # optional to jsonschema; no notebook schema uses it
-# Set in the environment of the kernels gpubench-nb starts: they skip the interpreter's
-# teardown at exit (exit_without_teardown).
 FAST_EXIT = "GPUBENCH_KERNEL_FAST_EXIT"
 # ipykernel's line (kernelbase: with a final period on the shell path, without on control)
 SHUTDOWN_INTERRUPT = "KeyboardInterrupt caught in kernel"
 
 
 RUNTIME_PREFIX = "gpubench-nb-"
-# A Unix socket path holds at most 107 bytes (104 on macOS); a kernel's longest socket name in
-# the runtime folder is "/kernel-<12 hex>-ipc-<5 digits>" (30) after the folder's own 20.
+# A Unix socket path holds at most 107 bytes (104 on macOS)
 MAX_SOCKET_PATH = 100
 _LONGEST_SOCKET_NAME = len(RUNTIME_PREFIX) + 8 + 8 + len("/kernel-0123456789ab-ipc-65535")
 _FOLDER = re.compile(re.escape(RUNTIME_PREFIX) + r"(\d+)-")
 
 
 def _runtime_base() -> str:
-    """Where the private folder goes: the temporary folder (``TMPDIR``), else the user's
-    ``XDG_RUNTIME_DIR``, else ``/tmp``: the first short enough for socket paths."""
+    """TMPDIR, else XDG_RUNTIME_DIR, else /tmp: the first short enough for socket paths."""
     for base in (tempfile.gettempdir(), os.environ.get("XDG_RUNTIME_DIR"), "/tmp"):
         if (
             base
@@ -138,11 +120,7 @@ def _runtime_base() -> str:
 
 @functools.cache
 def runtime_dir() -> Path:
-    """This process's private folder for kernel sockets and connection files (0700).
-
-    Made once per process (``mkdtemp``: a fresh name, mode 0700) under :func:`_runtime_base`,
-    and removed when the process exits; never the package or the checkout folder.
-    """
+    """This process's private folder (0700) for kernel sockets, removed at exit."""
     base = _runtime_base()
     _remove_stale(Path(base))
     folder = Path(tempfile.mkdtemp(prefix=f"{RUNTIME_PREFIX}{os.getpid()}-", dir=base))
@@ -167,8 +145,7 @@ def _remove_stale(base: Path) -> None:
 
 @functools.cache
 def kernel_manager_class() -> type:
-    """An AsyncKernelManager that starts kernels over IPC where ZeroMQ supports it (POSIX),
-    with its connection file and sockets in :func:`runtime_dir`."""
+    """An AsyncKernelManager over IPC (where ZeroMQ has it), its files in :func:`runtime_dir`."""
     import zmq
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
@@ -177,9 +154,6 @@ def kernel_manager_class() -> type:
         return AsyncKernelManager
 
     class IpcKernelManager(AsyncKernelManager):
-        """AsyncKernelManager whose default transport is IPC instead of TCP, its files private;
-        its kernels exit without tearing torch down (``FAST_EXIT``)."""
-
         async def start_kernel(self, **kw: Any) -> None:
             env = dict(kw.pop("env", None) or os.environ)
             env[FAST_EXIT] = "1"
@@ -191,21 +165,15 @@ def kernel_manager_class() -> type:
 
         @default("connection_file")
         def _default_connection_file(self) -> str:
-            # jupyter_client names the IPC sockets after the connection file ("<name>-ipc-N"):
-            # a unique name in a private folder gives sockets no other process can pick.
+            # the IPC sockets are named after it: unique, in a private folder
             return str(runtime_dir() / f"kernel-{uuid.uuid4().hex[:12]}.json")
 
     return IpcKernelManager
 
 
 def papermill_module() -> ModuleType:
-    """``papermill``, imported without the grammar jsonschema would build for nothing.
-
-    nbformat's jsonschema imports the optional ``rfc3987_syntax`` (jupyterlab installs it) for
-    ``iri`` formats, whose parser is built at import (about a second per ``run`` and
-    ``report``). No notebook schema has an ``iri`` format: this process marks the package
-    absent before jsonschema's first import, which then skips that one checker.
-    """
+    """``papermill``, with jsonschema's optional ``iri`` grammar (a second to build, used by
+    no notebook schema) marked absent before jsonschema's first import."""
     if "jsonschema" not in sys.modules:
         sys.modules.setdefault(_IRI_GRAMMAR, None)  # type: ignore[assignment]
     import papermill
@@ -226,10 +194,8 @@ class _DropTcpWarning(logging.Filter):
 
 
 class _DropShutdownInterrupt(logging.Filter):
-    """Drops ipykernel's "KeyboardInterrupt caught in kernel." in the kernels gpubench-nb starts:
-    jupyter_client's SIGINT before every ``shutdown_request`` logs it at ERROR into the bundle's
-    kernel log of runs that went well (a cell reports its own interrupt; a user's Ctrl-C
-    reaches these kernels only through that same shutdown)."""
+    """Drops the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT before each
+    shutdown logs at ERROR in the kernels gpubench-nb starts (a cell reports its own)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
@@ -251,13 +217,8 @@ def launch() -> None:
 
 
 def stop_control_thread(app: Any, timeout_seconds: float = 10.0) -> None:
-    """Let the control thread finish its last message, then stop it, while IOPub still runs.
-
-    ipykernel (7.x) answers ``shutdown_request`` on its control thread, whose stdout flush waits
-    for IOPub; atexit stops IOPub first, so a reply still being flushed then waits out its 10 s
-    timeout and the client sends SIGTERM. Stopped here first, the control thread completes its
-    flush; ipykernel's own close then finds it stopped and skips it.
-    """
+    """Stop the control thread while IOPub still runs: atexit stops IOPub first, and a
+    shutdown reply still flushing would wait out its 10 s timeout (then SIGTERM)."""
     control = getattr(app, "control_thread", None)
     if control is not None and control.is_alive():
         control.stop()  # thread-safe: its loop ends after the message in hand
@@ -265,11 +226,8 @@ def stop_control_thread(app: Any, timeout_seconds: float = 10.0) -> None:
 
 
 def exit_without_teardown() -> None:
-    """End a kernel that has shut down cleanly the way the interpreter would, minus the module
-    teardown (slow with torch imported): non-daemon threads joined, atexit handlers run,
-    standard streams flushed, then ``os._exit(0)``. Only kernels gpubench-nb starts
-    (``FAST_EXIT``) take this path: their notebooks write every file atomically inside the
-    cell; a kernel a person starts exits as usual, its unclosed files flushed by the teardown."""
+    """Exit as the interpreter would (threads joined, atexit run, streams flushed) minus the
+    module teardown, slow with torch; only for ``FAST_EXIT`` kernels, whose writes are atomic."""
     import threading
 
     for thread in threading.enumerate():
@@ -277,11 +235,8 @@ def exit_without_teardown() -> None:
             thread.join()
     atexit._run_exitfuncs()  # what Py_Finalize runs first; stable since Python 3.0
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # closed, or None
+            stream.flush()  # type: ignore[union-attr]
     os._exit(0)
 
 
@@ -292,13 +247,11 @@ def install(prefix: Path, name: str = "python3") -> Path:
     folder = Path(ipykernel_install(kernel_name=name, prefix=str(prefix)))
     spec_path = folder / "kernel.json"
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
-    # ipykernel's own command with its launcher swapped for ours (its flags, e.g.
-    # -Xfrozen_modules=off for the debugger, are kept).
+    # ipykernel's own command (its flags kept) with its launcher swapped for ours
     argv = [a if a != "ipykernel_launcher" else "gpubench_nb.kernel" for a in spec["argv"]]
     if "gpubench_nb.kernel" not in argv:
         argv = [sys.executable, "-m", "gpubench_nb.kernel", "-f", "{connection_file}"]
-    spec["argv"] = argv
-    spec_path.write_text(json.dumps(spec, indent=1) + "\n", encoding="utf-8")
+    spec_path.write_text(json.dumps({**spec, "argv": argv}, indent=1) + "\n", encoding="utf-8")
     return folder
 
 

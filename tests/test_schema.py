@@ -129,5 +129,5 @@ def test_a_campaign_id_follows_the_experiment_identifier_rule(tmp_path: Path) ->
     text = text.replace("offers: offers.yaml", f"offers: {ROOT}/parameters/offers.yaml")
     path = tmp_path / "campaign.yaml"
     path.write_text(text.replace("campaign_id: demo-offers", 'campaign_id: "demo\\n"'), "utf-8")
-    with pytest.raises(ProtocolError, match="campaign_id: 'demo\\\\n' has characters unsafe"):
+    with pytest.raises(ProtocolError, match="campaign_id': 'demo\\\\n' has characters unsafe"):
         load_campaign(path)

@@ -1,16 +1,15 @@
 """Which offer earned a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7).
-
-Pure functions over what a bundle recorded (its rows and ``environment.json``) and what an offer
-names (``gpu_model``, ``gpus_per_lot``, or ``cpu_model`` for CPU-only hardware): nothing is read
-from disk here.
-"""
+Pure: what a bundle recorded (rows, ``environment.json``) against what an offer names."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from gpubench_nb.economics.offers import Offer
+from gpubench_nb.protocol.records import Record
 
 ATTRIBUTION_RULE = (
     "A cost per accepted corpus belongs to an offer only when the corpus was accepted on that "
@@ -33,15 +32,10 @@ class Hardware:
 
     gpu_models: tuple[str, ...]  # distinct recorded GPU models; empty = none recorded
     gpu_count: int | None  # GPUs used (largest over runs); 0 = CPU only; None = not recorded
-    device: str | None
-    hostname: str | None
-    gpu_uuids: tuple[str, ...]  # the GPUs used, as recorded in environment.json
-    visible_gpu_uuids: tuple[str, ...]  # every GPU the machine showed (not necessarily used)
     cpu_model: str | None = None  # environment.json's model name of the CPU
 
     def describe(self) -> str:
-        """``NVIDIA H100 80GB HBM3 × 1``, ``the CPU <model> (no GPU used)`` or ``hardware not
-        recorded``."""
+        """``NVIDIA H100 80GB HBM3 × 1``, ``the CPU <model> (no GPU used)``, ..., in words."""
         if self.gpu_count == 0:
             return f"the CPU{f' {self.cpu_model}' if self.cpu_model else ''} (no GPU used)"
         if self.gpu_models:
@@ -52,39 +46,16 @@ class Hardware:
         return "hardware not recorded"
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def recorded_hardware(
     rows: Sequence[Mapping[str, Any]], environment: Mapping[str, Any] | None
 ) -> Hardware:
-    """The hardware a bundle used: the rows' GPU columns first (per run), else environment.json."""
+    """The hardware a bundle used: the rows' GPU columns (per run), else environment.json's."""
     env = environment or {}
-    models: list[str] = []
-    for value in [r.get("gpu_model") for r in rows] or [env.get("gpu_model")]:
-        for part in str(value or "").split(" + "):  # environment joins mixed models with " + "
-            if part.strip() and part.strip() not in models:
-                models.append(part.strip())
-    if not models and env.get("gpu_model"):
-        models = [p.strip() for p in str(env["gpu_model"]).split(" + ") if p.strip()]
-    counts = [c for c in (_int(r.get("gpu_count")) for r in rows) if c is not None]
-    count = max(counts) if counts else _int(env.get("gpu_count"))
-    devices = list(dict.fromkeys(str(r["device"]) for r in rows if r.get("device")))
-    return Hardware(
-        gpu_models=tuple(models),
-        gpu_count=count,
-        device=", ".join(devices) or env.get("device"),
-        hostname=env.get("hostname"),
-        gpu_uuids=tuple(env.get("gpu_uuids") or ()),
-        visible_gpu_uuids=tuple(env.get("visible_gpu_uuids") or ()),
-        cpu_model=env.get("cpu_model") or None,
-    )
+    named = [r["gpu_model"] for r in rows if r.get("gpu_model")] or [env.get("gpu_model") or ""]
+    models = dict.fromkeys(p.strip() for v in named for p in str(v).split(" + ") if p.strip())
+    counts = [r["gpu_count"] for r in rows if r.get("gpu_count") is not None]
+    count = max(counts) if counts else env.get("gpu_count")
+    return Hardware(tuple(models), count, env.get("cpu_model") or None)
 
 
 def _tokens(model: str) -> tuple[set[str], set[str], str]:
@@ -99,13 +70,7 @@ def _words(text: str) -> str:
 
 
 def gpu_models_match(recorded: str, offered: str) -> bool:
-    """True when a recorded GPU model is the offer's: its model codes (``h100``) are all in the
-    recorded name, and the memory sizes agree where both state one.
-
-    ``NVIDIA H100 80GB HBM3`` (as torch names it) matches an offer's ``NVIDIA H100 80GB``;
-    ``NVIDIA H200`` does not match ``NVIDIA H100 80GB``. An offer name without a model code is
-    matched only by the same words.
-    """
+    """The offer's model codes (``h100``) are in the recorded name and stated memories agree."""
     rec_codes, rec_memory, rec_words = _tokens(recorded)
     off_codes, off_memory, off_words = _tokens(offered)
     if not off_codes:
@@ -115,98 +80,55 @@ def gpu_models_match(recorded: str, offered: str) -> bool:
     return not (rec_memory and off_memory and rec_memory != off_memory)
 
 
-@dataclass(frozen=True)
-class Attribution:
-    """Whether ``offer_id`` may carry a cost per accepted corpus measured by one bundle."""
+@dataclass(frozen=True, kw_only=True)
+class Attribution(Record):
+    """Whether ``offer_id`` may carry one bundle's cost per accepted corpus (economics.json)."""
 
     offer_id: str
-    attributable: bool
-    basis: str  # "gpu model" | "declared offer" | "none"
-    reason: str
-    gpus_used: int | None
-    gpus_billed: int
-    lot_note: str | None  # GPUs billed but not used, stated (R2.5)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Attribution:
-        """An attribution as economics.json records it (``to_dict``), read back."""
-        return cls(
-            offer_id=str(data.get("offer_id")),
-            attributable=data.get("attributable") is True,
-            basis=str(data.get("basis") or "none"),
-            reason=str(data.get("reason") or ""),
-            gpus_used=_int(data.get("gpus_used")),
-            gpus_billed=_int(data.get("gpus_billed")) or 0,
-            lot_note=data.get("lot_note"),
-        )
+    attributable: bool = False
+    basis: str = "none"  # "gpu model" | "cpu model" | "declared offer" | "none"
+    reason: str = ""
+    gpus_used: int | None = None
+    gpus_billed: int = 0
+    lot_note: str | None = None  # GPUs billed but not used, stated (R2.5)
 
 
 def attribute(
-    *,
-    offer_id: str,
-    offer_gpu_model: str,
-    gpus_per_lot: int,
-    lots: int,
-    hardware: Hardware,
-    declared_offer_id: str | None,
-    offer_cpu_model: str | None = None,
+    offer: Offer, lots: int, hardware: Hardware, declared_offer_id: str | None
 ) -> Attribution:
     """Apply ATTRIBUTION_RULE to one offer and one bundle's recorded hardware."""
-    billed = gpus_per_lot * lots
-    used = hardware.gpu_count
+    billed, used, seen = offer.gpus_per_lot * lots, hardware.gpu_count, hardware.describe()
     lot_note = None
     if used is not None and 0 < used < billed:
         lot_note = (
-            f"{billed} GPUs billed ({lots} lot(s) of {gpus_per_lot}), {used} used: a package "
-            "of several GPUs does not mean the program used them all (R2.5)"
+            f"{billed} GPUs billed ({lots} lot(s) of {offer.gpus_per_lot}), {used} used: a "
+            "package of several GPUs does not mean the program used them all (R2.5)"
         )
+    common = {"offer_id": offer.id, "gpus_used": used, "gpus_billed": billed}
 
     def result(ok: bool, basis: str, reason: str) -> Attribution:
-        return Attribution(offer_id, ok, basis, reason, used, billed, lot_note if ok else None)
+        note = lot_note if ok else None
+        return Attribution(**common, attributable=ok, basis=basis, reason=reason, lot_note=note)
 
-    seen = hardware.describe()
-    if gpus_per_lot == 0:  # CPU-only hardware: the same rule, by the CPU's model name
-        offered = f"the CPU-only {offer_cpu_model}"
-        recorded = hardware.cpu_model
-        if used == 0 and recorded and _words(recorded) == _words(offer_cpu_model or ""):
+    declared, wrong = offer.id == declared_offer_id, f"not on a {offer.gpu_model}"
+    if offer.gpus_per_lot == 0:  # CPU-only hardware: the same rule, by the CPU's model name
+        cpu, offered = hardware.cpu_model, f"the CPU-only {offer.cpu_model}"
+        if used == 0 and cpu and _words(cpu) == _words(offer.cpu_model or ""):
             return result(True, "cpu model", f"accepted on {seen}, {offered} without a GPU")
-        if used == 0 and not recorded and offer_id == declared_offer_id:
-            return result(
-                True,
-                "declared offer",
-                f"the bundle declares this offer and its recorded hardware ({seen}) does not "
-                "contradict it",
-            )
-        return result(False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on {offered}")
-    if used == 0:
-        return result(
-            False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on a {offer_gpu_model}"
-        )
-    if hardware.gpu_models:
-        wrong = [m for m in hardware.gpu_models if not gpu_models_match(m, offer_gpu_model)]
-        if wrong:
-            return result(
-                False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on a {offer_gpu_model}"
-            )
-        if used is not None and used > billed:
-            return result(
-                False,
-                "none",
-                f"{NOT_MEASURED}: {used} GPUs used, more than the {billed} this package bills",
-            )
-        return result(True, "gpu model", f"accepted on {seen}, the offer's GPU ({offer_gpu_model})")
-    if offer_id == declared_offer_id:
-        return result(
-            True,
-            "declared offer",
-            f"the bundle declares this offer and its recorded hardware ({seen}) does not "
-            "contradict it",
-        )
+        if not (used == 0 and not cpu and declared):
+            return result(False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on {offered}")
+    elif used == 0 or any(not gpu_models_match(m, offer.gpu_model) for m in hardware.gpu_models):
+        return result(False, "none", f"{NOT_MEASURED}: accepted on {seen}, {wrong}")
+    elif hardware.gpu_models and used is not None and used > billed:
+        more = f"{used} GPUs used, more than the {billed} this package bills"
+        return result(False, "none", f"{NOT_MEASURED}: {more}")
+    elif hardware.gpu_models:
+        return result(True, "gpu model", f"accepted on {seen}, the offer's GPU ({offer.gpu_model})")
+    elif not declared:
+        other = "no GPU model recorded, and this is not the offer the bundle declares"
+        return result(False, "none", f"{NOT_MEASURED}: {other}")
     return result(
-        False,
-        "none",
-        f"{NOT_MEASURED}: no GPU model recorded, and this is not the offer the bundle declares",
+        True,
+        "declared offer",
+        f"the bundle declares this offer and its recorded hardware ({seen}) does not contradict it",
     )

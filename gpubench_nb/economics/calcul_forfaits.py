@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import NoReturn
 
 from gpubench_nb import formats
@@ -31,31 +32,22 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def _whole(minimum: int, what: str) -> Callable[[str], int]:
+def _whole(minimum: int, what: str, allowed: tuple[int, ...] = ()) -> Callable[[str], int]:
+    """An argparse type: a whole number >= ``minimum`` (one of ``allowed`` when given)."""
+
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(
-                f"must be a whole number >= {minimum} ({what}), got {text!r}"
-            )
-        return value
+        with suppress(ValueError):
+            if int(text) >= minimum and (not allowed or int(text) in allowed):
+                return int(text)
+        choices = ", ".join(map(str, allowed))
+        valid = f"one of {choices}" if allowed else f"a whole number >= {minimum}"
+        raise argparse.ArgumentTypeError(f"must be {valid} ({what}), got {text!r}")
 
     return parse
 
 
-def _days(text: str) -> int:
-    if text.strip() not in {str(d) for d in DURATIONS_DAYS}:
-        raise argparse.ArgumentTypeError(
-            f"must be one of {', '.join(map(str, DURATIONS_DAYS))} (whole packages, R5.1), "
-            f"got {text!r}"
-        )
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
+    days = _whole(1, "whole packages, R5.1", DURATIONS_DAYS)
     parser = _OneLineParser(
         prog=PROG,
         description=(
@@ -66,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--offers", required=True, help="offers table, e.g. parameters/offers.yaml")
     parser.add_argument("--offer", required=True, help="offer id (or its unique prefix, e.g. b200)")
-    parser.add_argument("--days", required=True, type=_days, help="package length: 3, 7 or 30")
+    parser.add_argument("--days", required=True, type=days, help="package length: 3, 7 or 30")
     billed = parser.add_mutually_exclusive_group(required=True)
     billed.add_argument("--lots", type=_whole(1, "billed lots, R5.1"), help="billed lots")
     billed.add_argument(
@@ -76,9 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--accepted-results",
-        type=_whole(
-            0, "distinct corpora actually accepted in the period, R5.3; omit if none measured, R5.5"
-        ),
+        type=_whole(0, "distinct corpora accepted in the period, R5.3; omit if not measured, R5.5"),
         default=None,
         help="distinct corpora actually accepted within the package period (R5.3); leave out "
         "when none was measured: only the package total is computed (R5.5)",
@@ -98,21 +88,14 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
         writer.writeheader()
         writer.writerow({k: "" if v is None else v for k, v in data.items()})
         return buffer.getvalue()
-    shown = dict(data)
     mark = quote.placeholder
-    total = quote.package_total_usd_minor
-    shown["package_total_usd_minor"] = f"{total} ({formats.price(total, placeholder=mark)})"
-    cost = quote.cost_per_accepted_usd_minor
-    shown["cost_per_accepted_usd_minor"] = (
-        f"{cost} ({formats.price(cost, placeholder=mark)})"
-        if cost is not None
-        else "(empty: no measured accepted result, R5.5)"
-    )
-    shown["placeholder"] = (
-        "yes: invented example prices, not a quote (see note for how to enter a real quote)"
-        if mark
-        else "no"
-    )
+    yes = "yes: invented example prices, not a quote (see note for how to enter a real quote)"
+    shown = dict(data, placeholder=yes if mark else "no")
+    for key in ("package_total_usd_minor", "cost_per_accepted_usd_minor"):
+        cents = data[key]
+        shown[key] = f"{cents} ({formats.price(cents, placeholder=mark)})"
+        if cents is None:  # no measured count: the cost stays empty (R5.5)
+            shown[key] = "(empty: no measured accepted result, R5.5)"
     if quote.accepted_results is None:
         shown["accepted_results"] = "(not given)"
     width = max(map(len, shown))
@@ -121,9 +104,8 @@ def format_quote(quote: PackageQuote, fmt: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, price, print. Returns the exit status (2 for unusable input)."""
-    parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # argparse exits on --help (0) and on bad arguments (2)
         return int(exc.code or 0)
     argument = "--offers"  # the argument an error is reported under

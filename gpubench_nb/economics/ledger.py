@@ -1,11 +1,6 @@
-"""The rental ledger: distinct corpora accepted on one rented machine in one package (R5.3, R5.5).
-
-The count behind ``calcul-forfaits --accepted-results``: bundles made on the rented machine
-(recorded GPU UUIDs, else host name, from environment.json) within the package window
-``[start, start + days)``, on the offer's hardware (economics.attribution), each distinct
-accepted corpus revision counted once. Nothing is estimated or extrapolated: a window still
-running is reported "so far".
-"""
+"""The rental ledger: distinct corpora accepted on one rented machine in one package (R5.3, R5.5):
+the count behind ``calcul-forfaits --accepted-results``, never extrapolated (a window still
+running is reported "so far")."""
 
 from __future__ import annotations
 
@@ -47,13 +42,23 @@ from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
     EnvironmentRecord,
+    Record,
     read_environment,
     read_json,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows
 
-FORMATS = ("table", "csv", "json")
+LEDGER_SEAL = "ledger_sha256"
+
+
+def _flat(text: object) -> str:  # a message on one line, whatever the library wrote
+    return " ".join(str(text).split())
+
+
+def _first3(problems: Sequence[object]) -> str:
+    more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+    return "; ".join(map(_flat, problems[:3])) + more
 
 
 def parse_start(text: str) -> datetime:
@@ -68,32 +73,25 @@ def parse_start(text: str) -> datetime:
         ) from None
 
 
-@dataclass(frozen=True)
-class Machine:
+@dataclass(frozen=True, kw_only=True)
+class Machine(Record):
     """The rented machine: its host name and GPU UUIDs, and where they were read."""
 
-    hostname: str | None
-    gpu_uuids: frozenset[str]
-    source: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hostname": self.hostname,
-            "gpu_uuids": sorted(self.gpu_uuids),
-            "source": self.source,
-        }
+    hostname: str | None = None
+    gpu_uuids: tuple[str, ...] = ()
+    source: str = ""
 
 
 def machine_from(identifiers: Sequence[str]) -> Machine:
     """``--machine`` values: ``GPU-…`` are GPU UUIDs, anything else the host name."""
-    uuids = frozenset(i for i in identifiers if i.startswith("GPU-"))
+    uuids = sorted(i for i in identifiers if i.startswith("GPU-"))
     hosts = [i for i in identifiers if not i.startswith("GPU-")]
     if len(hosts) > 1:
         raise EconomicsError(
             f"--machine: one host name at most, got {hosts}; fix: name the rented machine once",
             rule="R5.3",
         )
-    return Machine(hosts[0] if hosts else None, uuids, "--machine")
+    return Machine(hostname=hosts[0] if hosts else None, gpu_uuids=tuple(uuids), source="--machine")
 
 
 def machine_of(bundle: Path) -> Machine | None:
@@ -102,36 +100,30 @@ def machine_of(bundle: Path) -> Machine | None:
         env = read_environment(bundle)
     except GpubenchError:
         return None  # _examine names the unreadable file when it reaches this bundle
-    uuids = frozenset(env.gpu_uuids) | frozenset(env.visible_gpu_uuids)
+    uuids = tuple(sorted({*env.gpu_uuids, *env.visible_gpu_uuids}))
     if not env.hostname and not uuids:
         return None
-    return Machine(env.hostname, uuids, f"the first bundle, {bundle}")
+    return Machine(hostname=env.hostname, gpu_uuids=uuids, source=f"the first bundle, {bundle}")
 
 
 def _same_machine(machine: Machine, env: EnvironmentRecord) -> str | None:
     """None when the bundle ran on ``machine``; else why not, in words."""
-    used = frozenset(env.gpu_uuids)
+    used, host = set(env.gpu_uuids), env.hostname
+    foreign = ", ".join(sorted(used - set(machine.gpu_uuids)))
     if machine.gpu_uuids and used:
-        if used <= machine.gpu_uuids:
-            return None
-        foreign = ", ".join(sorted(used - machine.gpu_uuids))
-        return f"another machine: GPU(s) {foreign} are not the rented machine's"
-    host = env.hostname
-    if machine.hostname and host:
         return (
-            None
-            if host == machine.hostname
-            else f"another machine: host {host!r}, not {machine.hostname!r}"
+            f"another machine: GPU(s) {foreign} are not the rented machine's" if foreign else None
         )
+    if machine.hostname and host:
+        other = f"another machine: host {host!r}, not {machine.hostname!r}"
+        return None if host == machine.hostname else other
     return "machine not recorded: environment.json has neither GPU UUIDs nor a host name to match"
 
 
 def _times(
     bundle: Path, rows: Sequence[Mapping[str, Any]], env: EnvironmentRecord
 ) -> tuple[list[datetime], list[str]]:
-    """Every recorded moment of the bundle (each run's start and finish, the environment
-    capture), and the reasons a moment that should be there cannot be read:
-    a missing or malformed time is a stated reason, never silently skipped."""
+    """Every recorded moment of the bundle, and why one that should be there cannot be read."""
     stamps: list[tuple[str, Any]] = [(f"{ENVIRONMENT_NAME} captured_utc", env.captured_utc)]
     unreadable = []
     for row in rows:
@@ -141,15 +133,10 @@ def _times(
             try:
                 record = read_run(folder)
             except GpubenchError as exc:
-                unreadable.append(f"{where}: {' '.join(str(exc).split())}")
+                unreadable.append(f"{where}: {_flat(exc)}")
                 continue
-            if record is None:
-                stamps.append((where, None))
-                continue
-            stamps += [
-                (f"{where} started_utc", record.started_utc),
-                (f"{where} finished_utc", record.finished_utc),
-            ]
+            moments = ("started_utc", "finished_utc") if record else ()
+            stamps += [(f"{where} {m}", getattr(record, m)) for m in moments] or [(where, None)]
     found = []
     for where, stamp in stamps:
         try:
@@ -160,10 +147,8 @@ def _times(
 
 
 def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
-    """What the bundle's corpus is (R5.3): the identity its lock froze, else (a bundle frozen
-    before identities were recorded) the identity of its kept corpus copy, which the manifest
-    check has just verified. Either way the same items in another order, or with IDs equal
-    under NFC, are one corpus."""
+    """The bundle's corpus identity (order and NFC free, R5.3): its lock's, else (an older lock)
+    that of its kept corpus copy, which the manifest verified."""
     frozen = lock.get("corpus_identity")
     if isinstance(frozen, str) and frozen:
         return frozen
@@ -182,13 +167,8 @@ def ledger_report(
     fmt: str = "table",
     out: str | Path | None = None,
 ) -> str:
-    """`gpubench-nb ledger`: the ledger of ``offer_id`` (or its unique prefix) from the offers
-    table, for the package starting at ``start`` (UTC text), written as JSON to ``out`` when
-    given (atomically, for ``report --ledger``), returned formatted as ``fmt``.
-
-    ``out`` goes through the one output guard before anything is read (R5.6):
-    never over the offers table or a file of a bundle, never into a bundle.
-    """
+    """`gpubench-nb ledger`: the sealed ledger, written to ``out`` (guarded before anything is
+    read, R5.6; atomic, for ``report --ledger``) and returned as ``fmt``."""
     if out:
         out = check_output_file(
             Path(out),
@@ -205,16 +185,10 @@ def ledger_report(
             rule="R5.1",
         )
     offer = resolve_offer(load_offers(offers_path), offer_id)
-    ledger = build_ledger(
-        offer,
-        days,
-        lots,
-        parse_start(start),
-        bundle_dirs,
-        machine=machine_from(machines) if machines else None,
-    )
-    offers = {"offers_file": str(Path(offers_path).resolve())}  # where its price is re-read
-    ledger = seal_ledger({**ledger, **offers, "offers_sha256": sha256_file(offers_path)})
+    machine = machine_from(machines) if machines else None
+    ledger = build_ledger(offer, days, lots, parse_start(start), bundle_dirs, machine=machine)
+    ledger["offers_file"] = str(Path(offers_path).resolve())  # where its price is re-read
+    ledger = seal_ledger({**ledger, "offers_sha256": sha256_file(offers_path)})
     if out:
         write_json_atomic(Path(out), ledger)
     return format_ledger(ledger, fmt)
@@ -240,30 +214,25 @@ def build_ledger(
     if len({p.resolve() for p in paths}) != len(paths):
         raise EconomicsError("a bundle folder is passed twice; fix: name each bundle once")
     package_quote(offer, days, lots=lots)  # days and lots checked before any bundle is read
-    end = start + timedelta(days=days)
-    now = now or utc_moment()
+    end, now = start + timedelta(days=days), now or utc_moment()
+    machine = machine or next((m for m in map(machine_of, paths) if m is not None), None)
     if machine is None:
-        machine = next((m for m in map(machine_of, paths) if m is not None), None)
-        if machine is None:
-            raise EconomicsError(
-                "no bundle recorded its machine (environment.json: hostname, gpu_uuids); fix: "
-                "name the rented machine with --machine HOST or --machine GPU-<uuid>",
-                rule="R2.4",
-            )
-    kept, left_out = [], []
-    revisions: dict[str, list[str]] = {}
+        raise EconomicsError(
+            "no bundle recorded its machine (environment.json: hostname, gpu_uuids); fix: "
+            "name the rented machine with --machine HOST or --machine GPU-<uuid>",
+            rule="R2.4",
+        )
+    kept, left_out, revisions = [], [], {}
     for path in paths:
-        reason, entry = _examine(path, offer, lots, machine, start, end)
-        if reason is not None:
-            left_out.append({"bundle": str(path), "reason": reason})
+        entry = _examine(path, offer, lots, machine, start, end)
+        if isinstance(entry, str):
+            left_out.append({"bundle": str(path), "reason": entry})
             continue
         kept.append(entry)
         if entry["accepted"]:
             revisions.setdefault(entry["corpus_identity"], []).append(str(path))
-    count = len(revisions)
-    quote = package_quote(offer, days, lots=lots, accepted_results=count)
-    status = window_status(start, end, now)
-    return {
+    quote = package_quote(offer, days, lots=lots, accepted_results=len(revisions))
+    ledger = {
         "offer_id": offer.id,
         "gpu_model": offer.gpu_model,
         "gpus_per_lot": offer.gpus_per_lot,
@@ -272,13 +241,13 @@ def build_ledger(
         "window": {
             "start_utc": utc_text(start),
             "end_utc": utc_text(end),
-            "status": status,
+            "status": "not begun" if now < start else "so far" if now < end else "closed",
             "as_of_utc": utc_text(now),
         },
         "machine": machine.to_dict(),
         "package_total_usd_minor": quote.package_total_usd_minor,
         "placeholder": offer.placeholder,  # invented example prices, not a quote
-        "accepted_corpora": count,
+        "accepted_corpora": len(revisions),
         "cost_per_accepted_usd_minor": quote.cost_per_accepted_usd_minor,
         "rounding_rule": ROUNDING_RULE,
         "accepted_corpora_counted_by": "corpus_identity",
@@ -287,44 +256,21 @@ def build_ledger(
         ],
         "kept": kept,
         "left_out": left_out,
-        "statement": _statement(
-            quote.package_total_usd_minor,
-            count,
-            quote.cost_per_accepted_usd_minor,
-            status,
-            offer.id,
-            days,
-            lots,
-            offer.placeholder,
-        ),
     }
+    return {**ledger, "statement": _statement(ledger)}
 
 
-def window_status(start: datetime, end: datetime, now: datetime) -> str:
-    """``not begun`` before the start, ``so far`` while running, ``closed`` after the end."""
-    if now < start:
-        return "not begun"
-    return "so far" if now < end else "closed"
-
-
-def _statement(
-    total: int,
-    count: int,
-    cost: int | None,
-    status: str,
-    offer_id: str,
-    days: int,
-    lots: int,
-    placeholder: bool = False,
-) -> str:
+def _statement(ledger: Mapping[str, Any]) -> str:
+    """The ledger's one sentence, from its offer, package, count, cost and window status."""
+    count, cost = ledger["accepted_corpora"], ledger["cost_per_accepted_usd_minor"]
+    mark = bool(ledger.get("placeholder"))
     so_far = {
         "so far": " so far (the package window is still running)",
         "not begun": " (the package window has not begun yet)",
-    }.get(status, "")
-    package = (
-        f"{offer_id}, {days} days × {lots} lot(s): {formats.price(total, placeholder=placeholder)}"
-    )
-    howto = f" The prices are invented examples: {REAL_QUOTE_HOWTO}." if placeholder else ""
+    }.get(ledger["window"]["status"], "")
+    total = formats.price(ledger["package_total_usd_minor"], placeholder=mark)
+    package = f"{ledger['offer_id']}, {ledger['days']} days × {ledger['lots']} lot(s): {total}"
+    howto = f" The prices are invented examples: {REAL_QUOTE_HOWTO}." if mark else ""
     if cost is None:
         return (
             f"{package}; {count} distinct corpora accepted{so_far}: no accepted corpus, so no "
@@ -333,88 +279,64 @@ def _statement(
     corpora = "corpus" if count == 1 else "corpora"
     return (
         f"{package}; {count} distinct accepted {corpora}{so_far}, so "
-        f"{formats.price(cost, placeholder=placeholder)} per accepted corpus (the same "
+        f"{formats.price(cost, placeholder=mark)} per accepted corpus (the same "
         f"arithmetic as calcul-forfaits --accepted-results, R5.3).{howto}"
     )
 
 
 def _examine(
     path: Path, offer: Offer, lots: int, machine: Machine, start: datetime, end: datetime
-) -> tuple[str | None, dict[str, Any]]:
-    """(why the bundle is left out, or None; its entry when kept).
-
-    A bundle is counted only once its seal verifies as check-bundle verifies it: the manifest,
-    the lock's hashes and the CSV schema (R5.3, R5.6); a bundle without a manifest is
-    unfinished and not counted.
-    """
+) -> str | dict[str, Any]:
+    """The bundle's ledger entry, or why it is left out: its seal must verify first (R5.6)."""
     if not (path / CSV_NAME).is_file():
-        return f"no {CSV_NAME}: nothing was recorded in this bundle", {}
+        return f"no {CSV_NAME}: nothing was recorded in this bundle"
     if not (path / MANIFEST_NAME).is_file():
         return (
             f"no {MANIFEST_NAME}: not a finished bundle, so nothing in it is sealed; not counted "
             "(R5.6). Fix: finish it (rerun the same gpubench-nb command)"
-        ), {}
+        )
     try:
         problems = seal_problems(path)  # check-bundle's own verification of the seal
     except GpubenchError as exc:
         problems = [str(exc)]
     if problems:
-        shown = "; ".join(" ".join(p.split()) for p in problems[:3])
-        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
-        return (
-            f"its seal does not verify (check-bundle fails), not counted (R5.6): {shown}{more}"
-        ), {}
+        shown = _first3(problems)
+        return f"its seal does not verify (check-bundle fails), not counted (R5.6): {shown}"
     try:
-        rows = read_rows(path / CSV_NAME)
-    except GpubenchError as exc:
-        return f"unreadable {CSV_NAME}: {' '.join(str(exc).split())}", {}
-    try:
-        env = read_environment(path)
-    except GpubenchError as exc:
-        return f"unreadable environment.json: {' '.join(str(exc).split())}", {}
-    elsewhere = _same_machine(machine, env)
-    if elsewhere is not None:
-        return elsewhere, {}
-    owner = attribute(
-        offer_id=offer.id,
-        offer_gpu_model=offer.gpu_model,
-        gpus_per_lot=offer.gpus_per_lot,
-        lots=lots,
-        hardware=recorded_hardware(rows, env.to_dict()),
-        declared_offer_id=offer.id,
-        offer_cpu_model=offer.cpu_model,
-    )
-    if not owner.attributable:
-        return owner.reason, {}
+        rows, env = read_rows(path / CSV_NAME), read_environment(path)
+    except GpubenchError as exc:  # its message names the file
+        return f"unreadable: {_flat(exc)}"
+    owner = attribute(offer, lots, recorded_hardware(rows, env.to_dict()), offer.id)
+    if elsewhere := _same_machine(machine, env) or (None if owner.attributable else owner.reason):
+        return elsewhere
     moments, unreadable = _times(path, rows, env)
     if unreadable:
-        more = f" (+{len(unreadable) - 3} more)" if len(unreadable) > 3 else ""
         return (
             "recorded time(s) that cannot be read, so the bundle cannot be placed in the "
-            f"package window: {'; '.join(unreadable[:3])}{more}"
-        ), {}
+            f"package window: {_first3(unreadable)}"
+        )
     first, last = min(moments), max(moments)
     if first < start or last >= end:
         return (
             f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
             f"{utc_text(first)} to {utc_text(last)}"
-        ), {}
+        )
     lock = read_json(path / LOCK_NAME, error=None) or {}
     try:
         identity = _corpus_identity(path, lock)
     except (GpubenchError, KeyError, TypeError) as exc:
-        return f"corpus identity cannot be read: {' '.join(str(exc).split())}", {}
-    accepted_variants = [v for v, e in variant_acceptance(rows).items() if e.accepted]
-    return None, {
+        return f"corpus identity cannot be read: {_flat(exc)}"
+    accepted = [v for v, e in variant_acceptance(rows).items() if e.accepted]
+    return {
         "bundle": str(path),
         "corpus_identity": identity,
         "corpus_revision": (lock.get("fingerprints") or {}).get("corpus_revision"),
-        "accepted": bool(accepted_variants),
-        "accepted_variants": accepted_variants,
+        "accepted": bool(accepted),
+        "accepted_variants": accepted,
         "first_utc": utc_text(first),
         "last_utc": utc_text(last),
         "note": owner.lot_note
-        or ("" if accepted_variants else "corpus not accepted in this bundle: not counted (R1.5)"),
+        or ("" if accepted else "corpus not accepted in this bundle: not counted (R1.5)"),
     }
 
 
@@ -423,89 +345,58 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     if fmt == "json":
         return json.dumps(ledger, indent=2, ensure_ascii=False) + "\n"
     if fmt == "csv":
-        return _csv(ledger)
+        common = {
+            "offer_id": ledger["offer_id"],
+            "days": ledger["days"],
+            "lots": ledger["lots"],
+            "window_status": ledger["window"]["status"],
+            "package_total_usd_minor": ledger["package_total_usd_minor"],
+            "placeholder": str(bool(ledger.get("placeholder"))).lower(),
+            "accepted_corpora": ledger["accepted_corpora"],
+            "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
+        }
+        names = [*common, "bundle", "kept", "corpus_identity", "accepted", "reason"]
+        buffer = io.StringIO()
+        writer = csv.DictWriter(buffer, names, lineterminator="\n", extrasaction="ignore")
+        writer.writeheader()
+        for e in ledger["kept"]:
+            flags = {"kept": "true", "accepted": str(e["accepted"]).lower(), "reason": e["note"]}
+            writer.writerow({**common, **e, **flags})
+        for e in ledger["left_out"]:
+            writer.writerow({**common, **e, "kept": "false"})
+        return buffer.getvalue()
     if fmt != "table":
-        raise EconomicsError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    window, total = ledger["window"], ledger["package_total_usd_minor"]
-    mark = bool(ledger.get("placeholder"))  # older ledgers have no such key
+        raise EconomicsError(f"--format must be one of table, csv, json, got {fmt!r}")
+    window, machine = ledger["window"], ledger["machine"]
+    mark, total = bool(ledger.get("placeholder")), ledger["package_total_usd_minor"]
+    cost = ledger["cost_per_accepted_usd_minor"]
     lines = [
         ledger["statement"],
         f"window      [{window['start_utc']}, {window['end_utc']}) {window['status']}"
         f" (as of {window['as_of_utc']})",
-        f"machine     host {ledger['machine']['hostname'] or '—'}; GPUs "
-        f"{', '.join(ledger['machine']['gpu_uuids']) or '—'} (from {ledger['machine']['source']})",
+        f"machine     host {machine['hostname'] or '—'}; GPUs "
+        f"{', '.join(machine['gpu_uuids']) or '—'} (from {machine['source']})",
         f"package     {total} cents ({formats.price(total, placeholder=mark)})",
         f"accepted    {ledger['accepted_corpora']} distinct corpora (repeats and re-runs of one "
         "corpus count once, R5.3)",
-        "cost        "
-        + (
-            f"{ledger['cost_per_accepted_usd_minor']} cents "
-            f"({formats.price(ledger['cost_per_accepted_usd_minor'], placeholder=mark)}) per "
-            "accepted corpus"
-            if ledger["cost_per_accepted_usd_minor"] is not None
-            else "(empty: no accepted corpus, R5.5)"
-        ),
+        f"cost        {cost} cents ({formats.price(cost, placeholder=mark)}) per accepted corpus"
+        if cost is not None
+        else "cost        (empty: no accepted corpus, R5.5)",
         "",
         "kept (on this machine and hardware, in the window):" if ledger["kept"] else "kept: none",
     ]
     for entry in ledger["kept"]:
         state = "accepted" if entry["accepted"] else "not accepted"
-        lines.append(
-            f"  {entry['bundle']}  corpus {entry['corpus_identity'][:12]}  {state}"
-            + (f"  ({entry['note']})" if entry["note"] else "")
-        )
+        note = f"  ({entry['note']})" if entry["note"] else ""
+        lines.append(f"  {entry['bundle']}  corpus {entry['corpus_identity'][:12]}  {state}{note}")
     lines.append("left out:" if ledger["left_out"] else "left out: none")
     lines += [f"  {entry['bundle']}  {entry['reason']}" for entry in ledger["left_out"]]
     return "\n".join(lines) + "\n"
 
 
-def _csv(ledger: Mapping[str, Any]) -> str:
-    names = [
-        "offer_id", "days", "lots", "window_status", "package_total_usd_minor", "placeholder",
-        "accepted_corpora", "cost_per_accepted_usd_minor", "bundle", "kept",
-        "corpus_identity", "accepted", "reason",
-    ]  # fmt: skip
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=names, lineterminator="\n")
-    writer.writeheader()
-    common = {
-        "offer_id": ledger["offer_id"],
-        "days": ledger["days"],
-        "lots": ledger["lots"],
-        "window_status": ledger["window"]["status"],
-        "package_total_usd_minor": ledger["package_total_usd_minor"],
-        "placeholder": str(bool(ledger.get("placeholder"))).lower(),
-        "accepted_corpora": ledger["accepted_corpora"],
-        "cost_per_accepted_usd_minor": ledger["cost_per_accepted_usd_minor"] or "",
-    }
-    for entry in ledger["kept"]:
-        writer.writerow(
-            {
-                **common,
-                "bundle": entry["bundle"],
-                "kept": "true",
-                "corpus_identity": entry["corpus_identity"],
-                "accepted": str(entry["accepted"]).lower(),
-                "reason": entry["note"],
-            }
-        )
-    for entry in ledger["left_out"]:
-        writer.writerow(
-            {**common, "bundle": entry["bundle"], "kept": "false", "reason": entry["reason"]}
-        )
-    return buffer.getvalue()
-
-
 def read_ledger(path: str | Path) -> dict[str, Any]:
-    """A ledger written by ``gpubench-nb ledger --out``, checked for consistency;
-    EconomicsError when unusable.
-
-    Its count must be the number of distinct accepted corpora it lists, its cost the arithmetic
-    of that count (calcul-forfaits, R5.3), and its statement the one those numbers give: a
-    count edited to 999 beside a statement that says 1 is refused, never shown.
-    """
-    path = Path(path)
-    data = read_json(path, error=None)
+    """A ledger written by ``gpubench-nb ledger --out``, refused unless it is sound (R5.3)."""
+    data = read_json(Path(path), error=None)
     needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
     if not isinstance(data, dict) or any(k not in data for k in needed):
         raise EconomicsError(
@@ -513,8 +404,7 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             "fix: write one with gpubench-nb ledger ... --out ledger.json",
             rule="R5.3",
         )
-    problems = ledger_problems(data)
-    if problems:
+    if problems := ledger_problems(data):
         raise EconomicsError(
             f"{path}: the ledger is not consistent with itself, so it was edited after "
             f"`gpubench-nb ledger` wrote it: {'; '.join(problems)}. Fix: write it again with "
@@ -524,19 +414,14 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
     return data
 
 
-LEDGER_SEAL = "ledger_sha256"
-
-
 def seal_ledger(ledger: Mapping[str, Any]) -> dict[str, Any]:
-    """``ledger`` with ``ledger_sha256``, the SHA-256 of every other field (as a lock is
-    sealed, R1.3): the placeholder mark, the price and the statement are all covered."""
+    """``ledger`` sealed as a lock is (R1.3): ``ledger_sha256`` covers every other field."""
     body = {k: v for k, v in ledger.items() if k != LEDGER_SEAL}
     return {**body, LEDGER_SEAL: canonical_sha256(body)}
 
 
 def _price_problems(data: Mapping[str, Any]) -> list[str]:
-    """The package price and its placeholder mark against the offers table that gave them,
-    when that very table (same SHA-256) is still where the ledger says (R5.1)."""
+    """The price and placeholder mark against the very offers table that gave them (R5.1)."""
     path = Path(str(data.get("offers_file")))
     try:
         if sha256_file(path) != data.get("offers_sha256"):
@@ -555,16 +440,14 @@ def ledger_problems(data: Mapping[str, Any]) -> list[str]:
     Only a ledger older than both the seal and the placeholder mark may lack the seal."""
     old = LEDGER_SEAL not in data and "placeholder" not in data
     sealed = old or data.get(LEDGER_SEAL) == seal_ledger(data)[LEDGER_SEAL]
-    seal = [] if sealed else [f"its {LEDGER_SEAL} is missing or does not match its content"]
+    problems = [] if sealed else [f"its {LEDGER_SEAL} is missing or does not match its content"]
     try:
         count, total = data["accepted_corpora"], data["package_total_usd_minor"]
         if not all(isinstance(v, int) and not isinstance(v, bool) for v in (count, total)):
             return ["accepted_corpora and package_total_usd_minor must be whole numbers"]
-        listed = data.get("accepted_corpus_identities")
-        key = "corpus_identity"
+        listed, key = data.get("accepted_corpus_identities"), "corpus_identity"
         if listed is None:  # a ledger written before corpus identities (counted by revision)
             listed, key = data.get("accepted_corpus_revisions") or [], "corpus_revision"
-        problems = seal
         distinct = {entry[key] for entry in listed}
         if count != len(distinct) or len(distinct) != len(listed):
             problems.append(
@@ -580,18 +463,8 @@ def ledger_problems(data: Mapping[str, Any]) -> list[str]:
                 f"cost_per_accepted_usd_minor is {data.get('cost_per_accepted_usd_minor')}, "
                 f"the package total over {count} gives {cost}"
             )
-        statement = _statement(
-            total,
-            count,
-            cost,
-            data["window"]["status"],
-            data["offer_id"],
-            data["days"],
-            data["lots"],
-            bool(data.get("placeholder")),
-        )
-        if data.get("statement") != statement:
+        if data.get("statement") != _statement({**data, "cost_per_accepted_usd_minor": cost}):
             problems.append("its statement is not the one its numbers give")
         return problems + _price_problems(data)
     except (KeyError, TypeError, AttributeError, EconomicsError) as exc:
-        return [*seal, f"a part is missing or malformed ({exc!r})"]
+        return [*problems, f"a part is missing or malformed ({exc!r})"]

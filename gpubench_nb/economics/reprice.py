@@ -1,22 +1,26 @@
-"""30_economics' transaction: (re-)price a bundle, its CSV package columns and economics.json
-together, after the frozen declaration is checked (R1.3, R5)."""
+"""30_economics: (re-)price a bundle's CSV package columns and economics.json together, after the
+frozen declaration is checked (R1.3, R5); check-bundle's re-derivation of economics.json (R5.6)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gpubench_nb import formats
 from gpubench_nb.economics.attribution import recorded_hardware
-from gpubench_nb.economics.bundle_economics import economics_data, read_bundle_rows
-from gpubench_nb.economics.offers import MACHINE_OFFER_ID, load_offers, machine_offer
-from gpubench_nb.economics.package_columns import PricingLike, fill_package_columns
-from gpubench_nb.economics.tables import economics_tables
+from gpubench_nb.economics.bundle_economics import (
+    economics_data,
+    fill_package_columns,
+    read_bundle_rows,
+)
+from gpubench_nb.economics.offers import MACHINE_OFFER_ID, Offer, load_offers, machine_offer
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.kernel import ECONOMICS_STEP
 from gpubench_nb.protocol.bundle import CSV_NAME, ECONOMICS_NAME
+from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import differences
 from gpubench_nb.protocol.records import read_economics, read_environment, write_economics
@@ -32,88 +36,87 @@ def economics_notebook(
     pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
     """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
-
-    ``pricing_override`` (a campaign target's offer: ``offers``, ``offer``, ``days``, ``lots``)
-    replaces the experiment's pricing section, which is not part of the frozen protocol.
-    """
+    ``pricing_override``: a campaign target's offer in place of the (unfrozen) pricing section."""
     from gpubench_nb.protocol.experiment import load_experiment
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer
 
     with bundle_writer(bundle_dir, ECONOMICS_STEP, step=True):
         experiment = load_experiment(experiment_path)
-        # R1.3: the frozen declaration (pricing is not part of it: re-pricing is allowed).
-        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)
+        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)  # R1.3; pricing is not frozen
         pricing = _pricing(experiment.pricing, pricing_override)
         return economics_tables(price_bundle(Path(bundle_dir), pricing))
 
 
-def _pricing(
-    declared: PricingLike | None, override: Mapping[str, Any] | None
-) -> PricingLike | None:
-    """The experiment's pricing section, or a campaign target's own offer in its place (one
-    frozen protocol, several offers)."""
-    from gpubench_nb.protocol.experiment_spec import PricingSpec
-
-    if override is None:
+def _pricing(declared: PricingSpec | None, target: Mapping[str, Any] | None) -> PricingSpec | None:
+    """The experiment's pricing section, or a campaign target's own offer in its place."""
+    if target is None:
         return declared
     return PricingSpec(
-        offers=Path(override["offers"]),
-        offer=str(override["offer"]),
-        days=int(override["days"]),
-        lots=override.get("lots"),
-        gpus=override.get("gpus"),
+        offers=Path(target["offers"]),
+        offer=str(target["offer"]),
+        days=int(target["days"]),
+        lots=target.get("lots"),
+        gpus=target.get("gpus"),
     )
 
 
-def price_bundle(bundle_dir: Path, pricing: PricingLike | None) -> dict[str, Any]:
+def _offers(
+    pricing: PricingSpec, rows: Sequence[Mapping[str, Any]], environment: Mapping[str, Any]
+) -> dict[str, Offer]:
+    """``pricing``'s offers table, with the demo's offer for this bundle's machine if named."""
+    table = load_offers(pricing.offers)
+    if pricing.offer == MACHINE_OFFER_ID:
+        hardware = recorded_hardware(rows, environment)
+        table[MACHINE_OFFER_ID] = machine_offer(
+            hardware.gpu_models, hardware.gpu_count, hardware.cpu_model
+        )
+    return table
+
+
+def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any]:
     """Write the CSV's package columns and economics.json, both computed in full before the
     first write (transactional); return economics.json's data. The caller holds the writer."""
     csv_path = bundle_dir / CSV_NAME
     rows = read_bundle_rows(csv_path)
     environment = read_environment(bundle_dir).to_dict()
-    table = None
-    if pricing is not None:  # validated in full before the first write (transactional)
-        table = load_offers(pricing.offers)
-        if pricing.offer == MACHINE_OFFER_ID:  # the demo's offer for this bundle's machine
-            hardware = recorded_hardware(rows, environment)
-            table[MACHINE_OFFER_ID] = machine_offer(
-                hardware.gpu_models, hardware.gpu_count, hardware.cpu_model
-            )
-        rows = fill_package_columns(rows, pricing, table)
-    data = economics_data(pricing, rows, environment=environment, offers=table)
+    table = None if pricing is None else _offers(pricing, rows, environment)
+    rows = fill_package_columns(rows, pricing, table) if pricing is not None else rows
+    data = economics_data(pricing, rows, environment, table)
     if pricing is not None:  # R4: the package columns of every row, one spend (R5.3)
         write_rows_atomic(csv_path, rows)
     write_economics(bundle_dir, data)
     return data
 
 
-def economics_problems(bundle_dir: Path) -> list[str]:
-    """economics.json against what the CSV, environment.json and the declared offers table give
-    again (R5.6): an edited price, cost or verdict is a finding. Without the very table that
-    priced it (a bundle copied to another machine, a table edited since: re-pricing is allowed)
-    what needs no table is compared, and the declared package total with the CSV's column."""
-    stored = read_economics(bundle_dir)
+def verify_bundle(bundle_dir: str | Path) -> list[str]:
+    """check-bundle: protocol.audit's re-derivation, then economics.json's against what the CSV,
+    environment.json and the declared offers table give again (R1.6, R5.6). Without the very
+    table that priced it (moved or edited since), verdicts and the declared total are compared."""
+    from gpubench_nb.protocol.audit import check_bundle
+
+    bundle_dir = Path(bundle_dir)
+    problems = check_bundle(bundle_dir)
+    stored = None if problems else read_economics(bundle_dir)
     if stored is None:
-        return []
+        return problems
     kept = stored.to_dict()
     rows = read_bundle_rows(bundle_dir / CSV_NAME)
+    environment = read_environment(bundle_dir).to_dict()
     declared, pricing, table = kept.get("pricing"), None, None
     if isinstance(declared, dict):
         terms = {key: declared.get(key) for key in ("offer", "days", "lots", "gpus")}
         pricing = _pricing(None, {"offers": declared.get("offers_file"), **terms})
         with suppress(EconomicsError, OSError, TypeError, ValueError):  # the table priced
             if declared.get("offers_sha256") == sha256_file(pricing.offers):  # it, unchanged
-                table = load_offers(pricing.offers)
-    environment = read_environment(bundle_dir).to_dict()
-    data = economics_data(pricing if table else None, rows, environment=environment, offers=table)
+                table = _offers(pricing, rows, environment)
+    data = economics_data(pricing if table else None, rows, environment, table)
     derived = json.loads(json.dumps(data))
-    if "format_version" in kept:  # stamped by the writer (records.Record), not derived
-        derived["format_version"] = kept["format_version"]
+    kept.pop("format_version", None)  # stamped by the writer (records.Record), not derived
     if pricing is not None and table is None:  # the table is gone: no price can be re-derived
         parts = ("variants", "measured_on")
         kept, derived = {k: kept.get(k) for k in parts}, {k: derived[k] for k in parts}
-        offer = next((o for o in stored.offers if o.declared), None)
+        offer = stored.declared_offer
         totals = {row["package_total_usd_minor"] for row in rows}
         if offer is not None and totals != {offer.package_total_usd_minor}:
             kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
@@ -127,23 +130,53 @@ def economics_problems(bundle_dir: Path) -> list[str]:
     ]
 
 
-_NAMES = ("variant_id", "offer_id", "status", "offer")
-
-
 def _figures(value: Any, like: Any) -> Any:
-    """``value`` reduced to the keys the kept file (``like``) has, free text left out: the
-    figures, flags and names economics.json states, not its wording (versions reword it)."""
+    """``value`` reduced to the keys ``like`` (the kept file) has, less free text: its figures,
+    flags and names, not its wording (versions reword it)."""
     if isinstance(value, dict) and isinstance(like, dict):
-        kept = {k: v for k, v in like.items() if k in _NAMES or not isinstance(v, str)}
+        names = ("variant_id", "offer_id", "status", "offer")
+        kept = {k: v for k, v in like.items() if k in names or not isinstance(v, str)}
         return {k: _figures(value.get(k), v) for k, v in kept.items()}
     if isinstance(value, list) and isinstance(like, list) and len(value) == len(like):
         return [_figures(v, kept) for v, kept in zip(value, like, strict=True)]
     return value
 
 
-def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """check-bundle: protocol/audit's re-derivation of every check and record, then
-    economics.json's; an empty list means the bundle re-checks cleanly (R1.6, R5.6)."""
-    from gpubench_nb.protocol.audit import check_bundle
+def economics_tables(data: Mapping[str, Any]) -> dict[str, pandas.DataFrame]:
+    """30_economics' tables from ``economics.json`` data: one per offer, variants as rows."""
+    import pandas as pd
 
-    return check_bundle(bundle_dir) or economics_problems(Path(bundle_dir))
+    facts = {fact["variant_id"]: fact for fact in data["variants"]}
+    declared = (data.get("pricing") or {}).get("offer")
+    thresholds = {
+        pair["challenger"]: pair["accepted_corpora_needed"]
+        for pair in data["break_even"]["pairs"]
+        if pair["reference"] == declared
+    }
+    tables = {}
+    for offer in data["offers"]:
+        total, mark = offer["package_total_usd_minor"], bool(offer.get("placeholder"))
+        records = []
+        for cell in offer["variants"]:
+            fact = facts[cell["variant_id"]]
+            median = fact["median_seconds_per_accepted_corpus"]
+            threshold = thresholds.get(offer["offer_id"]) if fact["accepted"] else None
+            records.append(
+                {
+                    "offer_id": offer["offer_id"],
+                    "variant_id": cell["variant_id"],
+                    "status": fact["status"],
+                    "median_seconds_per_accepted_corpus (measured)": median,
+                    "days": offer["days"],
+                    "lots": offer["lots"],
+                    "package_total_usd_minor": total,
+                    "price": formats.price(total, placeholder=mark),  # marked if an example
+                    "on this hardware": (offer.get("attribution") or {}).get("reason"),
+                    "accepted_results": cell["accepted_results"],
+                    "cost_per_accepted_usd_minor": cell["cost_per_accepted_usd_minor"],
+                    f"break_even_vs_{declared} (threshold, not a forecast)": threshold,
+                    "reason": cell["reason"],
+                }
+            )
+        tables[offer["offer_id"]] = pd.DataFrame(records, dtype=object)  # None stays None
+    return tables

@@ -1,10 +1,6 @@
-"""Concurrency on the machine (R2.5): the 1-minute load average and the other processes that use
-notable CPU, read from /proc at the start and at the end of a run.
-
-Nothing sleeps on the run's path: each reading compares CPU ticks with the previous reading in
-this process (the first window starts at this module's import). Off Linux (no /proc) the
-process part is ``"not observable"``.
-"""
+"""Concurrency on the machine (R2.5): the 1-minute load average and the other processes using
+notable CPU, from /proc; each reading compares CPU ticks with the previous one (first: this
+module's import), so nothing sleeps on the run's path. Without /proc: ``"not observable"``."""
 
 from __future__ import annotations
 
@@ -14,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE
+
 MIN_WINDOW_SECONDS = 0.05  # shorter windows give shares too coarse to name a process
 NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5
@@ -26,28 +23,27 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
-        try:
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
             text = (entry / "stat").read_text(encoding="utf-8", errors="replace")
-        except OSError:  # the process ended while we looked
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        head, sep, rest = text.rpartition(")")
-        if not sep:
-            continue
-        fields = rest.split()
-        try:
+            head, _, rest = text.rpartition(")")
+            fields = rest.split()
             ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-        except (IndexError, ValueError):
+        except (OSError, IndexError, ValueError):  # ended while we looked, or unreadable
             continue
         out[int(entry.name)] = (head.partition("(")[2], ticks)
     return out
 
 
-def load_average_1min() -> float | None:
+def load_average() -> list[float] | None:
+    """The 1, 5 and 15-minute load averages, or None off Linux."""
     try:
-        return round(os.getloadavg()[0], 2)
+        return [round(x, 2) for x in os.getloadavg()]
     except (OSError, AttributeError):  # pragma: no cover - not on Linux
         return None
+
+
+def load_average_1min() -> float | None:
+    return (load_average() or [None])[0]
 
 
 def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[str, int]], float]:
@@ -55,9 +51,7 @@ def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[s
 
 
 try:  # the first window's start: this module's import, early in a run's kernel
-    _LAST: dict[str, tuple[dict[int, tuple[str, int]], float]] = {
-        "/proc": _snapshot(Path("/proc"), time.monotonic)
-    }
+    _LAST = {"/proc": _snapshot(Path("/proc"), time.monotonic)}
 except OSError:  # pragma: no cover - no /proc (not Linux)
     _LAST = {}
 
@@ -72,13 +66,8 @@ def cpu_activity(
     ticks_per_second: int | None = None,
     load_average: Callable[[], float | None] = load_average_1min,
 ) -> dict[str, Any]:
-    """The machine's activity: 1-minute load average, and the other processes that used at
-    least 10 % of one core over the window (top 5, busiest first, with their share).
-
-    ``window_seconds=None`` (the run's path): no sleep; the window runs from the previous
-    reading of ``proc`` in this process (or this module's import) to now. A number: a window
-    of that length, slept here (e.g. ``00_environment``, off every run's path).
-    """
+    """1-minute load average and the other processes busy over the window (top 5); the window
+    runs since the previous reading, or ``window_seconds`` slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")
@@ -119,13 +108,9 @@ def activity_text(record: dict[str, Any] | None) -> str:
     """The `notes` form: ``load1=1.52 busy=pid 42 python (0.98 core)`` or ``busy=none``."""
     if not record:
         return NOT_OBSERVABLE
-    load = record.get("load_average_1min")
-    busy = record.get("busy_processes")
+    load, busy = record.get("load_average_1min"), record.get("busy_processes")
+    busy_text = NOT_OBSERVABLE
     if isinstance(busy, list):
-        busy_text = (
-            ", ".join(f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
-            or "none"
-        )
-    else:
-        busy_text = NOT_OBSERVABLE
+        shares = (f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
+        busy_text = ", ".join(shares) or "none"
     return f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"

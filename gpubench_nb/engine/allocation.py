@@ -1,9 +1,5 @@
-"""What a batch scheduler gave this process: the Slurm job, partition, nodes, CPUs, GPUs (R2.4).
-
-Read from the ``SLURM_*`` variables a job (and its kernels) inherits, never from a declaration;
-``gpus_requested`` (exported by a campaign job, ``0`` on a CPU partition) stands beside what was
-allocated, so "no GPU was requested" is written down, not inferred (R2.5). Pure; no torch.
-"""
+"""What Slurm gave this process, from the ``SLURM_*`` variables it inherits (R2.4); beside
+it ``gpus_requested`` (from a campaign job), so "no GPU was requested" is written down (R2.5)."""
 
 from __future__ import annotations
 
@@ -22,16 +18,6 @@ def _first_int(text: str | None) -> int | None:
     return int(match.group()) if match else None
 
 
-def _gpus_allocated(env: Mapping[str, str]) -> int:
-    """GPUs Slurm bound to the job on this node: SLURM_GPUS_ON_NODE, else SLURM_JOB_GPUS
-    (indices); none of them set means no GPU was allocated (0, truly zero, R4.3)."""
-    on_node = _first_int(env.get("SLURM_GPUS_ON_NODE"))
-    if on_node is not None:
-        return on_node
-    indices = [i for i in (env.get("SLURM_JOB_GPUS") or "").split(",") if i.strip()]
-    return len(indices)
-
-
 def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
     """The Slurm job this process runs in (SLURM_JOB_ID, else the older SLURM_JOBID), or None."""
     env = os.environ if environ is None else environ
@@ -39,16 +25,16 @@ def slurm_job_id(environ: Mapping[str, str] | None = None) -> str | None:
 
 
 def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The Slurm job this process runs in, or None outside Slurm.
-
-    ``cpus_allocated``: SLURM_CPUS_ON_NODE (CPUs of this node given to the job);
-    ``cpus_per_node``: SLURM_JOB_CPUS_PER_NODE as Slurm writes it (e.g. ``2`` or ``8(x2)``).
-    """
+    """The Slurm job this process runs in, or None outside Slurm."""
     env = os.environ if environ is None else environ
     job_id = slurm_job_id(env)
     if not job_id:
         return None
     requested = _first_int(env.get(GPUS_REQUESTED_ENV))
+    # GPUs bound on this node: SLURM_GPUS_ON_NODE, else SLURM_JOB_GPUS's indices; none is 0 (R4.3)
+    allocated = _first_int(env.get("SLURM_GPUS_ON_NODE"))
+    if allocated is None:
+        allocated = len([i for i in (env.get("SLURM_JOB_GPUS") or "").split(",") if i.strip()])
     return {
         "job_id": job_id,
         "array_task_id": env.get("SLURM_ARRAY_TASK_ID"),
@@ -59,7 +45,7 @@ def slurm_allocation(environ: Mapping[str, str] | None = None) -> dict[str, Any]
         "node": env.get("SLURMD_NODENAME"),
         "cpus_allocated": _first_int(env.get("SLURM_CPUS_ON_NODE")),
         "cpus_per_node": env.get("SLURM_JOB_CPUS_PER_NODE"),
-        "gpus_allocated": _gpus_allocated(env),
+        "gpus_allocated": allocated,
         "gpu_indices": env.get("SLURM_JOB_GPUS"),
         "gpus_requested": requested,
     }

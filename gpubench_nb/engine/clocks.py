@@ -1,26 +1,10 @@
-"""GPU clocks, power, temperature, clock-event reasons and energy during a timed pass.
+"""GPU clocks, power, temperature, clock-event reasons and energy sampled during a timed pass.
 
-``environment.json``'s clocks are an idle snapshot; what a pass ran at is only known by
-sampling while it runs. A ``ClockSampler`` polls NVML on its own thread, started just before
-the stopwatch and stopped just after it, so the timed code path never calls it (R3.1). Only
-the samples taken inside the stopwatch's span describe the pass: the others are dropped, and a
-pass shorter than the interval says "0 samples in the span" and is never flagged. The energy
-counter (``nvmlDeviceGetTotalEnergyConsumption``, mJ since the driver loaded, Volta and later)
-is read just before the timer and just after it, and kept only when it is believable:
-monotonic, and within the power readings (or the power limit) times the time between the two
-reads; else ``"not observable"`` with the reason. Telemetry never fails a pass: a refused
-thread, a dead thread, an NVML error or a non-number is recorded in ``errors``, and a hung
-NVML call is left behind after ``join_seconds``. Without NVML every figure is
-``"not observable"`` with the reason, never a guess.
-
-run.json key ``gpu_telemetry`` (``summarise``): ``observable`` (``reason`` when not),
-``samples`` (in the span), ``samples_outside_span``, ``interval_seconds``, ``sm_clock_mhz`` /
-``memory_clock_mhz`` / ``power_watts`` / ``temperature_c`` as ``{"min", "median", "max"}``,
-``max_sm_clock_mhz``, ``clock_event_reasons`` (names seen in any sample), ``energy_joules``
-(+ ``energy_window_seconds``, ``energy_reason``), ``errors``, ``throttled`` (a reason other
-than idle / application-clock setting was seen), ``low_clock`` (median SM clock below
-``LOW_CLOCK_FRACTION`` of the maximum) and ``flags`` (sentences for notes and report).
-"""
+A ``ClockSampler`` polls NVML on its own thread, started just before the stopwatch and stopped
+just after it, so the timed code never calls it (R3.1); only samples inside the stopwatch's span
+count. The energy counter is kept only when monotonic and within what the power readings allow.
+Telemetry never fails a pass: errors are recorded; without NVML every figure is
+``"not observable"`` with the reason. Record keys: docs/ARCHITECTURE.md (``gpu_telemetry``)."""
 
 from __future__ import annotations
 
@@ -29,7 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
+
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
 # The energy counter is believed within [0.5 x min power, 1.25 x max power] x window, widened
@@ -47,6 +32,10 @@ REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
+REASON_GETTERS = (
+    "nvmlDeviceGetCurrentClocksEventReasons",
+    "nvmlDeviceGetCurrentClocksThrottleReasons",
+)
 # Reasons that do not mean the GPU was held back while it worked.
 BENIGN = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
 
@@ -60,24 +49,9 @@ def reason_names(mask: int) -> list[str]:
     return names
 
 
-def _reasons_getter(nvml: Any) -> str | None:
-    for name in (
-        "nvmlDeviceGetCurrentClocksEventReasons",
-        "nvmlDeviceGetCurrentClocksThrottleReasons",
-    ):
-        if getattr(nvml, name, None) is not None:
-            return name
-    return None
-
-
 class ClockSampler:
-    """Samples one GPU's clocks, power, temperature and reasons on a side thread.
-
-    ``nvml`` is the initialised pynvml module (or a fake) and ``handle`` the GPU's handle; with
-    either None nothing is sampled and ``summary()`` says not observable, with ``reason`` (None:
-    a CPU pass, nothing to say). ``clock`` is in nanoseconds, the stopwatch's clock: ``stop``
-    takes the stopwatch's span in it. Use ``start()`` / ``stop(span)`` around the timed span.
-    """
+    """Samples one GPU (``nvml`` module or fake, ``handle``; either None: nothing sampled,
+    ``reason`` says why) on a side thread; ``clock`` is the stopwatch's, in nanoseconds."""
 
     def __init__(
         self,
@@ -127,17 +101,17 @@ class ClockSampler:
         """One reading of every figure (a failed query is None in that sample)."""
         nvml = self.nvml
         power = self._ask("nvmlDeviceGetPowerUsage")
-        reasons = self._ask(_reasons_getter(nvml))
+        reasons = self._ask(
+            next((n for n in REASON_GETTERS if getattr(nvml, n, None) is not None), None)
+        )
+        sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
+        temperature = getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
         row = {
             "t": self._clock(),
-            "sm_clock_mhz": self._ask("nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_SM", 1)),
-            "memory_clock_mhz": self._ask(
-                "nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2)
-            ),
+            "sm_clock_mhz": self._ask("nvmlDeviceGetClockInfo", sm),
+            "memory_clock_mhz": self._ask("nvmlDeviceGetClockInfo", mem),
             "power_watts": None if power is None else power / 1000,
-            "temperature_c": self._ask(
-                "nvmlDeviceGetTemperature", getattr(nvml, "NVML_TEMPERATURE_GPU", 0)
-            ),
+            "temperature_c": self._ask("nvmlDeviceGetTemperature", temperature),
             "reasons": None if reasons is None else int(reasons),
         }
         if self._state == "started":  # a call that returns after stop() is not kept
@@ -154,7 +128,7 @@ class ClockSampler:
         return self._clock(), self._ask("nvmlDeviceGetTotalEnergyConsumption")
 
     def start(self) -> None:
-        """Start the thread, then read the energy counter (just before the timer)."""
+        """Start the thread, then read the energy counter."""
         if not self.observable or self._state != "new":
             return
         self._state = "started"
@@ -167,9 +141,8 @@ class ClockSampler:
         self.energy_start = self._energy()
 
     def stop(self, span: tuple[int, int] | None = None) -> None:
-        """Read the energy counter, stop the thread, waiting at most ``join_seconds`` (after
-        the timer). ``span``: the stopwatch's (start, stop) in ``clock``. A second call (a
-        failure after the timer stopped) changes nothing."""
+        """Read the energy counter, stop the thread (waiting at most ``join_seconds``);
+        ``span``: the stopwatch's (start, stop). A second call changes nothing."""
         if not self.observable or self._state != "started":
             return
         self.energy_end = self._energy()
@@ -186,7 +159,7 @@ class ClockSampler:
         self._state = "stopped"
 
     def summary(self, max_sm_clock_mhz: Any = None) -> dict[str, Any]:
-        """The ``gpu_telemetry`` record of the span (see the module docstring)."""
+        """The ``gpu_telemetry`` record of the span."""
         if not self.observable:
             return summarise([], observable=False, reason=self.reason)
         sm = getattr(self.nvml, "NVML_CLOCK_SM", 1)
@@ -233,9 +206,7 @@ def check_energy(
 
 
 def _median(numbers: list[float]) -> float:
-    """``statistics.median``, without importing it: in a process that has loaded torch, the
-    ``decimal`` extension that ``statistics`` pulls in took 74 ms to load on 2 cores, paid by
-    every measuring kernel."""
+    """``statistics.median`` without importing ``decimal`` (74 ms in every measuring kernel)."""
     ordered = sorted(numbers)
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
@@ -260,8 +231,7 @@ def summarise(
     errors: Sequence[str] = (),
     reason: str | None = None,
 ) -> dict[str, Any]:
-    """The pure summary of the samples inside ``span`` (all of them without one): min/median/
-    max, reasons seen, checked energy, flags. No sample in the span: no flag."""
+    """The summary of the samples inside ``span`` (all without one); none there: no flag."""
     if not observable:
         return {
             "observable": False,
@@ -322,28 +292,26 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
         if isinstance(energy, (int, float))
         else f"{NOT_OBSERVABLE} ({record.get('energy_reason')})"
     )
+    sm, reasons = record.get("sm_clock_mhz"), record.get("clock_event_reasons")
     if not record.get("samples"):
         text = (
             f"gpu during the pass: 0 samples in the span (the pass was shorter than the "
-            f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no "
-            f"flag), energy {energy_text}"
+            f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no flag)"
         )
     else:
-        sm = record.get("sm_clock_mhz")
         sm_text = (
-            f"SM clock min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
+            f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
             if isinstance(sm, dict)
-            else f"SM clock {NOT_OBSERVABLE}"
+            else NOT_OBSERVABLE
         )
-        reasons = record.get("clock_event_reasons")
         reasons_text = (
             ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
         )
         text = (
-            f"gpu during the pass ({record.get('samples')} samples in the span): {sm_text} (max "
-            f"{record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}, energy "
-            f"{energy_text}"
+            f"gpu during the pass ({record.get('samples')} samples in the span): SM clock "
+            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}"
         )
+    text += f", energy {energy_text}"
     if record.get("errors"):
         text += "; telemetry errors: " + "; ".join(record["errors"])
     if record.get("flags"):
@@ -352,11 +320,8 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
 
 
 def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
-    """A sampler for torch ``device`` (NVML matched by UUID, ``engine.nvml``, a MIG slice read
-    on its parent GPU); on CPU one that records nothing; on a GPU NVML cannot be asked about,
-    one that records ``not observable`` with the reason."""
-    from gpubench_nb.engine.nvml import _parent, handle_for, load_nvml
-
+    """A sampler for torch ``device`` (matched by UUID, a MIG slice read on its parent GPU);
+    on CPU one that records nothing; without NVML one that says why."""
     if getattr(device, "type", "cpu") != "cuda":
         return ClockSampler(None, None, **kwargs)
     nvml = load_nvml()
@@ -367,4 +332,4 @@ def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
     if handle is None:
         reason = f"no NVML device matches {device} by UUID"
         return ClockSampler(None, None, reason=reason, **kwargs)
-    return ClockSampler(nvml, _parent(nvml, handle), **kwargs)
+    return ClockSampler(nvml, parent_gpu(nvml, handle), **kwargs)

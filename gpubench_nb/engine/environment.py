@@ -1,14 +1,12 @@
 """The hardware and software actually used by a run (R2.4) and the machine's activity (R2.5).
 
-Nothing here runs at import: every probe (torch, NVML, git, /proc) happens inside a call.
-
-Choice for a CPU run (R4.3): ``gpu_count`` is ``0`` -- the number of GPUs the model touched
-was observed and is truly zero -- while the GPU-only fields (``gpu_model``, ``driver_version``,
-``runtime_version``) are ``None`` (empty cells: there is nothing to record), never ``0``.
+Every probe (torch, NVML, git, /proc) runs inside a call. On CPU ``gpu_count`` is a true ``0``
+while the GPU-only fields are ``None``, nothing to record (R4.3).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import subprocess
@@ -18,16 +16,19 @@ from pathlib import Path
 from typing import Any
 
 import gpubench_nb
-from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.activity import activity_text, cpu_activity, load_average
 from gpubench_nb.engine.allocation import allocation_note, slurm_allocation
-from gpubench_nb.engine.numerics import numeric_settings, numerics_note
+from gpubench_nb.engine.numerics import cuda_initialised, numeric_settings, numerics_note
 from gpubench_nb.engine.nvml import (
     NOT_OBSERVABLE,
     cuda_driver_runtime,
+    decoded,
     load_nvml,
     process_survey,
+    processes_text,
     sku_details,
     survey_text,
+    torch_uuid,
 )
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.results_schema import ENVIRONMENT_COLUMNS
@@ -37,13 +38,12 @@ _PACKAGE_ROOT = Path(gpubench_nb.__file__).resolve().parent.parent
 
 
 def devices_used(model: Any) -> list[Any]:
-    """The devices that ``model`` actually touches: those of its parameters and buffers (R2.4).
-
-    ``model`` is a ``torch.nn.Module``, or an object carrying one as ``.module`` (a Backend).
-    A plain device (or ``None``) is returned as a one-item list (or empty).
-    """
+    """The devices of ``model``'s parameters and buffers (a Module, or a Backend's
+    ``.module``), R2.4; a device or a list of them as they are, ``None`` as none."""
     import torch
 
+    if isinstance(model, (list, tuple, set)):
+        return [torch.device(d) for d in model]
     module = model if isinstance(model, torch.nn.Module) else getattr(model, "module", None)
     if isinstance(module, torch.nn.Module):
         found = {t.device for t in module.parameters()} | {t.device for t in module.buffers()}
@@ -58,13 +58,9 @@ def devices_used(model: Any) -> list[Any]:
 def _gpu_devices(devices: Iterable[Any]) -> list[Any]:
     import torch
 
-    out = []
-    for dev in devices:
-        dev = torch.device(dev)
-        if dev.type == "cuda":
-            index = torch.cuda.current_device() if dev.index is None else dev.index
-            out.append(torch.device("cuda", index))
-    return sorted(set(out), key=lambda d: d.index)
+    cuda = [d for d in map(torch.device, devices) if d.type == "cuda"]
+    indices = {torch.cuda.current_device() if d.index is None else d.index for d in cuda}
+    return [torch.device("cuda", i) for i in sorted(indices)]
 
 
 def runtime_version() -> str | None:
@@ -78,119 +74,55 @@ def runtime_version() -> str | None:
     return None
 
 
-def _nvml() -> Any | None:
-    return load_nvml()
-
-
-def _decode(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def driver_version() -> str | None:
     """NVIDIA driver via NVML, or the amdgpu kernel module version on ROCm; else ``None``."""
-    nvml = _nvml()
+    nvml = load_nvml()
     if nvml is not None:
-        try:
-            return f"nvidia {_decode(nvml.nvmlSystemGetDriverVersion())}"
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):
+            return f"nvidia {decoded(nvml.nvmlSystemGetDriverVersion())}"
     amd = Path("/sys/module/amdgpu/version")
-    if amd.is_file():
-        text = amd.read_text(encoding="utf-8", errors="replace").strip()
-        if text:
-            return f"amdgpu {text}"
-    return None
-
-
-def _holds_context() -> bool:
-    import torch
-
-    try:
-        return bool(torch.cuda.is_initialized())
-    except Exception:
-        return False
+    text = amd.read_text(encoding="utf-8", errors="replace").strip() if amd.is_file() else ""
+    return f"amdgpu {text}" if text else None
 
 
 def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
-    """Processes NVML sees on the used GPUs (R2.5), see ``engine.nvml.process_survey``;
-    ``None`` when no GPU is used (CPU run: nothing to survey)."""
+    """Processes NVML sees on the used GPUs (R2.5, ``nvml.process_survey``); None on CPU."""
     gpus = _gpu_devices(devices)
     if not gpus:
         return None
-    return process_survey(_nvml(), gpus, holds_context=_holds_context())
+    return process_survey(load_nvml(), gpus, holds_context=cuda_initialised())
 
 
 def gpu_uuid(index: int) -> str | None:
-    """The UUID of torch's CUDA device ``index`` (``GPU-…``, as nvidia-smi prints it), or None.
-
-    It names the physical GPU whatever CUDA_VISIBLE_DEVICES does to the numbering, so the rental
-    ledger can tell one rented machine's bundles from another's (R2.4, R5.3).
-    """
-    import torch
-
-    try:
-        uuid = str(torch.cuda.get_device_properties(index).uuid)
-    except Exception:  # no such device, or a build without UUIDs
-        return None
-    if not uuid or uuid == "None":
+    """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None (R2.4, R5.3)."""
+    uuid = torch_uuid(index)
+    if not uuid:
         return None
     return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
 
 
-def gpu_processes(devices: Iterable[Any]) -> list[dict[str, Any]] | None:
-    """Other processes on the used GPUs (R2.5): ``[{"device", "pid", "used_bytes"}]``.
-
-    ``None`` when it cannot be observed (no NVML, e.g. on CPU or ROCm; both queries failed;
-    PIDs of another namespace), ``[]`` when none.
-    """
-    survey = gpu_process_survey(devices)
-    return None if survey is None else survey["foreign"]
-
-
-def load_average() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except (OSError, AttributeError):  # pragma: no cover - not on Linux
-        return None
-
-
 def cpu_model() -> str | None:
-    try:
-        for line in (
-            Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines()
-        ):
+    with contextlib.suppress(OSError):
+        cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        for line in cpuinfo.splitlines():
             if line.lower().startswith(("model name", "hardware", "cpu model")):
                 return line.split(":", 1)[1].strip() or None
-    except OSError:
-        pass
     return platform.processor() or None
 
 
 def code_revision(root: Path | None = None) -> str:
-    """``git:<commit>`` (+ ``-dirty`` with uncommitted or untracked changes), else
-    ``package:gpubench-nb==<version>`` when not run from a checkout, a version that names
-    the commit it was built from (setuptools-scm, ``0.1.1.dev3+g1a2b3c4``) (R1.1, R2.5).
-
-    Read-only git calls; GIT_OPTIONAL_LOCKS=0 keeps ``git status`` from rewriting the index.
-    """
+    """``git:<commit>`` (+ ``-dirty``), else ``package:gpubench-nb==<version>`` (R1.1, R2.5)."""
     root = _PACKAGE_ROOT if root is None else Path(root)
-    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # read-only: status never rewrites the index
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        command = ["git", "-C", str(root), *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=30, env=env)
+
     try:
-        commit = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--verify", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            env=env,
-        )
+        commit = git("rev-parse", "--verify", "HEAD")
         if commit.returncode == 0:
-            status = subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                env=env,
-            )
+            status = git("status", "--porcelain")
             dirty = status.returncode != 0 or bool(status.stdout.strip())
             return f"git:{commit.stdout.strip()}{'-dirty' if dirty else ''}"
     except (OSError, subprocess.SubprocessError):
@@ -199,24 +131,15 @@ def code_revision(root: Path | None = None) -> str:
 
 
 def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, Any]:
-    """What this process runs on (R2.4) and what else runs there (R2.5), at this moment.
-
-    ``used`` is the loaded model (or a Backend, or a list of devices): the GPU fields describe
-    the devices its parameters and buffers sit on, not the devices that are merely visible.
-    Without ``used``, ``device`` stands for the device used; ``None`` = no device used yet.
-    """
+    """What this process runs on (R2.4) and what else runs there (R2.5), now: the GPU fields
+    describe the devices ``used`` (else ``device``) sits on, not those merely visible."""
     import torch
 
-    if used is None:
-        used_devices = devices_used(device)
-    elif isinstance(used, (list, tuple, set)):
-        used_devices = [torch.device(d) for d in used]
-    else:
-        used_devices = devices_used(used)
+    used_devices = devices_used(device if used is None else used)
     gpus = _gpu_devices(used_devices)
     names = [torch.cuda.get_device_name(d) for d in gpus]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    visible_models = [torch.cuda.get_device_name(i) for i in range(visible)]
+    start = _activity("start", gpus)
     return {
         "captured_utc": utc_now(),
         "gpu_model": " + ".join(sorted(set(names))) if names else None,
@@ -224,11 +147,9 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "gpu_devices": [str(d) for d in gpus],
         "gpu_uuids": [u for u in (gpu_uuid(d.index) for d in gpus) if u],  # used (R2.4)
         "visible_gpu_uuids": [u for u in map(gpu_uuid, range(visible)) if u],
-        "device": str(used_devices[0])
-        if len(used_devices) == 1
-        else (",".join(str(d) for d in used_devices) or None),
+        "device": ",".join(map(str, used_devices)) or None,
         "visible_gpu_count": visible,  # seen, not necessarily used (R2.5)
-        "visible_gpu_models": visible_models,
+        "visible_gpu_models": [torch.cuda.get_device_name(i) for i in range(visible)],
         "driver_version": driver_version() if gpus else None,
         "python_version": platform.python_version(),
         "torch_version": torch.__version__,
@@ -242,29 +163,25 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "python_executable": sys.executable,
         "pid": os.getpid(),
         "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
+        "cuda_runtime_torch": torch.version.cuda,  # beside the driver's (R2.4)
+        "cuda_driver_runtime": None,
         **_gpu_facts(gpus),
         "numerics": numeric_settings(),
-        **_activity("start", gpus),
-        "gpu_processes_end": None,
-        "gpu_process_survey_end": None,
-        "load_average_end": None,
-        "cpu_activity_end": None,
+        **start,
+        **{key.replace("_start", "_end"): None for key in start},
     }
 
 
 def _gpu_facts(gpus: list[Any]) -> dict[str, Any]:
-    """R2.4 beyond the row's columns: the CUDA runtime the driver reports beside torch's,
-    and the SKU details that change speed. Empty on CPU; "not observable" without NVML."""
+    """R2.4 beyond the row on a GPU: the driver's CUDA runtime and the SKU details."""
     import torch
 
     if not gpus:
-        return {"cuda_runtime_torch": torch.version.cuda, "cuda_driver_runtime": None}
-    nvml = _nvml()
+        return {}
+    nvml = load_nvml()
+    hip = getattr(torch.version, "hip", None)
     return {
-        "cuda_runtime_torch": torch.version.cuda,
-        "cuda_driver_runtime": cuda_driver_runtime(nvml)
-        if not getattr(torch.version, "hip", None)
-        else NOT_OBSERVABLE,
+        "cuda_driver_runtime": NOT_OBSERVABLE if hip else cuda_driver_runtime(nvml),
         "gpu_details": sku_details(nvml, gpus),
     }
 
@@ -282,39 +199,18 @@ def _activity(when: str, gpus: list[Any]) -> dict[str, Any]:
 
 def finish_environment(env: dict[str, Any]) -> dict[str, Any]:
     """A copy of ``env`` with the end-of-run activity (other GPU processes, load) added."""
-    out = dict(env)
-    out.update(_activity("end", env.get("gpu_devices") or []))
-    return out
-
-
-def row_fields(env: dict[str, Any]) -> dict[str, Any]:
-    """The seven R2.4 columns of resultats-bruts.csv, taken from ``env``."""
-    return {name: env.get(name) for name in ROW_FIELDS}
-
-
-def _processes_text(procs: list[dict[str, Any]] | None) -> str:
-    if procs is None:
-        return "not observable"
-    if not procs:
-        return "none"
-    parts = []
-    for p in procs:
-        used = "?" if p.get("used_bytes") is None else f"{p['used_bytes']} B"
-        parts.append(f"pid {p['pid']} on {p['device']} ({used})")
-    return " ".join(parts)
+    return {**env, **_activity("end", env.get("gpu_devices") or [])}
 
 
 def environment_notes(env: dict[str, Any]) -> str:
-    """The R2.5 part of `notes`: code revision, CPU, concurrent activity at start/end (GPU
-    processes, load average, busy CPU processes) and the settings that change a number."""
+    """The R2.5 part of `notes`: code, CPU, activity at start and end, numeric settings."""
 
     def load(value: list[float] | None) -> str:
         return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)
 
-    def processes(when: str) -> str:
-        if f"gpu_process_survey_{when}" in env and env.get("gpu_devices"):
-            return survey_text(env.get(f"gpu_process_survey_{when}"))
-        return _processes_text(env.get(f"gpu_processes_{when}"))
+    def processes(when: str) -> str:  # a record without a survey: its list of processes
+        survey = env.get(f"gpu_process_survey_{when}")
+        return survey_text(survey) if survey else processes_text(env.get(f"gpu_processes_{when}"))
 
     parts = [
         f"code={env.get('code_revision')}",
@@ -354,8 +250,8 @@ def _sku_text(details: dict[str, Any]) -> str:
 
 
 def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[str, Any]:
-    """00_environment: the machine as observed (R2.4, R2.5) into the bundle's environment.json,
-    under its writer and only for the frozen declaration (R1.3, checked before anything)."""
+    """00_environment: the machine as observed (R2.4, R2.5) into environment.json, only for
+    the frozen declaration (R1.3)."""
     from gpubench_nb.engine.backends import resolve_device
     from gpubench_nb.kernel import ENVIRONMENT_STEP
     from gpubench_nb.protocol.experiment import load_experiment

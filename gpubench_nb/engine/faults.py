@@ -4,30 +4,20 @@ Grammar (whitespace ignored, case-sensitive)::
 
     GPUBENCH_FAULT = FAULT *( ";" FAULT )
     FAULT  = KIND "@" SITE *( "@" FILTER )
-    KIND   = "oom"      raise torch.cuda.OutOfMemoryError (as a real CUDA OOM would)
-           | "error"    raise InjectedFault (a RuntimeError)
-           | "crash"    os._exit(13): the process dies like a dead kernel, nothing is cleaned up
-           | "hang"     sleep forever (for dead-kernel / timeout handling)
-           | "cudaerror" a simulated asynchronous CUDA error: it is launched at SITE and
-                        raised at the next device synchronisation (``surface_pending``), or at
-                        once under CUDA_LAUNCH_BLOCKING=1, as a real one would
-           | "delay:" SECONDS   sleep SECONDS (> 0, at most 3600) and go on: a genuinely slow
-                        run inside the timed pass, not a failure (R3.6)
+    KIND   = "oom"        raise torch.cuda.OutOfMemoryError (as a real CUDA OOM would)
+           | "error"      raise InjectedFault (a RuntimeError)
+           | "crash"      os._exit(13): the process dies like a dead kernel
+           | "hang"       sleep forever (for dead-kernel / timeout handling)
+           | "cudaerror"  launched at SITE, raised at the next device synchronisation
+                          (``surface_pending``), at once under CUDA_LAUNCH_BLOCKING=1
+           | "delay:" S   sleep 0 < S <= 3600 seconds inside the timed span, not a failure (R3.6)
     SITE   = "batch:" N   just before the N-th batch (1-based, in batch order) is predicted
            | "load"       inside the timed load phase, before the backend loads
-    FILTER = "variant:" ID                the variant id (e.g. b4)
-           | "phase:" ("cold" | "warm")   the run's phase
-           | "run:" N                     the run_index (1..5)
+    FILTER = "variant:" ID | "phase:" ("cold" | "warm") | "run:" N
            | "pass:" ("measured" | "warmup" | "any")   which pass; default "measured"
 
-Examples: ``oom@batch:3`` (every measured pass), ``oom@batch:3@variant:b4@phase:warm@run:2``,
-``crash@load@variant:b8``, ``error@batch:1@pass:warmup;hang@batch:2@variant:b1``,
-``delay:1.5@batch:1@variant:b64@phase:warm@run:3`` (run 3 of b64's warm runs is 1.5 s slower;
-a batch site sleeps inside the timed pass, a load site inside the timed load).
-
-A filter only matches when the caller states that field: a fault scoped to ``variant:b4`` never
-fires in a pass whose variant is unknown. The plan is resolved once, before the timer starts, so
-an unset variable costs one truthiness check per batch.
+e.g. ``oom@batch:3@variant:b4@phase:warm@run:2``, ``error@batch:1@pass:warmup;crash@load``.
+A filter matches only when the caller states that field; the plan is resolved before the timer.
 """
 
 from __future__ import annotations
@@ -46,6 +36,7 @@ KINDS = ("oom", "error", "crash", "hang", "delay", "cudaerror")
 MAX_DELAY_SECONDS = 3600.0
 PASSES = ("measured", "warmup", "any")
 CRASH_EXIT_CODE = 13
+_CHOICES = {"phase": [str(p) for p in MEASURED_PHASES], "pass": list(PASSES)}  # filter values
 
 
 class FaultSpecError(ProtocolError):
@@ -69,8 +60,7 @@ def clear_pending() -> None:
 
 
 def surface_pending() -> None:
-    """Raise a pending ``cudaerror`` now: called by each device synchronisation (a sticky
-    error, as CUDA's: it stays until the process ends)."""
+    """Raise a pending ``cudaerror`` now, at a device synchronisation (sticky, as CUDA's)."""
     if _PENDING:
         raise _PENDING[0]
 
@@ -87,18 +77,6 @@ class Fault:
     spec: str = ""
     seconds: float | None = None  # "delay" only: how long the pass sleeps
 
-    def matches(
-        self, *, variant: str | None, phase: str | None, run: int | None, pass_kind: str | None
-    ) -> bool:
-        if self.variant is not None and self.variant != variant:
-            return False
-        if self.phase is not None and self.phase != phase:
-            return False
-        if self.run is not None and self.run != run:
-            return False
-        # Load faults ignore the pass filter; batch faults fire in measured passes by default.
-        return self.site == "load" or self.pass_kind in ("any", pass_kind)
-
 
 def _bad(spec: str, why: str) -> FaultSpecError:
     return FaultSpecError(
@@ -114,7 +92,6 @@ def _positive_int(spec: str, name: str, value: str) -> int:
 
 
 def _kind_and_seconds(spec: str, kind: str) -> tuple[str, float | None]:
-    """``oom`` -> ("oom", None); ``delay:1.5`` -> ("delay", 1.5); anything else is refused."""
     name, sep, value = kind.partition(":")
     if name not in KINDS:
         raise _bad(spec, f"kind {name!r} is not one of {list(KINDS)}")
@@ -146,39 +123,28 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
         if not parts:
             raise _bad(spec, "a SITE ('batch:N' or 'load') is required")
         site, *filters = parts
-        fields: dict[str, object] = {"kind": kind, "spec": spec, "seconds": seconds}
-        if site == "load":
-            fields["site"] = "load"
-        elif site.startswith("batch:"):
-            fields["site"] = "batch"
-            fields["batch"] = _positive_int(spec, "batch", site[len("batch:") :])
-        else:
+        fields: dict[str, object] = {"kind": kind, "spec": spec, "seconds": seconds, "site": site}
+        if site.startswith("batch:"):
+            fields.update(site="batch", batch=_positive_int(spec, "batch", site[len("batch:") :]))
+        elif site != "load":
             raise _bad(spec, f"site {site!r} is neither 'batch:N' nor 'load'")
         for item in filters:
             key, sep, value = item.partition(":")
             if not sep or not value:
                 raise _bad(spec, f"filter {item!r} is not KEY:VALUE")
-            if key == "variant":
-                fields["variant"] = value
-            elif key == "phase":
-                if value not in MEASURED_PHASES:
-                    raise _bad(spec, f"phase must be 'cold' or 'warm', got {value!r}")
-                fields["phase"] = value
-            elif key == "run":
-                fields["run"] = _positive_int(spec, "run", value)
-            elif key == "pass":
-                if value not in PASSES:
-                    raise _bad(spec, f"pass must be one of {list(PASSES)}, got {value!r}")
-                fields["pass_kind"] = value
-            else:
+            if key == "run":
+                value = _positive_int(spec, "run", value)
+            elif key in _CHOICES and value not in _CHOICES[key]:
+                raise _bad(spec, f"{key} must be one of {_CHOICES[key]}, got {value!r}")
+            elif key not in ("variant", *_CHOICES):
                 raise _bad(spec, f"unknown filter {key!r} (variant, phase, run, pass)")
+            fields["pass_kind" if key == "pass" else key] = value
         faults.append(Fault(**fields))  # type: ignore[arg-type]
     return tuple(faults)
 
 
 def check_fault_spec() -> None:
-    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel: `run`, `classify`
-    and `campaign run` call this first, so a typo never turns every run into a failed row."""
+    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel starts."""
     parse_faults(os.environ.get(ENV_VAR))
 
 
@@ -203,33 +169,33 @@ class FaultPlan:
         env = os.environ if environ is None else environ
         return cls(parse_faults(env.get(ENV_VAR)), variant, phase, run)
 
-    def _matching(self, pass_kind: str | None) -> list[Fault]:
-        return [f for f in self.faults if f.matches(**self._ctx(), pass_kind=pass_kind)]
+    def _matching(self, pass_kind: str | None = None) -> list[Fault]:
+        """The faults scoped to this run, in a pass of ``pass_kind`` (None: any pass)."""
+        here = {"variant": self.variant, "phase": self.phase, "run": self.run}
+        return [
+            f
+            for f in self.faults
+            if all(getattr(f, key) in (None, value) for key, value in here.items())
+            and (pass_kind is None or f.pass_kind in ("any", pass_kind))
+        ]
 
     def batch_faults(self, pass_kind: str = "measured") -> dict[int, Fault]:
         """Batch number (1-based) -> fault, for one pass of kind ``measured`` or ``warmup``."""
         return {f.batch: f for f in self._matching(pass_kind) if f.site == "batch" and f.batch}
 
     def load_fault(self) -> Fault | None:
-        found = [f for f in self._matching(None) if f.site == "load"]
+        found = [f for f in self._matching() if f.site == "load"]  # whatever the pass
         return found[0] if found else None
 
     def describe(self) -> str:
         """For `notes`: the injected faults scoped to this run (any pass), or ''."""
-        specs = [f.spec for f in self.faults if f.matches(**self._ctx(), pass_kind=f.pass_kind)]
+        specs = [f.spec for f in self._matching()]
         return f"fault injection {ENV_VAR}={';'.join(specs)}" if specs else ""
-
-    def _ctx(self) -> dict[str, object]:
-        return {"variant": self.variant, "phase": self.phase, "run": self.run}
 
 
 def trigger(fault: Fault, where: str) -> None:
-    """Make ``fault`` happen now; ``where`` says where, for the message.
-
-    Only ``delay`` (after sleeping, so the caller's timer counts the sleep) and ``cudaerror``
-    without CUDA_LAUNCH_BLOCKING=1 (which only launches its error) return; every other kind
-    raises, kills the process or never returns.
-    """
+    """Make ``fault`` happen now (``where``: for the message). Only ``delay`` (after its
+    sleep) and a launched ``cudaerror`` return; every other kind raises, exits or hangs."""
     if fault.kind == "delay":
         time.sleep(fault.seconds or 0.0)
         return

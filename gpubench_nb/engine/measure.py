@@ -16,7 +16,13 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.engine.backends.device_errors import failure_kind
 from gpubench_nb.engine.clocks import sampler_for
 from gpubench_nb.engine.faults import FaultPlan, surface_pending, trigger
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
+from gpubench_nb.engine.memory import (
+    MemoryReading,
+    failure_text,
+    is_out_of_memory,
+    probe_for,
+    readings_so_far,
+)
 from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
@@ -425,16 +431,7 @@ def _failed(
     exc: Exception, probe: Any, tokenized: Any, where: str, telemetry: dict | None = None
 ) -> PassResult:
     """The failed observation: elapsed empty, the memory readings taken so far (R5.8)."""
-
-    try:
-        memory = probe.end()
-    except Exception:  # begin() never ran, or the device is unusable after the fault
-        try:
-            memory = probe.partial()
-        except Exception:
-            memory = NOT_RECORDED
-    message = " ".join(str(exc).split())[:500]
-    error = f"{type(exc).__name__}: {message}"
+    memory = readings_so_far(probe)
     if is_out_of_memory(exc):
         event = (
             f"R5.8 out of memory during {where}: failed observation, elapsed not recorded "
@@ -454,7 +451,7 @@ def _failed(
         memory=memory,
         truncated_texts=None if tokenized is None else tokenized.truncated_texts,
         dropped_tokens=None if tokenized is None else tokenized.dropped_tokens,
-        error=error,
+        error=failure_text(exc),
         notes=(event,),
         out_of_memory=is_out_of_memory(exc),
         predictions_path=None,

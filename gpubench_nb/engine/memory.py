@@ -109,6 +109,25 @@ class NullProbe:
         return NOT_RECORDED
 
 
+def readings_so_far(probe: Any) -> MemoryReading:
+    """The readings up to a failure (R5.8): all of them where the device still answers, the
+    baselines where it does not, none where the span never began."""
+    if probe is None:
+        return NOT_RECORDED
+    try:
+        return probe.end()
+    except Exception:  # begin() never ran, or the device is unusable after the fault
+        try:
+            return probe.partial()
+        except Exception:
+            return NOT_RECORDED
+
+
+def failure_text(exc: BaseException) -> str:
+    """A failure in one line, for run.json's ``error``: its type and message (500 chars)."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:500]}"
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """The device ran out of memory: a failed observation, never a time of 0 (R5.8)."""
     import torch

@@ -1,9 +1,6 @@
-"""Settings that change a measured number without changing the declaration (R2.4, R2.5).
-
-TF32 and matmul precision, reduced-precision reductions, SDPA backends, the allocator and
-module-loading environment, cuDNN: runs differing in any of these do not measure the same
-computation. Read inside a call, never at import; unreadable values are ``"not observable"``.
-"""
+"""Settings that change a measured number without changing the declaration (R2.4, R2.5): TF32,
+reduced-precision reductions, SDPA backends, cuDNN, allocator and module-loading variables.
+Read inside a call; unreadable values are ``"not observable"``."""
 
 from __future__ import annotations
 
@@ -13,7 +10,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE
+
 # Environment variables that change what is computed or what a memory reading means.
 ENV_VARS = (
     "NVIDIA_TF32_OVERRIDE",  # 0 disables TF32 in cuBLAS/cuDNN whatever torch says
@@ -42,9 +40,8 @@ def _read(getter: Callable[[], Any]) -> Any:
 
 
 def _libc_getenv(name: str) -> str | None:
-    """The process's C-level environment variable ``name``: torch sets CUDA_MODULE_LOADING
-    with C ``setenv`` when it initialises CUDA, which Python's ``os.environ`` (a copy taken at
-    start-up) never sees."""
+    """The C-level variable ``name``: torch sets CUDA_MODULE_LOADING with C ``setenv``, which
+    ``os.environ`` never sees."""
     import ctypes
 
     try:
@@ -58,14 +55,25 @@ def _libc_getenv(name: str) -> str | None:
 
 
 def _start_environ(path: str = "/proc/self/environ") -> dict[str, str] | None:
-    """The environment this process was started with (Linux keeps it in /proc, untouched by
-    later ``os.environ`` or C ``setenv`` changes), or None where it cannot be read."""
+    """The environment this process started with (/proc, untouched since), or None."""
     try:
         raw = Path(path).read_bytes()
     except OSError:
         return None
     pairs = (item.partition(b"=") for item in raw.split(b"\0") if item)
     return {k.decode(errors="replace"): v.decode(errors="replace") for k, _, v in pairs}
+
+
+def cuda_initialised(cuda: Any = None) -> bool:
+    """Whether this process has initialised CUDA (False where torch cannot say)."""
+    if cuda is None:
+        import torch
+
+        cuda = torch.cuda
+    try:
+        return bool(cuda.is_initialized())
+    except Exception:
+        return False
 
 
 def module_loading(
@@ -75,23 +83,15 @@ def module_loading(
     environ: Mapping[str, str] | None = None,
     start_environ: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The effective ``CUDA_MODULE_LOADING`` after CUDA initialisation (``"not observable"``
-    before it, or on CPU), the value at process start (``/proc/self/environ``) and who set it
-    (the start environment, Python, or torch, which sets ``LAZY`` when it was unset)."""
+    """The effective ``CUDA_MODULE_LOADING`` after CUDA initialisation ("not observable"
+    before), its value at process start and who set it (the start, Python, or torch)."""
     env = os.environ if environ is None else environ
     started = start_environ
     if started is None:  # an injected ``environ`` is the whole environment, from the start
         started = _start_environ() if environ is None else environ
     in_python = env.get("CUDA_MODULE_LOADING")
     at_start = (started if isinstance(started, Mapping) else env).get("CUDA_MODULE_LOADING")
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda
-    try:
-        initialised = bool(cuda.is_initialized())
-    except Exception:
-        initialised = False
+    initialised = cuda_initialised(cuda)
     effective = getenv("CUDA_MODULE_LOADING") if initialised else NOT_OBSERVABLE
     if not initialised:
         source = "CUDA not initialised in this process"
@@ -115,8 +115,7 @@ def numeric_settings(
     *,
     getenv: Callable[[str], str | None] = _libc_getenv,
 ) -> dict:
-    """What changes a number in this process, as JSON-able values (R2.4). Call it after
-    CUDA is initialised, so that ``cuda_module_loading`` is the effective mode."""
+    """What changes a number in this process, JSON-able (R2.4); call after CUDA initialises."""
     if torch_module is None:
         import torch as torch_module
     torch = torch_module
@@ -152,8 +151,7 @@ def _flag(value: Any) -> str:
 
 
 def numerics_note(settings: Mapping[str, Any]) -> str:
-    """One compact `notes` item: every setting that changes a number, unset ones included, so
-    that two rows whose values differ say so side by side (R2.5)."""
+    """One `notes` item: every setting that changes a number, unset ones included (R2.5)."""
     sdpa = settings.get("sdpa_backends_enabled") or {}
     enabled = [name for name, on in sdpa.items() if on is True]
     unknown = [name for name, on in sdpa.items() if on not in (True, False)]

@@ -1,19 +1,18 @@
 """What NVML says about the GPUs a run used: SKU details that change speed (R2.4) and the
-other processes on them (R2.5). Where NVML cannot be asked: ``"not observable"``, never none.
+other processes on them (R2.5); where NVML cannot be asked, ``"not observable"``, never none.
 
-Three traps handled here: CUDA_VISIBLE_DEVICES renumbers torch's devices but not NVML's
-(devices are matched by UUID, never silently by index); a MIG slice has a ``MIG-`` UUID and its
-parent GPU holds the clocks and limits; in a container NVML reports host PIDs, so this process
-may not recognise itself (then the PIDs are declared not comparable instead of guessed).
+Devices are matched by UUID (CUDA_VISIBLE_DEVICES renumbers torch's, not NVML's); a MIG slice's
+parent GPU holds the clocks; container PIDs that NVML cannot match are "not comparable".
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+NOT_OBSERVABLE = "not observable"  # the engine's word for a figure it cannot read
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
@@ -28,7 +27,7 @@ def load_nvml() -> Any | None:
         return None
 
 
-def _text(value: Any) -> str:
+def decoded(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -39,26 +38,29 @@ def _ask(getter: Any, *args: Any) -> Any:
         return NOT_OBSERVABLE
 
 
-def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = None) -> Any | None:
-    """The NVML handle of torch's CUDA device ``index``, matched by UUID (``GPU-`` or, for a MIG
-    slice, ``MIG-``). By index only when torch reports no UUID and no MIG device is visible; on
-    MIG an unmatched UUID is ``None`` (not observable), never GPU 0."""
+def torch_uuid(index: int, torch_cuda: Any = None) -> str:
+    """The UUID torch reports for its CUDA device ``index``, or "" (no device, no UUID)."""
     if torch_cuda is None:
         import torch
 
         torch_cuda = torch.cuda
-    env = os.environ if environ is None else environ
     try:
         uuid = str(torch_cuda.get_device_properties(index).uuid or "")
     except Exception:
-        uuid = ""
+        return ""
+    return "" if uuid == "None" else uuid
+
+
+def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = None) -> Any | None:
+    """The NVML handle of torch's CUDA device ``index``, matched by UUID (``GPU-``/``MIG-``);
+    by index only without a UUID and with no MIG device visible; else None, never GPU 0."""
+    env = os.environ if environ is None else environ
+    uuid = torch_uuid(index, torch_cuda)
     if uuid:
         bare = uuid.removeprefix("GPU-").removeprefix("MIG-")
         for candidate in dict.fromkeys((uuid, f"GPU-{bare}", f"MIG-{bare}")):
-            try:
+            with contextlib.suppress(Exception):
                 return nvml.nvmlDeviceGetHandleByUUID(candidate)
-            except Exception:
-                continue
         return None  # torch knows the device's UUID and NVML does not: do not guess
     visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
     if any(v.startswith("MIG-") for v in visible) or _mig_enabled_anywhere(nvml):
@@ -72,22 +74,19 @@ def handle_for(nvml: Any, index: int, torch_cuda: Any = None, environ: Any = Non
 
 def _mig_enabled_anywhere(nvml: Any) -> bool:
     try:
-        for i in range(nvml.nvmlDeviceGetCount()):
-            current = nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(i))[0]
-            if current:
-                return True
+        count = nvml.nvmlDeviceGetCount()
+        return any(
+            nvml.nvmlDeviceGetMigMode(nvml.nvmlDeviceGetHandleByIndex(i))[0] for i in range(count)
+        )
     except Exception:
         return False
-    return False
 
 
-def _parent(nvml: Any, handle: Any) -> Any:
+def parent_gpu(nvml: Any, handle: Any) -> Any:
     """The physical GPU of a MIG slice (clocks, power and ECC live there); else ``handle``."""
-    try:
+    with contextlib.suppress(Exception):
         if nvml.nvmlDeviceIsMigDeviceHandle(handle):
             return nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
-    except Exception:
-        pass
     return handle
 
 
@@ -103,59 +102,41 @@ def form_factor(board_name: str) -> str:
 
 
 def cuda_driver_runtime(nvml: Any | None) -> str:
-    """The CUDA version the driver supports (``nvmlSystemGetCudaDriverVersion``), e.g.
-    ``cuda 12.8``; torch's own ``torch.version.cuda`` is recorded beside it."""
-    if nvml is None:
-        return NOT_OBSERVABLE
-    value = _ask(nvml.nvmlSystemGetCudaDriverVersion)
+    """The CUDA version the driver supports, e.g. ``cuda 12.8`` (torch's is recorded beside)."""
+    value = NOT_OBSERVABLE if nvml is None else _ask(nvml.nvmlSystemGetCudaDriverVersion)
     if not isinstance(value, int):
         return NOT_OBSERVABLE
     return f"cuda {value // 1000}.{(value % 1000) // 10}"
 
 
 def sku_details(nvml: Any | None, devices: Iterable[Any], torch_cuda: Any = None) -> list[dict]:
-    """Per used GPU: board name, form factor, power limit, current/max SM and memory clocks,
-    persistence, MIG and ECC modes (R2.4). Each field is a value or ``"not observable"``."""
+    """Per used GPU: board, form factor, power limit, clocks, persistence, MIG, ECC (R2.4)."""
     out = []
     for dev in devices:
-        index = getattr(dev, "index", dev)
         row: dict[str, Any] = {"device": str(dev)}
-        handle = None if nvml is None else handle_for(nvml, index, torch_cuda)
+        handle = None if nvml is None else handle_for(nvml, getattr(dev, "index", dev), torch_cuda)
         if handle is None:
-            row["nvml"] = NOT_OBSERVABLE
-            out.append(row)
+            out.append({**row, "nvml": NOT_OBSERVABLE})
             continue
-        gpu = _parent(nvml, handle)
-        name = _ask(nvml.nvmlDeviceGetName, gpu)
-        name = _text(name) if name != NOT_OBSERVABLE else name
+        gpu = parent_gpu(nvml, handle)
+        name = decoded(_ask(nvml.nvmlDeviceGetName, gpu))
+        sm, mem = getattr(nvml, "NVML_CLOCK_SM", 1), getattr(nvml, "NVML_CLOCK_MEM", 2)
         row.update(
             board_name=name,
             form_factor=form_factor(name) if name != NOT_OBSERVABLE else NOT_OBSERVABLE,
-            board_part_number=_str_or(_ask(nvml.nvmlDeviceGetBoardPartNumber, gpu)),
+            board_part_number=decoded(_ask(nvml.nvmlDeviceGetBoardPartNumber, gpu)),
             is_mig_slice=gpu is not handle,
             power_limit_watts=_milli(_ask(nvml.nvmlDeviceGetPowerManagementLimit, gpu)),
             enforced_power_limit_watts=_milli(_ask(nvml.nvmlDeviceGetEnforcedPowerLimit, gpu)),
-            sm_clock_mhz=_ask(nvml.nvmlDeviceGetClockInfo, gpu, _const(nvml, "NVML_CLOCK_SM", 1)),
-            memory_clock_mhz=_ask(
-                nvml.nvmlDeviceGetClockInfo, gpu, _const(nvml, "NVML_CLOCK_MEM", 2)
-            ),
-            max_sm_clock_mhz=_ask(
-                nvml.nvmlDeviceGetMaxClockInfo, gpu, _const(nvml, "NVML_CLOCK_SM", 1)
-            ),
+            sm_clock_mhz=_ask(nvml.nvmlDeviceGetClockInfo, gpu, sm),
+            memory_clock_mhz=_ask(nvml.nvmlDeviceGetClockInfo, gpu, mem),
+            max_sm_clock_mhz=_ask(nvml.nvmlDeviceGetMaxClockInfo, gpu, sm),
             persistence_mode=_mode(_ask(nvml.nvmlDeviceGetPersistenceMode, gpu)),
             mig_mode=_mode(_ask(nvml.nvmlDeviceGetMigMode, gpu)),
             ecc_mode=_mode(_ask(nvml.nvmlDeviceGetEccMode, gpu)),
         )
         out.append(row)
     return out
-
-
-def _const(nvml: Any, name: str, default: int) -> int:
-    return getattr(nvml, name, default)
-
-
-def _str_or(value: Any) -> str:
-    return value if value == NOT_OBSERVABLE else _text(value)
 
 
 def _milli(value: Any) -> Any:
@@ -181,16 +162,9 @@ def process_survey(
     holds_context: bool = False,
     torch_cuda: Any = None,
 ) -> dict[str, Any]:
-    """The processes NVML sees on the used GPUs, and which of them are foreign (R2.5).
-
-    ``{"observable", "pids_comparable", "seen", "foreign", "reason"}``. Not observable when
-    NVML is absent, a device has no handle, or both process queries fail (never "none").
-    ``holds_context``: this process already has a CUDA context there, so NVML must list it; if
-    its PID is absent while others are listed, NVML reports PIDs of another (the host's) PID
-    namespace and the foreign ones cannot be told from this one: ``foreign`` is then None.
-    """
+    """The processes NVML sees on the used GPUs, and which are foreign (R2.5). ``holds_context``:
+    NVML must list this process; if not, the PIDs are another namespace's (not comparable)."""
     me = os.getpid() if own_pid is None else own_pid
-    devices = list(devices)
     if nvml is None:
         return _unobservable("NVML is not available (no NVIDIA driver, ROCm or CPU)")
     seen: list[dict[str, Any]] = []
@@ -216,28 +190,24 @@ def process_survey(
                     seen.append(entry)
         if answered == 0:
             return _unobservable(f"both NVML process queries failed on {dev}")
-    pids = {p["pid"] for p in seen}
-    if me in pids:
-        foreign = [p for p in seen if p["pid"] != me]
-        return _survey(True, True, seen, foreign, None)
+    if any(p["pid"] == me for p in seen):
+        return _survey(seen, [p for p in seen if p["pid"] != me])
     if holds_context:
         if not seen:
             return _unobservable("NVML lists no process, not even this one (it holds a context)")
-        return _survey(
-            True,
-            False,
-            seen,
-            None,
+        reason = (
             f"this process (pid {me}) is not among NVML's PIDs: they belong to another PID "
-            "namespace (container), so this run cannot be told from the others",
+            "namespace (container), so this run cannot be told from the others"
         )
-    return _survey(True, True, seen, list(seen), None)
+        return _survey(seen, None, comparable=False, reason=reason)
+    return _survey(seen, list(seen))
 
 
-def _survey(observable: bool, comparable: Any, seen: Any, foreign: Any, reason: Any) -> dict:
+def _survey(seen: Any, foreign: Any, *, comparable: Any = True, reason: Any = None) -> dict:
+    observable = seen is not None
     return {
         "observable": observable,
-        "pids_comparable": comparable,
+        "pids_comparable": comparable if observable else None,
         "seen": seen,
         "foreign": foreign,
         "reason": reason,
@@ -245,7 +215,7 @@ def _survey(observable: bool, comparable: Any, seen: Any, foreign: Any, reason: 
 
 
 def _unobservable(reason: str) -> dict[str, Any]:
-    return _survey(False, None, None, None, reason)
+    return _survey(None, None, reason=reason)
 
 
 def survey_text(survey: dict[str, Any] | None) -> str:
@@ -257,10 +227,15 @@ def survey_text(survey: dict[str, Any] | None) -> str:
             f"not comparable ({len(survey.get('seen') or [])} GPU process(es) seen in another "
             "PID namespace, this run among them)"
         )
-    if not survey["foreign"]:
-        return "none"
+    return processes_text(survey["foreign"])
+
+
+def processes_text(procs: list[dict[str, Any]] | None) -> str:
+    """The `notes` form of a list of GPU processes (None: not observable)."""
+    if procs is None:
+        return NOT_OBSERVABLE
     parts = []
-    for p in survey["foreign"]:
+    for p in procs:
         used = "?" if p.get("used_bytes") is None else f"{p['used_bytes']} B"
         parts.append(f"pid {p['pid']} on {p['device']} ({used})")
-    return " ".join(parts)
+    return " ".join(parts) or "none"

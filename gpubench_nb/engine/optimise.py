@@ -15,7 +15,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
+from gpubench_nb.engine.backends.base import resolve_device
+from gpubench_nb.engine.memory import (
+    NOT_RECORDED,
+    MemoryReading,
+    failure_text,
+    is_out_of_memory,
+    probe_for,
+)
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_rules import optimisation_problems
@@ -31,17 +38,14 @@ CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
 def thread_variables(declared: int | str) -> None:
-    """Set OMP_NUM_THREADS and MKL_NUM_THREADS before torch is imported, so that its thread
-    pools start at the declared size (the load runs with them too); ``auto`` sets nothing."""
+    """Set OMP/MKL_NUM_THREADS before torch is imported, so its pools start at that size."""
     if declared != "auto":
         os.environ.update({name: str(declared) for name in THREAD_VARIABLES})
 
 
 def apply_threads(declared: int | str) -> dict[str, Any]:
-    """Enforce the declared CPU threads in this process, then record them: torch's
-    intra-op and inter-op pools and the OMP/MKL variables that compiler workers inherit.
-    ``"auto"`` changes nothing and is recorded all the same. A pool left at another size is a
-    BackendError (R2.1: the declared setting was not applied)."""
+    """Enforce the declared CPU threads (``auto``: unchanged), then record torch's pools and the
+    OMP/MKL variables; an intra-op pool at another size is a BackendError (R2.1)."""
     import torch
 
     if declared != "auto":
@@ -67,7 +71,7 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
 
 
 def threads_text(state: dict[str, Any]) -> str:
-    """The threads of a run, for its notes (shown with the conditions)."""
+    """The threads of a run, for its notes."""
     env = " ".join(f"{n}={state.get(n) or 'unset'}" for n in THREAD_VARIABLES)
     return (
         f"threads {state.get('declared')}: torch intra-op {state.get('intra_op')}, inter-op "
@@ -77,13 +81,8 @@ def threads_text(state: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Optimised:
-    """What applying the declared optimisations to a loaded model did (R2.1, R3.2).
-
-    ``quantize_seconds`` and ``compile_seconds`` are their own figures, outside the load clock
-    and every pass (R3.2); the compile figure includes the first forward of one batch, which is
-    where torch.compile compiles. ``memory`` is that step's R3.8 readings (the quantised
-    weights are on the device by its end); ``weight_bytes`` counts the state after it.
-    """
+    """What applying the declared optimisations did (R2.1): seconds of their own, outside the
+    load and every pass (R3.2), the step's memory readings (R3.8) and the weights after it."""
 
     attention: str | None = None  # the implementation the model runs (transformers models)
     quantization: str = "none"
@@ -119,8 +118,7 @@ class Optimised:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What applying or finishing the optimisations adds to a run: the backend to measure
-    (None after a failure), run.json fields, and the notes' facts and events (R3.2, R3.6)."""
+    """The backend to measure (None after a failure), run.json fields, notes' facts and events."""
 
     backend: Any = None
     record: dict[str, Any] = field(default_factory=dict)
@@ -129,10 +127,8 @@ class Outcome:
 
 
 def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
-    """The declared threads and optimisations applied to the loaded ``backend`` (None: a
-    failed load, threads still recorded): run.json's ``threads`` and ``optimisation`` and their
-    sentences. ``texts``: the corpus, whose first batch torch.compile compiles on. A failure
-    is an observation (R3.6; out of memory R5.8): the error recorded, no backend, no pass."""
+    """Threads and optimisations applied to the loaded ``backend`` (None: a failed load); a
+    failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
     record: dict[str, Any] = {}
     facts: tuple[str, ...] = ()
     try:
@@ -147,8 +143,7 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 
         done = apply_optimisations(backend, settings, sample, device)
     except Exception as exc:  # not applied as declared: an observation, never a time
-        message = " ".join(str(exc).split())[:500]
-        record["error"] = f"optimisation failed: {type(exc).__name__}: {message}"
+        record["error"] = f"optimisation failed: {failure_text(exc)}"
         record["out_of_memory"] = is_out_of_memory(exc)
         rule = "R5.8 out of memory" if record["out_of_memory"] else "R3.6"
         event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
@@ -160,10 +155,8 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 def finish_optimised(
     record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
 ) -> Outcome:
-    """After the passes: the compiler cache measured and removed, and, for a compiled model,
-    the graphs compiled during the measured pass (``recompilations``) and the warm-up
-    (``warmup_recompilations``) recorded and said (R3.2): a warm pass that compiled is one the
-    declared warm-up did not cover. ``record``: run.json's fields so far."""
+    """After the passes: the compiler cache measured and removed, and the graphs compiled in
+    the measured pass and the warm-up (R3.2). ``record``: run.json's fields so far."""
     out: dict[str, Any] = {}
     done = record.get("optimisation")
     if done and done.get("compiler_cache"):
@@ -193,11 +186,10 @@ def graphs_compiled() -> int | None:
 
 
 def isolated_compiler_cache() -> dict[str, Any]:
-    """A new, empty compiler cache for this run (inductor and triton), so a cold run compiles
-    from nothing (R3.7); where it is and its state are recorded."""
+    """A new, empty inductor/triton cache for this run: a cold run compiles from nothing (R3.7)."""
     folder = Path(tempfile.mkdtemp(prefix="gpubench-compile-"))
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder)
-    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    for name, path in zip(CACHE_VARIABLES, (folder, folder / "triton"), strict=True):
+        os.environ[name] = str(path)
     return {"dir": str(folder), "state_at_start": f"empty (new folder {folder})"}
 
 
@@ -209,10 +201,10 @@ def close_compiler_cache(cache: dict[str, Any] | None) -> dict[str, Any] | None:
     sizes = []
     for path in folder.rglob("*"):
         with contextlib.suppress(OSError):  # compiler workers may still rename their files
-            sizes.append(path.stat().st_size if path.is_file() else None)
+            if path.is_file():
+                sizes.append(path.stat().st_size)
     shutil.rmtree(folder, ignore_errors=True)
-    kept = [size for size in sizes if size is not None]
-    return {**cache, "files_at_end": len(kept), "bytes_at_end": sum(kept)}
+    return {**cache, "files_at_end": len(sizes), "bytes_at_end": sum(sizes)}
 
 
 def _attention(module: Any, declared: str) -> str | None:
@@ -273,9 +265,8 @@ def weight_bytes(module: Any) -> int:
 def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
-    """Apply the declared attention, quantisation and compile mode to ``backend``, in that
-    order, timed apart (R3.2) inside one memory probe (R3.8). ``sample()`` gives one batch:
-    its forward is where torch.compile compiles. Raises on failure; the caller records it."""
+    """Apply the declared attention, quantisation and compile mode, timed apart (R3.2) inside
+    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on."""
     attention = _attention(backend.module, settings.attention)
     scheme, mode = settings.quantization, settings.compile
     if scheme == "none" and mode == "none":
@@ -283,15 +274,15 @@ def apply_optimisations(
     probe = probe_for(device)
     watch = Stopwatch(sync=synchronizer(device))
     probe.begin()
-    quantized = quantize_seconds = compile_seconds = graphs = cache = None
+    done: dict[str, Any] = {"attention": attention, "quantization": scheme, "compile": mode}
     if scheme != "none":
         watch.start()
-        backend.module, quantized = _quantize(backend.module, scheme)
-        quantize_seconds = watch.stop()
-        if not quantized:
+        backend.module, done["quantized_layers"] = _quantize(backend.module, scheme)
+        done["quantize_seconds"] = watch.stop()
+        if not done["quantized_layers"]:
             raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
     if mode != "none":
-        cache = isolated_compiler_cache()
+        done["compiler_cache"] = isolated_compiler_cache()
         batch = sample()
         before = graphs_compiled() or 0
         watch.start()
@@ -299,26 +290,14 @@ def apply_optimisations(
             warnings.simplefilter("ignore", DeprecationWarning)
             backend.module.compile(mode=mode)
             backend.predict(batch)
-        compile_seconds = watch.stop()
-        graphs = (graphs_compiled() or 0) - before
+        done["compile_seconds"] = watch.stop()
+        done["compiled_graphs"] = (graphs_compiled() or 0) - before
     memory: MemoryReading = probe.end()
-    return Optimised(
-        attention=attention,
-        quantization=scheme,
-        quantized_layers=quantized,
-        quantize_seconds=quantize_seconds,
-        compile=mode,
-        compile_seconds=compile_seconds,
-        compiled_graphs=graphs,
-        compiler_cache=cache,
-        weight_bytes=weight_bytes(backend.module),
-        memory=memory.to_dict(),
-    )
+    return Optimised(**done, weight_bytes=weight_bytes(backend.module), memory=memory.to_dict())
 
 
 def refuse_unrunnable(exp: Any) -> None:
-    """A BackendError listing every declared optimisation this machine cannot run (R2.1):
-    ``validate`` and ``run`` refuse before anything is frozen or measured."""
+    """A BackendError listing every declared optimisation this machine cannot run (R2.1)."""
     problems = unrunnable(exp)
     if problems:
         raise BackendError(
@@ -328,12 +307,7 @@ def refuse_unrunnable(exp: Any) -> None:
 
 
 def unrunnable(exp: Any) -> list[str]:
-    """What this machine cannot run of the declared optimisations, each with the reason and
-    the fix (R2.1): a missing package, a GPU without the needed capability, no C compiler for
-    torch.compile on the CPU. ``device: auto`` is judged as it resolves here; a device this
-    machine lacks is left to the machine that runs it."""
-    from gpubench_nb.engine.backends.base import resolve_device
-
+    """The declared optimisations this machine cannot run, with reason and fix (R2.1)."""
     problems: list[str] = []
     for variant in exp.variants:
         s = variant.settings

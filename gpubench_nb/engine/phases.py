@@ -18,7 +18,13 @@ from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
 from gpubench_nb.engine.measure import PassResult, measure_pass, scope_note
-from gpubench_nb.engine.memory import NOT_RECORDED, MemoryReading, is_out_of_memory, probe_for
+from gpubench_nb.engine.memory import (
+    NOT_RECORDED,
+    failure_text,
+    is_out_of_memory,
+    probe_for,
+    readings_so_far,
+)
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
@@ -189,11 +195,8 @@ def _failed(
     device: Any, figures: dict[str, Any], stage: str, probe: Any, exc: Exception, facts: Any
 ) -> LoadOutcome:
     """The load's failure as an observation: its error, event and readings so far (R3.6, R5.8)."""
-    memory = _readings_so_far(probe)
-    message = " ".join(str(exc).split())[:500]
-    figures.update(
-        load_memory=memory.to_dict(), error=f"load failed: {type(exc).__name__}: {message}"
-    )
+    memory = readings_so_far(probe)
+    figures.update(load_memory=memory.to_dict(), error=f"load failed: {failure_text(exc)}")
     figures["out_of_memory"] = is_out_of_memory(exc)
     if figures["out_of_memory"]:
         event = (
@@ -204,19 +207,6 @@ def _failed(
         event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
     lead = (_seconds_fact(figures),) if device is not None else ()
     return LoadOutcome(device, None, figures, (*lead, *facts), (event, *memory.problems()))
-
-
-def _readings_so_far(probe: Any) -> MemoryReading:
-    """The load's memory readings up to the failure (R5.8), or none if it never began."""
-    if probe is None:
-        return NOT_RECORDED
-    try:
-        return probe.end()
-    except Exception:  # begin() never ran, or the device is unusable after the fault
-        try:
-            return probe.partial()
-        except Exception:
-            return NOT_RECORDED
 
 
 def warmed_pass(

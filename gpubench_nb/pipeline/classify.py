@@ -1,9 +1,5 @@
-"""`gpubench-nb classify`: one accepted-or-not pass of a declared variant, as a small sealed bundle.
-
-Production work counts in the rental ledger too (R5.3): this runs the frozen protocol's model on
-the corpus once (no warm-up, no repeats: not a timing study), checks the predictions (R1.5,
-R1.6) and seals predictions, checks, one CSV row and the environment under a manifest (R5.6).
-"""
+"""`gpubench-nb classify`: one accepted-or-not pass of a declared variant, as a small sealed
+bundle (no warm-up, no repeats) that the rental ledger counts (R1.5, R5.3, R5.6)."""
 
 from __future__ import annotations
 
@@ -45,8 +41,8 @@ class ClassifyResult:
 
 
 def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float:
-    """The reference variant's median quality in a benchmark bundle of the same frozen
-    protocol (R1.3), verified first as check-bundle does (R5.6): an edited one is refused."""
+    """The reference variant's median quality in a verified (R5.6) benchmark bundle of the same
+    frozen protocol (R1.3)."""
     benchmark = Path(benchmark)
     if not benchmark.is_dir():
         raise ProtocolError(
@@ -98,8 +94,7 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
 
 
 def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:
-    """A new bundle folder no other ``classify`` holds (``mkdir`` fails when the name exists,
-    so two started in the same second get distinct folders)."""
+    """A new bundle folder no other ``classify`` holds (``mkdir`` fails on an existing name)."""
     base = Path(output_dir).resolve() / f"{experiment_id}-classify-{variant_id}-{utc_stamp()}"
     base.parent.mkdir(parents=True, exist_ok=True)
     path, number = base, 1
@@ -119,12 +114,8 @@ def classify(
     output_dir: str | Path = "outputs",
     reference_bundle: str | Path | None = None,
 ) -> ClassifyResult:
-    """Run ``variant_id`` once over the corpus and seal the outcome in a new bundle.
-
-    A variant other than the reference needs the reference value a benchmark of the same
-    frozen protocol measured (``reference_bundle``), else it is refused before anything runs
-    (R1.3). ``output_dir`` goes through the output guard (R5.6); a failure leaves no folder.
-    """
+    """Run ``variant_id`` once over the corpus and seal the outcome in a new bundle; a variant
+    other than the reference needs ``reference_bundle`` (R1.3). A failure leaves no folder."""
     check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
@@ -149,10 +140,7 @@ def classify(
 
 
 def _classify_into(
-    exp: Any,
-    variant_id: str,
-    bundle_dir: Path,
-    reference_bundle: str | Path | None,
+    exp: Any, variant_id: str, bundle_dir: Path, reference_bundle: str | Path | None
 ) -> ClassifyResult:
     """The body of :func:`classify`, inside the folder it reserved."""
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
@@ -197,6 +185,3 @@ def summary(result: ClassifyResult) -> str:
     if checks.get("missing_ids"):
         lines.insert(1, f"missing IDs: {len(checks['missing_ids'])}")
     return "\n".join(lines)
-
-
-__all__ = ["ClassifyResult", "classify", "reference_from", "summary"]

@@ -1,12 +1,8 @@
-"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule.
+"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (R3.6).
 
-A CUDA error surfaces at the first synchronisation after the kernel that caused it, so a
-failed run can only say which batches were launched since the previous one (R3.6). After the
-schedule has finished (no timed run is touched or delayed), each run that failed with a
-device error is rerun once in a fresh process with ``CUDA_LAUNCH_BLOCKING=1``: every launch is
-then synchronous and the error shows at its own batch. The rerun is untimed, writes no
-predictions and no row; its record, ``diagnosis.json`` beside the run's ``run.json``, says it
-is a diagnosis and with which environment it ran.
+A CUDA error surfaces at a later synchronisation; after the schedule, each run that failed with
+one is rerun once, untimed, in a fresh process with ``CUDA_LAUNCH_BLOCKING=1`` so the error
+shows at its own batch. No predictions, no row: ``diagnosis.json`` beside the run's run.json.
 
     python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR
 """
@@ -48,24 +44,11 @@ def diagnose_run(
 ) -> dict[str, Any]:
     """Rerun one failed run in a fresh process with CUDA_LAUNCH_BLOCKING=1, write and return
     its ``diagnosis.json``. A diagnosis that cannot run is recorded as such, never raised."""
-    started = utc_now()
     env = {**os.environ, **DIAGNOSIS_ENV}
-    command = [
-        sys.executable,
-        "-m",
-        "gpubench_nb.pipeline.diagnose",
-        str(experiment_path),
-        variant_id,
-        phase,
-        str(run_index),
-        str(bundle_dir),
-    ]
-    record: dict[str, Any] = {
-        "kind": KIND,
-        "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
-        "environment": dict(DIAGNOSIS_ENV),
-        "started_utc": started,
-    }
+    args = [str(experiment_path), variant_id, phase, str(run_index), str(bundle_dir)]
+    command = [sys.executable, "-m", "gpubench_nb.pipeline.diagnose", *args]
+    record = _record(variant_id, phase, run_index)
+    record.update(environment=dict(DIAGNOSIS_ENV), started_utc=utc_now())
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_seconds, env=env
@@ -79,9 +62,15 @@ def diagnose_run(
     except subprocess.TimeoutExpired:
         record.update(reproduced=None, error=f"diagnosis timed out after {timeout_seconds} s")
     record["finished_utc"] = utc_now()
-    folder = run_dir(bundle_dir, variant_id, phase, run_index)
-    write_json_atomic(folder / DIAGNOSIS_NAME, record)
+    write_json_atomic(run_dir(bundle_dir, variant_id, phase, run_index) / DIAGNOSIS_NAME, record)
     return record
+
+
+def _record(variant_id: str, phase: str, run_index: int) -> dict[str, Any]:
+    return {
+        "kind": KIND,
+        "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
+    }
 
 
 def diagnose_runs(
@@ -104,14 +93,13 @@ def diagnose_runs(
         if key in done or left < 1:
             first = done.get(key) or {}
             spent = f"not diagnosed: the diagnosis budget of {budget_seconds} s was spent"
-            record = {
-                "kind": KIND,
-                "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
-                "reproduced": first.get("reproduced"),
-                "located": first.get("located"),
-                "same_as": first.get("of_run"),
-                "error": None if first else f"{spent} (one run timeout for all failed runs)",
-            }
+            record = _record(variant_id, phase, run_index)
+            record.update(
+                reproduced=first.get("reproduced"),
+                located=first.get("located"),
+                same_as=first.get("of_run"),
+                error=None if first else f"{spent} (one run timeout for all failed runs)",
+            )
             folder = run_dir(bundle_dir, variant_id, phase, run_index)
             write_json_atomic(folder / DIAGNOSIS_NAME, record)
         else:
@@ -135,17 +123,10 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
     exp = load_experiment(experiment_path)
     settings = exp.variant(variant_id).settings
     corpus = load_experiment_corpus(exp, "eval")
-    model_revision, tokenizer_revision = fingerprints_for(exp.model, exp.tokenizer)
-    require_frozen(  # R1.3: the diagnosis runs what the run ran, or nothing
-        bundle,
-        exp,
-        {
-            "corpus_revision": corpus.revision,
-            "model_revision": model_revision,
-            "tokenizer_revision": tokenizer_revision,
-        },
-        step="diagnosis",
-    )
+    revisions = fingerprints_for(exp.model, exp.tokenizer)
+    fingerprints = dict(zip(("model_revision", "tokenizer_revision"), revisions, strict=True))
+    fingerprints["corpus_revision"] = corpus.revision
+    require_frozen(bundle, exp, fingerprints, step="diagnosis")  # R1.3: what the run ran
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     backend = load_backend(
         exp.model,
@@ -153,7 +134,7 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
         classes=exp.classes,
         device=settings.device,
         precision=settings.precision,
-        revisions=(model_revision, tokenizer_revision),
+        revisions=revisions,
     )
     passes = ["warmup"] * (exp.timing.warmup_iterations if phase == "warm" else 0) + ["measured"]
     for number, kind in enumerate(passes, 1):
@@ -178,8 +159,7 @@ def _rerun(experiment_path: str, variant_id: str, phase: str, run_index: int, bu
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    experiment_path, variant_id, phase, run_index, bundle = args
+    experiment_path, variant_id, phase, run_index, bundle = sys.argv[1:] if argv is None else argv
     out = _rerun(experiment_path, variant_id, phase, int(run_index), bundle)
     print(_TAG + json.dumps(out), flush=True)
     return 0

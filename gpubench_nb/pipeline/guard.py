@@ -1,15 +1,7 @@
-"""What `gpubench-nb run` checks before and around writing a bundle (R5.6, R1.3, R5.1).
-
-- One writer: the bundle's exclusive lock is held for the whole run (``protocol.writer``).
-- No bundle inside a bundle: an output folder that is, or lies inside, a bundle is refused.
-- Never re-seal what was tampered with: a finished bundle is verified first as check-bundle
-  verifies it; any finding is refused (exit 2) unless ``--fresh`` discards the bundle.
-- Validate before touching: the pricing section and its offers table are checked in full
-  before the first write.
-- All or nothing on a finished bundle: a rerun that redoes no run (re-pricing) works on the
-  bundle after copying it aside; the copy is swapped back if anything fails, and dropped only
-  when the new manifest is written. A rerun that adds runs first unseals the bundle (it is then
-  an unfinished, resumable bundle, as after an interrupted first run).
+"""What `gpubench-nb run` checks before and around writing a bundle (R5.6, R1.3, R5.1): one
+writer, no bundle inside a bundle, a tampered finished bundle never re-sealed, the pricing valid
+before the first write, and all or nothing on a finished bundle: a rerun that adds no run works
+on it with a copy set aside (swapped back on failure); one that adds runs unseals it first.
 """
 
 from __future__ import annotations
@@ -34,23 +26,13 @@ from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.writer import bundle_writer
 
 
-def _stamp() -> str:
-    return utc_stamp()
-
-
 def backup_path(bundle_dir: Path) -> Path:
     """Where the sealed bundle is kept while a rerun rewrites it: beside it, never inside."""
     return bundle_dir.parent / f".{bundle_dir.name}.sealed-backup"
 
 
-def refuse_nested(output_dir: Path) -> None:
-    """A bundle is never written inside another bundle (its manifest would not cover it)."""
-    check_output_folder(output_dir, option="--output-dir")
-
-
 def refuse_tampered(bundle_dir: Path) -> None:
-    """A finished bundle that check-bundle refuses (a file changed behind its manifest, a lock
-    or record edited and re-sealed) is never resumed nor sealed again (R5.6, R1.3)."""
+    """A finished bundle that check-bundle refuses is never resumed nor sealed again (R5.6)."""
     from gpubench_nb.economics.reprice import verify_bundle
 
     problems = verify_bundle(bundle_dir)
@@ -91,9 +73,8 @@ def _drop(path: Path, bundle_dir: Path) -> None:
 
 
 def _restore_interrupted(bundle_dir: Path) -> None:
-    """A backup left beside the bundle means a rerun of a finished bundle did not complete: the
-    half-rewritten bundle is dropped and the sealed one restored (that rerun redid no run, so
-    no measurement is lost)."""
+    """A backup left beside the bundle: a rerun that redid no run did not complete; the sealed
+    bundle is restored."""
     shutil.rmtree(_trash(bundle_dir), ignore_errors=True)
     backup = backup_path(bundle_dir)
     if not backup.is_dir():
@@ -106,11 +87,11 @@ def _restore_interrupted(bundle_dir: Path) -> None:
 @contextmanager
 def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterator[None]:
     """Hold the bundle for a whole run, after every check that must come before a write."""
-    refuse_nested(bundle_dir.parent)
+    check_output_folder(bundle_dir.parent, option="--output-dir")  # never inside a bundle
     with bundle_writer(bundle_dir, " ".join(["gpubench-nb", *sys.argv[1:]])):
         _restore_interrupted(bundle_dir)
         if fresh and bundle_dir.exists():
-            bundle_dir.rename(bundle_dir.with_name(f"{bundle_dir.name}.discarded-{_stamp()}"))
+            bundle_dir.rename(bundle_dir.with_name(f"{bundle_dir.name}.discarded-{utc_stamp()}"))
         if (bundle_dir / layout.MANIFEST_NAME).exists():
             refuse_tampered(bundle_dir)
         validate_pricing(experiment)
@@ -118,9 +99,7 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
         try:
             yield
         except Exception:
-            # A first run that fails before its first row (a refusal, a full disk) leaves no
-            # half-made folder that looks like a bundle; once a row is
-            # recorded the bundle is kept, resumable (R3.6).
+            # no half-made folder before the first row; after it, kept and resumable (R3.6)
             if created and not (bundle_dir / layout.CSV_NAME).exists():
                 shutil.rmtree(bundle_dir, ignore_errors=True)
             raise
@@ -130,11 +109,8 @@ def writing(experiment: Experiment, bundle_dir: Path, *, fresh: bool) -> Iterato
 def resealing(bundle_dir: Path, *, adds_runs: bool) -> Iterator[None]:
     """Around everything that rewrites a bundle after its checks (see the module docstring)."""
     manifest = bundle_dir / layout.MANIFEST_NAME
-    if not manifest.exists():
-        yield
-        return
-    if adds_runs:  # new measurements: the bundle becomes an unfinished, resumable one
-        manifest.unlink()
+    if adds_runs or not manifest.exists():  # new runs: an unfinished, resumable bundle
+        manifest.unlink(missing_ok=True)
         yield
         return
     backup = backup_path(bundle_dir)

@@ -1,23 +1,19 @@
 """A schedule stopped by a signal or Ctrl-C: the run in progress is discarded, recorded,
 redone (R3.6).
 
-A Slurm job that is cancelled (``scancel``: SIGTERM), pre-empted (SIGTERM) or warned before its
-time limit (USR2) must not turn the run in progress into an observation: the kernel that got
-the signal dies of *our* interruption, not of the model. :func:`stop_on_signals` turns those
-signals into :class:`Interrupted` in the main thread at once; the orchestrator writes no row
-for the run in progress, appends the event to the bundle's ``logs/interruptions.jsonl``, and
-the resumed schedule redoes that run with a note naming the interruption (R3.6: the event is
-kept and explained, the interrupted attempt is not a measurement). Ctrl-C during a plain
-`gpubench-nb run` (SIGINT, a KeyboardInterrupt) is recorded the same way.
+scancel and pre-emption (SIGTERM), Slurm's time-limit warning (USR2) and Ctrl-C kill the run in
+progress for reasons outside the model: no row, an event in ``logs/interruptions.jsonl``, and a
+note on the redone run.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
 import signal
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
@@ -32,11 +28,8 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
 
 
 class Interrupted(KeyboardInterrupt):
-    """A stop asked from outside (a signal), like Ctrl-C: never an observation, never a row.
-
-    ``then`` is the handler that was there before (submitit's USR2 handler checkpoints and
-    requeues the job), to be called once the interruption is recorded.
-    """
+    """A stop asked from outside, like Ctrl-C: never a row. ``then``: the handler it replaced
+    (submitit's USR2 requeue), to call once the interruption is recorded."""
 
     def __init__(self, signal_name: str, then: Callable[[], None] | None = None) -> None:
         super().__init__(f"interrupted by {signal_name}")
@@ -50,23 +43,16 @@ def stop_on_signals(
     signals: Sequence[signal.Signals] = STOP_SIGNALS,
     chain: Sequence[signal.Signals] = (signal.SIGUSR2,),
 ) -> Iterator[None]:
-    """Raise :class:`Interrupted` in the main thread on any of ``signals`` (once).
-
-    For a signal in ``chain``, the handler installed before (submitit's requeue on USR2) is
-    handed over in ``Interrupted.then`` instead of being lost. Handlers are restored on exit.
-    """
+    """Raise :class:`Interrupted` in the main thread on any of ``signals`` (once), handing a
+    ``chain`` signal's previous handler over in ``then``; handlers restored on exit."""
     previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, frame: FrameType | None) -> None:
         for number in signals:  # a second signal must not interrupt the recording
             signal.signal(number, signal.SIG_IGN)
         original = previous.get(signal.Signals(signum))
-        then = None
-        if signum in chain and callable(original):
-
-            def then() -> None:
-                original(signum, frame)
-
+        chained = signum in chain and callable(original)
+        then = functools.partial(original, signum, frame) if chained else None
         raise Interrupted(signal.Signals(signum).name, then)
 
     for number in signals:
@@ -78,50 +64,22 @@ def stop_on_signals(
             signal.signal(number, old)
 
 
-def as_interrupted(stop: KeyboardInterrupt) -> Interrupted:
-    """``stop`` itself when a signal handler raised it, else Ctrl-C's KeyboardInterrupt as an
-    ``Interrupted`` by SIGINT (a plain `gpubench-nb run` in a terminal)."""
-    return stop if isinstance(stop, Interrupted) else Interrupted(signal.SIGINT.name)
-
-
-def record_stop(
-    bundle_dir: Path,
-    run_key: str,
-    caught: KeyboardInterrupt,
-    schedule: Sequence[str],
-    done: set[str],
-) -> Interrupted:
-    """Record the stop of ``run_key`` (``done``: the runs with their rows, in ``schedule``, the
-    whole schedule's keys); Ctrl-C's KeyboardInterrupt becomes ``Interrupted`` by SIGINT and is
-    recorded as a campaign's signal is. The ``Interrupted`` is returned, noted."""
-    stop = as_interrupted(caught)
-    record_interruption(
-        bundle_dir,
-        None if run_key in done else run_key,  # its row was written: nothing to redo
-        stop,
-        runs_done=[key for key in schedule if key in done],
-        runs_total=len(schedule),
-    )
-    return stop
-
-
 def record_interruption(
     bundle_dir: Path,
     run_key: str | None,
     stop: Interrupted,
     *,
-    runs_done: Sequence[str] = (),
-    runs_total: int | None = None,
+    schedule: Sequence[str] = (),
+    done: Collection[str] = (),
 ) -> dict:
-    """Append the event to ``logs/interruptions.jsonl`` of the bundle (kept, sealed, R3.6), in
-    one durable append (a torn last line is skipped by ``read_interruptions``): what was
-    running, when, and which runs of the schedule were done (kept, never redone)."""
+    """Append the stop of ``run_key`` (``done``: the keys of ``schedule`` with rows) to the
+    bundle's ``logs/interruptions.jsonl`` in one durable append; ``stop.note`` says it."""
     entry = {
         "utc": utc_now(),
         "signal": stop.signal_name,
-        "run": run_key,  # None: between runs (a notebook step), nothing to redo
-        "runs_done": list(runs_done),
-        "runs_total": runs_total,
+        "run": None if run_key in done else run_key,  # None: nothing to redo
+        "runs_done": [key for key in schedule if key in done],
+        "runs_total": len(schedule) if schedule else None,
         "slurm_job_id": slurm_job_id(),
         "host": platform.node(),
         "pid": os.getpid(),
@@ -134,21 +92,14 @@ def record_interruption(
 
 
 def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
-    """What the terminal says after a recorded interruption: the run discarded, the runs kept,
-    where the event is recorded, and how to resume."""
-    done = len(entry.get("runs_done") or [])
-    total = entry.get("runs_total")
-    running = (
-        f"run {entry['run']} was discarded (an interruption is not an observation, R3.6) and "
-        "will be redone; "
-        if entry.get("run")
-        else ""
-    )
+    """What the terminal says: the run discarded, the runs kept, the log, how to resume."""
+    run, total = entry["run"], entry["runs_total"]
+    running = f"run {run} was discarded (not an observation, R3.6) and will be redone; "
+    done = f"{len(entry['runs_done'])}{'' if total is None else f' of {total}'}"
     return (
-        f"interrupted by {entry['signal']}: {running}{done}"
-        + (f" of {total}" if total is not None else "")
-        + f" runs are done and kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. "
-        "To resume, run the same command again (without --fresh): finished runs are not redone."
+        f"interrupted by {entry['signal']}: {running if run else ''}{done} runs are done and "
+        f"kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. To resume, run the same "
+        "command again (without --fresh): finished runs are not redone."
     )
 
 
@@ -160,13 +111,9 @@ def read_interruptions(bundle_dir: Path) -> list[dict[str, Any]]:
         return []
     out = []
     for line in lines:
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(entry, dict):
-            out.append(entry)
-    return out
+        with suppress(json.JSONDecodeError):
+            out.append(json.loads(line))
+    return [entry for entry in out if isinstance(entry, dict)]
 
 
 def interruption_note(entries: Sequence[dict[str, Any]]) -> str | None:
@@ -186,22 +133,16 @@ def interruption_note(entries: Sequence[dict[str, Any]]) -> str | None:
 
 
 def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
-    """Signal every descendant of this process (the kernels), deepest first; Linux /proc only.
-
-    Under Slurm the step's processes got the signal already; elsewhere (a local job) an
-    orphaned kernel would otherwise go on writing into the run folder that is to be redone.
-    """
+    """Signal every descendant (the kernels), deepest first, so none goes on writing into a
+    run to be redone; Linux /proc only."""
     found: list[int] = []
 
     def walk(pid: int) -> None:
         for task in Path(f"/proc/{pid}/task").glob("*"):
-            try:
-                children = (task / "children").read_text().split()
-            except OSError:
-                continue
-            for child in map(int, children):
-                walk(child)
-                found.append(child)
+            with suppress(OSError):  # a task that ended meanwhile
+                for child in map(int, (task / "children").read_text().split()):
+                    walk(child)
+                    found.append(child)
 
     walk(os.getpid())
     for pid in found:

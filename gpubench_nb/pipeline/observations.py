@@ -6,17 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from gpubench_nb.engine.environment import ROW_FIELDS
+from gpubench_nb.engine.memory import MEMORY_FIELDS
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.records import EnvironmentRecord, Phase, RunRecord
 from gpubench_nb.protocol.results_schema import empty_row
-
-MEMORY_KEYS = (
-    "baseline_allocated_bytes",
-    "baseline_reserved_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
-)
 
 
 def _join(*parts: str | None) -> str:
@@ -25,19 +19,13 @@ def _join(*parts: str | None) -> str:
 
 def _figures(record: RunRecord) -> str:
     """The figures run.json records beside the load, outside its clock (R3.2)."""
-    parts = [
-        f"{key}={value:.6f}"
-        for key, value in (
-            ("fingerprint_seconds", record.fingerprint_seconds),
-            ("cuda_context_seconds", record.cuda_context_seconds),
-        )
-        if value is not None
-    ]
+    values = {key: getattr(record, key) for key in ("fingerprint_seconds", "cuda_context_seconds")}
+    parts = [f"{key}={value:.6f}" for key, value in values.items() if value is not None]
     return f" ({', '.join(parts)})" if parts else ""
 
 
 def _memory(readings: Mapping[str, Any] | None) -> dict[str, Any]:
-    return {key: (readings or {}).get(key) for key in MEMORY_KEYS}
+    return {key: (readings or {}).get(key) for key in MEMORY_FIELDS}
 
 
 def rows_for_run(
@@ -47,14 +35,11 @@ def rows_for_run(
     record: RunRecord | None,
     failure: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one scheduled run, derived from its run.json: ``load`` + ``cold`` for a
-    cold run, ``warm`` for a warm one.
+    """The rows of one scheduled run from its run.json: ``load`` + ``cold``, or ``warm``.
 
-    ``record`` is None when the kernel died before writing it; ``failure`` names an event seen
-    from outside the kernel (dead kernel, timeout). A failed pass keeps its row with an empty
-    elapsed time and a note, never a 0 (R3.6, R5.8). precision, batch and context are as the
-    run applied them, never as declared: a run that left no record applied nothing that can be
-    stated (R4.3); the kernel refuses settings other than the frozen ones (R1.3).
+    ``record`` is None when the kernel died before writing it; ``failure``: an event seen from
+    outside (dead kernel, timeout). A failed pass keeps its row, elapsed empty, never 0 (R3.6,
+    R5.8); precision, batch and context are as the run applied them, never as declared (R4.3).
     """
     record = record or RunRecord()
     environment = record.environment or EnvironmentRecord()

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +34,19 @@ from gpubench_nb.kernel import (
 )
 from gpubench_nb.pipeline import guard
 from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
-from gpubench_nb.pipeline.interrupt import interruption_note, read_interruptions, record_stop
+from gpubench_nb.pipeline.interrupt import (
+    Interrupted,
+    interruption_note,
+    read_interruptions,
+    record_interruption,
+)
 from gpubench_nb.pipeline.observations import rows_for_run
-from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule, select_variants
+from gpubench_nb.pipeline.schedule import ScheduledRun, draw_schedule
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.corpus import Corpus, load_declared_corpora, write_expected_ids
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
-from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
@@ -55,19 +61,10 @@ class PipelineResult:
     rows: list[dict[str, Any]]
     report_path: Path | None
 
-    @property
-    def verdicts(self) -> dict[str, VariantAcceptance]:
-        """Each variant's acceptance by the one rule (protocol.quality, R1.5, R5.7)."""
-        return variant_acceptance(self.rows)
-
 
 @contextmanager
 def kernel_stderr_into(log_path: Path) -> Iterator[None]:
-    """Send what kernels print on stderr (start-up chatter, tracebacks) to the bundle's log.
-
-    The kernel inherits file descriptor 2, so it is redirected at that level, then restored;
-    the log is kept with the bundle as the record of events (R3.6).
-    """
+    """Send what kernels print on stderr (fd 2, which they inherit) to the bundle's log (R3.6)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.flush()
     saved = os.dup(2)
@@ -83,8 +80,7 @@ def kernel_stderr_into(log_path: Path) -> Iterator[None]:
 
 def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeout: int) -> None:
     """Run one notebook in a fresh kernel with papermill; the executed copy is kept (R5.6)."""
-    papermill = papermill_module()  # without an unused 1 s grammar
-
+    papermill = papermill_module()
     output.parent.mkdir(parents=True, exist_ok=True)
     with kernel_stderr_into(Path(parameters["bundle_dir"]) / KERNEL_LOG):
         try:
@@ -103,16 +99,13 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
 
 
 def refusal_from_kernel(exc: Exception) -> GpubenchError | None:
-    """A kernel that refused (frozen protocol differs, R1.3; another writer, R5.6; bad input)
-    raised one of our errors: the same error here, with its message and exit code 2, instead of
-    a notebook traceback. Any other failure is returned as None (an observation, R3.6)."""
+    """The GpubenchError a kernel raised (R1.3, R5.6), or a full disk, as the same error here
+    (exit 2, no notebook traceback); None for any other failure (an observation, R3.6)."""
     refused = getattr(errors, str(getattr(exc, "ename", "")), None)
     if isinstance(refused, type) and issubclass(refused, GpubenchError):
         return refused(str(getattr(exc, "evalue", exc)))
     full = _DISK_FULL_IN_KERNEL.match(str(getattr(exc, "evalue", "")))
-    if getattr(exc, "ename", None) in _OS_ERRORS and full:
-        # A full disk is no observation of the configuration: the run stops with no row, and
-        # the rerun redoes it once space is freed, instead of a failed row.
+    if getattr(exc, "ename", None) in _OS_ERRORS and full:  # no row: the rerun redoes it
         where = full.group("path") or "a file of the run"
         return errors.storage_error(OSError(int(full.group("errno")), full.group("why")), where)
     return None
@@ -127,12 +120,10 @@ _DISK_FULL_IN_KERNEL = re.compile(
 def prepare_bundle(
     experiment: Experiment, bundle_dir: Path, given_lock: dict[str, Any] | None = None
 ) -> tuple[Corpus, dict[str, str]]:
-    """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3).
-
-    ``given_lock`` (``run --protocol``): the bundle is frozen with that lock, verbatim, and only
-    if this machine's declaration and fingerprints are the ones it froze.
-    """
+    """Validate the corpora (R1.4), build the preset model, freeze the protocol (R1.3), with
+    ``given_lock`` verbatim (``run --protocol``) when this machine matches it."""
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
+    from gpubench_nb.engine.backends.model_check import check_declared_model
     from gpubench_nb.engine.optimise import refuse_unrunnable
 
     refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
@@ -140,16 +131,11 @@ def prepare_bundle(
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
-        from gpubench_nb.engine.backends.model_check import check_declared_model
-
         check_declared_model(experiment)
-    model_revision, tokenizer_revision = fingerprints_for(experiment.model, experiment.tokenizer)
-    fingerprints = {
-        "corpus_revision": corpus.revision,
-        "model_revision": model_revision,
-        "tokenizer_revision": tokenizer_revision,
-        **{f"{split}_revision": other.revision for split, other in others.items()},
-    }
+    fingerprints = {"corpus_revision": corpus.revision}
+    found = fingerprints_for(experiment.model, experiment.tokenizer)
+    fingerprints.update(zip(("model_revision", "tokenizer_revision"), found, strict=True))
+    fingerprints.update((f"{split}_revision", other.revision) for split, other in others.items())
     bundle_dir.mkdir(parents=True, exist_ok=True)
     freeze(bundle_dir, experiment, fingerprints, given=given_lock, corpus_identity=corpus.identity)
     kept = bundle_dir / "protocol"
@@ -164,7 +150,10 @@ def prepare_bundle(
     return corpus, fingerprints
 
 
-def _done_keys(rows: list[dict[str, Any]]) -> set[str]:
+def _done_keys(bundle_dir: Path) -> set[str]:
+    """The keys of the runs that have their rows in the CSV (the ledger of what is done)."""
+    csv_path = bundle_dir / layout.CSV_NAME
+    rows = read_rows(csv_path) if csv_path.exists() else []
     return {
         f"{r['variant_id']}/{r['phase']}-{r['run_index']}"
         for r in rows
@@ -183,20 +172,14 @@ def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord | None:
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
     """``schedule.json``: the drawn order, each run's status and the PID it ran in (R3.7)."""
-    csv_path = bundle_dir / layout.CSV_NAME
-    done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
-    interrupted: dict[str, int] = {}
-    for event in read_interruptions(bundle_dir):
-        interrupted[str(event.get("run"))] = interrupted.get(str(event.get("run")), 0) + 1
+    done = _done_keys(bundle_dir)
+    interrupted = Counter(str(event.get("run")) for event in read_interruptions(bundle_dir))
     entries = []
     for run in runs:
         record = (_read_record(bundle_dir, run) if run.key in done else None) or RunRecord()
         entries.append(
             {
-                "position": run.position,
-                "variant_id": run.variant_id,
-                "phase": run.phase,
-                "run_index": run.run_index,
+                **asdict(run),
                 "status": "done" if run.key in done else "pending",
                 "pid": record.pid,
                 "error": record.error,
@@ -225,23 +208,12 @@ def run_one(
     """Execute one scheduled run in a fresh kernel and append its rows at once (R3.6)."""
     folder = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index)
     shutil.rmtree(folder, ignore_errors=True)  # leftovers of an interrupted attempt
+    output = bundle_dir / "notebooks" / MEASURE_STEP / f"{run.key.replace('/', '-')}.ipynb"
+    params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
+    params |= {key: getattr(run, key) for key in ("variant_id", "phase", "run_index")}
     failure = None
     try:
-        execute_notebook(
-            f"{MEASURE_STEP}.ipynb",
-            bundle_dir
-            / "notebooks"
-            / MEASURE_STEP
-            / f"{run.variant_id}-{run.phase}-{run.run_index}.ipynb",
-            {
-                "experiment": str(experiment.source),
-                "variant_id": run.variant_id,
-                "phase": run.phase,
-                "run_index": run.run_index,
-                "bundle_dir": str(bundle_dir),
-            },
-            timeout,
-        )
+        execute_notebook(f"{MEASURE_STEP}.ipynb", output, params, timeout)
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
@@ -269,19 +241,17 @@ def run_experiment(
     variants: list[str] | None = None,
     fresh: bool = False,
     run_timeout_seconds: int = DEFAULT_RUN_TIMEOUT_SECONDS,
-    on_progress: Callable[[ScheduledRun, int, int], None] | None = None,
+    on_progress: Callable[[ScheduledRun, int, int], None] = lambda run, number, total: None,
     protocol: str | Path | None = None,
     bundle_dir: str | Path | None = None,
     pricing: dict[str, Any] | None = None,
 ) -> PipelineResult:
     """The whole chain, resumable: freeze, environment, schedule, quality, economics, report.
 
-    ``on_progress(run, number, total)`` is called before each run and again after it with
-    ``number + 1``: ``number - 1`` runs are finished. Refusals (another writer, a changed
-    protocol, a tampered finished bundle, invalid pricing) raise a ``GpubenchError``.
-    ``protocol``: a frozen ``protocol.lock.json`` (a campaign's) that this machine must match
-    exactly (R1.3); ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing``
-    (offers, offer, days, lots) replaces the experiment's pricing section, which is not frozen.
+    ``on_progress(run, number, total)`` is called before each run and after it with
+    ``number + 1``. ``protocol``: a frozen lock this machine must match (R1.3); ``bundle_dir``
+    replaces ``<output_dir>/<experiment_id>``; ``pricing`` replaces the (unfrozen) section.
+    Refusals raise a ``GpubenchError``.
     """
     check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
@@ -296,39 +266,28 @@ def run_experiment(
     with guard.writing(experiment, bundle_dir, fresh=fresh):
         _, fingerprints = prepare_bundle(experiment, bundle_dir, given_lock)
         params = {"experiment": str(experiment.source), "bundle_dir": str(bundle_dir)}
-        notebooks = bundle_dir / "notebooks"
-        if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
-            execute_notebook(
-                f"{ENVIRONMENT_STEP}.ipynb",
-                notebooks / f"{ENVIRONMENT_STEP}.ipynb",
-                params,
-                run_timeout_seconds,
-            )
 
+        def step(name: str, **extra: Any) -> None:
+            output = bundle_dir / "notebooks" / f"{name}.ipynb"
+            execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
+
+        if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
+            step(ENVIRONMENT_STEP)
         csv_path = bundle_dir / layout.CSV_NAME
         if csv_path.exists():
             repair_torn_tail(csv_path)  # a kill -9 mid-append leaves at most one torn line
         schedule = draw_schedule(experiment)
-        done = _done_keys(read_rows(csv_path)) if csv_path.exists() else set()
-        todo = [run for run in select_variants(schedule, variants) if run.key not in done]
+        done = _done_keys(bundle_dir)
+        wanted = set(variants or (variant.id for variant in experiment.variants))
+        todo = [run for run in schedule if run.key not in done and run.variant_id in wanted]
         with guard.resealing(bundle_dir, adds_runs=bool(todo)):
             _run_schedule(
                 experiment, bundle_dir, fingerprints, schedule, todo, run_timeout_seconds,
                 on_progress,
             )  # fmt: skip
             _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
-            execute_notebook(
-                f"{QUALITY_STEP}.ipynb",
-                notebooks / f"{QUALITY_STEP}.ipynb",
-                params,
-                run_timeout_seconds,
-            )
-            execute_notebook(
-                f"{ECONOMICS_STEP}.ipynb",
-                notebooks / f"{ECONOMICS_STEP}.ipynb",
-                {**params, "pricing": pricing} if pricing is not None else params,
-                run_timeout_seconds,
-            )
+            step(QUALITY_STEP)
+            step(ECONOMICS_STEP, **({"pricing": pricing} if pricing is not None else {}))
             report_path = _render_report(bundle_dir)
             layout.write_manifest(bundle_dir)
         return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
@@ -341,42 +300,40 @@ def _run_schedule(
     schedule: list[ScheduledRun],
     todo: list[ScheduledRun],
     run_timeout_seconds: int,
-    on_progress: Callable[[ScheduledRun, int, int], None] | None,
+    on_progress: Callable[[ScheduledRun, int, int], None],
 ) -> None:
     """Each run still to do, in the drawn order, each in its own kernel (R3.4, R3.7); the
     schedule file rewritten after each. A signal leaves no row and is recorded (R3.6)."""
     write_schedule(bundle_dir, experiment, schedule)
     for number, run in enumerate(todo, start=1):
-        if on_progress:
-            on_progress(run, number, len(todo))
+        on_progress(run, number, len(todo))
         try:
             run_one(experiment, bundle_dir, fingerprints, run, run_timeout_seconds)
         except KeyboardInterrupt as caught:  # a signal or Ctrl-C: no row, recorded, redone (R3.6)
             done: set[str] = set()
-            with suppress(ResultsError):  # no CSV yet, or a torn tail the resume repairs
-                done = _done_keys(read_rows(bundle_dir / layout.CSV_NAME))
-            stop = record_stop(bundle_dir, run.key, caught, [r.key for r in schedule], done)
+            with suppress(ResultsError):  # a torn tail the resume repairs
+                done = _done_keys(bundle_dir)
+            stop = caught if isinstance(caught, Interrupted) else Interrupted(signal.SIGINT.name)
+            keys = [r.key for r in schedule]
+            record_interruption(bundle_dir, run.key, stop, schedule=keys, done=done)
             with suppress(ResultsError):
                 write_schedule(bundle_dir, experiment, schedule)
             if stop is caught:
                 raise
             raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
-        if on_progress:  # `number - 1` runs are finished, the last one included
-            on_progress(run, number + 1, len(todo))
+        on_progress(run, number + 1, len(todo))  # `number` runs are finished
 
 
 def _diagnose_device_errors(
     experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
 ) -> None:
-    """A CUDA error is asynchronous; locate it after the schedule, in untimed reruns with
-    CUDA_LAUNCH_BLOCKING=1 (diagnosis.json, not a row), all within one run timeout."""
-    records = [(run, _read_record(bundle_dir, run)) for run in todo]
-    failed = [
-        (run.variant_id, run.phase, run.run_index, str(record.error))
-        for run, record in records
-        if record is not None and needs_diagnosis(record.error)
-    ]
+    """Locate asynchronous CUDA errors after the schedule (pipeline.diagnose), in one timeout."""
+    failed = []
+    for run in todo:
+        record = _read_record(bundle_dir, run)
+        if record is not None and needs_diagnosis(record.error):
+            failed.append((run.variant_id, run.phase, run.run_index, str(record.error)))
     diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
 
 

@@ -1,8 +1,5 @@
-"""`gpubench-nb run`: the whole chain with its progress on stderr, then its one-screen summary
-(R3.5: median and min–max; each verdict as protocol.quality decides it, R1.5, R5.7).
-
-A tqdm bar in a terminal; elsewhere (a log, CI) one plain line per finished run, since a bar's
-carriage-return frames would pile up into one unreadable line: ``[ 4/30] b1 warm 1  3.71 s``.
+"""`gpubench-nb run`: the whole chain with its progress on stderr (a tqdm bar in a terminal,
+else one line per finished run), then its one-screen summary (R3.5; verdicts by R1.5, R5.7).
 """
 
 from __future__ import annotations
@@ -17,15 +14,14 @@ from gpubench_nb.formats import NOT_RECORDED, seconds, seconds_range
 from gpubench_nb.pipeline import orchestrate
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.outputs import check_output_folder
-from gpubench_nb.protocol.quality import VariantAcceptance
+from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import PHASES
 
 
 def run_with_progress(
     experiment_path: str | Path, *, output_dir: str | Path, stream: TextIO, **options: Any
 ) -> str:
-    """orchestrate.run_experiment(**options) with its progress on ``stream``; the one-screen
-    summary (per variant and phase, then each verdict by the one rule, R1.5)."""
+    """orchestrate.run_experiment(**options) with its progress on ``stream``; the summary."""
     check_output_folder(Path(output_dir), option="--output-dir")
     progress = progress_for(stream)
     finished = False
@@ -36,8 +32,9 @@ def run_with_progress(
         finished = True
     finally:  # closed at the real count; a refusal is printed after it
         progress.close(finished)
+    verdicts = variant_acceptance(result.rows)  # the one rule (R1.5, R5.7)
     return summary_text(
-        result.rows, result.bundle_dir, result.report_path, verdicts=result.verdicts, phases=PHASES
+        result.rows, result.bundle_dir, result.report_path, verdicts=verdicts, phases=PHASES
     )
 
 
@@ -48,8 +45,7 @@ def progress_for(stream: TextIO) -> ProgressBar | ProgressLines:
 
 
 class ProgressBar:
-    """``on_progress`` for run_experiment: one tqdm bar, made at the first scheduled run (a
-    refusal before it shows none)."""
+    """``on_progress`` for run_experiment: one tqdm bar, made at the first scheduled run."""
 
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
@@ -72,8 +68,8 @@ class ProgressBar:
 
 
 class ProgressLines:
-    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` when a run finishes, its wall
-    time (kernel start included) measured between the calls before and after it."""
+    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` when a run finishes (wall time
+    between the calls before and after it, kernel start included)."""
 
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
@@ -117,19 +113,16 @@ def summary_text(
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
     ]
-    variants = list(dict.fromkeys(row["variant_id"] for row in rows))
-    for variant in variants:
-        mine = [row for row in rows if row["variant_id"] == variant]
+    for variant in dict.fromkeys(row["variant_id"] for row in rows):
         for phase in phases:
-            phase_rows = [row for row in mine if row["phase"] == phase]
-            if not phase_rows:
-                continue
-            times = [r["elapsed_seconds"] for r in phase_rows if r["elapsed_seconds"] is not None]
-            failed = len(phase_rows) - len(times)
+            mine = [r for r in rows if r["variant_id"] == variant and r["phase"] == phase]
+            times = [r["elapsed_seconds"] for r in mine if r["elapsed_seconds"] is not None]
             shown = NOT_RECORDED
             if times:
                 shown = seconds_range(statistics.median(times), min(times), max(times))
-            lines.append(f"{variant:<10}{phase:<7}{len(phase_rows):>3}{failed:>8}  {shown}")
+            if mine:
+                failed = len(mine) - len(times)
+                lines.append(f"{variant:<10}{phase:<7}{len(mine):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(
             f"{variant:<10}{_SHOWN[verdict.verdict]} ({verdict.accepted_runs}"

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.records import MEASURED_PHASES
 
-PHASES = MEASURED_PHASES  # a scheduled run is cold or warm; load is timed inside each
-
 
 @dataclass(frozen=True)
 class ScheduledRun:
@@ -35,18 +33,10 @@ def draw_schedule(experiment: Experiment) -> list[ScheduledRun]:
     rng = random.Random(experiment.timing.order_seed)
     runs: list[ScheduledRun] = []
     for run_index in range(1, experiment.timing.repeats + 1):
-        for phase in PHASES:
+        for phase in MEASURED_PHASES:  # load is timed inside each run
             order = list(variant_ids)
             if experiment.timing.order == "drawn":
                 rng.shuffle(order)
             for variant_id in order:
                 runs.append(ScheduledRun(len(runs) + 1, variant_id, phase, run_index))
     return runs
-
-
-def select_variants(runs: list[ScheduledRun], variant_ids: list[str] | None) -> list[ScheduledRun]:
-    """Keep the runs of the requested variants, in schedule order."""
-    if not variant_ids:
-        return runs
-    wanted = set(variant_ids)
-    return [run for run in runs if run.variant_id in wanted]

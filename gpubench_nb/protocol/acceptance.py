@@ -6,34 +6,20 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, ProtocolError
 from gpubench_nb.protocol.corpus_file import encodable
-from gpubench_nb.protocol.experiment_spec import (
-    METRICS,  # the metrics a declaration may name (R1.3)
-)
+from gpubench_nb.protocol.experiment_spec import METRICS, QUALITY_SLACK, QualitySpec
 from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
 from gpubench_nb.protocol.problems import Problems, failure_kind
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
-
-# A value that equals its bound mathematically must not fail by float rounding (F1 values are
-# ratios of counts); 1e-12 is far below any difference one item can make on 10^6 items.
-_SLACK = 1e-12
-
-
-class QualityRule(Protocol):
-    """What acceptance reads of the declared quality (``experiment_spec.QualitySpec``, R1.3)."""
-
-    metric: str
-    threshold: float
-    tolerance: float
 
 
 @dataclass(frozen=True)
@@ -67,10 +53,6 @@ class AcceptanceReport:
         return asdict(self)
 
 
-# ---------------------------------------------------------------------------------------------
-# Quality
-
-
 def _require_metric(metric: str) -> None:
     """Refuse a metric the protocol does not know (R1.3)."""
     if metric not in METRICS:
@@ -99,10 +81,6 @@ def quality_score(metric: str, y_true: np.ndarray, y_pred: np.ndarray, n_classes
         return float(f1.mean()) if n_classes else 0.0
     weight = support.sum()
     return float((f1 * support).sum() / weight) if weight > 0 else 0.0
-
-
-# ---------------------------------------------------------------------------------------------
-# The check
 
 
 @dataclass(frozen=True)
@@ -134,40 +112,22 @@ def _match_ids(
     ids = list(map(id_key, ids))
     observed = dict(zip(ids, labels, strict=True))  # duplicates are reported below
     predicted = list(map(observed.get, map(id_key, expected_ids)))  # None where missing
-    missing: list[str] = []
+    missing = []
     if None in predicted:
         missing = [i for i, p in zip(expected_ids, predicted, strict=True) if p is None]
     has_duplicates = len(observed) != len(ids)
-    # Distinct observed IDs that are not found expected ones are extra.
-    has_extra = len(observed) - (len(expected_ids) - len(missing)) > 0
+    has_extra = len(observed) > len(expected_ids) - len(missing)  # distinct, not expected
     if not (has_duplicates or has_extra):
         return _IdMatch(ids, predicted, False, missing, {}, [], None)
     record_lines = lines_of_records(len(ids), skipped)
-    return _IdMatch(
-        ids=ids,
-        predicted=predicted,
-        in_order=False,
-        missing=missing,
-        duplicated=_duplicated_lines(ids, record_lines) if has_duplicates else {},
-        extra=_extra_ids(ids, expected_ids) if has_extra else [],
-        record_lines=record_lines,
-    )
-
-
-def _duplicated_lines(ids: list[str], record_lines: list[int]) -> dict[str, list[int]]:
-    """Every line of each ID that appears more than once (R1.6)."""
     twice = {item_id for item_id, n in Counter(ids).items() if n > 1}
     duplicated: dict[str, list[int]] = {}
     for item_id, line in zip(ids, record_lines, strict=True):
         if item_id in twice:
             duplicated.setdefault(item_id, []).append(line)
-    return duplicated
-
-
-def _extra_ids(ids: list[str], expected_ids: Sequence[str]) -> list[str]:
-    """Observed IDs that are not expected, in first-appearance order (R1.5)."""
     expected_set = set(map(id_key, expected_ids))
-    return [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
+    extra = [item_id for item_id in dict.fromkeys(ids) if item_id not in expected_set]
+    return _IdMatch(ids, predicted, False, missing, duplicated, extra, record_lines)
 
 
 def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
@@ -189,11 +149,7 @@ def _extra_id_faults(match: _IdMatch) -> list[dict[str, Any]]:
 
 
 def _quality_value(
-    expected: Corpus,
-    predicted: Sequence[int | None],
-    classes: tuple[str, ...],
-    class_index: dict[str, int],
-    metric: str,
+    expected: Corpus, predicted: Sequence[int | None], class_index: dict[str, int], metric: str
 ) -> float:
     """The declared metric of the predictions against the corpus's gold labels (R1.3)."""
     truth = list(map(class_index.get, expected.labels))
@@ -201,32 +157,19 @@ def _quality_value(
         bad = next(label for label in expected.labels if label not in class_index)
         raise CorpusError(
             f"the expected corpus {expected.path} has label {bad!r} outside the declared "
-            f"classes {list(classes)}; load it with classes=... (R1.3)",
+            f"classes {list(class_index)}; load it with classes=... (R1.3)",
             rule="R1.5",
         )
     y_true = np.fromiter(truth, dtype=np.int64, count=len(truth))
     y_pred = np.fromiter(predicted, dtype=np.int64, count=len(predicted))
-    return quality_score(metric, y_true, y_pred, len(classes))
-
-
-def _quality_verdict(
-    quality_value: float | None, quality: QualityRule, reference_value: float | None
-) -> tuple[bool | None, bool | None, float | None]:
-    """(meets the threshold, within the tolerance, drop vs the reference); None: not judged."""
-    if quality_value is None:
-        return None, None, None
-    meets = quality_value >= quality.threshold - _SLACK
-    if reference_value is None:
-        return meets, None, None
-    within = quality_value >= reference_value - quality.tolerance - _SLACK
-    return meets, within, reference_value - quality_value
+    return quality_score(metric, y_true, y_pred, len(class_index))
 
 
 def check_predictions(
     expected: Corpus,
     predictions_path: Path,
     classes: Sequence[str],
-    quality: QualityRule,
+    quality: QualitySpec,
     reference_value: float | None = None,
 ) -> AcceptanceReport:
     """Check one predictions file against the expected corpus (R1.5, R1.6): accepted only
@@ -234,7 +177,6 @@ def check_predictions(
     <declared class>}``, the metric meets the threshold and, given a reference value, the drop
     stays within the tolerance (a faster run not accepted did not do the same work, R5.7)."""
     path = Path(predictions_path)
-    classes = tuple(classes)
     class_index = {name: i for i, name in enumerate(classes)}
     _require_metric(quality.metric)
     ids, labels, skipped, malformed, bom = read_predictions(path, class_index)
@@ -244,10 +186,13 @@ def check_predictions(
     format_valid = not malformed
     quality_value = None
     if match.ids_match and format_valid:
-        quality_value = _quality_value(
-            expected, match.predicted, classes, class_index, quality.metric
-        )
-    meets, within, drop = _quality_verdict(quality_value, quality, reference_value)
+        quality_value = _quality_value(expected, match.predicted, class_index, quality.metric)
+    meets = within = drop = None  # not judged without a value, or without a reference
+    if quality_value is not None:
+        meets = quality_value >= quality.threshold - QUALITY_SLACK
+        if reference_value is not None:
+            within = quality_value >= reference_value - quality.tolerance - QUALITY_SLACK
+            drop = reference_value - quality_value
     return AcceptanceReport(
         expected_count=len(expected.ids),
         observed_count=len(match.ids),

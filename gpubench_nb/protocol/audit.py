@@ -17,9 +17,12 @@ from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
-    accepted,
+    REPORTED_COLUMNS,
+    QualityOutcome,
+    acceptance_columns,
     assess_runs,
     kept_reference_value,
+    run_key,
 )
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -29,15 +32,6 @@ from gpubench_nb.protocol.records import (
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows, validate_csv
-
-COMPARED_CHECKS = (
-    "expected_count",
-    "observed_count",
-    "ids_match",
-    "format_valid",
-    "quality_value",
-    "corpus_accepted",
-)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -67,10 +61,7 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
             problems.append(
                 "protocol/corpus: identity differs from the frozen corpus_identity (R5.3)"
             )
-    # One ID per line, split on "\n" only: IDs hold no line separator (protocol/ids.py), and
-    # str.splitlines would also split on \x1c, \x85, U+2028 ...
-    text = (root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8")
-    expected = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    expected = layout.split_lines((root / layout.EXPECTED_IDS_NAME).read_text(encoding="utf-8"))
     if expected != list(corpus.ids):
         problems.append(f"{layout.EXPECTED_IDS_NAME}: differs from the corpus IDs (R1.2)")
     problems += record_problems(root)
@@ -86,15 +77,10 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
     outcome = assess_runs(root, rows, corpus, declaration["classes"], quality, reference)
     found: list[tuple[str, str]] = []  # (run, problem naming it)
     for row in rows:
-        key = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
+        key = run_key(row)
         if row["phase"] in MEASURED_PHASES:
-            report = outcome.reports.get(key)
-            found += [
-                (key, p) for p in _compare_run(root, key, row, report, outcome.reference_value)
-            ]
-    for row in rows:
-        run = f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
-        found += [(run, p) for p in compare_with_record(root, row)]
+            found += [(key, p) for p in _compare_run(root, key, row, outcome)]
+        found += [(key, p) for p in compare_with_record(root, row)]
     return problems + grouped("run", found)
 
 
@@ -149,23 +135,20 @@ def compare_with_record(root: Path, row: dict[str, Any]) -> list[str]:
     """A row must say what its run recorded in run.json: the settings applied and the times
     measured (R1.3, R3.6), so a hand-edited CSV cell is caught even under a rewritten manifest."""
     phase = Phase.COLD if row["phase"] == Phase.LOAD else row["phase"]
-    run = f"{row['variant_id']}/{phase}-{row['run_index']}"
-    where = f"{layout.CSV_NAME}: {row['phase']} row of {run}"
+    where = f"{layout.CSV_NAME}: {row['phase']} row of {run_key({**row, 'phase': phase})}"
     try:
-        found = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
+        record = read_run(layout.run_dir(root, str(row["variant_id"]), phase, row["run_index"]))
     except BundleError:
-        found = None
-    record = found.to_dict() if found is not None else None
+        record = None
     if record is None:
-        if row["elapsed_seconds"] is not None:
-            return [f"{where}: a time without a readable run.json to support it (R3.6)"]
-        return []
+        timed = row["elapsed_seconds"] is not None
+        return [f"{where}: a time without a readable run.json to support it (R3.6)"] * timed
     found = [
-        f"{where}: {name}={row[name]!r} but the run applied {record.get(name)!r} (R1.3)"
+        f"{where}: {name}={row[name]!r} but the run applied {getattr(record, name)!r} (R1.3)"
         for name in ("precision", "batch", "context")
-        if row[name] is not None and row[name] != record.get(name)
+        if row[name] is not None and row[name] != getattr(record, name)
     ]
-    measured = record.get("load_seconds" if row["phase"] == Phase.LOAD else "elapsed_seconds")
+    measured = record.load_seconds if row["phase"] == Phase.LOAD else record.elapsed_seconds
     elapsed = row["elapsed_seconds"]
     if elapsed is not None and (measured is None or not _same(float(elapsed), float(measured))):
         found.append(
@@ -178,29 +161,22 @@ def kept_corpus(root: Path, declaration: dict[str, Any], *, texts: bool = True) 
     """The bundle's kept copy of its corpus (``protocol/corpus.*``), read as the lock declares
     it (``texts=False``: IDs and labels only, as acceptance needs); CorpusError naming the file
     when it is missing or unreadable (R5.6)."""
-    corpus_decl = declaration["corpus"]
+    declared = declaration["corpus"]
     kept = next((Path(root) / "protocol").glob("corpus.*"), None)
     if kept is None:
         raise CorpusError("protocol/: the kept copy of the corpus is missing (R5.6)")
+    named = {name: declared[name] for name in ("id_field", "text_field", "label_field")}
     try:
         return load_corpus(
-            kept,
-            fmt=corpus_decl["format"],
-            id_field=corpus_decl["id_field"],
-            text_field=corpus_decl["text_field"],
-            label_field=corpus_decl["label_field"],
-            classes=declaration["classes"],
-            texts=texts,
+            kept, fmt=declared["format"], classes=declaration["classes"], texts=texts, **named
         )
     except CorpusError as exc:
         raise CorpusError(f"protocol/{kept.name}: the kept corpus cannot be read: {exc}") from None
 
 
 def _manifest_problems(root: Path) -> list[str]:
-    """The manifest's findings; a line that does not parse is one of them (exit 1), not a crash.
-
-    A missing manifest is still an error (exit 2): the folder is not a finished bundle.
-    """
+    """The manifest's findings, a line that does not parse among them (exit 1); a missing
+    manifest is an error (exit 2): the folder is not a finished bundle."""
     if not (root / layout.MANIFEST_NAME).is_file():
         layout.verify_manifest(root)  # raises, names the fix
     try:
@@ -211,9 +187,11 @@ def _manifest_problems(root: Path) -> list[str]:
     return [f"manifest: {p}" for p in grouped("file", [(p.split(": ")[0], p) for p in found])]
 
 
-_LOCK_SHAPE = {
-    "declaration": ("corpus", "classes", "quality"),
-    "fingerprints": ("corpus_revision",),
+_LOCK_PARTS = {  # what the audit reads of the lock; quality is rebuilt as a QualitySpec
+    "declaration": {"corpus", "classes", "quality"},
+    "declaration.corpus": {"format", "id_field", "text_field", "label_field"},
+    "declaration.quality": {f.name for f in fields(QualitySpec)},
+    "fingerprints": {"corpus_revision"},
 }
 
 
@@ -226,52 +204,39 @@ def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
         return {}, f"{where} {exc}"
     except (OSError, UnicodeDecodeError) as exc:
         return {}, f"{where} unreadable ({exc}) (R1.3)"
-    if not isinstance(lock, dict):
-        return {}, f"{where} a JSON {type(lock).__name__}, not an object (R1.3)"
-    for part, keys in _LOCK_SHAPE.items():
-        value = lock.get(part)
-        if not isinstance(value, dict) or any(k not in value for k in keys):
-            return {}, f"{where} '{part}' is missing or lacks {list(keys)} (R1.3)"
-    corpus, quality = lock["declaration"]["corpus"], lock["declaration"]["quality"]
-    corpus_keys = ("format", "id_field", "text_field", "label_field")
-    if not isinstance(corpus, dict) or any(k not in corpus for k in corpus_keys):
-        return {}, f"{where} declaration.corpus is not an object with {list(corpus_keys)} (R1.3)"
-    quality_keys = {f.name for f in fields(QualitySpec)}
-    if not isinstance(quality, dict) or set(quality) != quality_keys:
-        return {}, f"{where} declaration.quality is not an object with {sorted(quality_keys)}"
+    for name, keys in _LOCK_PARTS.items():
+        part: Any = lock
+        for step in name.split("."):
+            part = part.get(step) if isinstance(part, dict) else None
+        exact = name == "declaration.quality"  # every field of QualitySpec, and no other
+        if not isinstance(part, dict) or not keys <= set(part) or (exact and set(part) != keys):
+            return {}, f"{where} {name} is missing or is not an object with {sorted(keys)} (R1.3)"
     return lock, None
 
 
-def _compare_run(
-    root: Path, key: str, row: dict[str, Any], report: Any, reference_value: float | None
-) -> list[str]:
+def _compare_run(root: Path, key: str, row: dict[str, Any], outcome: QualityOutcome) -> list[str]:
+    """The kept checks.json and the CSV's acceptance columns against the re-derived report."""
+    report = outcome.reports.get(key)
     if report is None:
         if row["corpus_accepted"]:
             return [f"{key}: accepted in the CSV but its predictions are missing (R1.5)"]
         return []
     found = []
-    checks_path = root / "runs" / key / CHECKS_NAME
+    checks_path = layout.run_dir(root, row["variant_id"], row["phase"], row["run_index"])
     try:
-        kept = json.loads(checks_path.read_text(encoding="utf-8"))
+        kept = json.loads((checks_path / CHECKS_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
         return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
     if not isinstance(kept, dict):
         return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]
     derived = report.to_dict()
-    for name in COMPARED_CHECKS:
+    for name in REPORTED_COLUMNS.values():
         if not _same(kept.get(name), derived.get(name)):
             found.append(
                 f"{key}: {CHECKS_NAME} says {name}={kept.get(name)!r}, "
                 f"re-derived {derived.get(name)!r}"
             )
-    csv_view = {
-        "observed_ids": report.observed_count,
-        "ids_match": report.ids_match,
-        "format_valid": report.format_valid,
-        "quality_value": report.quality_value,
-        "corpus_accepted": accepted(report, reference_value),
-    }
-    for column, value in csv_view.items():
+    for column, value in acceptance_columns(report, outcome.reference_value).items():
         if not _same(row[column], value):
             found.append(f"{key}: CSV {column}={row[column]!r}, re-derived {value!r}")
     return found

@@ -40,9 +40,8 @@ def run_dir(bundle_dir: Path, variant_id: str, phase: str, run_index: int) -> Pa
 
 
 def is_bundle(folder: Path) -> bool:
-    """A bundle, finished (a manifest) or not (its lock beside what freezing writes with it:
-    the expected IDs or the kept protocol). A lone copied ``protocol.lock.json`` (the manual
-    route of a campaign, `run --protocol`) does not make its folder a bundle."""
+    """A bundle, finished (a manifest) or not (its lock beside the expected IDs or the kept
+    protocol); a lone copied lock (`run --protocol`) does not make its folder a bundle."""
     if (folder / MANIFEST_NAME).is_file():
         return True
     frozen = (folder / LOCK_NAME).is_file()
@@ -67,21 +66,16 @@ def sealed_bundle_holding(path: Path) -> Path | None:
 
 
 def comparison_report_path(bundle_dirs: list[Path]) -> Path:
-    """Where ``gpubench-nb report`` writes by default: beside the first bundle, never inside one.
-
-    A finished bundle is sealed by its manifest (R5.6); a report written into it afterwards
-    would make ``check-bundle`` fail. ``outputs/a`` + ``outputs/b`` -> ``outputs/report-a+b.html``.
-    """
+    """``outputs/report-a+b.html`` for ``outputs/a`` + ``outputs/b``: where ``report`` writes by
+    default, beside the first bundle, never inside a sealed one (R5.6)."""
     first = Path(bundle_dirs[0]).resolve()
     names = "+".join(Path(d).resolve().name for d in bundle_dirs)
     return first.parent / f"report-{names}.html"
 
 
 def _walk(root: Path) -> tuple[list[Path], list[Path]]:
-    """Regular files, and entries that are not (symlinks, FIFOs, sockets, devices), under root.
-
-    Symlinked folders are not followed: what the manifest seals must lie inside the bundle.
-    """
+    """Regular files, and entries that are not (symlinks, FIFOs, sockets, devices), under root;
+    symlinked folders are not followed: what the manifest seals lies inside the bundle."""
     regular: list[Path] = []
     other: list[Path] = []
     for folder, dirs, files in os.walk(root, followlinks=False):
@@ -109,21 +103,14 @@ def manifest_entries(bundle_dir: Path) -> dict[str, str]:
     """SHA-256 of every regular file in the bundle except the manifest itself, by relative
     path; dot-files included, so a file added under a hidden name is noticed too (R5.6)."""
     root = Path(bundle_dir)
-    entries = {}
-    for path in _walk(root)[0]:
-        name = path.relative_to(root).as_posix()
-        if name != MANIFEST_NAME:
-            entries[name] = sha256_file(path)
-    return entries
+    paths = {path.relative_to(root).as_posix(): path for path in _walk(root)[0]}
+    return {name: sha256_file(path) for name, path in paths.items() if name != MANIFEST_NAME}
 
 
 def write_manifest(bundle_dir: Path) -> Path:
-    """Write ``MANIFEST.sha256`` (``sha256sum`` format, so `sha256sum -c` can check it too).
-
-    Refused when the bundle holds entries that are not regular files (a symlink would seal
-    whatever it points to, which can change without the bundle changing) or names that the
-    one-name-per-line format cannot hold (R5.6).
-    """
+    """Write ``MANIFEST.sha256`` (``sha256sum -c`` can check it); refused for entries that are
+    not regular files (a link seals what can change behind it) or names the one-name-per-line
+    format cannot hold (R5.6)."""
     foreign = foreign_entries(bundle_dir)
     if foreign:
         raise BundleError(
@@ -153,11 +140,7 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
             f"{path}: no manifest; finish the run (gpubench-nb run) first", rule="R5.6"
         )
     listed: dict[str, str] = {}
-    # split on "\n" only: str.splitlines() would also cut a name at U+2028 and the like
-    lines = path.read_text(encoding="utf-8").split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(split_lines(path.read_text(encoding="utf-8")), start=1):
         digest, sep, name = line.partition("  ")
         if not sep or len(digest) != 64:
             raise BundleError(f"{path}:{number}: malformed manifest line {line!r}", rule="R5.6")
@@ -172,11 +155,7 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
         f"{name}: listed in the manifest but missing" for name in listed if name not in actual
     ]
     problems += [
-        f"{name!r}: present but not in the manifest"
-        if _odd(name)
-        else f"{name}: present but not in the manifest"
-        for name in actual
-        if name not in listed
+        f"{_shown(name)}: present but not in the manifest" for name in actual if name not in listed
     ]
     problems += [
         f"{name}: not a regular file (symlink or special file); a bundle holds plain files only"
@@ -185,5 +164,12 @@ def verify_manifest(bundle_dir: Path) -> list[str]:
     return problems
 
 
-def _odd(name: str) -> bool:
-    return any(not ch.isprintable() for ch in name)
+def split_lines(text: str) -> list[str]:
+    """``text``'s lines, split on "\\n" only: str.splitlines would also cut a name or an ID at
+    U+2028, \\x1c, \\x85 and the like (IDs and file names hold no line break)."""
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
+def _shown(name: str) -> str:
+    return repr(name) if any(not ch.isprintable() for ch in name) else name

@@ -1,13 +1,16 @@
-"""Input rules of the experiment's fields: identifiers, seeds, repeats, formats."""
+"""The checker of a declared YAML (driven by its JSON Schema, R1.3) and the rules between the
+experiment's fields: identifiers, seeds, repeats, formats, optimisations."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.problems import Problems, failure_kind
 
 ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
@@ -20,14 +23,148 @@ MAX_ID_LENGTH = 100
 MAX_SEED = 2**32 - 1
 MIN_REPEATS = 5  # R3.4: each variant measured five times
 _SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}
+_RULE = re.compile(r"R\d\.\d+")  # the rule a declaration's description cites
 
 
-class Checker(Protocol):
-    """What these rules use of ``experiment.Checker``: collect a problem, read a value."""
+def _at(where: str, key: Any) -> str:
+    return f"{where}.{key}" if where else str(key)
 
-    def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None: ...
-    def text(self, where: str, value: Any) -> str: ...
-    def integer(self, where: str, value: Any, minimum: int) -> int: ...
+
+class Checker:
+    """Collects every problem in one file, so the user fixes them in one go; values are checked
+    as the declaration (the file's JSON Schema, `gpubench-nb schema`) says, so both agree (R1.3)."""
+
+    def __init__(self, source: Path, declaration: Mapping[str, Any]) -> None:
+        self.source = source
+        self.declaration = declaration
+        self.found = Problems("field")  # one failure in many fields is said once
+        self.missing: set[str] = set()  # a missing key is said once, not again as a bad value
+
+    @property
+    def problems(self) -> list[str]:
+        """Every problem found so far, one sentence per kind."""
+        return self.found.lines()
+
+    def fail(self, where: str, message: str, fix: str, rule: str | None = None) -> None:
+        if where in self.missing:
+            return
+        prefix = f"{rule}: " if rule else ""
+        said = f"{where}: {message}. Fix: {fix}"
+        self.found.add(failure_kind(f"{prefix}{said}"), where, f"{prefix}{self.source}: {said}")
+
+    def keys(self, where: str, data: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(data, Mapping):
+            self.fail(
+                where, f"must be a mapping, got {type(data).__name__}", "write key: value pairs"
+            )
+            return {}
+        for key in data:
+            if key not in allowed:
+                near = difflib.get_close_matches(str(key), allowed, n=1)
+                hint = f"did you mean '{near[0]}'?" if near else f"valid keys: {', '.join(allowed)}"
+                self.fail(_at(where, key), "unknown key", hint)
+        return dict(data)
+
+    def section(self, where: str, data: Any) -> dict[str, Any]:
+        """``data`` as the section ``where`` declares it: no unknown key, every required key
+        present (the rule in the key's description, else R1.3)."""
+        node = schema.at(self.declaration, where)
+        data = self.keys(where, data, schema.keys(node))
+        for key in node.get("required", ()):
+            if key not in data:
+                rule = _RULE.search(node["properties"][key].get("description", ""))
+                fix = "declare it before any measurement"
+                self.fail(_at(where, key), "missing", fix, rule=rule[0] if rule else "R1.3")
+                self.missing.add(_at(where, key))
+        return data
+
+    def field(self, where: str, data: Mapping[str, Any]) -> Any:
+        """``data``'s value of the declared key ``where``, its declared default filled in,
+        checked as the declaration says (R1.3)."""
+        spec = schema.at(self.declaration, where)
+        return self.value(where, data.get(where.rsplit(".", 1)[-1], spec.get("default")), spec)
+
+    def fields(self, where: str, data: Mapping[str, Any], *names: str) -> dict[str, Any]:
+        """:meth:`field` of each of ``names`` (default: every key the section declares)."""
+        names = names or schema.keys(schema.at(self.declaration, where))
+        return {name: self.field(f"{where}.{name}", data) for name in names}
+
+    def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
+        """``value`` checked against its declaration ``spec``: the JSON Schema kinds the
+        declarations use (enum, boolean, integer, number, list, text, one of them or null)."""
+        if "anyOf" in spec:  # a word ("auto") or a value of the other declaration
+            if value in [s["const"] for s in spec["anyOf"] if "const" in s]:
+                return value
+            spec = next(s for s in spec["anyOf"] if "const" not in s)
+        if isinstance(spec.get("type"), list):  # a value of one type, or null
+            if value is None and "null" in spec["type"]:
+                return None
+            spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
+        if "enum" in spec:
+            return self.choice(where, value, tuple(spec["enum"]))
+        kind = spec.get("type")
+        if kind == "boolean" and not isinstance(value, bool):
+            self.fail(where, f"must be true or false, got {value!r}", "write true or false")
+            return False
+        if kind == "integer":
+            return self.integer(where, value, spec["minimum"])
+        if kind == "number" and "maximum" in spec:
+            return self.fraction(where, value)
+        if kind == "number":
+            low = spec["exclusiveMinimum"]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= low:
+                self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
+        if kind == "array":
+            return self.items(where, value, spec)
+        if kind == "string":
+            value = self.text(where, value)
+            if value and not re.fullmatch(spec.get("pattern", ".*"), value, re.DOTALL):
+                self.fail(where, f"{value!r} is not allowed", f"use {spec['description']}")
+        return value
+
+    def items(self, where: str, value: Any, spec: Mapping[str, Any]) -> list[Any]:
+        least = spec.get("minItems", 0)
+        if not isinstance(value, list) or len(value) < least:
+            size = f" of at least {least}" if least else ""
+            self.fail(where, f"must be a list{size}, got {value!r}", "write [a, b, ...]")
+            return []
+        items = [self.value(f"{where}[{i}]", v, spec["items"]) for i, v in enumerate(value)]
+        twice = sorted({v for v in items if items.count(v) > 1}, key=repr)
+        if spec.get("uniqueItems") and twice:
+            self.fail(where, f"duplicated values {twice}", "list each value once")
+        return items
+
+    def choice(self, where: str, value: Any, allowed: tuple[Any, ...]) -> Any:
+        if value not in allowed:
+            self.fail(
+                where, f"{value!r} is not allowed", f"use one of {', '.join(map(str, allowed))}"
+            )
+        return value
+
+    def integer(self, where: str, value: Any, minimum: int, fix: str | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            self.fail(
+                where,
+                f"must be an integer >= {minimum}, got {value!r}",
+                fix or f"write a whole number >= {minimum}",
+            )
+            return minimum
+        return value
+
+    def fraction(self, where: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
+            return 0.0
+        return float(value)
+
+    def text(self, where: str, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            self.fail(where, f"must be a non-empty string, got {value!r}", "write a value")
+            return ""
+        return value
+
+    def path(self, where: str, value: Any) -> Path:
+        return (self.source.parent / self.text(where, value)).resolve()
 
 
 def identifier(check: Checker, where: str, value: Any) -> str:
@@ -65,11 +202,9 @@ def seed(check: Checker, where: str, value: Any) -> int:
 
 def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:
     """R3.4 asks for five repeats: fewer are allowed only with a stated reason (then reported)."""
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        check.fail("timing.repeats_reason", f"must be free text, got {value!r}", "write a reason")
-        return None
-    reason = value.strip() if isinstance(value, str) else None
-    if repeats < MIN_REPEATS and reason is None:
+    if value is not None:
+        return check.text("timing.repeats_reason", value).strip() or None
+    if repeats < MIN_REPEATS:
         check.fail(
             "timing.repeats",
             f"{repeats} repeats, fewer than the {MIN_REPEATS} the protocol asks for",
@@ -77,25 +212,17 @@ def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:
             "the lock and printed in the report)",
             rule="R3.4",
         )
-    return reason
+    return None
 
 
 def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> None:
     """One ``corpus.format`` reads every split (``path`` is the eval file, then ``train``,
     ``tune``). When every file's suffix names the same other format, the fix is the format
     itself, said first; otherwise each odd file is named with its own fix (R1.1)."""
-    looks = {
-        split: _SUFFIX_FORMATS.get(path.suffix.lower())
-        for split, path in splits.items()
-        if path is not None
-    }
-    odd = {split: kind for split, kind in looks.items() if kind is not None and kind != fmt}
-    if not odd:
-        return
-    named = [split for split, kind in looks.items() if kind is not None]
-    kinds = set(odd.values())
-    if len(kinds) == 1 and set(odd) == set(named):
-        kind = kinds.pop()
+    looks = {s: _SUFFIX_FORMATS.get(p.suffix.lower()) for s, p in splits.items() if p is not None}
+    odd = {split: kind for split, kind in looks.items() if kind not in (None, fmt)}
+    if len(set(odd.values())) == 1 and set(odd) == {s for s, kind in looks.items() if kind}:
+        kind = next(iter(odd.values()))
         files = ", ".join(splits[split].name for split in odd)  # type: ignore[union-attr]
         check.fail(
             "corpus.format",
@@ -122,36 +249,38 @@ def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, s
     """``(setting, problem, fix)`` for each way of running the model that ``backend`` or the
     declared device cannot run (R2.1), decided from the declaration alone; what depends on
     this machine's packages and GPU is checked by ``engine.optimise.unrunnable``."""
-    found = []
     device, scheme, attention = settings.device, settings.quantization, settings.attention
-    if attention != "auto" and backend not in ATTENTION_BACKENDS:
-        found.append(
-            (
-                "attention",
-                f"backend {backend} has no transformers attention to choose",
-                f"use attention: auto, or a backend among {', '.join(ATTENTION_BACKENDS)}",
-            )
-        )
-    if attention == "flash_attention_2" and (device == "cpu" or settings.precision == "fp32"):
-        found.append(
-            ("attention", "flash_attention_2 runs on CUDA in fp16 or bf16 only", "use sdpa")
-        )
-    if scheme in CPU_QUANTIZATIONS and (device.startswith("cuda") or settings.precision != "fp32"):
-        found.append(
-            (
-                "quantization",
-                f"{scheme} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
-                "declare device: cpu and precision: fp32, or a torchao scheme on CUDA",
-            )
-        )
-    if scheme not in ("none", *CPU_QUANTIZATIONS) and device == "cpu":
-        found.append(
-            (
-                "quantization",
-                f"{scheme} (torchao) is run on CUDA devices here",
-                "declare a CUDA device, or int8_dynamic on the CPU",
-            )
-        )
-    if scheme == "int4_weight_only" and settings.precision != "bf16":
-        found.append(("quantization", "int4_weight_only packs bf16 weights", "fix precision bf16"))
-    return found
+    precision = settings.precision
+    rules = [  # (refused, setting, problem, fix)
+        (
+            attention != "auto" and backend not in ATTENTION_BACKENDS,
+            "attention",
+            f"backend {backend} has no transformers attention to choose",
+            f"use attention: auto, or a backend among {', '.join(ATTENTION_BACKENDS)}",
+        ),
+        (
+            attention == "flash_attention_2" and (device == "cpu" or precision == "fp32"),
+            "attention",
+            "flash_attention_2 runs on CUDA in fp16 or bf16 only",
+            "use sdpa",
+        ),
+        (
+            scheme in CPU_QUANTIZATIONS and (device.startswith("cuda") or precision != "fp32"),
+            "quantization",
+            f"{scheme} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
+            "declare device: cpu and precision: fp32, or a torchao scheme on CUDA",
+        ),
+        (
+            scheme not in ("none", *CPU_QUANTIZATIONS) and device == "cpu",
+            "quantization",
+            f"{scheme} (torchao) is run on CUDA devices here",
+            "declare a CUDA device, or int8_dynamic on the CPU",
+        ),
+        (
+            scheme == "int4_weight_only" and precision != "bf16",
+            "quantization",
+            "int4_weight_only packs bf16 weights",
+            "fix precision bf16",
+        ),
+    ]
+    return [(setting, problem, fix) for refused, setting, problem, fix in rules if refused]

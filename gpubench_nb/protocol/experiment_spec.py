@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.experiment_rules import (
-    MAX_ID_LENGTH,
-    MAX_SEED,
-    MIN_REPEATS,
-)
+from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_REPEATS
 from gpubench_nb.protocol.prompting import PROMPT
 
 METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score computes each
+# A quality value equal to its bound must not fail by float rounding (F1 values are ratios of
+# counts); 1e-12 is far below any difference one item can make on 10^6 items (R1.5).
+QUALITY_SLACK = 1e-12
 # The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
 PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
 USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
@@ -108,11 +107,6 @@ BUILD_OPTIONS: Mapping[str, Any] = {
     "hf": schema.section("hf: a folder you bring; nothing to build", {}),
     "causal_lm": schema.section("causal_lm: a folder you bring; nothing to build", {}),
 }  # fmt: skip
-
-
-def build_defaults(backend: str) -> dict[str, Any]:
-    """The model.build options of ``backend`` with their declared defaults."""
-    return {k: v.get("default") for k, v in BUILD_OPTIONS[backend]["properties"].items()}
 
 
 _MODEL = schema.section("the model measured and how build-model makes a preset", {
@@ -290,43 +284,22 @@ class Experiment:
         )
 
     def normalised(self) -> dict[str, Any]:
-        """The declaration that is frozen (R1.3): everything measured depends on, as JSON data.
-
-        Paths stay as declared (relative to the YAML), so a moved checkout keeps its lock.
-        ``notes`` and ``pricing`` are left out: re-pricing a finished bundle is allowed.
-        """
+        """The declaration frozen in the lock (R1.3), as JSON data: paths as declared (a moved
+        checkout keeps its lock), without ``notes`` and ``pricing`` (re-pricing is allowed)."""
         declared = {k: v for k, v in self.raw.items() if k not in ("notes", "pricing")}
         corpus = self.raw.get("corpus", {})
-        declared["corpus"] = {
-            "path": corpus.get("path"),
-            "format": self.corpus.format,
-            "id_field": self.corpus.id_field,
-            "text_field": self.corpus.text_field,
-            "label_field": self.corpus.label_field,
-            "train": corpus.get("train"),
-            "tune": corpus.get("tune"),
-        }
-        declared["quality"] = {
-            "metric": self.quality.metric,
-            "threshold": self.quality.threshold,
-            "tolerance": self.quality.tolerance,
-            "reference_variant": self.quality.reference_variant,
-        }
+        paths = {split: corpus.get(split) for split in ("path", "train", "tune")}
+        declared["corpus"] = {**asdict(self.corpus), **paths}
+        declared["quality"] = asdict(self.quality)
         declared["output_format"] = self.output_format
         declared["fixed"] = _declared(self.fixed)
-        declared["timing"] = {
-            "scope": self.timing.scope,
-            "warmup_iterations": self.timing.warmup_iterations,
-            "repeats": self.timing.repeats,
-            "order": self.timing.order,
-            "order_seed": self.timing.order_seed,
-        }
-        if self.timing.repeats_reason is not None:  # absent key: locks made before it match
-            declared["timing"]["repeats_reason"] = self.timing.repeats_reason
+        declared["timing"] = asdict(self.timing)
+        if self.timing.repeats_reason is None:  # absent key: locks made before it match
+            del declared["timing"]["repeats_reason"]
         if self.model.prompt is not None:  # defaults filled in, template hash (R1.3, R2.5)
             declared["model"] = {**declared["model"], "prompt": self.model.prompt.normalised()}
         declared["variants"] = [
-            {"id": v.id, **_settings_dict(v.settings), self.knob: v.knob_value}
+            {"id": v.id, **_declared(asdict(v.settings)), self.knob: v.knob_value}
             for v in self.variants
         ]
         return plain_data(declared)
@@ -336,10 +309,6 @@ def _declared(settings: Mapping[str, Any]) -> dict[str, Any]:
     """``settings`` without the later settings at their default: a lock frozen before they
     existed stays the lock of the same experiment (R1.3)."""
     return {k: v for k, v in settings.items() if k not in LATER_DEFAULTS or LATER_DEFAULTS[k] != v}
-
-
-def _settings_dict(settings: Settings) -> dict[str, Any]:
-    return _declared({key: getattr(settings, key) for key in SETTING_KEYS})
 
 
 def plain_data(value: Any) -> Any:

@@ -1,4 +1,4 @@
-"""SHA-256 fingerprints of bytes, text and files: the frozen revisions of R1.1."""
+"""SHA-256 fingerprints of files: the frozen revisions of R1.1."""
 
 from __future__ import annotations
 
@@ -7,16 +7,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 _CHUNK_BYTES = 1 << 20
-
-
-def sha256_bytes(data: bytes) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def sha256_text(text: str) -> str:
-    """Hex SHA-256 of ``text`` encoded as UTF-8."""
-    return sha256_bytes(text.encode("utf-8"))
 
 
 def sha256_file(path: Path | str) -> str:

@@ -67,13 +67,11 @@ def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
     return {**body, LOCK_SEAL: canonical_sha256(body)}
 
 
-def lock_problems(lock: Any) -> list[str]:
+def lock_problems(lock: dict[str, Any]) -> list[str]:
     """Why ``lock`` cannot be trusted, or []: the one check of both checksums, used by
     check-bundle, by `run` before it resumes a bundle or takes a --protocol lock, and by every
     kernel (R1.3). A lock without its seal is refused unless its format predates seals; then
     its experiment_id must be the declaration's."""
-    if not isinstance(lock, dict):
-        return [f"{LOCK_NAME}: a JSON {type(lock).__name__}, not an object (R1.3)"]
     found = []
     if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
         found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
@@ -119,32 +117,38 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
-def read_lock(bundle_dir: Path) -> dict[str, Any]:
-    """The bundle's lock; ProtocolError when absent or unreadable."""
-    path = Path(bundle_dir) / LOCK_NAME
-    lock = read_json(path, ProtocolError, "R1.3", "fix: restore it or use --fresh")
+def _read(path: Path, missing: str, fix: str) -> dict[str, Any]:
+    """The lock at ``path`` as a JSON object; ProtocolError naming ``fix`` otherwise (R1.3)."""
+    lock = read_json(path, ProtocolError, "R1.3", fix)
     if lock is None:
-        raise ProtocolError(f"{path}: no protocol lock; run `gpubench-nb run` first", rule="R1.3")
+        raise ProtocolError(f"{path}: {missing}", rule="R1.3")
+    if not isinstance(lock, dict):
+        raise ProtocolError(
+            f"{path}: a JSON {type(lock).__name__}, not an object; {fix}", rule="R1.3"
+        )
     return lock
 
 
-def read_given_lock(path: str | Path) -> dict[str, Any]:
-    """A lock handed to ``run --protocol`` (the file, or a folder holding one), self-checked.
+def read_lock(bundle_dir: Path) -> dict[str, Any]:
+    """The bundle's lock; ProtocolError when absent, unreadable or not an object."""
+    path = Path(bundle_dir) / LOCK_NAME
+    return _read(
+        path, "no protocol lock; run `gpubench-nb run` first", "fix: restore it or use --fresh"
+    )
 
-    A lock whose sha256 does not match its own declaration and fingerprints was edited after
-    it was frozen and is refused (R1.3).
-    """
+
+def read_given_lock(path: str | Path) -> dict[str, Any]:
+    """A lock handed to ``run --protocol`` (the file, or a folder holding one); one edited after
+    it was frozen (a checksum that does not match) is refused (R1.3)."""
     path = Path(path)
     if path.is_dir():
         path = path / LOCK_NAME
-    lock = read_json(path, ProtocolError, "R1.3", "Fix: copy it again, unchanged")
-    if lock is None:
-        raise ProtocolError(
-            f"{path}: protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/"
-            f"<campaign>/{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path",
-            rule="R1.3",
-        )
-    if isinstance(lock, dict) and LOCK_SEAL not in lock:
+    missing = (
+        f"protocol lock not found. Fix: copy the campaign's {LOCK_NAME} (outputs/<campaign>/"
+        f"{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path"
+    )
+    lock = _read(path, missing, "Fix: copy it again, unchanged")
+    if LOCK_SEAL not in lock:
         raise ProtocolError(
             f"{path}: the lock has no {LOCK_SEAL}, so its experiment_id and created_utc are not "
             "covered by any hash and would be frozen as they stand (R1.3). Fix: freeze the "
@@ -160,18 +164,11 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
     return lock
 
 
-def check_given_lock(given: dict[str, Any], lock: dict[str, Any]) -> None:
-    """Refuse, listing every difference, unless this machine froze what ``given`` froze (R1.3)."""
-    changed = differences(frozen_part(given), frozen_part(lock))
+def _refuse_changes(changed: list[str], head: str, fix: str) -> None:
+    """Refuse, listing every difference one per line, when there is any (R1.3)."""
     if changed:
         listing = "\n  ".join(changed)
-        raise ProtocolError(
-            "this machine's experiment differs from the protocol lock given with --protocol "
-            f"(lock value -> this machine's value):\n  {listing}\n"
-            "Fix: run the same experiment YAML with the same corpus, model and tokenizer files as "
-            "where the lock was frozen (copy them with it), or freeze a new campaign",
-            rule="R1.3",
-        )
+        raise ProtocolError(f"{head}:\n  {listing}\nFix: {fix}", rule="R1.3")
 
 
 def freeze(
@@ -181,15 +178,18 @@ def freeze(
     given: dict[str, Any] | None = None,
     corpus_identity: str | None = None,
 ) -> dict[str, Any]:
-    """Write the lock, or check the existing one: a changed protocol is refused (R1.3).
-
-    With ``given`` (a lock frozen elsewhere, :func:`read_given_lock`), this machine's lock must
-    equal it, and ``given`` itself is what the bundle keeps.
-    """
+    """Write the lock, or check the existing one: a changed protocol is refused (R1.3). With
+    ``given`` (a lock frozen elsewhere), this machine's must equal it, and ``given`` is kept."""
     path = Path(bundle_dir) / LOCK_NAME
     lock = build_lock(experiment, fingerprints, corpus_identity)
     if given is not None:
-        check_given_lock(given, lock)
+        _refuse_changes(
+            differences(frozen_part(given), frozen_part(lock)),
+            "this machine's experiment differs from the protocol lock given with --protocol "
+            "(lock value -> this machine's value)",
+            "run the same experiment YAML with the same corpus, model and tokenizer files as "
+            "where the lock was frozen (copy them with it), or freeze a new campaign",
+        )
         if corpus_identity is not None and given.get("corpus_identity") != corpus_identity:
             raise ProtocolError(
                 f"the protocol lock given with --protocol records corpus identity "
@@ -209,16 +209,13 @@ def freeze(
             "--fresh to set this bundle aside and measure anew",
             rule="R1.3",
         )
-    if old["sha256"] == lock["sha256"]:
-        return old
-    changed = differences(frozen_part(old), frozen_part(lock))
-    listing = "\n  ".join(changed)
-    raise ProtocolError(
-        f"{path}: the protocol changed since this bundle was frozen:\n  {listing}\n"
-        "Fix: restore the declaration, model and corpus, or give the experiment a new "
+    _refuse_changes(
+        differences(frozen_part(old), frozen_part(lock)),
+        f"{path}: the protocol changed since this bundle was frozen",
+        "restore the declaration, model and corpus, or give the experiment a new "
         "experiment_id (or pass --fresh to discard this bundle)",
-        rule="R1.3",
     )
+    return old
 
 
 def require_frozen(
@@ -228,35 +225,24 @@ def require_frozen(
     *,
     step: str,
 ) -> dict[str, Any]:
-    """Refuse unless ``experiment`` (and the fingerprints of the files this step actually read)
-    equal the bundle's lock (R1.3, R1.1). Every kernel calls this before it does anything.
-
-    The kernel then works only with the ``experiment`` object it parsed and checked here, so an
-    edit of the YAML after this check cannot reach it. ``pricing`` and ``notes`` are not frozen
-    (re-pricing a finished bundle is allowed), so they are not compared.
-    """
+    """Refuse unless ``experiment`` (and the fingerprints of the files this step read) equal the
+    bundle's lock (R1.3, R1.1); every kernel calls it first, then uses only that ``experiment``,
+    so a later edit of the YAML cannot reach it. ``pricing`` and ``notes`` are not frozen."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
-    changed = lock_problems(lock)
-    if not isinstance(lock, dict):
-        raise ProtocolError(
-            f"{step} refused: {changed[0]}; restore the bundle's lock or discard the bundle "
-            "with --fresh",
-            rule="R1.3",
-        )
-    changed += differences(lock.get("declaration"), experiment.normalised(), "declaration")
+    changed = differences(lock.get("declaration"), experiment.normalised(), "declaration")
     kept = lock.get("fingerprints") or {}
-    for name, value in sorted((fingerprints or {}).items()):
-        if kept.get(name) != value:
-            was = str(kept.get(name))[:12]
-            changed.append(f"fingerprints.{name}: {was} -> {str(value)[:12]} (the file read now)")
-    if changed:
-        listing = "\n  ".join(changed)
-        raise ProtocolError(
-            f"{step} refused: {experiment.source} or the files it names differ from the frozen "
-            f"protocol {path}:\n  {listing}\nFix: restore the declaration and files as frozen "
-            "(the frozen copy is protocol/experiment.yaml in the bundle), or start a new "
-            "experiment_id; nothing was measured with these differences",
-            rule="R1.3",
-        )
+    changed += [  # the files this step read, said short
+        f"fingerprints.{name}: {str(kept.get(name))[:12]} -> {str(value)[:12]} (the file read now)"
+        for name, value in sorted((fingerprints or {}).items())
+        if kept.get(name) != value
+    ]
+    _refuse_changes(
+        lock_problems(lock) + changed,
+        f"{step} refused: {experiment.source} or the files it names differ from the frozen "
+        f"protocol {path}",
+        "restore the declaration and files as frozen (the frozen copy is "
+        "protocol/experiment.yaml in the bundle), or start a new experiment_id; nothing was "
+        "measured with these differences",
+    )
     return lock

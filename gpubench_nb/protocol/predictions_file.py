@@ -45,22 +45,16 @@ def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, s
     if not isinstance(obj, dict):
         return None, -1, f'a JSON {type(obj).__name__}, not an object {{"id": ..., "label": ...}}'
     errors = []
-    item_id = obj.get("id")
-    if "id" not in obj:
-        errors.append("field 'id' is missing")
-    elif not isinstance(item_id, str):
-        errors.append(f"'id' is a {type(item_id).__name__} ({item_id!r}), not a string")
-        item_id = None
-    label = obj.get("label")
-    label_index = -1
-    if "label" not in obj:
-        errors.append("field 'label' is missing")
-    elif not isinstance(label, str):
-        errors.append(f"'label' is a {type(label).__name__} ({label!r}), not a string")
-    elif label not in class_index:
+    for key, value in ((key, obj.get(key)) for key in ("id", "label")):
+        if key not in obj:
+            errors.append(f"field '{key}' is missing")
+        elif not isinstance(value, str):
+            errors.append(f"'{key}' is a {type(value).__name__} ({value!r}), not a string")
+    item_id, label = obj.get("id"), obj.get("label")
+    if isinstance(label, str) and label not in class_index:
         errors.append(f"label {label!r} is not one of the declared classes (R1.3)")
-    else:
-        label_index = class_index[label]
+    label_index = class_index.get(label, -1) if isinstance(label, str) else -1
+    item_id = item_id if isinstance(item_id, str) else None
     extra = sorted(set(obj) - PREDICTION_KEYS)
     if extra:
         errors.append(f"extra field(s) {extra}; only 'id' and 'label' are allowed")
@@ -68,11 +62,8 @@ def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, s
 
 
 def read_predictions(path: Path, class_index: dict[str, int]) -> PredictionLines:
-    """Parse once with json.loads per line, cheap type checks on the fast path.
-
-    Label index -1 marks a record whose label is unusable (it is also in ``malformed``).
-    An unreadable file raises ``PredictionsError`` (R1.5).
-    """
+    """One pass, cheap type checks on the fast path; label index -1 marks a record whose label
+    is unusable (also in ``malformed``); an unreadable file raises ``PredictionsError`` (R1.5)."""
     regular_input(path, "predictions file", PredictionsError, "R1.5")
     try:
         with open(path, "rb") as probe:

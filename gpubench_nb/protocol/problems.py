@@ -29,11 +29,8 @@ def places_text(places: list[int] | list[str]) -> str:
 
 
 class Problems:
-    """Problems found by one check, grouped by kind, in the order first met.
-
-    Each ``add`` gives the message of one occurrence, naming its own place; a kind met more
-    than once is said once: its first message, then ``; the same in 45 rows (rows 1-45)``.
-    """
+    """Problems found by one check, grouped by kind in the order first met: a kind met more than
+    once is said once, its first message then ``; the same in 45 rows (rows 1-45)``."""
 
     def __init__(self, unit: str = "line") -> None:
         self.unit = unit  # what a place is: "line", "row", "run", "file"

@@ -1,8 +1,5 @@
-"""A prompted causal LM's declaration (``model.prompt``): template, verbalisations, decision rule.
-
-Declared in the experiment YAML and so frozen in the lock (R1.3); its generation options go to
-run.json and every row's notes (R2.5). Pure data and checks: no torch, no tokenizer.
-"""
+"""A prompted causal LM's declaration (``model.prompt``): template, verbalisations, decision rule;
+frozen in the lock (R1.3), its generation options in run.json and the rows' notes (R2.5)."""
 
 from __future__ import annotations
 
@@ -34,7 +31,6 @@ PROMPT = schema.section("causal_lm only: how a causal LM classifies (R1.3, R2.5)
     "normalise": {"type": "array", "items": {"enum": list(NORMALISE_STEPS)},
                   "default": ["strip"], "description": "generate: steps before matching"},
 })  # fmt: skip
-PROMPT_KEYS = schema.keys(PROMPT)
 GENERATE_ONLY = ("max_new_tokens", "stop", "normalise")
 LOGLIK_ONLY = ("length_normalisation",)
 
@@ -96,7 +92,7 @@ def normalise_answer(text: str, steps: tuple[str, ...]) -> str:
 
 
 def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...]) -> Any:
-    """``model.prompt`` validated with ``check`` (experiment's _Checker): a PromptSpec for
+    """``model.prompt`` validated with ``check`` (``experiment.Checker``): a PromptSpec for
     ``causal_lm``, None for other backends (which must not declare one)."""
     if backend not in PROMPT_BACKENDS:
         if value is not None:
@@ -115,7 +111,7 @@ def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...])
             rule="R1.3",
         )
         return None
-    prompt = check.keys("model.prompt", value, PROMPT_KEYS)
+    prompt = check.section("model.prompt", value)
     template = check.text("model.prompt.template", prompt.get("template"))
     if template and template.count(PLACEHOLDER) != 1:
         check.fail(
@@ -124,59 +120,41 @@ def parse_prompt(check: Any, value: Any, backend: str, classes: tuple[str, ...])
             "write the text's place as {text}; other braces are kept as written",
             rule="R1.3",
         )
-    chat = prompt.get("chat_template", False)
-    if not isinstance(chat, bool):
-        check.fail("model.prompt.chat_template", f"must be true or false, got {chat!r}", "")
-        chat = False
-    decision = check.choice("model.prompt.decision", prompt.get("decision", "loglik"), DECISIONS)
-    misplaced = GENERATE_ONLY if decision == "loglik" else LOGLIK_ONLY
-    for key in misplaced:
+    spec = check.fields("model.prompt", prompt, "chat_template", "decision", "length_normalisation")
+    for key in GENERATE_ONLY if spec["decision"] == "loglik" else LOGLIK_ONLY:
         if key in prompt:
-            check.fail(
-                f"model.prompt.{key}",
-                f"does not apply to decision {decision}",
-                "remove it, or change the decision rule",
-            )
-    norm = check.choice(
-        "model.prompt.length_normalisation",
-        prompt.get("length_normalisation", "none"),
-        LENGTH_NORMALISATIONS,
+            fix = "remove it, or change the decision rule"
+            check.fail(f"model.prompt.{key}", f"does not apply to decision {spec['decision']}", fix)
+    generate = spec["decision"] == "generate"
+    if generate and "max_new_tokens" not in prompt:
+        check.fail(
+            "model.prompt.max_new_tokens",
+            "missing for decision generate",
+            "declare how many tokens an answer may take, e.g. 8",
+            rule="R1.3",
+        )
+        check.missing.add("model.prompt.max_new_tokens")
+    options = (
+        check.fields("model.prompt", prompt, "max_new_tokens", "normalise") if generate else {}
     )
-    max_new, stop, steps = None, (), ()
-    if decision == "generate":
-        if "max_new_tokens" not in prompt:
-            check.fail(
-                "model.prompt.max_new_tokens",
-                "missing for decision generate",
-                "declare how many tokens an answer may take, e.g. 8",
-                rule="R1.3",
-            )
-        else:
-            max_new = check.integer("model.prompt.max_new_tokens", prompt["max_new_tokens"], 1)
-        stop = _strings(check, "model.prompt.stop", prompt.get("stop", []))
-        steps = _strings(check, "model.prompt.normalise", prompt.get("normalise", ["strip"]))
-        for step in steps:
-            check.choice("model.prompt.normalise[]", step, NORMALISE_STEPS)
-    verbalisations = _verbalisations(
-        check, prompt.get("verbalisations"), classes, steps, decision == "generate"
-    )
+    stop = prompt.get("stop", []) if generate else []
+    if not isinstance(stop, list) or not all(isinstance(v, str) and v for v in stop):
+        check.fail(
+            "model.prompt.stop",
+            f"must be a list of non-empty strings, got {stop!r}",
+            'e.g. ["\\n"]',
+        )
+    steps = tuple(options.get("normalise", ()))
     return PromptSpec(
         template=template,
-        chat_template=chat,
-        verbalisations=verbalisations,
-        decision=decision,
-        length_normalisation=norm,
-        max_new_tokens=max_new,
-        stop=stop,
+        verbalisations=_verbalisations(
+            check, prompt.get("verbalisations"), classes, steps, generate
+        ),
+        **spec,
+        max_new_tokens=options.get("max_new_tokens") if "max_new_tokens" in prompt else None,
+        stop=tuple(stop) if isinstance(stop, list) else (),
         normalise=steps,
     )
-
-
-def _strings(check: Any, where: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        check.fail(where, f"must be a list of non-empty strings, got {value!r}", 'e.g. ["\\n"]')
-        return ()
-    return tuple(value)
 
 
 def _verbalisations(

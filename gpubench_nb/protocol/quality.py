@@ -28,13 +28,17 @@ from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 class QualityOutcome:
     """Acceptance of every measured run, keyed ``<variant>/<phase>-<n>``."""
 
-    reference_variant: str
     reference_value: float | None
     reports: dict[str, AcceptanceReport | None]  # None: the run left no predictions
 
 
-def _key(row: dict[str, Any]) -> str:
+def run_key(row: Mapping[str, Any]) -> str:
+    """``<variant>/<phase>-<n>``: the run's name in messages, its folder under ``runs/``."""
     return f"{row['variant_id']}/{row['phase']}-{row['run_index']}"
+
+
+def _folder(bundle_dir: Path, row: Mapping[str, Any]) -> Path:
+    return run_dir(bundle_dir, row["variant_id"], row["phase"], row["run_index"])
 
 
 def assess_runs(
@@ -45,36 +49,27 @@ def assess_runs(
     quality: QualitySpec,
     reference_value: float | None = None,
 ) -> QualityOutcome:
-    """Check each measured run's predictions against the expected IDs and the declared quality.
-
-    The reference value is the median quality of the reference variant's runs whose IDs and
-    format are valid; every run's drop is measured against it (R1.3 tolerance). A bundle with
-    no run of the reference variant may be given the value measured elsewhere
-    (``reference_value``, kept in reference.json).
-    """
+    """Check each measured run's predictions against the expected IDs and the declared quality;
+    each drop is measured from the median quality of the reference variant's valid runs (R1.3
+    tolerance), or from ``reference_value`` (reference.json) for a bundle without them."""
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
-
-    def predictions(row: dict[str, Any]) -> Path:
-        folder = run_dir(bundle_dir, row["variant_id"], row["phase"], row["run_index"])
-        return folder / PREDICTIONS_NAME
-
+    predictions = {run_key(row): _folder(bundle_dir, row) / PREDICTIONS_NAME for row in measured}
     reference_values = []
     for row in measured:
-        if row["variant_id"] == quality.reference_variant and predictions(row).exists():
-            report = check_predictions(corpus, predictions(row), classes, quality)
+        path = predictions[run_key(row)]
+        if row["variant_id"] == quality.reference_variant and path.exists():
+            report = check_predictions(corpus, path, classes, quality)
             if report.quality_value is not None:
                 reference_values.append(report.quality_value)
     if reference_values:
         reference_value = statistics.median(reference_values)
-    reports: dict[str, AcceptanceReport | None] = {}
-    for row in measured:
-        path = predictions(row)
-        reports[_key(row)] = (
-            check_predictions(corpus, path, classes, quality, reference_value=reference_value)
-            if path.exists()
-            else None
-        )
-    return QualityOutcome(quality.reference_variant, reference_value, reports)
+    reports = {
+        key: check_predictions(corpus, path, classes, quality, reference_value)
+        if path.exists()
+        else None
+        for key, path in predictions.items()
+    }
+    return QualityOutcome(reference_value, reports)
 
 
 def kept_reference_value(bundle_dir: Path) -> float | None:
@@ -87,6 +82,25 @@ def kept_reference_value(bundle_dir: Path) -> float | None:
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:
     """R1.5: accepted only with every check passed, the tolerance included (needs a reference)."""
     return bool(report and report.corpus_accepted and reference_value is not None)
+
+
+# The CSV's acceptance columns and the field of the run's report each one mirrors (R1.6, R4).
+REPORTED_COLUMNS = {
+    "expected_ids": "expected_count",
+    "observed_ids": "observed_count",
+    "ids_match": "ids_match",
+    "format_valid": "format_valid",
+    "quality_value": "quality_value",
+    "corpus_accepted": "corpus_accepted",
+}
+
+
+def acceptance_columns(
+    report: AcceptanceReport | None, reference_value: float | None
+) -> dict[str, Any]:
+    """The CSV's acceptance columns of one run, as its report decides them (R1.5, R4)."""
+    columns = {c: report and getattr(report, f) for c, f in REPORTED_COLUMNS.items()}
+    return {**columns, "corpus_accepted": accepted(report, reference_value)}
 
 
 def quality_note(
@@ -118,21 +132,16 @@ def apply_outcome(
     for row in rows:
         row = dict(row)
         if row["phase"] in MEASURED_PHASES:
-            report = outcome.reports.get(_key(row))
+            report = outcome.reports.get(run_key(row))
+            row.update(acceptance_columns(report, outcome.reference_value))
             row.update(
                 quality_metric=quality.metric,
                 quality_threshold=quality.threshold,
                 quality_tolerance=quality.tolerance,
-                expected_ids=report.expected_count if report else None,
-                observed_ids=report.observed_count if report else None,
-                ids_match=report.ids_match if report else None,
-                format_valid=report.format_valid if report else None,
-                quality_value=report.quality_value if report else None,
-                corpus_accepted=accepted(report, outcome.reference_value),
             )
             note = quality_note(report, quality, outcome.reference_value)
-            kept = [part for part in (row.get("notes") or "").split(" | ") if part]
-            kept = [part for part in kept if not part.startswith("quality: ")]
+            parts = (row.get("notes") or "").split(" | ")
+            kept = [part for part in parts if part and not part.startswith("quality: ")]
             row["notes"] = " | ".join([*kept, note])
         filled.append(row)
     return filled
@@ -146,21 +155,17 @@ def fill_quality(
     rows = read_rows(csv_path)
     reference = kept_reference_value(bundle_dir)
     outcome = assess_runs(bundle_dir, rows, corpus, classes, quality, reference)
-    for key, report in outcome.reports.items():
-        if report is not None:
-            variant_id, _, phase_run = key.partition("/")
-            phase, _, index = phase_run.rpartition("-")
-            folder = run_dir(bundle_dir, variant_id, phase, int(index))
-            write_checks(report, folder / CHECKS_NAME)
+    for key, path in ((run_key(row), _folder(bundle_dir, row)) for row in rows):
+        if (report := outcome.reports.get(key)) is not None:
+            write_checks(report, path / CHECKS_NAME)
     write_rows_atomic(csv_path, apply_outcome(rows, outcome, quality))
     return outcome
 
 
 # -- the rule: is a variant accepted (R1.5, R5.3, R5.7) ----------------------------------------
 
-ACCEPTED = "accepted"
-NOT_ACCEPTED = "not accepted"
-NOT_RECORDED = "acceptance not recorded"
+
+_STATUS = {True: "accepted", False: "not accepted", None: "acceptance not recorded"}
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,7 @@ class VariantAcceptance:
 
     @property
     def status(self) -> str:
-        return {True: ACCEPTED, False: NOT_ACCEPTED, None: NOT_RECORDED}[self.verdict]
+        return _STATUS[self.verdict]
 
     @property
     def accepted_unique_corpora(self) -> int | None:
@@ -221,7 +226,7 @@ def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAc
     """Per variant (first-seen order), the verdict of :class:`VariantAcceptance` over typed
     rows (results.read_rows). A phase outside load/cold/warm or a corpus_accepted cell that is
     not true/false/empty is a ResultsError (R3.2, R4)."""
-    counts: dict[str, dict[str, Any]] = {}
+    runs: dict[str, dict[bool | None, list[str]]] = {}  # variant -> corpus_accepted -> runs
     for row in rows:
         variant, phase = str(row["variant_id"]), row["phase"]
         if phase not in PHASES:
@@ -229,27 +234,21 @@ def variant_acceptance(rows: Sequence[Mapping[str, Any]]) -> dict[str, VariantAc
                 f"variant {variant!r}: phase must be one of {', '.join(PHASES)}, got {phase!r}",
                 rule="R3.2",
             )
-        entry = counts.setdefault(variant, {"measured": 0, "ok": 0, "failed": [], "unknown": []})
+        verdicts = runs.setdefault(variant, {True: [], False: [], None: []})
         if phase not in MEASURED_PHASES:
             continue
-        entry["measured"] += 1
         verdict = row.get("corpus_accepted")
         run = f"{phase}-{row.get('run_index') or '?'}"
-        if verdict is True:
-            entry["ok"] += 1
-        elif verdict is False:
-            entry["failed"].append(run)
-        elif verdict is None:
-            entry["unknown"].append(run)
-        else:
+        if verdict is not None and not isinstance(verdict, bool):
             raise ResultsError(
                 f"variant {variant!r} {run}: corpus_accepted must be true, false or empty, "
                 f"got {verdict!r}",
                 rule="R4",
             )
+        verdicts[verdict].append(run)
     return {
         variant: VariantAcceptance(
-            variant, e["measured"], e["ok"], tuple(e["failed"]), tuple(e["unknown"])
+            variant, sum(map(len, v.values())), len(v[True]), tuple(v[False]), tuple(v[None])
         )
-        for variant, e in counts.items()
+        for variant, v in runs.items()
     }

@@ -1,18 +1,15 @@
-"""The typed records that cross a stage: ``run.json``, ``environment.json``, ``economics.json``.
-
-One base, ``Record``: a frozen dataclass whose field annotations are its schema. Reading
-validates each key against its annotation (an error names the file and the key path),
-upgrades an older file through ``UPGRADES`` first, and keeps unknown keys as written;
-writing validates the same way, stamps ``format_version`` and is atomic (R5.6). JSON files
-are read in one place, ``read_json``.
-"""
+"""The typed records: ``run.json``, ``environment.json``, ``economics.json`` and the files a
+user writes (offers table, campaign file), on one base, ``Record``, whose annotations are the
+schema (R5.6, R1.3). JSON files are read in one place, ``read_json``."""
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import math
 import os
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -23,16 +20,13 @@ from typing import Any, ClassVar, TypeVar, Union
 
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError
+from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NAME
 
 
 class Phase(str, Enum):
-    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up.
-
-    A ``str`` enum: ``Phase.COLD == "cold"`` and it is written as ``cold`` (``str``, f-strings,
-    JSON, CSV), so CSV cells and JSON values stay byte-identical. (``enum.StrEnum`` would do
-    this from Python 3.11; the package supports 3.10.)
-    """
+    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up;
+    written as its value (``cold``) everywhere (``enum.StrEnum`` needs Python 3.11)."""
 
     LOAD = "load"
     COLD = "cold"
@@ -50,7 +44,8 @@ MEASURED_PHASES: tuple[Phase, ...] = (Phase.COLD, Phase.WARM)  # runs that carry
 
 # -- one JSON reader --------------------------------------------------------------------------
 
-_FIX = "fix: restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
+_RESTORE = "restore it from the bundle it came from (its MANIFEST.sha256 names the original)"
+_FIX = f"fix: {_RESTORE}"
 
 
 def _sane_number(text: str) -> float | int:
@@ -88,8 +83,13 @@ def read_json(
 
 FORMAT_VERSION = 2  # 1: every record written before format_version was stamped
 
-_KINDS = {int: "an integer", float: "a number", str: "text", bool: "true or false"}
-_ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+_KINDS = {int: "an integer", float: "a number", str: "text", bool: "true or false", Path: "a path"}
+_ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), Path: (str,)}
+_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", Path: "string"}
+# Field metadata that is not JSON Schema: the key read ("a.b"), the rule and fix its errors
+# name, the words for a value its pattern refuses, and "code" (set by code, never read).
+_OWN = ("at", "rule", "fix", "why", "code")
+_BAD: Any = object()  # a value that failed its check; the problem is already recorded
 
 
 def _economics_v1(data: dict[str, Any]) -> dict[str, Any]:
@@ -107,66 +107,122 @@ UPGRADES: dict[tuple[str, int], Callable[[dict[str, Any]], dict[str, Any]]] = {
 }
 
 
+def key(spec: Mapping[str, Any], default: Any = dataclasses.MISSING, **own: Any) -> Any:
+    """A field declared by its JSON Schema ``spec`` (protocol.schema), plus ``_OWN`` entries;
+    the schema's default is the field's default."""
+    return field(default=spec.get("default", default), metadata={**spec, **own})
+
+
 class _Where:
-    """The file and key path being read; every error names both and the rule broken."""
+    """The file and key path being read; every problem names both, the rule and the fix."""
 
-    def __init__(self, file: str, rule: str, path: str = "") -> None:
-        self.file, self.rule, self.path = file, rule, path
+    def __init__(self, file: str, rule: str, fix: str, found: list | None = None, path: str = ""):
+        self.file, self.rule, self.fix, self.path = file, rule, fix, path
+        self.found: list[tuple[str, str]] = [] if found is None else found
 
-    def at(self, key: str) -> _Where:
+    def at(self, key: str, rule: str | None = None, fix: str | None = None) -> _Where:
         sep = "" if not self.path or key.startswith("[") else "."
-        return _Where(self.file, self.rule, f"{self.path}{sep}{key}")
+        path = f"{self.path}{sep}{key}"
+        return _Where(self.file, rule or self.rule, fix or self.fix, self.found, path)
 
-    def fail(self, problem: str) -> typing.NoReturn:
+    def fail(self, problem: str, fix: str | None = None, rule: str | None = None) -> Any:
         at = f" key {self.path!r}:" if self.path else ""
-        raise BundleError(
-            f"{self.file}:{at} {problem}; fix: restore the file from the bundle it came from "
-            "(its MANIFEST.sha256 names the original), it is written by gpubench-nb only",
-            rule=self.rule,
+        self.found.append(
+            (rule or self.rule, f"{self.file}:{at} {problem}; fix: {fix or self.fix}")
         )
+        return _BAD
 
 
-def _kind(hint: Any) -> str:
-    if hint in _KINDS:
-        return _KINDS[hint]
-    origin = typing.get_origin(hint)
-    if origin is tuple or origin is list:
-        return "a list"
-    return "an object"
+def _text(spec: Mapping[str, Any], value: str, where: _Where) -> Any:
+    """A string against its declaration: not blank, ``pattern`` matched whole, not too long."""
+    if spec.get("minLength") and not value.strip():
+        return where.fail(f"must be non-empty text, got {value!r}")
+    if "pattern" in spec and not re.fullmatch(spec["pattern"], value):
+        return where.fail(f"{value!r} {spec.get('why', 'does not match ' + spec['pattern'])}")
+    if len(value) > spec.get("maxLength", len(value)):
+        return where.fail(f"{len(value)} characters, longer than {spec['maxLength']}")
+    return value
 
 
-def _value(hint: Any, value: Any, where: _Where) -> Any:  # noqa: PLR0911 - one case a kind
-    """``value`` checked against the annotation ``hint`` (R5.6), converted to its type."""
+def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any:  # noqa: PLR0911
+    """``value`` checked against the annotation ``hint`` and its declaration ``spec`` (R5.6),
+    converted to its type; ``_BAD`` once its problem is recorded."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (Union, types.UnionType):
-        if value is None:
-            return None
         kinds = [a for a in args if a is not type(None)]
-        for kind in kinds[:-1]:
-            try:
-                return _value(kind, value, where)
-            except BundleError:
-                pass
-        return _value(kinds[-1], value, where)
-    if hint is Any:
+        for kind in kinds[:-1]:  # the first kind that takes it, quietly tried
+            if (got := _value(kind, spec, value, _Where("", "", ""))) is not _BAD:
+                return got
+        return _value(kinds[-1], spec, value, where)
+    is_enum = isinstance(hint, type) and issubclass(hint, Enum)
+    allowed = spec.get("enum") or is_enum and [m.value for m in hint]
+    if allowed and value not in allowed:
+        return where.fail(f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
+    if hint is Any or "enum" in spec:
         return value
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        if value not in {m.value for m in hint}:
-            where.fail(f"must be one of {', '.join(m.value for m in hint)}, got {value!r}")
+    if is_enum:
         return hint(value)
     if isinstance(hint, type) and issubclass(hint, Record):
-        return hint.from_dict(value, where.file, where.path, upgraded=True)
+        return hint._parse(value, where)
     if origin is tuple:
-        if not isinstance(value, list):
-            where.fail(f"expected a list, got {value!r}")
-        return tuple(_value(args[0], v, where.at(f"[{i}]")) for i, v in enumerate(value))
+        if not isinstance(value, list) or len(value) < spec.get("minItems", 0):
+            return where.fail(f"expected a list{' (not empty)' * bool(value == [])}, got {value!r}")
+        items = spec.get("items", {})
+        got = [_value(args[0], items, v, where.at(_item(i, v))) for i, v in enumerate(value)]
+        return tuple(None if v is _BAD else v for v in got)  # a bad item: problem recorded
     if hint in _KINDS:
+        low = spec.get("minimum")
         if isinstance(value, bool) != (hint is bool) or not isinstance(value, _ACCEPTS[hint]):
-            where.fail(f"expected {_KINDS[hint]}, got {value!r}")
-        return float(value) if hint is float else value
-    if not isinstance(value, dict):  # Mapping[str, Any]: kept as written
-        where.fail(f"expected {_kind(hint)}, got {value!r}")
-    return value
+            return where.fail(f"expected {_KINDS[hint]}, got {value!r}")
+        if low is not None and value < low:
+            return where.fail(f"must be {_KINDS[hint]} >= {low}, got {value!r}")
+        if isinstance(value, str) and _text(spec, value, where) is _BAD:
+            return _BAD
+        return hint(value) if hint in (float, Path) else value
+    if not isinstance(value, dict):  # Mapping[...]: kept as written, its declared keys checked
+        return where.fail(f"expected an object, got {value!r}")
+    if "properties" not in spec:
+        return value
+    within = args[1] if args else Any
+    required = spec.get("required", ())
+    declared = [(k, k, within, s, k in required) for k, s in spec["properties"].items()]
+    values, failed = _fields(declared, {str(k): v for k, v in value.items()}, where, closed=True)
+    return _BAD if failed else values
+
+
+def _item(index: int, value: Any) -> str:
+    """``[2]``, or ``[2] (b200-test)`` for an entry with an ``id``: the errors name it."""
+    label = value.get("id") if isinstance(value, dict) else None
+    return f"[{index}] ({label})" if isinstance(label, str) and label.strip() else f"[{index}]"
+
+
+def _fields(declared: list, data: dict, where: _Where, closed: bool) -> tuple[dict, bool]:
+    """The declared (name, key, hint, spec, required) values of ``data``; True when one
+    failed. ``closed``: any other key is refused, naming the nearest declared one."""
+    names = list(dict.fromkeys(k.split(".")[0] for _, k, *_ in declared))
+    for unknown in [k for k in data if closed and str(k) not in names]:
+        near = difflib.get_close_matches(str(unknown), names, n=1)
+        hint = f"did you mean {near[0]!r}?" if near else f"valid keys: {', '.join(names)}"
+        where.at(str(unknown)).fail("unknown key", hint)
+    values: dict[str, Any] = {}
+    failed = False
+    for name, path, hint, spec, required in declared:
+        value: Any = data
+        for part in path.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        at = where.at(path, spec.get("rule"), spec.get("fix"))
+        if value is None and path in data and "null" in spec.get("type", ()):
+            value = {}  # `manual:` written empty: a section of defaults
+        if value is None:
+            if required:
+                about = spec.get("description")
+                problem = "missing" if path not in data else "must not be empty"
+                at.fail(problem, spec.get("fix") or about and f"declare it: {about}")
+                failed = True
+            continue
+        values[name] = _value(hint, spec, value, at)
+        failed = failed or values[name] is _BAD
+    return values, failed
 
 
 def _plain(value: Any) -> Any:
@@ -180,49 +236,90 @@ def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, Mapping) else value
 
 
+def _schema_of(hint: Any) -> dict[str, Any]:
+    """The JSON Schema an annotation stands for (``Record.schema``)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        return _schema_of(next(a for a in args if a is not type(None)))
+    if isinstance(hint, type) and issubclass(hint, Record):
+        return hint.schema()
+    if origin is tuple:
+        return {"type": "array", "items": _schema_of(args[0])}
+    return {"type": _TYPES.get(hint, "object")}
+
+
+def _public(spec: Any) -> Any:
+    """``spec`` without the ``_OWN`` entries, at every depth."""
+    if not isinstance(spec, Mapping):
+        return spec
+    return {k: _public(v) for k, v in spec.items() if k not in _OWN}
+
+
 R = TypeVar("R", bound="Record")
+_CODE = {"code": True}  # a field code sets: never read from the file
 
 
 @dataclass(frozen=True, kw_only=True)
 class Record:
-    """A typed JSON object: the field annotations are its schema (R5.6).
+    """A typed JSON or YAML object: its annotations and ``key`` declarations are its schema.
 
-    A field without a default is required (present, not null); ``field(metadata={"at":
-    "a.b"})`` reads a nested key and is not written back; ``data`` is the object as read, so
-    ``to_dict`` gives back every key, unknown ones included. ``NAME`` is the bundle file."""
+    A field without a default is required; ``"at": "a.b"`` reads a nested key, not written
+    back; ``data`` is the object as read, so ``to_dict`` keeps unknown keys (``CLOSED``
+    refuses them). ``NAME``: the bundle file; ``ERROR``, ``FIX``: what a problem raises."""
 
     NAME: ClassVar[str] = ""
     RULE: ClassVar[str] = "R5.6"
-    format_version: int = FORMAT_VERSION
-    data: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    CLOSED: ClassVar[bool] = False  # a file a user writes: an unknown key is an error
+    ERROR: ClassVar[type[GpubenchError]] = BundleError
+    FIX: ClassVar[str] = f"{_RESTORE}, it is written by gpubench-nb only"
+    SCHEMA: ClassVar[Mapping[str, Any]] = {}  # what the annotations cannot say (oneOf)
+    format_version: int = field(default=FORMAT_VERSION, metadata=_CODE)
+    data: Mapping[str, Any] | None = field(default=None, repr=False, compare=False, metadata=_CODE)
 
     @classmethod
-    def from_dict(
-        cls: type[R], data: Any, where: str = "", path: str = "", *, upgraded: bool = False
-    ) -> R:
-        """Validated against the annotations; BundleError naming ``where`` and the key path."""
-        at = _Where(where or cls.NAME, cls.RULE, path)
-        if not isinstance(data, dict):
-            at.fail(f"expected a JSON object, got {type(data).__name__}")
-        if not upgraded:
+    def from_dict(cls: type[R], data: Any, where: str = "", path: str = "") -> R:
+        """``data`` as read from ``where`` at key ``path``, upgraded and validated; ``ERROR``
+        listing every problem, each naming the file, the key path, the rule and the fix."""
+        at = _Where(where or cls.NAME, cls.RULE, cls.FIX, path=path)
+        if cls.NAME and isinstance(data, dict):
             data = _upgraded(cls.NAME, at, data)
+        record = cls._parse(data, at)
+        if at.found:
+            (rule, first), *more = at.found
+            raise cls.ERROR(first + "".join(f"\n{r}: {m}" for r, m in more), rule=rule)
+        return record
+
+    @classmethod
+    def _parse(cls: type[R], data: Any, where: _Where) -> R:
+        at = _Where(where.file, cls.RULE, where.fix, where.found, where.path)
+        if not isinstance(data, dict):
+            return at.fail(f"expected a JSON object, got {type(data).__name__}")
+        values, failed = _fields(cls._declared(), data, at, cls.CLOSED)
+        return _BAD if failed else cls(**values, data=dict(data))._checked(at)
+
+    @classmethod
+    def _declared(cls) -> list[tuple[str, str, Any, Mapping[str, Any], bool]]:
+        """(name, key, annotation, declaration, required) of each field read from the file."""
         hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name == "data":
-                continue
-            keys = f.metadata.get("at", f.name).split(".")
-            value: Any = data
-            for key in keys:
-                value = value.get(key) if isinstance(value, dict) else None
-            key_at = at.at(".".join(keys))
-            required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            if value is None:
-                if required:
-                    key_at.fail("missing" if keys[-1] not in data else "must not be empty")
-                continue
-            values[f.name] = _value(hints[f.name], value, key_at)
-        return cls(**values, data=dict(data))
+        fields = [f for f in dataclasses.fields(cls) if "code" not in f.metadata]
+        return [
+            (f.name, f.metadata.get("at", f.name), hints[f.name], f.metadata, _required(f))
+            for f in fields
+        ]
+
+    def _checked(self: R, where: _Where) -> R:
+        """The rules between fields, run once every field is valid; their problems go to
+        ``where.fail``. May return the record completed (a default that follows another)."""
+        return self
+
+    @classmethod
+    def schema(cls) -> dict[str, Any]:
+        """The JSON Schema of this record, from its annotations (``gpubench-nb schema``)."""
+        declared = cls._declared()
+        properties = {k: {**_schema_of(hint), **_public(spec)} for _, k, hint, spec, _ in declared}
+        required = [k for _, k, _, _, needed in declared if needed]
+        doc = " ".join((cls.__doc__ or "").split("\n\n")[0].split())  # its first paragraph
+        return {**schema.section(doc, properties, required), **cls.SCHEMA}
 
     @classmethod
     def read(cls: type[R], folder: Path | str) -> R | None:
@@ -247,12 +344,16 @@ class Record:
         in code (no ``data``) writes every field."""
         out = dict(self.data or {})
         for f in dataclasses.fields(self):
-            if f.name in ("data", "format_version") or "at" in f.metadata:
+            if "code" in f.metadata or "at" in f.metadata:
                 continue
             value = getattr(self, f.name)
             if self.data is None or f.name in out or value != f.default:
                 out[f.name] = _plain(value)
         return out
+
+
+def _required(f: dataclasses.Field) -> bool:
+    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def _upgraded(name: str, where: _Where, data: dict[str, Any]) -> dict[str, Any]:
@@ -262,7 +363,7 @@ def _upgraded(name: str, where: _Where, data: dict[str, Any]) -> dict[str, Any]:
         where.at("format_version").fail(
             f"expected a version up to {FORMAT_VERSION}, got {version!r} (a newer gpubench-nb?)"
         )
-    if version < FORMAT_VERSION:
+    elif version < FORMAT_VERSION:
         data = json.loads(json.dumps(data))  # the caller's object is left as it was
         for step in range(version, FORMAT_VERSION):
             data = UPGRADES.get((name, step), lambda d: d)(data)
@@ -276,10 +377,8 @@ DIED = "the process ended before the run finished (dead kernel, crash or timeout
 
 @dataclass(frozen=True, kw_only=True)
 class GpuTelemetry(Record):
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass.
-
-    ``flags`` are the sentences the report shows (throttled, low clock); ``energy_joules`` is
-    the energy counter's difference over the pass, or the text "not observable"."""
+    """run.json ``gpu_telemetry`` (engine/clocks.py): the GPU during the timed pass; ``flags``
+    are the sentences the report shows; ``energy_joules`` a number or "not observable"."""
 
     RULE = "R3.6"
     observable: bool = False
@@ -295,11 +394,9 @@ class GpuTelemetry(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class SlurmAllocation(Record):
-    """``environment.json`` ``slurm``: the Slurm job a bundle was measured in (R2.4, R2.5).
-
-    From the job's ``SLURM_*`` variables (engine/allocation.py); ``gpus_requested`` is what the
-    campaign target asked for (0: a CPU partition, no GPU requested), ``gpus_allocated`` what
-    Slurm bound to the job on this node (0 = truly none, R4.3)."""
+    """``environment.json`` ``slurm``: the job a bundle was measured in (R2.4, R2.5), from its
+    ``SLURM_*`` variables; ``gpus_requested``: the target's ask (0: CPU partition);
+    ``gpus_allocated``: what Slurm bound on this node (0 = truly none, R4.3)."""
 
     RULE = "R2.4"
     job_id: str
@@ -347,10 +444,8 @@ class EnvironmentRecord(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord(Record):
-    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured.
-
-    Built once by its producer (pipeline/run.py) from the values the load, the passes and the
-    environment capture return; read by rows, report, ledger and audit (R3.2, R3.6)."""
+    """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured,
+    built once by pipeline/run.py, read by rows, report, ledger and audit (R3.2, R3.6)."""
 
     NAME = RUN_NAME
     RULE = "R3.6"
@@ -417,7 +512,10 @@ def running_record(
     """run.json while the run is in progress: the settings it applies, every figure empty and
     the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
     variant_id, phase, run_index = run
+    declared = ("precision", "batch", "context", "batching", "compile", "attention", "quantization")
     return RunRecord(
+        **{name: getattr(settings, name) for name in declared},
+        declared_device=settings.device,
         experiment_id=experiment_id,
         variant_id=variant_id,
         phase=Phase(phase),
@@ -427,28 +525,14 @@ def running_record(
         started_utc=started,
         scope=scope,
         warmup_iterations=warmups,
-        precision=settings.precision,
-        batch=settings.batch,
-        context=settings.context,
-        batching=settings.batching,
-        declared_device=settings.device,
-        compile=settings.compile,
-        attention=settings.attention,
-        quantization=settings.quantization,
         corpus_revision=corpus_revision,
         error=DIED,
         notes=DIED,
     )
 
 
-def read_run(run_folder: Path | str) -> RunRecord | None:
-    """``run_folder/run.json`` (protocol.bundle.run_dir), or None when the run left none."""
-    return RunRecord.read(run_folder)
-
-
-def write_run(run_folder: Path | str, record: RunRecord | Mapping[str, Any]) -> RunRecord:
-    """The one writer of run.json (10_measure), validated, atomic."""
-    return RunRecord.write(run_folder, record)
+read_run = RunRecord.read  # run_folder/run.json (protocol.bundle.run_dir), or None
+write_run = RunRecord.write  # the one writer of run.json (10_measure), validated, atomic
 
 
 # -- environment.json --------------------------------------------------------------------------
@@ -461,9 +545,7 @@ def read_environment(bundle_dir: Path | str) -> EnvironmentRecord:
     return EnvironmentRecord.read(bundle_dir) or EMPTY_ENVIRONMENT
 
 
-def write_environment(bundle_dir: Path | str, data: Mapping[str, Any]) -> EnvironmentRecord:
-    """The one writer of environment.json (00_environment), validated, atomic."""
-    return EnvironmentRecord.write(bundle_dir, data)
+write_environment = EnvironmentRecord.write  # the one writer (00_environment)
 
 
 # -- economics.json ----------------------------------------------------------------------------
@@ -551,11 +633,5 @@ class EconomicsRecord(Record):
         return next((v for v in self.variants if v.variant_id == variant_id), None)
 
 
-def read_economics(bundle_dir: Path | str) -> EconomicsRecord | None:
-    """The bundle's economics.json, or None when it has none (30_economics not run)."""
-    return EconomicsRecord.read(bundle_dir)
-
-
-def write_economics(bundle_dir: Path | str, data: Mapping[str, Any]) -> EconomicsRecord:
-    """The one writer of economics.json (30_economics), validated, atomic."""
-    return EconomicsRecord.write(bundle_dir, data)
+read_economics = EconomicsRecord.read  # None when 30_economics has not run
+write_economics = EconomicsRecord.write  # the one writer (30_economics), validated, atomic

@@ -9,7 +9,7 @@ import math
 import numbers
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -17,28 +17,7 @@ from typing import Any
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
 from gpubench_nb.protocol.problems import Problems, failure_kind
-from gpubench_nb.protocol.results_schema import (
-    COLUMNS,
-    TYPE_OF_COLUMN,
-    check_row,
-    duplicate_runs,
-    empty_row,
-)
-
-__all__ = [
-    "COLUMNS",
-    "HEADER",
-    "TYPE_OF_COLUMN",
-    "append_rows",
-    "check_row",
-    "empty_row",
-    "format_float",
-    "format_row",
-    "read_rows",
-    "repair_torn_tail",
-    "validate_csv",
-    "write_rows_atomic",
-]
+from gpubench_nb.protocol.results_schema import COLUMNS, TYPE_OF_COLUMN, check_row, duplicate_runs
 
 HEADER = ",".join(COLUMNS) + "\n"
 MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all
@@ -46,11 +25,7 @@ _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
 _EXPECTED = {int: ("an integer", numbers.Integral), float: ("a number", numbers.Real)}
-_EXPECTED[str] = ("a string", str)
-
-
-# ---------------------------------------------------------------------------------------------
-# Writing
+_EXPECTED |= {str: ("a string", str), bool: ("true/false", bool)}
 
 
 def format_float(value: float) -> str:
@@ -71,13 +46,11 @@ def _format_cell(column: str, value: Any) -> str:
     if value is None:
         return ""  # R4.3: not recorded
     kind = TYPE_OF_COLUMN[column]
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise TypeError(f"expects true/false, got {value!r}")
-        return "true" if value else "false"
     expected, accepted = _EXPECTED[kind]
-    if isinstance(value, bool) or not isinstance(value, accepted):
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, accepted):
         raise TypeError(f"expects {expected}, got {value!r} ({type(value).__name__})")
+    if kind is bool:
+        return "true" if value else "false"
     if kind is int:
         return str(int(value))
     if kind is float:
@@ -113,26 +86,21 @@ def format_row(row: dict[str, Any]) -> str:
 
 def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
     """Format rows and refuse any that fails the row rules, so no bad row is ever written."""
-    text = []
+    text = "".join(map(format_row, rows))
     problems = Problems("new row")
-    for number, row in enumerate(rows, start=1):
-        text.append(format_row(row))
-        _row_rules(problems, number, f"new row {number}", row)
-    _duplicates(problems, list(rows), lambda i: f"new row {i}")
+    _row_rules(problems, list(rows), lambda i: f"new row {i}")
     if problems:
         raise ResultsError(_join(problems.lines(), len(problems)), rule="R4")
-    return "".join(text)
+    return text
 
 
-def _row_rules(problems: Problems, number: int, where: str, row: dict[str, Any]) -> None:
-    """The row rules (check_row) broken by row ``number``, each under its column's kind."""
-    for column, message in check_row(row):
-        problems.add(
-            f"{column} {failure_kind(message)}", number, f"{where}, column {column}: {message}"
-        )
-
-
-def _duplicates(problems: Problems, rows: list[dict[str, Any]], where: Any) -> None:
+def _row_rules(problems: Problems, rows: list[dict[str, Any]], where: Callable[[int], str]) -> None:
+    """The row rules (check_row, one row per run) broken by ``rows``, each under its kind;
+    ``where(n)`` names row n."""
+    for number, row in enumerate(rows, start=1):
+        for column, message in check_row(row):
+            kind = f"{column} {failure_kind(message)}"
+            problems.add(kind, number, f"{where(number)}, column {column}: {message}")
     for number, message in duplicate_runs(rows, where):
         problems.add("duplicate run", number, message)
 
@@ -142,9 +110,9 @@ def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:
     Refuses a file whose header differs or whose last record is torn (``repair_torn_tail``)."""
     path = Path(path)
     text = _checked_text(rows)
-    existing = path.read_bytes() if path.exists() else b""
-    if existing.removeprefix(b"\xef\xbb\xbf"):
-        header = existing.removeprefix(b"\xef\xbb\xbf").split(b"\n", 1)[0].rstrip(b"\r")
+    existing = path.read_bytes().removeprefix(b"\xef\xbb\xbf") if path.exists() else b""
+    if existing:  # a BOM alone is an empty file
+        header = existing.split(b"\n", 1)[0].rstrip(b"\r")
         if header.decode("utf-8", "replace") != HEADER.rstrip("\n"):
             raise ResultsError(
                 f"{path} does not start with the fixed header of resultats-bruts.csv; run "
@@ -193,10 +161,6 @@ def repair_torn_tail(path: Path) -> bool:
         handle.flush()
         os.fsync(handle.fileno())
     return True
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading and validating
 
 
 def _parse_cell(column: str, text: str) -> Any:
@@ -275,7 +239,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             "of the shipped resultats-bruts.csv",
         ]
     rows: list[dict[str, Any]] = []
-    lines: list[int] = []
+    places: list[str] = []  # "raw.csv row 3 (line 4)" of each typed row
     # One failure on many rows is said once, with its count and rows.
     problems = Problems("row")
     start = reader.line_num + 1
@@ -300,9 +264,8 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
                         kind = f"{column} {failure_kind(str(exc))}"
                         problems.add(kind, number, f"{where}, column {column}: {exc}")
                         row[column] = None
-                _row_rules(problems, number, where, row)
                 rows.append(row)
-                lines.append(start)
+                places.append(where)
             start = reader.line_num + 1
     except csv.Error as exc:
         problems.add(
@@ -310,7 +273,7 @@ def _parse(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             number,
             f"{name} line {start}: unreadable CSV ({exc}); check the quoting (R4.4)",
         )
-    _duplicates(problems, rows, lambda i: f"{name} row {i} (line {lines[i - 1]})")
+    _row_rules(problems, rows, lambda i: places[i - 1])
     return rows, errors + problems.lines()
 
 

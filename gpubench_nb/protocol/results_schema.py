@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from gpubench_nb.protocol.experiment_spec import METRICS, PACKAGE_DAYS, QUALITY_SLACK
 from gpubench_nb.protocol.records import PHASES
 
 # R2.4: the hardware and environment actually observed, copied from environment.json into
@@ -58,11 +59,6 @@ TYPE_OF_COLUMN: dict[str, type] = {
 COLUMNS: tuple[str, ...] = tuple(TYPE_OF_COLUMN)
 assert len(COLUMNS) == 38
 
-PACKAGE_DAYS = (3, 7, 30)  # R5.1
-BOUNDED_METRICS = ("macro_f1", "weighted_f1", "accuracy")  # values in [0, 1]
-# A true acceptance must not fail on float rounding of a value equal to its threshold.
-_SLACK = 1e-12
-
 
 def empty_row() -> dict[str, Any]:
     """A row with every column not recorded (R4.3: empty, never zero)."""
@@ -102,7 +98,7 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
         bad("duration_days", f"R5.1: {days} is not a package length; use 3, 7 or 30")
     if row.get("gpu_count") == 0 and row.get("gpu_model"):
         bad("gpu_count", f"R2.4: 0 GPUs used but gpu_model is {row['gpu_model']!r}")
-    if row.get("quality_metric") in BOUNDED_METRICS:
+    if row.get("quality_metric") in METRICS:  # every metric is a fraction
         for column in ("quality_value", "quality_threshold"):
             if row.get(column) is not None and row[column] > 1:
                 bad(column, f"R1.3: {row[column]} > 1 for {row['quality_metric']}")
@@ -130,7 +126,7 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
         value, threshold = row.get("quality_value"), row.get("quality_threshold")
         if value is None or threshold is None:
             bad("corpus_accepted", "R1.3/R1.5: true without a quality_value and its threshold")
-        elif value < threshold - _SLACK:
+        elif value < threshold - QUALITY_SLACK:
             bad(
                 "corpus_accepted", f"R1.5: true while quality_value {value} < threshold {threshold}"
             )

@@ -1,10 +1,7 @@
-"""The YAML files a user writes, declared once as JSON Schema (R1.3).
-
-The experiment, offers and campaign declarations are built with these helpers; their
-validators take key lists, allowed values, bounds and defaults from the same declarations
-(``Checker.field``), so ``gpubench-nb schema`` and ``validate`` cannot disagree. The schema
-checks keys and value kinds; ``validate`` adds the rules between fields (one knob, R2.1).
-"""
+"""The YAML files a user writes, declared once as JSON Schema (R1.3): the experiment, offers and
+campaign declarations are built with these helpers, and ``experiment_rules.Checker`` checks
+files against them, so ``gpubench-nb schema`` and ``validate`` cannot disagree; ``validate``
+adds the rules between fields (one knob, R2.1)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """One writer per bundle (R5.6): an exclusive OS lock beside the bundle, and who holds it.
 
-The lock is ``<output_dir>/.<experiment_id>.lock``, *beside* the bundle, never inside it: the
-manifest covers every file of a bundle, and a lock file inside would change what it seals. The
-lock itself is an OS file lock (``filelock``: ``flock`` on POSIX), which the kernel releases when
-its holder dies, so a ``kill -9`` leaves no stale lock. The sidecar
-``.<experiment_id>.lock.holder.json`` only *names* the holder (PID, host, command, start time)
-for the refusal message; it is never what decides, so a stale sidecar cannot block anyone.
-
-Kernels started by the holder inherit ``GPUBENCH_WRITER_TOKEN``; a step whose token equals the
-holder's is part of that run and proceeds, any other step must take the lock itself.
+``<output_dir>/.<id>.lock`` lies outside what the manifest seals; ``filelock`` (``flock``) is
+released by the kernel when its holder dies, so ``kill -9`` leaves no stale lock. The sidecar
+``.<id>.lock.holder.json`` only names the holder in refusals, never decides. Kernels started by
+the holder inherit ``GPUBENCH_WRITER_TOKEN`` and proceed under its lock.
 """
 
 from __future__ import annotations
@@ -34,16 +29,21 @@ from gpubench_nb.protocol.records import read_json
 TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
 
 
-def lock_path(bundle_dir: Path | str) -> Path:
+def lock_path(bundle_dir: Path | str, suffix: str = ".lock") -> Path:
     """``<output_dir>/.<id>.lock``, beside the bundle: outside what its manifest seals."""
     bundle_dir = Path(bundle_dir).resolve()
-    return bundle_dir.parent / f".{bundle_dir.name}.lock"
+    return bundle_dir.parent / f".{bundle_dir.name}{suffix}"
 
 
 def holder_path(bundle_dir: Path | str) -> Path:
     """The sidecar naming the lock's holder (informative only)."""
-    bundle_dir = Path(bundle_dir).resolve()
-    return bundle_dir.parent / f".{bundle_dir.name}.lock.holder.json"
+    return lock_path(bundle_dir, ".lock.holder.json")
+
+
+def _held_by_us(bundle_dir: Path) -> str | None:
+    """The inherited token when this process runs under the holder's lock, else None."""
+    inherited = os.environ.get(TOKEN_ENV)
+    return inherited if inherited and read_holder(bundle_dir).get("token") == inherited else None
 
 
 def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
@@ -54,13 +54,12 @@ def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
 
 def _refusal(bundle_dir: Path) -> BundleError:
     holder = read_holder(bundle_dir)
+    who = "a process that has not recorded its PID yet"
     if holder.get("pid") is not None:
         who = (
-            f"PID {holder.get('pid')} on host {holder.get('host')!r} "
+            f"PID {holder['pid']} on host {holder.get('host')!r} "
             f"(since {holder.get('started_utc')}: {holder.get('command')})"
         )
-    else:
-        who = "a process that has not recorded its PID yet"
     return BundleError(
         f"{bundle_dir}: another writer holds this bundle: {who}. Only one writer per bundle: "
         f"wait for it to finish (or stop it), then rerun; its lock is {lock_path(bundle_dir)}, "
@@ -73,8 +72,7 @@ def refuse_if_written(bundle_dir: Path | str) -> None:
     """Refuse (exit 2) to read a bundle whose writer lock another process holds: a `run` still
     writing it would be read half-made (R5.6). The holder's own steps (its token) read on."""
     bundle_dir = Path(bundle_dir).resolve()
-    inherited = os.environ.get(TOKEN_ENV)
-    if inherited and read_holder(bundle_dir).get("token") == inherited:
+    if _held_by_us(bundle_dir):
         return
     try:
         fd = os.open(lock_path(bundle_dir), os.O_RDONLY)
@@ -92,17 +90,11 @@ def refuse_if_written(bundle_dir: Path | str) -> None:
 def bundle_writer(
     bundle_dir: Path | str, command: str | None = None, *, step: bool = False
 ) -> Iterator[str]:
-    """Hold the bundle's exclusive writer lock for the whole block; yield the holder's token.
-
-    A second writer is refused at once (``BundleError``, exit 2) with the holder's PID and host.
-    Inside a kernel started by the holder (same token in the environment) nothing is taken: the
-    holder's lock already covers it. A notebook step run on its own (``step=True``, e.g. under
-    the plain papermill CLI) takes the lock itself and never writes into a finished bundle:
-    only `gpubench-nb run` rewrites one, after verifying its manifest.
-    """
+    """Hold the bundle's writer lock for the block and yield the holder's token; a second writer
+    is refused at once (exit 2) naming the holder. A step run on its own (``step=True``, plain
+    papermill) never writes into a finished bundle: only `run` does, after verifying it."""
     bundle_dir = Path(bundle_dir).resolve()
-    inherited = os.environ.get(TOKEN_ENV)
-    if inherited and read_holder(bundle_dir).get("token") == inherited:
+    if inherited := _held_by_us(bundle_dir):
         yield inherited
         return
     bundle_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,5 @@
-"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused.
-
-Every YAML the tool reads goes through here: a key given twice is an error, not "last one
-wins"; a small file cannot expand into gigabytes through aliases ("billion laughs").
-"""
+"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused
+(an error, not "last one wins"); a small file cannot expand into gigabytes ("billion laughs")."""
 
 from __future__ import annotations
 
@@ -75,31 +72,22 @@ def _check_expansion(root: yaml.Node) -> None:
     """Refuse a document whose aliases expand past MAX_EXPANDED_NODES, or that refers to itself
     (sizes memoised per node: linear in the file, not in its expansion)."""
     sizes: dict[int, int] = {}
-    visiting: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if key in sizes:
-            continue
-        children = _children(node)
-        if children_done:
-            visiting.discard(key)
-            sizes[key] = min(MAX_EXPANDED_NODES + 1, 1 + sum(sizes[id(c)] for c in children))
-            continue
-        if key in visiting:
-            raise _LimitError("an alias refers to a node that contains it (a recursive structure)")
-        visiting.add(key)
-        stack.append((node, True))
-        for child in children:
-            if id(child) in visiting:
-                raise _LimitError(
-                    f"line {child.start_mark.line + 1}: an alias refers to a node that contains "
-                    "it (a recursive structure); write the values out"
-                )
-            if id(child) not in sizes:
-                stack.append((child, False))
-    if sizes[id(root)] > MAX_EXPANDED_NODES:
+    inside: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in inside:
+            raise _LimitError(
+                f"line {node.start_mark.line + 1}: an alias refers to a node that contains it "
+                "(a recursive structure); write the values out"
+            )
+        if id(node) not in sizes:
+            inside.add(id(node))
+            children = sum(map(size, _children(node)))
+            sizes[id(node)] = min(MAX_EXPANDED_NODES + 1, 1 + children)
+            inside.discard(id(node))
+        return sizes[id(node)]
+
+    if size(root) > MAX_EXPANDED_NODES:
         raise _LimitError(
             f"its aliases expand to more than {MAX_EXPANDED_NODES:,} values (an alias bomb?); "
             "write the values out instead of nesting aliases"

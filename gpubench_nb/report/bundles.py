@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.economics.attribution import Attribution, attribute, recorded_hardware
+from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
-from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, ECONOMICS_NAME, LOCK_NAME, run_dir
 from gpubench_nb.protocol.records import (
     PHASES,
     EconomicsRecord,
@@ -47,18 +48,22 @@ class Bundle:
 
     def attribution(self, offer: OfferEconomics) -> Attribution:
         """Whether ``offer`` earned this bundle's cost per accepted corpus (R2.4, R5.7): as
-        economics.json records it; for one written before attribution was recorded, the same
-        rule (economics.attribution.attribute) applied once here."""
+        economics.json records it, else (recorded before attribution) the same rule applied."""
         if offer.attribution is not None:
-            return Attribution.from_dict(offer.attribution)
+            where = f"offers[{offer.offer_id}].attribution"
+            return Attribution.from_dict(offer.attribution, str(self.path / ECONOMICS_NAME), where)
         declared = self.economics.declared_offer if self.economics is not None else None
         return attribute(
-            offer_id=offer.offer_id,
-            offer_gpu_model=offer.gpu_model,
-            gpus_per_lot=offer.gpus_per_lot,
-            lots=offer.lots,
-            hardware=recorded_hardware(self.rows, self.environment),
-            declared_offer_id=declared.offer_id if declared is not None else None,
+            Offer(
+                id=offer.offer_id,
+                provider="",
+                gpu_model=offer.gpu_model,
+                gpus_per_lot=offer.gpus_per_lot,
+                package_price_usd_minor={},
+            ),
+            offer.lots,
+            recorded_hardware(self.rows, self.environment),
+            declared.offer_id if declared is not None else None,
         )
 
     def declared(self, *keys: str) -> Any:
@@ -108,21 +113,20 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     checks = read_json(folder / CHECKS_NAME) or {}
     return {
         **row,
-        "error": run.error if run else None,
-        "out_of_memory": bool(run.data.get("out_of_memory")) if run else False,  # R5.8
-        "truncated_texts": run.truncated_texts if run else None,
-        "dropped_tokens": run.dropped_tokens if run else None,
-        "tokens_processed": run.tokens_processed if run else None,  # where the backend counts
-        "off_label_answers": run.off_label_answers if run else None,
+        **{name: getattr(run, name, None) for name in _RUN_KEYS},
+        "out_of_memory": bool(run and run.out_of_memory),  # R5.8
         # what the GPU ran at during the timed pass (engine/clocks.py)
         "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
         "energy_joules": telemetry.joules if telemetry else None,
-        "reference_value": checks.get("reference_value"),
-        "meets_threshold": checks.get("meets_threshold"),
-        "within_tolerance": checks.get("within_tolerance"),
+        **{name: checks.get(name) for name in _CHECKS_KEYS},
         # load, busy processes, GPU processes, threads, clocks at that moment (R2.5)
         "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
+
+
+# run.json's, as typed (tokens_processed where the backend counts them), and checks.json's
+_RUN_KEYS = ("error", "truncated_texts", "dropped_tokens", "tokens_processed", "off_label_answers")
+_CHECKS_KEYS = ("reference_value", "meets_threshold", "within_tolerance")
 
 
 def _label(path: Path, lock: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -138,17 +142,12 @@ def _declared_order(lock: Mapping[str, Any]) -> Any:
     rank = {variant: i for i, variant in enumerate(declared)}
     phases = {phase: i for i, phase in enumerate(PHASES)}
 
-    def key(row: Mapping[str, Any]) -> tuple[int, str, int, int]:
-        variant = str(row["variant_id"])
-        index = row.get("run_index")
-        return (
-            rank.get(variant, len(rank)),
-            variant,
-            phases.get(row["phase"], len(phases)),
-            index if isinstance(index, int) else 0,
-        )
-
-    return key
+    return lambda row: (
+        rank.get(str(row["variant_id"]), len(rank)),
+        str(row["variant_id"]),
+        phases.get(row["phase"], len(phases)),
+        row["run_index"] if isinstance(row.get("run_index"), int) else 0,
+    )
 
 
 def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = False) -> list[Bundle]:

@@ -19,19 +19,9 @@ def render_comparison(
     ledger: str | Path | None = None,
 ) -> Path:
     """Render 90_report over ``bundle_dirs`` into ``out`` (default: beside the first bundle,
-    report-<names>.html), refused before any kernel starts when ``out`` is no place for it."""
+    report-<names>.html); refused before any kernel starts when ``out`` is an input, in or
+    inside a bundle (the one output guard, R5.6), or a bundle is still being written."""
     bundles = [Path(b) for b in bundle_dirs]
-    html = report_destination(bundles, out, ledger)
-    for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
-        refuse_if_written(bundle)
-    return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)
-
-
-def report_destination(
-    bundles: list[Path], out: str | Path | None, ledger: str | Path | None = None
-) -> Path:
-    """``out`` (or the default) through the one output guard (R5.6): never over
-    an input, never in or inside a bundle, finished or not, read by the report or not."""
     default = comparison_report_path(bundles)
     html = Path(out) if out else default
     ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
@@ -42,4 +32,6 @@ def report_destination(
         instead=f"use the default {default} (a bundle's own report.html is written by "
         "`gpubench-nb run`)",
     )
-    return html
+    for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
+        refuse_if_written(bundle)
+    return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)

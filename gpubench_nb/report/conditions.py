@@ -1,12 +1,6 @@
-"""What the machine was doing during each run, as its run.json recorded it (R2.5).
-
-Per run: the 1-minute load average at start and end, other processes that used at least 10 % of
-a core (engine/activity.py), other GPU processes, the CPU threads torch used and whether they
-were fixed, and, where the run's record has them, GPU clock and throttle fields. Per variant:
-the same over its runs. :func:`conditions_check` says when the conditions make a speed
-comparison unreliable (heavy load with threads left free, uneven load between variants, a
-throttled GPU): the report then withholds its verdict (thresholds below, stated in the banner).
-"""
+"""What the machine was doing during each run, as its run.json recorded it (R2.5): load, other
+busy processes (engine/activity.py), other GPU processes, CPU threads, GPU clocks; per variant the
+same over its runs, and :func:`conditions_check`: when they make a speed comparison unreliable."""
 
 from __future__ import annotations
 
@@ -18,12 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# A 1-minute load average above this many runnable tasks per core means the CPU was
-# oversubscribed while the run waited or measured.
-HEAVY_LOAD_PER_CORE = 1.0
-# Variants whose median loads differ by more than this many tasks per core did not run under
-# the same conditions: their times may differ for that reason alone.
-DIFFERENT_LOAD_PER_CORE = 0.5
+HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
+DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -51,21 +41,17 @@ class RunConditions:
 
     def text(self) -> str:
         """One line: ``load 1.52 → 1.60 (2 cores); busy: python (0.98 core); ...``."""
-        parts = [f"load {_load(self.load_start)} → {_load(self.load_end)}"]
-        if self.cpu_count:
-            parts[0] += f" ({self.cpu_count} cores)"
-        if self.busy is None:
-            parts.append(f"busy processes {NOT_OBSERVABLE}")
-        else:
-            parts.append(f"busy: {', '.join(self.busy) if self.busy else 'none'}")
-        if self.gpu_processes:
-            parts.append(f"other GPU processes: {', '.join(self.gpu_processes)}")
-        if self.threads:
-            parts.append(self.threads)
-        parts += list(self.gpu)
-        if self.fault:
-            parts.append(self.fault)
-        return "; ".join(parts)
+        load = f"load {_load(self.load_start)} → {_load(self.load_end)}"
+        busy = f"busy: {', '.join(self.busy) or 'none'}" if self.busy is not None else None
+        parts = [
+            load + (f" ({self.cpu_count} cores)" if self.cpu_count else ""),
+            busy or f"busy processes {NOT_OBSERVABLE}",
+            self.gpu_processes and f"other GPU processes: {', '.join(self.gpu_processes)}",
+            self.threads,
+            *self.gpu,
+            self.fault,
+        ]
+        return "; ".join(p for p in parts if p)
 
 
 def _load(value: float | None) -> str:
@@ -86,14 +72,8 @@ def _listed(lists: Sequence[Any], text: Any) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(text(p) for p in found if isinstance(p, Mapping)))
 
 
-def _busy(*activity: Any) -> tuple[str, ...] | None:
-    lists = [a.get("busy_processes") if isinstance(a, Mapping) else None for a in activity]
-    return _listed(lists, lambda p: f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)")
-
-
-def _gpu_processes(env: Mapping[str, Any]) -> tuple[str, ...] | None:
-    lists = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
-    return _listed(lists, lambda p: f"pid {p.get('pid')} on {p.get('device')}")
+def _busy(p: Mapping[str, Any]) -> str:
+    return f"{p.get('name')} ({float(p.get('cpu_share') or 0):.2f} core)"
 
 
 def _gpu_fields(*records: Mapping[str, Any]) -> tuple[str, ...]:
@@ -142,16 +122,17 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     """The conditions of one run from its run.json (``environment`` part) and row notes."""
     run = run or {}
     env = run.get("environment") if isinstance(run.get("environment"), Mapping) else {}
-    start, end = env.get("cpu_activity_start"), env.get("cpu_activity_end")
+    activity = [env.get(f"cpu_activity_{k}") for k in ("start", "end")]
+    start, end = [a if isinstance(a, Mapping) else {} for a in activity]
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
-    cpu_count = (start or {}).get("cpu_count") if isinstance(start, Mapping) else None
     threads, fixed = _threads(run, env)
+    gpu_processes = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
-        cpu_count=cpu_count or env.get("cpu_count"),
-        busy=_busy(start, end),
-        gpu_processes=_gpu_processes(env),
+        cpu_count=start.get("cpu_count") or env.get("cpu_count"),
+        busy=_listed([start.get("busy_processes"), end.get("busy_processes")], _busy),
+        gpu_processes=_listed(gpu_processes, lambda p: f"pid {p.get('pid')} on {p.get('device')}"),
         gpu=_gpu_fields(run, env, _telemetry(run)),
         fault=fault.group(0) if fault else None,
         threads=threads,

@@ -1,11 +1,8 @@
 """The answer first: one row per (bundle, variant), and who is cheapest and fastest (R5.3, R5.7).
 
-Every number is read from the report's one summary (report.stats): acceptance (protocol.quality's
-rule), the median warm time per corpus with its min–max (R3.5), cold and load, peak memory where
-measured, the declared package total and the cost per accepted corpus only where the hardware
-that accepted the corpus is the offer's (economics.attribution). A fastest option is named only
-when THE rule (report.verdict) separates it from every other, and no option is named faster when
-the recorded conditions make the comparison unreliable (report.conditions, R2.5).
+Every number is read from the report's one summary (report.stats) and economics.json; a fastest
+option is named only when THE rule (report.verdict) separates it from every other and the recorded
+conditions allow the comparison (report.conditions, R2.5).
 """
 
 from __future__ import annotations
@@ -25,15 +22,9 @@ from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import Bundle, load_bundles, summary_of
-from gpubench_nb.report.conditions import (
-    ADVICE,
-    ConditionsCheck,
-    VariantConditions,
-    conditions_check,
-    over_runs,
-)
+from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
 from gpubench_nb.report.optimised import optimisation_sentences
-from gpubench_nb.report.stats import PhaseSummary, Summary, failed
+from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
     NOT_DISTINGUISHABLE,
@@ -69,18 +60,8 @@ class Option:
     bundle = property(lambda self: self.warm.bundle)
     variant_id = property(lambda self: self.warm.variant_id)
     name = property(lambda self: self.warm.name)
-    warm_seconds = property(lambda self: self.warm.seconds)
-
-    @property
-    def accepted(self) -> bool | None:
-        """protocol.quality's verdict; None: acceptance not recorded (R4.3)."""
-        return self.warm.acceptance.verdict if self.warm.acceptance else None
-
-    @property
-    def conditions(self) -> VariantConditions | None:
-        """Over the timed warm runs whose record holds the conditions (R2.5)."""
-        runs = [c for c in self.warm.conditions if c is not None]
-        return over_runs(self.bundle, self.variant_id, runs) if runs else None
+    accepted = property(lambda self: self.warm.verdict)
+    conditions = property(lambda self: self.warm.machine)  # over its timed warm runs (R2.5)
 
 
 @dataclass(frozen=True)
@@ -176,17 +157,14 @@ def bundle_options(bundle: Bundle, summary: Summary | None = None) -> list[Optio
     for label, variant in summary.variants():
         if label != bundle.label:
             continue
-        phases = {p: summary.of(label, variant, p) for p in (Phase.LOAD, Phase.COLD, Phase.WARM)}
-        warm = phases[Phase.WARM] or PhaseSummary(label, variant, Phase.WARM, (), None)
-        if warm.acceptance is None and (other := phases[Phase.COLD] or phases[Phase.LOAD]):
-            warm = PhaseSummary(label, variant, Phase.WARM, (), other.acceptance)
-        measured = [*(phases[Phase.COLD].rows if phases[Phase.COLD] else ()), *warm.rows]
-        accepted = warm.acceptance.verdict if warm.acceptance else None
+        acceptance, measured = summary.acceptance(label, variant), summary.measured(label, variant)
+        accepted = acceptance.verdict if acceptance else None
         options.append(
             Option(
-                warm=warm,
-                cold=phases[Phase.COLD],
-                load=phases[Phase.LOAD],
+                warm=summary.of(label, variant, Phase.WARM)
+                or PhaseSummary(label, variant, Phase.WARM, (), acceptance),
+                cold=summary.of(label, variant, Phase.COLD),
+                load=summary.of(label, variant, Phase.LOAD),
                 knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
                 why_not=None if accepted else (why_not(measured) or "no measured run"),
                 quality=quality_text(measured),
@@ -230,20 +208,20 @@ def fastest_sentence(lowest: Option, others: Sequence[Option], check: Conditions
         groups.setdefault(verdict.verdict, []).append(_shown(o, verdict))
     if len(groups.get(DISTINGUISHABLE, [])) == len(others):
         sentence = f"Fastest accepted option: {lowest.name}, {measured}."
-    elif groups.get(DISTINGUISHABLE):
-        sentence = f"{lowest.name} has the lowest {measured}; no option is shown fastest."
     else:
-        sentence = f"{lowest.name} has the lowest {measured}; no option is shown faster."
-    if groups.get(DISTINGUISHABLE):
-        sentence += f" Faster than {', '.join(groups[DISTINGUISHABLE])}."
-    if groups.get(NOT_DISTINGUISHABLE):
-        sentence += (
-            f" Not distinguishable from {', '.join(groups[NOT_DISTINGUISHABLE])}: these runs "
-            "do not show which is faster."
-        )
-    if groups.get(TOO_FEW):
-        sentence += f" Too few runs to decide against {', '.join(groups[TOO_FEW])}."
+        shown = "fastest" if groups.get(DISTINGUISHABLE) else "faster"
+        sentence = f"{lowest.name} has the lowest {measured}; no option is shown {shown}."
+    sentence += "".join(
+        tail.format(", ".join(groups[verdict])) for verdict, tail in _TAILS if verdict in groups
+    )
     return sentence + (f" Rule: {RULE_TEXT} (R3.5, R3.6)." if others else "")
+
+
+_TAILS = (  # what fastest_sentence adds per verdict of THE rule
+    (DISTINGUISHABLE, " Faster than {}."),
+    (NOT_DISTINGUISHABLE, " Not distinguishable from {}: these runs do not show which is faster."),
+    (TOO_FEW, " Too few runs to decide against {}."),
+)
 
 
 def minima_sentence(lowest: Option, others: Sequence[Option]) -> str | None:
@@ -357,14 +335,6 @@ def decision_view(
     return decision_view_of(load_bundles(list(bundle_dirs), allow_mismatch=allow_mismatch))
 
 
-def _accepted_text(option: Option) -> str:
-    if option.accepted is True:
-        return "yes"
-    if option.accepted is None:
-        return "not recorded"
-    return f"no: {option.why_not}"
-
-
 def _memory_text(option: Option) -> str:
     allocated = option.warm.median_of("peak_allocated_bytes")
     reserved = option.warm.median_of("peak_reserved_bytes")
@@ -400,15 +370,13 @@ def _warm_text(o: Option) -> str:
 
 def _per_text(o: Option) -> str:
     """Time per text and texts per second at the median warm time; tokens/s where counted."""
-    if not o.warm.median or not o.warm.texts:
+    w = o.warm
+    if not w.median or not w.texts:
         return formats.NOT_RECORDED
-    parts = [
-        f"{formats.seconds(o.warm.median / o.warm.texts)} per text",
-        formats.rate(o.warm.median_rate),
-    ]
-    if o.warm.tokens_per_second:
-        parts.append(formats.rate(o.warm.tokens_per_second, "tokens/s"))
-    return "; ".join(parts)
+    tokens = [formats.rate(w.tokens_per_second, "tokens/s")] if w.tokens_per_second else []
+    return "; ".join(
+        [f"{formats.seconds(w.median / w.texts)} per text", formats.rate(w.median_rate), *tokens]
+    )
 
 
 def decision_frame(view: DecisionView) -> pd.DataFrame:
@@ -417,7 +385,7 @@ def decision_frame(view: DecisionView) -> pd.DataFrame:
         {
             "bundle (machine)": o.bundle,
             "variant": f"{o.variant_id} ({o.knob})" if o.knob else o.variant_id,
-            "accepted": _accepted_text(o),
+            "accepted": {True: "yes", None: "not recorded"}.get(o.accepted, f"no: {o.why_not}"),
             "quality vs threshold": o.quality or formats.NOT_RECORDED,
             "warm per corpus: median (min – max)": _warm_text(o),
             "warm per text, throughput": _per_text(o),
@@ -439,8 +407,7 @@ def decision_frame(view: DecisionView) -> pd.DataFrame:
         }
         for o in view.options
     ]
-    frame = pd.DataFrame.from_records(records)
-    return frame if frame.empty else frame.set_index(["bundle (machine)", "variant"])
+    return table(records, ["bundle (machine)", "variant"])
 
 
 def outlier_lines(options: Sequence[Option]) -> list[str]:
@@ -450,7 +417,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
         fence = outlier_fence(o.warm.seconds)
         for i in o.warm.outliers:
             value, seen = o.warm.seconds[i], o.warm.conditions[i]
-            ratio = value / fence.median_seconds if fence and fence.median_seconds > 0 else None
+            ratio = value / o.warm.median if o.warm.median else None
             lines.append(
                 f"{o.name}, warm run {o.warm.runs[i]}: {formats.seconds(value)}"
                 + (f", {formats.number(ratio)}× its variant's median" if ratio else "")
@@ -467,7 +434,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
 def decision_html(view: DecisionView) -> str:
     """The decision table (id ``decision-table``), the conditions banner, its sentences."""
     frame = decision_frame(view)
-    table = (
+    grid = (
         frame.to_html(table_id=TABLE_ID, na_rep=formats.NOT_RECORDED)
         if not frame.empty
         else "<p>No row in any bundle yet.</p>"
@@ -479,16 +446,16 @@ def decision_html(view: DecisionView) -> str:
         if banner
         else ""
     )
-    items = "".join(f"<li>{html.escape(s)}</li>" for s in view.sentences)
     outliers = outlier_lines(view.options)
     outliers_html = (
         f"<p>Warm runs above their variant's median + {OUTLIER_K:g} × MAD: kept and marked, "
-        "never dropped (R3.6):</p>"
-        f'<ul class="outliers">{"".join(f"<li>{html.escape(x)}</li>" for x in outliers)}</ul>'
+        f"never dropped (R3.6):</p>{_items('outliers', outliers)}"
         if outliers
         else ""
     )
-    return (
-        f"{table}\n{_TABLE_STYLE}{banner_html}"
-        f'<ul class="decision-sentences">{items}</ul>{outliers_html}'
-    )
+    sentences = _items("decision-sentences", view.sentences)
+    return f"{grid}\n{_TABLE_STYLE}{banner_html}{sentences}{outliers_html}"
+
+
+def _items(cls: str, texts: Sequence[str]) -> str:
+    return f'<ul class="{cls}">' + "".join(f"<li>{html.escape(t)}</li>" for t in texts) + "</ul>"

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
+from gpubench_nb.protocol.records import BreakEvenPair, OfferEconomics
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
-from gpubench_nb.report.stats import shown
+from gpubench_nb.report.stats import shown, table
 
 
 def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
@@ -44,9 +45,7 @@ def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
                     text = "none (not accepted)"
                 record[f"{cell.variant_id}: USD per accepted corpus"] = text
             records.append(record)
-    if not records:
-        return None
-    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "offer"]))
+    return shown(table(records, ["bundle", "offer"])) if records else None
 
 
 def economics_markdown(bundles: Sequence[Bundle]) -> str:
@@ -66,27 +65,18 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
             lines.append("No offer was priced (no pricing section declared, R5.5).")
         examples = [o.offer_id for o in data.offers if o.placeholder]
         if examples:
-            lines.append(placeholder_markdown(examples))
+            lines.append(
+                f"**Placeholder prices ({', '.join(examples)}):** the offers table marks these "
+                "prices as invented examples (`placeholder: true`), so each is shown as "
+                f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
+                f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
+            )
     return "\n\n".join(lines)
 
 
-def placeholder_markdown(offer_ids: Sequence[str]) -> str:
-    """The warning for offers whose prices are invented examples."""
-    return (
-        f"**Placeholder prices ({', '.join(offer_ids)}):** the offers table marks these prices "
-        f"as invented examples (`placeholder: true`), so each is shown as "
-        f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
-        f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
-    )
-
-
 def break_even_markdown(bundles: Sequence[Bundle]) -> str:
-    """Per bundle, each threshold as a sentence: A's package costs less per accepted corpus than
-    B's single measured corpus once A delivers N accepted corpora (R5.3).
-
-    Read from ``economics.json``; only an offer whose hardware accepted the corpus is a
-    reference (R5.7). A threshold, never a forecast of what a package will deliver (R5.5).
-    """
+    """Per bundle, each threshold of economics.json as a sentence (R5.3); only an offer whose
+    hardware accepted the corpus is a reference (R5.7). A threshold, never a forecast (R5.5)."""
     lines, reasons = [], []
     for b in bundles:
         data = b.economics
@@ -97,38 +87,39 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
             for p in found
             if p.reference in offers and b.attribution(offers[p.reference]).attributable
         ]
-        if not pairs:
-            why = (data.break_even_reason if data else None) or (
-                "no offer's hardware accepted the corpus: no measured cost per result to beat"
-                if found
-                else "economics.json records no break-even threshold"
-            )
-            reasons.append(f"- {md_text(b.label)}: {md_text(why)}.")
+        if pairs:
+            lines += [f"**{md_text(b.label)}**", *(_break_even(p, offers) for p in pairs), ""]
             continue
-        lines.append(f"**{md_text(b.label)}**")
-        for pair in pairs:
-            challenger, reference = md_text(pair.challenger), md_text(pair.reference)
-            needed = pair.accepted_corpora_needed
-            ch_offer = offers.get(pair.challenger)
-            ch_total = ch_offer.package_total_usd_minor if ch_offer else None
-            ref_total = offers[pair.reference].package_total_usd_minor
-            ch_price = formats.price(ch_total, placeholder=bool(ch_offer and ch_offer.placeholder))
-            ref_price = formats.price(ref_total, placeholder=offers[pair.reference].placeholder)
-            if needed is None:
-                lines.append(
-                    f"- {reference}'s package costs {ref_price}: no count of "
-                    f"accepted corpora makes {challenger} cheaper."
-                )
-                continue
-            corpora = "accepted corpus" if needed == 1 else "accepted corpora"
-            lines.append(
-                f"- {challenger}'s package ({ch_price}) costs less per accepted "
-                f"corpus than {reference}'s single measured corpus ({ref_price}) "
-                f"once {challenger} delivers **{formats.count(needed)}** {corpora} (a "
-                "threshold, not a forecast)."
-            )
-        lines.append("")
+        why = (data.break_even_reason if data else None) or (
+            "no offer's hardware accepted the corpus: no measured cost per result to beat"
+            if found
+            else "economics.json records no break-even threshold"
+        )
+        reasons.append(f"- {md_text(b.label)}: {md_text(why)}.")
     return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."
+
+
+def _break_even(pair: BreakEvenPair, offers: Mapping[str, OfferEconomics]) -> str:
+    """A's package costs less per accepted corpus than B's single measured corpus once A
+    delivers N accepted corpora."""
+    challenger, reference = md_text(pair.challenger), md_text(pair.reference)
+    ch, ref = offers.get(pair.challenger), offers[pair.reference]
+    ref_price = formats.price(ref.package_total_usd_minor, placeholder=ref.placeholder)
+    needed = pair.accepted_corpora_needed
+    if needed is None:
+        return (
+            f"- {reference}'s package costs {ref_price}: no count of accepted corpora makes "
+            f"{challenger} cheaper."
+        )
+    ch_price = formats.price(
+        ch.package_total_usd_minor if ch else None, placeholder=bool(ch and ch.placeholder)
+    )
+    corpora = "accepted corpus" if needed == 1 else "accepted corpora"
+    return (
+        f"- {challenger}'s package ({ch_price}) costs less per accepted corpus than "
+        f"{reference}'s single measured corpus ({ref_price}) once {challenger} delivers "
+        f"**{formats.count(needed)}** {corpora} (a threshold, not a forecast)."
+    )
 
 
 def ledger_markdown(ledger_path: str | None) -> str:

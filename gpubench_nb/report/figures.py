@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
+from typing import Any
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -21,12 +22,8 @@ from gpubench_nb.report.stats import (
 )
 from gpubench_nb.report.verdict import OUTLIER_K
 
-# Above this max/min ratio within one facet, the axis is logarithmic: one slow run must not
-# flatten the others against zero.
-LOG_SPAN_RATIO = 10.0
+LOG_SPAN_RATIO = 10.0  # a facet spanning more is logarithmic: one slow run flattens no other
 _OUTLIER_COLOUR = "#ff7f0e"
-
-# Figures are built without pyplot: nothing is registered globally, nothing shows twice.
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 _READING_COLOURS = dict(
     zip(MEMORY_COLUMNS, ("#9ecae1", "#3182bd", "#fdae6b", "#e6550d"), strict=True)
@@ -43,16 +40,23 @@ def _runs_figure(
         return None
     bundles = list(dict.fromkeys(s.bundle for s in summary.phases))
     variants = list(dict.fromkeys(s.variant_id for s in summary.phases))
-    fig = Figure(figsize=(1.2 + 3.6 * len(phases), 4.2), layout="constrained")
-    axes = fig.subplots(1, len(phases), squeeze=False)[0]
+    fig, axes = _facets(phases, 3.6, 4.2, title)
     for ax, phase in zip(axes, phases, strict=True):
         _value_axis(ax, _phase_facet(ax, summary, phase, rate, bundles, variants), ylabel)
-        ax.set_title(phase)
-        ax.grid(axis="y", alpha=0.3)
     handles = _legend_handles(bundles)
     fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 4), fontsize=8)
-    fig.suptitle(title)
     return fig
+
+
+def _facets(phases: Sequence[str], width: float, height: float, title: str) -> tuple[Figure, Any]:
+    """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2)."""
+    fig = Figure(figsize=(1.2 + width * len(phases), height), layout="constrained")
+    fig.suptitle(title)
+    axes = fig.subplots(1, len(phases), squeeze=False)[0]
+    for ax, phase in zip(axes, phases, strict=True):
+        ax.set_title(phase)
+        ax.grid(axis="y", alpha=0.3)
+    return fig, axes
 
 
 def _phase_facet(
@@ -158,8 +162,8 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
         return None
     phases = [p for p in PHASES if any(g.phase == p for g in groups)]
     several = len({g.bundle for g in groups}) > 1
-    fig = Figure(figsize=(1.2 + 4.2 * len(phases), 4.4), layout="constrained")
-    axes = fig.subplots(1, len(phases), squeeze=False)[0]
+    title = "PyTorch allocator memory: baselines and peaks, side by side (not additive)"
+    fig, axes = _facets(phases, 4.2, 4.4, title)
     bar = 0.8 / len(MEMORY_COLUMNS)
     for ax, phase in zip(axes, phases, strict=True):
         part = [g for g in groups if g.phase == phase]
@@ -173,11 +177,8 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
             ax.errorbar(xs, medians, yerr=[low, high], fmt="none", ecolor="black", capsize=2)
         labels = [f"{g.bundle}\n{g.variant_id}" if several else g.variant_id for g in part]
         ax.set_xticks(range(len(part)), labels, fontsize=8 if several else 10)
-        ax.set_title(phase)
         ax.set_ylabel("MiB (2^20 bytes), median of runs; whiskers min–max")
         ax.set_ylim(bottom=0)
-        ax.grid(axis="y", alpha=0.3)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=4, fontsize=8)
-    fig.suptitle("PyTorch allocator memory: baselines and peaks, side by side (not additive)")
     return fig

@@ -1,16 +1,9 @@
 """The two-sided Mann–Whitney U p-value of the verdict, in plain Python (no scipy import).
 
-It follows ``scipy.stats.mannwhitneyu(a, b, alternative="two-sided")`` with its default
-``method="auto"`` (tests/report compare the floats):
-
-- exact when one sample has at most 8 values and no value is tied: the null distribution of U
-  for sizes (m, n), m ≤ 8, counted as exact integers (the Gaussian binomial [m+n choose m]_q)
-  and divided by C(m+n, m) as ``scipy.special.binom`` computes it;
-- otherwise the normal approximation with tie and continuity correction, which neither
-  overflows nor slows down with hundreds of runs.
-
-Durations that are not finite are refused (R3.6): a NaN has no rank, and it made the p depend
-on the order of the samples.
+As ``scipy.stats.mannwhitneyu(a, b, alternative="two-sided")``, ``method="auto"`` (tests/report
+compare the floats): exact when one sample has at most 8 values and none is tied, else the normal
+approximation with tie and continuity correction. A duration that is not finite is refused: a NaN
+has no rank (R3.6).
 """
 
 from __future__ import annotations
@@ -41,11 +34,8 @@ def average_ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
 
 
 def u_counts(m: int, n: int) -> list[int]:
-    """How many of the C(m+n, m) rank splits give U = 0, 1, ..., m·n (exact integers).
-
-    The Gaussian binomial [m+n choose m]_q = prod_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built
-    one factor at a time; each step only uses lower coefficients, so degree m·n suffices.
-    """
+    """How many of the C(m+n, m) rank splits give U = 0, 1, ..., m·n: the coefficients of the
+    Gaussian binomial prod_{i=1..m} (1 − q^(n+i)) / (1 − q^i), built one factor at a time."""
     counts = [1] + [0] * (m * n)
     top = len(counts) - 1
     for i in range(1, m + 1):

@@ -1,14 +1,7 @@
-"""90_report: load one or many bundles, assemble the report's tables and text, render HTML.
+"""90_report: the notebook's tables and text over loaded bundles, and the HTML it renders.
 
-The notebook ``notebooks/90_report.ipynb`` is a thin shell over this module. Its parameters:
-``bundle_dirs`` (a list of bundle folders) and ``allow_mismatch`` (bool). With the plain
-papermill CLI, ``-p`` passes a list as a *string*; :func:`parse_bundle_dirs` accepts that::
-
-    papermill notebooks/90_report.ipynb out.ipynb -p bundle_dirs outputs/a           # one bundle
-    papermill notebooks/90_report.ipynb out.ipynb -p bundle_dirs '["outputs/a", "outputs/b"]'
-    papermill notebooks/90_report.ipynb out.ipynb -y 'bundle_dirs: [outputs/a, outputs/b]'
-
-Relative folders are resolved against the kernel's working directory (where papermill runs).
+``notebooks/90_report.ipynb`` is a thin shell over this module; relative bundle folders are read
+from the kernel's working directory (where papermill runs).
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ import os
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
@@ -28,31 +21,28 @@ from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
-from gpubench_nb.report.bundles import (
+from gpubench_nb.report.bundles import (  # the notebook reads every function from here
     Bundle,
     comparability_problems,
     load_bundles,
     parse_bundle_dirs,
-    summary_of,
 )
-from gpubench_nb.report.conditions import over_runs
-from gpubench_nb.report.decision import (
-    decision_frame,
-    decision_html,
-    decision_view_of,
-    quality_text,
-)
-from gpubench_nb.report.economics import (
-    break_even_markdown,
-    economics_markdown,
-    economics_table,
-    ledger_markdown,
-)
+from gpubench_nb.report.bundles import summary_of as summary_of
+from gpubench_nb.report.conditions import VariantConditions
+from gpubench_nb.report.decision import decision_frame as decision_frame
+from gpubench_nb.report.decision import decision_html as decision_html
+from gpubench_nb.report.decision import decision_view_of as decision_view_of
+from gpubench_nb.report.decision import quality_text
+from gpubench_nb.report.economics import break_even_markdown as break_even_markdown
+from gpubench_nb.report.economics import economics_markdown as economics_markdown
+from gpubench_nb.report.economics import economics_table as economics_table
+from gpubench_nb.report.economics import ledger_markdown
 from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
     MEMORY_COLUMNS,
     SPREAD_RATIO,
+    PhaseSummary,
     Rows,
     Summary,
     anchor_warnings,
@@ -61,50 +51,17 @@ from gpubench_nb.report.stats import (
     memory_phases,
     shown,
     summarise,
+    table,
 )
 from gpubench_nb.report.verdict import OUTLIER_K
 
-if TYPE_CHECKING:  # at run time, from report.figures on first use: see __getattr__ below
-    from gpubench_nb.report.figures import elapsed_figure, memory_figure, throughput_figure
-
-__all__ = [
-    "acceptance_table",
-    "break_even_markdown",
-    "conditions_table",
-    "decision_frame",
-    "decision_html",
-    "decision_view_of",
-    "display_setup",
-    "economics_markdown",
-    "economics_table",
-    "elapsed_figure",
-    "failures_table",
-    "header_table",
-    "ledger_markdown",
-    "load_bundles",
-    "memory_figure",
-    "memory_note",
-    "memory_table",
-    "parse_bundle_dirs",
-    "render_report",
-    "summary_of",
-    "summary_table",
-    "throughput_figure",
-    "title_markdown",
-    "token_table",
-    "warnings_markdown",
-]
-
 NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
-# The figures need matplotlib, which only the report's kernel uses: `run` and `report` import
-# this module to start that kernel, and load figures.py only when a cell asks.
-_FIGURES = ("elapsed_figure", "memory_figure", "throughput_figure")
 
 
 def __getattr__(name: str) -> Any:
-    """``elapsed_figure``, ``memory_figure``, ``throughput_figure``: from report.figures, on
-    first use (PEP 562)."""
-    if name in _FIGURES:
+    """The figures, from report.figures on first use (PEP 562): matplotlib is for the report's
+    kernel only, not for `run` and `report`, which import this module to start that kernel."""
+    if name in ("elapsed_figure", "memory_figure", "throughput_figure"):
         from gpubench_nb.report import figures
 
         return getattr(figures, name)
@@ -134,10 +91,8 @@ _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
 
 def display_setup() -> None:
     """Show every row and the whole of every cell: pandas cuts both by default (R3.6)."""
-    pd.set_option("display.max_rows", None)
-    pd.set_option("display.max_columns", None)
-    pd.set_option("display.max_colwidth", None)
-    pd.set_option("display.width", None)
+    for name in ("max_rows", "max_columns", "max_colwidth", "width"):
+        pd.set_option(f"display.{name}", None)
 
 
 def _distinct(bundle: Bundle, name: str) -> str | None:
@@ -181,6 +136,9 @@ _RECORDED = (("GPU model (used)", "gpu_model"), ("GPUs used", "gpu_count"), ("de
              ("torch", "torch_version"), ("Python", "python_version"))  # fmt: skip
 
 
+_REVISIONS = ("corpus", "model", "tokenizer")
+
+
 def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     """Protocol and environment, one column per bundle (R1.1, R2.3, R2.4, R3.1, R3.4)."""
     columns = {}
@@ -190,9 +148,7 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "bundle folder": str(b.path),
             "experiment_id": b.lock.get("experiment_id") or _distinct(b, "experiment_id"),
             "knob (the one varied setting, R2.1)": b.declared("knob"),
-            "corpus revision": _short(b.compared("corpus_revision")),
-            "model revision": _short(b.compared("model_revision")),
-            "tokenizer revision": _short(b.compared("tokenizer_revision")),
+            **{f"{n} revision": _short(b.compared(f"{n}_revision")) for n in _REVISIONS},
             "code revision": env.get("code_revision"),
             "quality rule (R1.3)": _quality_rule(b),
             "seed": b.declared("seed") or _distinct(b, "seed"),
@@ -286,102 +242,91 @@ def warnings_markdown(rows: Rows | Summary) -> str:
     return f"Warnings {rule}:\n\n" + "\n".join(f"- {md_text(w)}" for w in found)
 
 
-def _table(records: list[dict[str, Any]], index: Sequence[str]) -> pd.DataFrame:
-    table = pd.DataFrame.from_records(records)
-    return table if table.empty else table.set_index(list(index))
+def _by_phase(phases: Sequence[PhaseSummary], cells: Any) -> pd.DataFrame:
+    """One row per (bundle, variant, phase) of ``phases``, ``cells(phase)`` its columns."""
+    return table([{**_keys(p), **cells(p)} for p in phases], ["bundle", "variant", "phase"])
+
+
+def _keys(p: PhaseSummary) -> dict[str, str]:
+    return {"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase}
 
 
 def summary_table(rows: Rows | Summary) -> pd.DataFrame:
     """Per bundle, variant and phase: runs, median (min–max) per pass, per text and texts/s,
     in units with 3 significant digits; outliers marked, never dropped (R3.5, R3.6)."""
-    records = [
-        {
-            "bundle": s.bundle,
-            "variant": s.variant_id,
-            "phase": s.phase,
-            "timed runs": s.n,
-            "failed runs": len(s.failed_runs),
-            "median per pass": formats.seconds(s.median),
-            "min – max": f"{formats.seconds(s.low)} – {formats.seconds(s.high)}"
-            if s.n
-            else NOT_RECORDED,
-            "median per text": formats.seconds(s.median / s.texts if s.texts and s.n else None),
-            "texts/s (median)": formats.rate(s.median_rate),
-            f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(
-                f"run {s.runs[i]} ({formats.seconds(s.seconds[i])})" for i in s.outliers
-            )
-            or "none",
-        }
-        for s in summarise(rows).phases
-    ]
-    return _table(records, ["bundle", "variant", "phase"])
+    return _by_phase(summarise(rows).phases, _summary_cells)
+
+
+def _summary_cells(s: PhaseSummary) -> dict[str, Any]:
+    return {
+        "timed runs": s.n,
+        "failed runs": len(s.failed_runs),
+        "median per pass": formats.seconds(s.median),
+        "min – max": f"{formats.seconds(s.low)} – {formats.seconds(s.high)}"
+        if s.n
+        else NOT_RECORDED,
+        "median per text": formats.seconds(s.median / s.texts if s.texts and s.n else None),
+        "texts/s (median)": formats.rate(s.median_rate),
+        f"outliers (above median + {OUTLIER_K:g} × MAD; kept)": ", ".join(
+            f"run {s.runs[i]} ({formats.seconds(s.seconds[i])})" for i in s.outliers
+        )
+        or "none",
+    }
 
 
 def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per (bundle, variant, phase) of measured passes: median tokens processed per second
-    (run.json's ``tokens_processed`` / elapsed; prompt + text tokens without padding, plus
-    generated tokens) and the off-label answers of each run (generate, R1.5). A sentence when
-    no run counted tokens."""
+    """Per measured phase: median tokens processed per second (run.json ``tokens_processed``
+    / elapsed: prompt and text tokens without padding, plus generated ones) and each run's
+    off-label answers (generate, R1.5); a sentence when no run counted tokens."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES]
     if not any(r.get("tokens_processed") is not None for p in phases for r in p.rows):
         return "No backend of these bundles counted tokens: throughput is per text only."
-    records = [
-        {
-            "bundle": p.bundle,
-            "variant": p.variant_id,
-            "phase": p.phase,
-            "tokens/s (median)": formats.rate(p.tokens_per_second, "tokens/s")
-            if p.tokens_per_second
-            else None,
-            "off-label answers per run": ", ".join(map(str, p.off_label)) or None,
-        }
-        for p in phases
-    ]
-    return shown(pd.DataFrame.from_records(records).set_index(["bundle", "variant", "phase"]))
+    return shown(_by_phase(phases, _token_cells))
+
+
+def _token_cells(p: PhaseSummary) -> dict[str, Any]:
+    tokens = p.tokens_per_second
+    return {
+        "tokens/s (median)": formats.rate(tokens, "tokens/s") if tokens else None,
+        "off-label answers per run": ", ".join(map(str, p.off_label)) or None,
+    }
 
 
 def conditions_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per bundle, variant and measured phase: the machine's load and other busy processes
-    during its runs, and the CPU threads they used, as each run.json recorded them (R2.5); a
-    sentence when none did (a cold run's load row shares its run.json)."""
-    records = []
-    for phase in MEASURED_PHASES:
-        for p in summarise(rows).phases:
-            runs = [c for c in p.conditions if c is not None]
-            if p.phase == phase and runs:
-                c = over_runs(p.bundle, p.variant_id, runs)
-                threads = "; ".join(c.threads) or NOT_RECORDED
-                records.append({"bundle": p.bundle, "variant": p.variant_id, "phase": phase,
-                                "machine": c.text(), "threads": threads})  # fmt: skip
-    if not records:
+    """Per measured phase: the machine's load, other busy processes and the CPU threads of its
+    runs, as each run.json recorded them (R2.5); a sentence when none did."""
+    phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES and p.machine]
+    if not phases:
         return "No run recorded the machine's conditions."
-    table = _table(records, ["bundle", "variant", "phase"])
-    return table.sort_index(level=["bundle", "variant"], sort_remaining=False)
+    return _by_phase(phases, lambda p: _machine_cells(p.machine))
+
+
+def _machine_cells(c: VariantConditions) -> dict[str, str]:
+    return {"machine": c.text(), "threads": "; ".join(c.threads) or NOT_RECORDED}
 
 
 def memory_note(rows: Rows | Summary) -> str:
     """What the memory readings cover and do not cover (R3.9); which bundles recorded none."""
     summary = summarise(rows)
     recorded = {p.bundle for p in memory_phases(summary)}
-    lines = []
-    if recorded:
-        lines.append(
-            "Readings of PyTorch's caching allocator on the measured device, per phase: the "
-            "baselines before the phase and the absolute peaks during it (R3.8). `allocated` is "
-            "contained in `reserved`: adding them counts memory twice, so they are drawn side "
-            "by side, never stacked. The two peaks may occur at different moments: their "
-            "difference is not the cache at any one moment. Allocations of other processes and "
-            "outside PyTorch's allocator (CUDA context, libraries' workspaces) are not covered "
-            "(R3.9). Failed runs are not drawn."
-        )
-    for bundle in dict.fromkeys(p.bundle for p in summary.phases):
-        if bundle not in recorded:
-            lines.append(
-                f"**{md_text(bundle)}**: memory was not recorded (no CUDA device was measured, so "
-                "the four memory cells are empty, R4.3); nothing is plotted and nothing is shown "
-                "as zero."
-            )
+    lines = [_MEMORY_NOTE] if recorded else []
+    lines += [
+        f"**{md_text(bundle)}**: memory was not recorded (no CUDA device was measured, so the "
+        "four memory cells are empty, R4.3); nothing is plotted and nothing is shown as zero."
+        for bundle in dict.fromkeys(p.bundle for p in summary.phases)
+        if bundle not in recorded
+    ]
     return "\n\n".join(lines)
+
+
+_MEMORY_NOTE = (
+    "Readings of PyTorch's caching allocator on the measured device, per phase: the baselines "
+    "before the phase and the absolute peaks during it (R3.8). `allocated` is contained in "
+    "`reserved`: adding them counts memory twice, so they are drawn side by side, never stacked. "
+    "The two peaks may occur at different moments: their difference is not the cache at any one "
+    "moment. Allocations of other processes and outside PyTorch's allocator (CUDA context, "
+    "libraries' workspaces) are not covered (R3.9). Failed runs are not drawn."
+)
 
 
 def _mib(values: list[float]) -> str:
@@ -393,37 +338,26 @@ def _mib(values: list[float]) -> str:
 
 def memory_table(rows: Rows | Summary) -> pd.DataFrame | None:
     """Median (min–max) of each reading in MiB (2^20 bytes); None when nothing was recorded."""
-    records = [
-        {
-            "bundle": p.bundle,
-            "variant": p.variant_id,
-            "phase": p.phase,
-            **{
-                f"{n.replace('_bytes', '').replace('_', ' ')}, MiB: median (min–max)": _mib(
-                    p.values(n)
-                )
-                for n in MEMORY_COLUMNS
-            },
-        }
-        for p in memory_phases(rows)
-    ]
-    return _table(records, ["bundle", "variant", "phase"]) if records else None
+    phases = memory_phases(rows)
+    return (
+        _by_phase(phases, lambda p: {_MIB[n]: _mib(p.values(n)) for n in _MIB}) if phases else None
+    )
+
+
+_MIB = {n: f"{n[:-6].replace('_', ' ')}, MiB: median (min–max)" for n in MEMORY_COLUMNS}
 
 
 def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
     """Per bundle and variant: protocol.quality's verdict, its measured runs accepted, the ID
-    and format checks and the quality's median (min–max) against the threshold and the
-    reference; the runs that failed a check are named (R1.5, R1.6). One row per variant: the
-    per-run checks are in each run's checks.json."""
+    and format checks, the quality's median (min–max) against the threshold and the reference,
+    and the runs that failed a check (R1.5, R1.6); each run's checks are in its checks.json."""
     records = []
     summary = summarise(rows)
     for bundle, variant in summary.variants():
-        runs = [r for p in summary.phases if (p.bundle, p.variant_id) == (bundle, variant)
-                and p.phase in MEASURED_PHASES for r in p.rows]  # fmt: skip
+        runs, acceptance = summary.measured(bundle, variant), summary.acceptance(bundle, variant)
         if not runs:
             continue
-        acceptance = next(p.acceptance for p in summary.phases if p.variant_id == variant
-                          and p.bundle == bundle)  # fmt: skip
+        refused = [f"{r['phase']}-{r['run_index']}" for r in runs if not r.get("corpus_accepted")]
         records.append(
             {
                 "bundle": bundle,
@@ -434,15 +368,10 @@ def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
                 else NOT_RECORDED,
                 **{label: _checked(runs, key) for key, label in _ACCEPTANCE_LABELS.items()},
                 "quality: median (min–max)": quality_text(runs) or NOT_RECORDED,
-                "runs not accepted": ", ".join(
-                    f"{r['phase']}-{r['run_index']}"
-                    for r in runs
-                    if r.get("corpus_accepted") is not True
-                )
-                or "none",
+                "runs not accepted": ", ".join(refused) or "none",
             }
         )
-    return _table(records, ["bundle", "variant"])
+    return table(records, ["bundle", "variant"])
 
 
 def _checked(runs: Sequence[Mapping[str, Any]], key: str) -> str:
@@ -472,7 +401,7 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
     ]
     if not records:
         return "No failed observation: every run has a recorded elapsed time and no error."
-    return shown(_table(records, ["bundle", "variant", "phase", "run"]))
+    return shown(table(records, ["bundle", "variant", "phase", "run"]))
 
 
 def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
@@ -490,11 +419,8 @@ def render_report(
     allow_mismatch: bool = False,
     ledger: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Execute 90_report.ipynb over ``bundle_dirs`` and write a self-contained HTML file.
-
-    The executed notebook is kept beside the HTML, in ``notebooks/`` (R5.6). Unlike bundles
-    are refused before any kernel starts (R2.1).
-    """
+    """Execute 90_report.ipynb over ``bundle_dirs`` into a self-contained HTML file, the
+    executed notebook kept beside it (R5.6); unlike bundles refused before any kernel (R2.1)."""
     papermill = papermill_module()  # first: nbconvert would load the unused grammar
     import jinja2
     from nbconvert import HTMLExporter
@@ -521,9 +447,7 @@ def render_report(
             cwd=str(Path.cwd()),  # never the installed package's folder
             progress_bar=False,
             log_output=False,
-            # Written once, when done (or failed): saving the growing notebook after each of
-            # its ~35 cells cost ~0.6 s of JSON for a file nobody reads until then.
-            request_save_on_cell_execute=False,
+            request_save_on_cell_execute=False,  # written once: per cell cost ~0.6 s of JSON
             **papermill_options(),  # IPC transport: no TCP warning from ipykernel
         )
         os.replace(partial, executed)

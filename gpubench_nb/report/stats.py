@@ -1,10 +1,8 @@
 """The report's one summary: per (bundle, variant, phase), every fact a screen shows, computed once.
 
-Median and min–max, never p95 (R3.5). A failed run (no elapsed time, or an error) keeps its
-row, is counted and listed, and enters no statistic and no plot (R3.6, R5.8). Outliers are
-found on durations by :func:`verdict.outlier_indices` alone, so the time plot, the throughput
-plot and every table mark the same runs. Acceptance is protocol.quality's rule, read, never
-re-tested here (R1.5). Every table, plot and sentence of the report renders a :class:`Summary`.
+Median and min–max, never p95 (R3.5). A failed run keeps its row, is counted and listed, and enters
+no statistic and no plot (R3.6, R5.8). Outliers are :func:`verdict.outlier_indices` of durations
+on every screen; acceptance is protocol.quality's rule, read, never re-tested (R1.5).
 """
 
 from __future__ import annotations
@@ -21,20 +19,15 @@ import pandas as pd
 from gpubench_nb.formats import NOT_RECORDED, number
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
-from gpubench_nb.report.conditions import RunConditions
+from gpubench_nb.report.conditions import RunConditions, VariantConditions, over_runs
 from gpubench_nb.report.verdict import outlier_indices
 
-MEMORY_COLUMNS: tuple[str, ...] = (
-    "baseline_allocated_bytes",
-    "baseline_reserved_bytes",
-    "peak_allocated_bytes",
-    "peak_reserved_bytes",
+# baseline_allocated_bytes, baseline_reserved_bytes, peak_allocated_bytes, peak_reserved_bytes
+MEMORY_COLUMNS = tuple(
+    f"{w}_{k}_bytes" for w in ("baseline", "peak") for k in ("allocated", "reserved")
 )
-# The anchors' warnings. A first cold run slower than this multiple of the median of the other
-# cold runs of its variant (R3.7) ...
-COLD_FIRST_RATIO = 1.5
-# ... and a (max - min) / median spread above this, per variant and phase (R3.5).
-SPREAD_RATIO = 0.25
+COLD_FIRST_RATIO = 1.5  # warned: a first cold run above this × the other cold runs' median (R3.7)
+SPREAD_RATIO = 0.25  # warned: a (max - min) / median above this, per variant and phase (R3.5)
 Rows = Sequence[Mapping[str, Any]] | pd.DataFrame
 
 
@@ -61,6 +54,11 @@ class PhaseSummary:
     phase: str
     rows: tuple[Mapping[str, Any], ...]  # every row of the group, failed ones included
     acceptance: VariantAcceptance | None  # the variant's verdict (protocol.quality, R1.5)
+
+    @property
+    def verdict(self) -> bool | None:
+        """Accepted or not (protocol.quality); None: acceptance not recorded (R4.3)."""
+        return self.acceptance.verdict if self.acceptance else None
 
     @cached_property
     def timed(self) -> tuple[Mapping[str, Any], ...]:
@@ -109,14 +107,15 @@ class PhaseSummary:
 
     @property
     def off_label(self) -> list[int]:
-        return sorted({int(r["off_label_answers"]) for r in self.rows if _counted(r)})
+        counts = [r.get("off_label_answers") for r in self.rows]
+        return sorted({int(n) for n in counts if n is not None})
 
     def median_of(self, column: str) -> float | None:
         """The median of a column over the timed runs that recorded it (energy, memory)."""
         return _median(self.values(column))
 
     def values(self, column: str) -> list[float]:
-        return [float(r[column]) for r in self.timed if _value(r.get(column)) is not None]
+        return [float(r[column]) for r in self.timed if r.get(column) is not None]
 
     @cached_property
     def outliers(self) -> tuple[int, ...]:
@@ -127,6 +126,12 @@ class PhaseSummary:
     def conditions(self) -> tuple[RunConditions | None, ...]:
         """What each timed run's record saw around it, aligned with ``seconds`` (R2.5)."""
         return tuple(r.get("conditions") for r in self.timed)
+
+    @property
+    def machine(self) -> VariantConditions | None:
+        """The conditions over the timed runs whose record holds them; None: none does."""
+        runs = [c for c in self.conditions if c is not None]
+        return over_runs(self.bundle, self.variant_id, runs) if runs else None
 
     def warnings(self) -> list[str]:
         """A slow first cold run (COLD_FIRST_RATIO, R3.7) and a wide spread (SPREAD_RATIO)."""
@@ -154,10 +159,6 @@ class PhaseSummary:
         return found
 
 
-def _counted(row: Mapping[str, Any]) -> bool:
-    return _value(row.get("off_label_answers")) is not None
-
-
 @dataclass(frozen=True)
 class Summary:
     """Every row of the bundles read, and its summary per (bundle, variant, phase)."""
@@ -166,26 +167,30 @@ class Summary:
     phases: tuple[PhaseSummary, ...]
 
     def of(self, bundle: str, variant: str, phase: str) -> PhaseSummary | None:
-        return next(
-            (
-                p
-                for p in self.phases
-                if (p.bundle, p.variant_id, p.phase) == (bundle, variant, phase)
-            ),
-            None,
-        )
+        found = [
+            p for p in self.phases if (p.bundle, p.variant_id, p.phase) == (bundle, variant, phase)
+        ]
+        return found[0] if found else None
 
     def variants(self) -> list[tuple[str, str]]:
         """(bundle, variant) pairs, in the order read."""
         return list(dict.fromkeys((p.bundle, p.variant_id) for p in self.phases))
 
+    def measured(self, bundle: str, variant: str) -> list[Mapping[str, Any]]:
+        """Every row of the variant's measured passes (cold, warm), failed ones included."""
+        phases = [self.of(bundle, variant, phase) for phase in MEASURED_PHASES]
+        return [r for p in phases if p for r in p.rows]
+
+    def acceptance(self, bundle: str, variant: str) -> VariantAcceptance | None:
+        """protocol.quality's verdict on the variant (the same on each of its phases, R1.5)."""
+        found = [p for p in self.phases if (p.bundle, p.variant_id) == (bundle, variant)]
+        return found[0].acceptance if found else None
+
 
 def summarise(rows: Rows | Summary) -> Summary:
-    """The one summary of ``rows`` (a bundle's typed rows, a frame of them, or a Summary).
-
-    Bundles and variants in first-seen order, phases load, cold, warm (R3.2); each variant's
-    acceptance is protocol.quality.variant_acceptance over its bundle's rows (R1.5).
-    """
+    """The one summary of ``rows`` (typed rows, a frame of them, or a Summary): bundles and
+    variants in first-seen order, phases load, cold, warm (R3.2); acceptance per variant from
+    protocol.quality.variant_acceptance over its bundle's rows (R1.5)."""
     if isinstance(rows, Summary):
         return rows
     records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
@@ -232,6 +237,12 @@ def memory_phases(rows: Rows | Summary) -> list[PhaseSummary]:
     """The groups with a memory reading: on CPU nothing was recorded, and nothing is shown as
     zero (R4.3). Allocated and reserved stay separate, never added (R3.9)."""
     return [p for p in summarise(rows).phases if any(p.values(n) for n in MEMORY_COLUMNS)]
+
+
+def table(records: list[dict[str, Any]], index: Sequence[str]) -> pd.DataFrame:
+    """The records as a frame indexed by ``index`` (an empty frame when there is none)."""
+    frame = pd.DataFrame.from_records(records)
+    return frame if frame.empty else frame.set_index(list(index))
 
 
 def shown(frame: pd.DataFrame) -> pd.DataFrame:

@@ -1,13 +1,9 @@
-"""The one rule that says whether one variant's warm runs are faster than another's.
+"""THE rule that says whether one variant's warm runs are faster than another's, and the fence
+above which a run is an outlier on every screen (kept and marked, R3.6).
 
-Every sentence that says "faster", "not distinguishable" or "too few runs to decide" calls
-:func:`compare_runs`; every screen's outliers are :func:`outlier_indices` of the durations.
-
-The rule (:data:`RULE_TEXT`): a two-sided Mann–Whitney U test over the raw warm durations, at
-``ALPHA``. A run above its variant's fence (median + ``OUTLIER_K`` × the normal-scaled MAD) is
-kept and marked (R3.6) and ranked at that fence, so that one slow run of five cannot turn a
-clear median gap into "not distinguishable" (exact p 0.008 → 0.151); the uncapped p is kept
-beside it. Min–max stays reported (R3.5).
+:data:`RULE_TEXT`: a two-sided Mann–Whitney U test over the raw warm durations at ``ALPHA``, an
+outlier ranked at its fence, so that one slow run of five cannot turn a clear median gap into
+"not distinguishable" (exact p 0.008 → 0.151); the uncapped p is kept beside it.
 """
 
 from __future__ import annotations
@@ -17,18 +13,14 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-# scipy.stats.mannwhitneyu's p (method="auto"), without importing scipy
-from gpubench_nb.report.mannwhitney import mannwhitney_p
+from gpubench_nb.report.mannwhitney import mannwhitney_p  # scipy's, without importing scipy
 
 ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test
-# fence = median + OUTLIER_K × MAD_SCALE × MAD of the variant's runs. One-sided: noise on a
-# machine (another process, a clock drop, a page fault) only ever makes a run slower; a fast
-# run is what the hardware can do, not an accident to discount.
+# fence = median + OUTLIER_K × MAD_SCALE × MAD, one-sided: noise (another process, a clock drop)
+# only makes a run slower; a fast run is what the hardware can do.
 OUTLIER_K = 3.0
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of normal data
-# A MAD of (nearly) zero (identical timings) would make any other run an outlier: the robust
-# spread is never taken below this share of the median.
-MAD_FLOOR_SHARE = 0.01
+MAD_FLOOR_SHARE = 0.01  # the spread never below this share of the median (identical timings)
 MIN_RUNS_FOR_FENCE = 3  # with fewer runs no run can stand out from its variant
 
 DISTINGUISHABLE = "distinguishable"
@@ -49,9 +41,6 @@ class Fence:
     median_seconds: float
     high_seconds: float
 
-    def outside(self, value: float) -> bool:
-        return value > self.high_seconds
-
     def clip(self, value: float) -> float:
         return min(value, self.high_seconds)
 
@@ -70,7 +59,7 @@ def outlier_fence(values: Sequence[float]) -> Fence | None:
 def outlier_indices(values: Sequence[float]) -> list[int]:
     """Positions of the runs beyond their variant's fence (empty when no fence exists)."""
     fence = outlier_fence(values)
-    return [] if fence is None else [i for i, v in enumerate(values) if fence.outside(v)]
+    return [] if fence is None else [i for i, v in enumerate(values) if v > fence.high_seconds]
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -119,19 +108,14 @@ def _p(value: float | None) -> str:
 
 
 def compare_runs(a: Sequence[float], b: Sequence[float]) -> Comparison:
-    """THE rule (RULE_TEXT): are the warm times ``a`` and ``b`` distinguishable?
-
-    "too few runs to decide" when even a complete separation could not reach ALPHA
-    (``smallest_p > ALPHA``: 3 runs against 3 give at best 0.1; 4 against 4, 0.029).
-    """
+    """THE rule (RULE_TEXT): are the warm times ``a`` and ``b`` distinguishable? Too few runs
+    when even a complete separation could not reach ALPHA (3 against 3 give at best p = 0.1)."""
     a, b = [float(v) for v in a], [float(v) for v in b]
     floor = smallest_p(len(a), len(b))
     if floor > ALPHA:
         return Comparison(TOO_FEW, len(a), len(b), None, None, 0, floor)
     capped_a, capped_b = _capped(a), _capped(b)
-    capped = sum(x != y for x, y in zip(a, capped_a, strict=True)) + sum(
-        x != y for x, y in zip(b, capped_b, strict=True)
-    )
+    capped = sum(x != y for x, y in zip([*a, *b], [*capped_a, *capped_b], strict=True))
     p_value = mannwhitney_p(capped_a, capped_b)
     raw = mannwhitney_p(a, b) if capped else p_value
     verdict = DISTINGUISHABLE if p_value <= ALPHA else NOT_DISTINGUISHABLE

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gpubench_nb.economics.attribution import Hardware, attribute
-from gpubench_nb.economics.offers import MACHINE_OFFER_ID, load_offers, machine_offer
+from gpubench_nb.economics.offers import MACHINE_OFFER_ID, Offer, load_offers, machine_offer
 from gpubench_nb.errors import EconomicsError
 
 PRICES = {3: 1000, 7: 2000, 30: 6000}
@@ -48,19 +48,14 @@ def test_hardware_fields_that_contradict_the_lot_are_refused(tmp_path, hardware,
 
 
 def _hw(count, cpu=XEON, models=()) -> Hardware:
-    return Hardware(tuple(models), count, None, "host", (), (), cpu)
+    return Hardware(tuple(models), count, cpu)
 
 
 def _cpu_attr(hardware: Hardware, *, cpu=XEON, declared=None):
-    return attribute(
-        offer_id="xeon",
-        offer_gpu_model="",
-        gpus_per_lot=0,
-        lots=1,
-        hardware=hardware,
-        declared_offer_id=declared,
-        offer_cpu_model=cpu,
+    xeon = Offer(
+        id="xeon", provider="test", gpus_per_lot=0, package_price_usd_minor=PRICES, cpu_model=cpu
     )
+    return attribute(xeon, 1, hardware, declared)
 
 
 def test_a_cpu_offer_is_attributed_only_to_that_cpu_without_a_gpu() -> None:

@@ -18,7 +18,11 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpubench_nb.economics.bundle_economics import UNIT_OF_WORK, write_bundle_economics
+from gpubench_nb.economics.bundle_economics import (
+    UNIT_OF_WORK,
+    fill_package_columns,
+    write_bundle_economics,
+)
 from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
     Offer,
@@ -28,7 +32,6 @@ from gpubench_nb.economics.offers import (
     package_quote,
     resolve_offer,
 )
-from gpubench_nb.economics.package_columns import fill_package_columns
 from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.protocol.records import FORMAT_VERSION
@@ -50,8 +53,20 @@ offers:
     gpus_per_lot: 2
     package_price_usd_minor: {3: 90000, 7: 198765, 30: 780000}
 """
-H100 = Offer("h100-test", "test", "NVIDIA H100 80GB", 1, {3: 30000, 7: 65000, 30: 250000})
-B200 = Offer("b200-test", "test", "NVIDIA B200", 2, {3: 90000, 7: 198765, 30: 780000})
+H100 = Offer(
+    id="h100-test",
+    provider="test",
+    gpu_model="NVIDIA H100 80GB",
+    gpus_per_lot=1,
+    package_price_usd_minor={3: 30000, 7: 65000, 30: 250000},
+)
+B200 = Offer(
+    id="b200-test",
+    provider="test",
+    gpu_model="NVIDIA B200",
+    gpus_per_lot=2,
+    package_price_usd_minor={3: 90000, 7: 198765, 30: 780000},
+)
 
 
 @dataclass(frozen=True)
@@ -100,7 +115,7 @@ BAD_TABLES = [
     # (what to replace in OFFERS_YAML, replacement, fragments the message must name)
     ("{3: 30000,", "{3: 30000, 14: 1000,", ["h100-test", "package_price_usd_minor.14", "3, 7, 30"]),
     ("7: 65000", "7: 650.5", ["h100-test", "package_price_usd_minor.7", "650.5", "123456"]),
-    ("7: 65000", "7: '65000'", ["h100-test", "whole number of US cents", "'65000'"]),
+    ("7: 65000", "7: '65000'", ["h100-test", "whole US cents", "'65000'"]),
     ("7: 65000", "7: -1", ["h100-test", "package_price_usd_minor.7", ">= 1", "-1"]),
     # R5.1: 0 is not a price, as the CSV schema says of package_total_usd_minor (issue 11.5).
     ("7: 65000", "7: 0", ["h100-test", "package_price_usd_minor.7", "0 is not a price"]),
@@ -111,11 +126,11 @@ BAD_TABLES = [
     (
         "provider: test fixture\n    gpu_model: NVIDIA B200",
         "price: 1\n    gpu_model: x",
-        ["b200-test", "unknown fields ['price']", "missing fields ['provider']"],
+        ["b200-test", "price': unknown key", "provider': missing"],
     ),
-    (", 30: 250000}", "}", ["h100-test", "[30] day", "3, 7, 30"]),
-    ("offers:", "offer:", ["single key 'offers'", "['offer']"]),
-    ("id: h100-test", "id: ''", ["offers[0]", "field 'id'"]),
+    (", 30: 250000}", "}", ["h100-test", "package_price_usd_minor.30': missing", "3, 7, 30"]),
+    ("offers:", "offer:", ["key 'offer': unknown key", "did you mean 'offers'?"]),
+    ("id: h100-test", "id: ''", ["offers[0].id'", "must be non-empty text"]),
     ("{3: 30000,", "{3: [30000,", ["not valid YAML"]),
 ]
 
@@ -276,7 +291,11 @@ def _rows(variants: dict[str, list[bool | None]], repeats: int) -> list[dict[str
 
 offer_strategy = st.builds(
     lambda per_lot, prices: Offer(
-        "x-test", "p", "GPU", per_lot, dict(zip((3, 7, 30), prices, strict=True))
+        id="x-test",
+        provider="p",
+        gpu_model="GPU",
+        gpus_per_lot=per_lot,
+        package_price_usd_minor=dict(zip((3, 7, 30), prices, strict=True)),
     ),
     st.integers(1, 8),
     st.lists(st.integers(0, 10**9), min_size=3, max_size=3),

@@ -46,11 +46,7 @@ def _forge(data: dict, *, total: int | None = None, real: bool = False) -> dict:
         data["cost_per_accepted_usd_minor"] = cost
     if real:
         data["placeholder"] = False
-    data["statement"] = _statement(
-        data["package_total_usd_minor"], data["accepted_corpora"],
-        data["cost_per_accepted_usd_minor"], data["window"]["status"], data["offer_id"],
-        data["days"], data["lots"], data["placeholder"],
-    )  # fmt: skip
+    data["statement"] = _statement(data)
     return data
 
 

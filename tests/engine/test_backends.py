@@ -31,7 +31,7 @@ from gpubench_nb.engine.backends.base import batch_order, check_precision, nativ
 from gpubench_nb.engine.backends.presets import macro_f1, select_subset
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError, ProtocolError
-from gpubench_nb.protocol.fingerprint import sha256_bytes, sha256_file, sha256_files, sha256_text
+from gpubench_nb.protocol.fingerprint import sha256_file, sha256_files
 from tests.support.models import tiny_bert_folder
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "debian-sections"
@@ -99,13 +99,12 @@ def eval_predictions(bow, splits):
 
 def test_sha256_helpers_known_values(tmp_path) -> None:
     # Empty-input SHA-256 (FIPS 180-2 test vectors / NIST CSRC examples).
+    (tmp_path / "empty").write_bytes(b"")
     empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
-    assert sha256_bytes(b"") == empty
-    assert sha256_text("abc") == (
-        "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-    )
+    assert sha256_file(tmp_path / "empty") == empty
     (tmp_path / "a").write_bytes(b"abc")
-    assert sha256_file(tmp_path / "a") == sha256_text("abc")
+    abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert sha256_file(tmp_path / "a") == abc
 
 
 def test_sha256_files_order_free_but_name_and_content_bound(tmp_path) -> None:

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from gpubench_nb.engine.backends import load_backend
-from gpubench_nb.engine.backends.decoder import is_decoder_classifier
+from gpubench_nb.engine.backends.hf import is_decoder_classifier
 from gpubench_nb.errors import BackendError
 from scripts.tiny_decoders import sample_texts, tiny_classifier
 

@@ -17,9 +17,13 @@ from gpubench_nb.engine.environment import (
     devices_used,
     environment_notes,
     finish_environment,
-    row_fields,
 )
 from gpubench_nb.protocol.results import COLUMNS
+
+
+def row_fields(env: dict) -> dict:
+    """The R2.4 columns of a row, as the pipeline takes them from ``env``."""
+    return {name: env.get(name) for name in ROW_FIELDS}
 
 
 def test_cpu_run_has_empty_gpu_fields_not_zeros_r4_3() -> None:
@@ -52,7 +56,7 @@ def test_gpu_fields_count_used_devices_only(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
     monkeypatch.setattr(envmod, "driver_version", lambda: "nvidia 550.1")
-    monkeypatch.setattr(envmod, "gpu_processes", lambda devices: [])
+    monkeypatch.setattr(envmod, "load_nvml", lambda: None)
     monkeypatch.setattr(envmod, "runtime_version", lambda: "cuda 12.4")
     env = capture_environment(used=[torch.device("cuda", 1)])
     assert env["visible_gpu_count"] == 4
@@ -79,7 +83,7 @@ def test_gpu_uuids_used_and_visible_name_the_machine(monkeypatch: pytest.MonkeyP
         lambda i: SimpleNamespace(uuid=f"0000000{i}-aaaa-bbbb-cccc-dddddddddddd"),
     )
     monkeypatch.setattr(envmod, "driver_version", lambda: None)
-    monkeypatch.setattr(envmod, "gpu_processes", lambda devices: [])
+    monkeypatch.setattr(envmod, "load_nvml", lambda: None)
     env = capture_environment(used=[torch.device("cuda", 1)])
     assert env["gpu_uuids"] == ["GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"]  # the one used
     assert env["visible_gpu_uuids"] == [
@@ -102,11 +106,11 @@ def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -
             SimpleNamespace(pid=7, usedGpuMemory=None)
         ],
     )
-    monkeypatch.setattr(envmod, "_nvml", lambda: fake)
+    monkeypatch.setattr(envmod, "load_nvml", lambda: fake)
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda i: SimpleNamespace(uuid="1234-abcd")
     )
-    procs = envmod.gpu_processes([torch.device("cuda", 0)])
+    procs = envmod.gpu_process_survey([torch.device("cuda", 0)])["foreign"]
     assert procs == [
         {"device": "cuda:0", "pid": 4242, "used_bytes": 2048},
         {"device": "cuda:0", "pid": 7, "used_bytes": None},
@@ -118,7 +122,7 @@ def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -
     }
     notes = environment_notes(env)
     assert "pid 4242 on cuda:0 (2048 B)" in notes and "code=git:abc" in notes
-    assert envmod.gpu_processes([torch.device("cpu")]) is None
+    assert envmod.gpu_process_survey([torch.device("cpu")]) is None
 
 
 def test_environment_records_numerics_activity_and_sku_not_observable(monkeypatch) -> None:
@@ -127,7 +131,7 @@ def test_environment_records_numerics_activity_and_sku_not_observable(monkeypatc
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "Fake H200")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(envmod, "_nvml", lambda: None)
+    monkeypatch.setattr(envmod, "load_nvml", lambda: None)
     monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
     monkeypatch.delenv("NVIDIA_TF32_OVERRIDE", raising=False)
     env = finish_environment(capture_environment(used=[torch.device("cuda", 0)]))

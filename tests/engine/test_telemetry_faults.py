@@ -222,9 +222,9 @@ def test_a_hung_nvml_call_does_not_hold_the_pass() -> None:
 
 
 def test_cuda_without_nvml_is_not_observable_with_the_reason(monkeypatch) -> None:
-    from gpubench_nb.engine import measure, nvml
+    from gpubench_nb.engine import measure
 
-    monkeypatch.setattr(nvml, "load_nvml", lambda: None)
+    monkeypatch.setattr(clocks, "load_nvml", lambda: None)
     sampler = clocks.sampler_for(SimpleNamespace(type="cuda", index=0))
     record = measure._telemetry(sampler)
     assert record["observable"] is False and "NVML cannot be loaded" in record["reason"]

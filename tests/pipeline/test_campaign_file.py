@@ -95,7 +95,13 @@ def test_every_problem_is_listed_with_the_nearest_key(tmp_path: Path) -> None:
     bad_slurm = {
         "id": "node",
         "offer": {"id": "h100-example", "days": 5, "lot": 1},
-        "slurm": {"partition": "p", "gpus": 1, "time_limit_minute": 60, "gres": "gpu:4"},
+        "slurm": {
+            "partition": "p",
+            "gpus": 1,
+            "time_limit_minutes": 60,
+            "exclusiv": True,
+            "gres": "gpu:4",
+        },
     }
     path = write_campaign(
         tmp_path,
@@ -105,7 +111,7 @@ def test_every_problem_is_listed_with_the_nearest_key(tmp_path: Path) -> None:
     with pytest.raises(ProtocolError) as caught:
         load_campaign(path)
     text = str(caught.value)
-    assert "campaign_idd: unknown key" in text and "did you mean 'campaign_id'?" in text
+    assert "campaign_idd': unknown key" in text and "did you mean 'campaign_id'?" in text
     # the top-level typo stops validation before the targets; fix it and see the rest
     path = write_campaign(tmp_path, [local_target("a", offer="h999"), local_target("a"), bad_slurm])
     with pytest.raises(ProtocolError) as caught:
@@ -113,9 +119,9 @@ def test_every_problem_is_listed_with_the_nearest_key(tmp_path: Path) -> None:
     text = str(caught.value)
     assert "R5.1" in text and "unknown offer 'h999'" in text
     assert "target id 'a' is used twice" in text
-    assert "offer.lot: unknown key" in text and "did you mean 'lots'?" in text
-    assert "offer.days: 5 is not allowed" in text
-    assert "slurm.time_limit_minute: unknown key" in text
+    assert "offer.lot': unknown key" in text and "did you mean 'lots'?" in text
+    assert "offer.days': must be one of 3, 7, 30, got 5" in text
+    assert "slurm.exclusiv': unknown key" in text and "did you mean 'exclusive'?" in text
     assert "'gpu:4' does not request the target's 1 whole GPU(s)" in text
 
 
@@ -130,8 +136,8 @@ def test_a_target_needs_exactly_one_reach_and_local_needs_its_gpus(tmp_path: Pat
     text = str(caught.value)
     assert "declares 2 ways to reach it (local, manual)" in text
     assert "declares 0 ways to reach it (none)" in text
-    assert "local.gpus: missing" in text and "0 for a CPU-only run" in text
-    assert "sbatch.partition: is set by the campaign" in text
+    assert "local.gpus': missing" in text and "0: CPU" in text
+    assert "sbatch.partition': is set by the campaign" in text
 
 
 def test_the_cli_says_what_is_wrong_and_exits_2(
@@ -141,7 +147,7 @@ def test_the_cli_says_what_is_wrong_and_exits_2(
     for action in ("run", "status", "report"):
         assert main(["campaign", action, str(path), "--output-dir", str(tmp_path)]) == 2
         err = capsys.readouterr().err
-        assert "experimnt: unknown key" in err and "Traceback" not in err
+        assert "experimnt': unknown key" in err and "Traceback" not in err
     assert not (tmp_path / "offers").exists()  # nothing frozen, nothing submitted
 
 
@@ -215,8 +221,8 @@ def test_gpu_counts_below_zero_and_a_gres_on_a_cpu_target_say_the_right_fix(
     with pytest.raises(ProtocolError) as caught:
         load_campaign(write_campaign(tmp_path, targets))
     text = str(caught.value)
-    assert "slurm.gpus: must be an integer >= 0, got -1" in text
-    assert "Fix: write a whole number of GPUs, e.g. 1, or 0 for a CPU-only partition" in text
+    assert "slurm.gpus': must be an integer >= 0, got -1" in text
+    assert "fix: write a whole number of GPUs, e.g. 1, or 0 for a CPU-only partition" in text
     assert "'gpu:1' requests GPUs, but gpus is 0 (a CPU-only target)" in text
 
 
@@ -265,3 +271,9 @@ def test_the_shipped_example_campaign_validates() -> None:
     assert campaign.experiment_path == EXPERIMENT
     node = campaign.targets[1]
     assert (node.gres, node.exclusive, node.sbatch) == ("gpu:1", True, {"qos": "normal"})
+
+
+def test_a_null_slurm_section_is_no_way_to_reach_a_target(tmp_path: Path) -> None:
+    target = {"id": "n", "offer": {"id": "h100-example", "days": 7, "lots": 1}, "slurm": None}
+    with pytest.raises(ProtocolError, match=r"declares 0 ways to reach it \(none\)"):
+        load_campaign(write_campaign(tmp_path, [target]))

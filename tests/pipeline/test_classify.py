@@ -18,7 +18,13 @@ from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows, validate_csv
 from tests.support.experiments import write_yaml
 
-H100 = Offer("h100-test", "test", "NVIDIA H100 80GB", 1, {3: 300, 7: 700, 30: 3000})
+H100 = Offer(
+    id="h100-test",
+    provider="test",
+    gpu_model="NVIDIA H100 80GB",
+    gpus_per_lot=1,
+    package_price_usd_minor={3: 300, 7: 700, 30: 3000},
+)
 UUID = "GPU-11111111-0000-0000-0000-000000000000"
 
 

@@ -21,7 +21,8 @@ from gpubench_nb.protocol.corpus import load_experiment_corpus, write_expected_i
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import LOCK_NAME, freeze
 from gpubench_nb.protocol.quality import fill_quality
-from gpubench_nb.protocol.results import empty_row, write_rows_atomic
+from gpubench_nb.protocol.results import write_rows_atomic
+from gpubench_nb.protocol.results_schema import empty_row
 
 CLASSES = ("a", "b")
 # Unusual but valid: non-ASCII, commas, quotes, '#', spaces inside, a backslash, an emoji.

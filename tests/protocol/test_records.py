@@ -24,7 +24,8 @@ from gpubench_nb.protocol.records import (
     write_environment,
     write_run,
 )
-from gpubench_nb.protocol.results import empty_row, format_row
+from gpubench_nb.protocol.results import format_row
+from gpubench_nb.protocol.results_schema import empty_row
 
 RUN = {
     "experiment_id": "e",

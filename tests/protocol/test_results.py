@@ -17,7 +17,6 @@ from gpubench_nb.protocol.results import (
     HEADER,
     TYPE_OF_COLUMN,
     append_rows,
-    empty_row,
     format_float,
     format_row,
     read_rows,
@@ -25,6 +24,7 @@ from gpubench_nb.protocol.results import (
     validate_csv,
     write_rows_atomic,
 )
+from gpubench_nb.protocol.results_schema import empty_row
 
 
 def warm_row(**changes) -> dict:

@@ -99,7 +99,7 @@ def _fastest(view) -> str:
 
 def test_one_slow_run_does_not_flip_a_clear_median_gap(delayed: Path) -> None:
     view = decision_view([delayed])
-    warm = {o.variant_id: o.warm_seconds for o in view.options}
+    warm = {o.variant_id: o.warm.seconds for o in view.options}
     assert min(warm["b8"][:4]) >= 0.2 and max(warm["b8"]) >= 6.0  # the delays were timed
     assert max(warm["b8"]) > min(warm["b1"])  # min–max ranges overlap (the old rule's trap)
     sentence = _fastest(view)

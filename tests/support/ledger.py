@@ -19,7 +19,13 @@ from gpubench_nb.protocol.results import COLUMNS
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
 
-H100 = Offer("h100-test", "test", "NVIDIA H100 80GB", 1, {3: 30000, 7: 65000, 30: 250000})
+H100 = Offer(
+    id="h100-test",
+    provider="test",
+    gpu_model="NVIDIA H100 80GB",
+    gpus_per_lot=1,
+    package_price_usd_minor={3: 30000, 7: 65000, 30: 250000},
+)
 OFFERS_YAML = """\
 offers:
   - id: h100-test

@@ -130,21 +130,31 @@ def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[
     return [order[start : start + batch] for start in range(0, len(order), batch)]
 
 
+def padded(
+    rows: Sequence[Sequence[int]], pad_id: int, *, left: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``input_ids`` and ``attention_mask`` of ``rows`` padded to the longest, on the right
+    (encoders) or on the left (decoders generate after the last real token)."""
+    import torch
+
+    width = max(len(row) for row in rows)
+    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, row in enumerate(rows):
+        if row:
+            cols = slice(width - len(row), width) if left else slice(0, len(row))
+            ids[r, cols] = torch.tensor(row, dtype=torch.long)
+            mask[r, cols] = 1
+    return ids, mask
+
+
 def padded_batches(
     tokenized: Tokenized, batch: int, batching: str, pad_id: int, device: torch.device
 ) -> list[Batch]:
     """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device."""
-    import torch
-
     batches = []
     for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
-        rows = [tokenized.input_ids[i] for i in indices]
-        width = max(len(row) for row in rows)
-        ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for r, row in enumerate(rows):
-            ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-            mask[r, : len(row)] = 1
+        ids, mask = padded([tokenized.input_ids[i] for i in indices], pad_id)
         tensors = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
         batches.append(Batch(indices=indices, tensors=tensors))
     return batches

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -41,8 +42,8 @@ WEIGHTS_FILE = "model.safetensors"
 def bow_module(
     vocab_size: int, dim: int, n_classes: int, *, sparse: bool = False
 ) -> torch.nn.Module:
-    """The bow network: mean of token embeddings (no padding needed: bags + offsets) -> linear.
-    ``sparse`` gradients only while training: each step then updates the rows it saw."""
+    """Mean of token embeddings (bags + offsets, no padding) -> linear; ``sparse`` gradients
+    while training."""
     import torch
 
     class BowClassifier(torch.nn.Module):
@@ -61,10 +62,7 @@ def bags(rows: Sequence[Sequence[int]], device: torch.device | str = "cpu") -> d
     """Flat token IDs + start offsets of each text (EmbeddingBag's input form)."""
     import torch
 
-    lengths = [len(row) for row in rows]
-    offsets = [0]
-    for length in lengths[:-1]:
-        offsets.append(offsets[-1] + length)
+    offsets = list(itertools.accumulate([0, *(len(row) for row in rows[:-1])]))
     flat = [token for row in rows for token in row]
     return {
         "input_ids": torch.tensor(flat, dtype=torch.long, device=device),
@@ -79,10 +77,8 @@ def model_files(folder: Path) -> list[Path]:
 
 @contextmanager
 def _deterministic(seed: int) -> Iterator[None]:
-    """Seeded, deterministic, single-threaded region that restores the caller's RNG,
-    determinism and thread settings afterwards (library code never changes them for good).
-    One thread: the bytes then do not depend on the machine's core count, and these tiny
-    ops ran 2-4x faster on one thread than on two busy shared cores."""
+    """A seeded, deterministic, one-thread region (bytes independent of the core count), the
+    caller's RNG, determinism and threads restored after."""
     import torch
 
     enabled = torch.are_deterministic_algorithms_enabled()
@@ -109,15 +105,14 @@ def _predict_all(module: torch.nn.Module, rows: list[list[int]], batch: int = 25
     return out
 
 
-def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = None) -> BuildReport:
-    """Train the bow classifier on train (texts cut to ``context``), choose the epoch count on
-    tune macro-F1 (R1.4), and write ``out_dir`` (safetensors, gpubench_model.json, tokenizer).
-    Built on CPU with deterministic algorithms: the same seed gives byte-identical files."""
+def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
+    """Train on train, choose the epoch count on tune macro-F1 (R1.4) and write ``out_dir``;
+    deterministic on CPU: the same seed gives byte-identical files."""
     from safetensors.torch import save_file
 
     started = time.perf_counter()
-    opts = preset_options(spec.options)
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else wordpiece_dir()
+    opts = build_options("bow", spec.options)
+    tokenizer_dir = wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(spec, opts)
     x_train = tokenizer.tokenize(subsets.train(spec.train_texts), spec.context).input_ids
@@ -147,14 +142,8 @@ def build_bow(spec: BuildSpec, out_dir: Path, *, tokenizer_dir: Path | None = No
 
 
 def preset_source() -> tuple[Path, list[Path]]:
-    """What a bow build starts from, hashed as its source_revision (R1.1): the shipped
-    WordPiece files, byte-identical to the MiniLM package's (the same revision)."""
+    """The shipped WordPiece files, hashed as the source_revision (R1.1)."""
     return wordpiece_dir(), tokenizer_files(wordpiece_dir())
-
-
-def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the bow preset, defaults filled in, checked as validate checks it."""
-    return build_options("bow", options)
 
 
 def _train(
@@ -166,16 +155,14 @@ def _train(
     opts: Mapping[str, Any],
     seed: int,
 ) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """Up to ``max_epochs`` seeded epochs on train of a bow module of ``shape`` (vocabulary
-    size, dim, classes); the weights after the epoch with the best tune macro-F1 (R1.4) and
-    the tune macro-F1 of every epoch."""
+    """Up to ``max_epochs`` seeded epochs of a bow module of ``shape`` (vocabulary, dim,
+    classes): the weights of the best tune macro-F1 epoch (R1.4), and every epoch's score."""
     import torch
 
     scores: list[float] = []
     with _deterministic(seed):
         module = bow_module(*shape, sparse=True)
-        # A dense Adam step over all 2M embedding values dominated the build time on CPU;
-        # SparseAdam updates only the rows of the tokens in the batch.
+        # SparseAdam: only the rows of the batch's tokens (a dense step dominated the build)
         optimisers = [
             torch.optim.SparseAdam(module.embedding.parameters(), lr=opts["learning_rate"]),
             torch.optim.Adam(module.head.parameters(), lr=opts["learning_rate"]),
@@ -183,37 +170,22 @@ def _train(
         shuffler = torch.Generator().manual_seed(seed)
         labels = torch.tensor(y_train, dtype=torch.long)
         best_state: dict[str, torch.Tensor] = {}
-        best = -1.0
         for _epoch in range(opts["max_epochs"]):
             order = torch.randperm(len(x_train), generator=shuffler)
-            _train_epoch(module, optimisers, x_train, labels, order.split(opts["train_batch"]))
+            module.train()
+            for chunk in order.split(opts["train_batch"]):  # one optimiser step each
+                rows = [x_train[i] for i in chunk.tolist()]
+                loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
+                for optimiser in optimisers:
+                    optimiser.zero_grad()
+                loss.backward()
+                for optimiser in optimisers:
+                    optimiser.step()
             module.eval()
             scores.append(macro_f1(y_tune, _predict_all(module, x_tune), shape[2]))
-            if scores[-1] > best:  # ties keep the earlier (shorter) training
-                best = scores[-1]
+            if scores[-1] > max(scores[:-1], default=-1.0):  # ties keep the earlier training
                 best_state = {k: v.detach().clone() for k, v in module.state_dict().items()}
     return best_state, scores
-
-
-def _train_epoch(
-    module: torch.nn.Module,
-    optimisers: Sequence[torch.optim.Optimizer],
-    x_train: list[list[int]],
-    labels: torch.Tensor,
-    chunks: Sequence[torch.Tensor],
-) -> None:
-    """One pass over train in the drawn ``chunks`` (positions), one optimiser step each."""
-    import torch
-
-    module.train()
-    for chunk in chunks:
-        rows = [x_train[i] for i in chunk.tolist()]
-        loss = torch.nn.functional.cross_entropy(module(**bags(rows)), labels[chunk])
-        for optimiser in optimisers:
-            optimiser.zero_grad()
-        loss.backward()
-        for optimiser in optimisers:
-            optimiser.step()
 
 
 class BowBackend(Backend):
@@ -229,7 +201,6 @@ class BowBackend(Backend):
         arch = meta["architecture"]
         module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))
         module.load_state_dict(load_file(str(self.model_path / WEIGHTS_FILE)))
-        # The EmbeddingBag too is kept in the declared dtype.
         self.module = module.to(device=spec.device, dtype=torch_dtype(spec.precision)).eval()
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:

@@ -12,6 +12,7 @@ from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
 from gpubench_nb.engine.backends.presets import BuildSpec
 from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
 from gpubench_nb.errors import BackendError
+from gpubench_nb.protocol.experiment import build_options
 from gpubench_nb.protocol.fingerprint import sha256_files
 
 DEFAULT_CONTEXT = 128
@@ -25,14 +26,12 @@ def _setting(settings: Any, name: str) -> Any:
 
 
 def declared_context(exp: Any) -> int:
-    """The context the model is built with: the fixed one, else (context is the knob) the
-    largest variant's, so no declared variant sees text the model never trained on."""
+    """The context the model is built with: the fixed one, else the largest variant's."""
     fixed = _setting(exp.fixed, "context")
     if fixed is not None:
         return int(fixed)
-    contexts = [_setting(v.settings, "context") for v in getattr(exp, "variants", ())]
-    contexts = [int(c) for c in contexts if c is not None]
-    return max(contexts) if contexts else DEFAULT_CONTEXT
+    contexts = (_setting(v.settings, "context") for v in getattr(exp, "variants", ()))
+    return max((int(c) for c in contexts if c is not None), default=DEFAULT_CONTEXT)
 
 
 def _load_split(exp: Any, split: str) -> Any:
@@ -54,10 +53,8 @@ def _json(value: Any) -> Any:
 
 
 def build_model(exp: Any, *, force: bool = False) -> Path:
-    """Build the preset model declared by ``exp`` at ``exp.model.path`` and return the path.
-    A folder whose recorded build declaration (backend, seed, context, options, classes,
-    train/tune revisions, MiniLM source revision) matches is reused as is; a different one is
-    replaced only with ``force`` (R1.1: a frozen model is never silently rebuilt)."""
+    """Build the preset declared by ``exp`` at ``exp.model.path``; a folder built from the same
+    declaration is reused, another replaced only with ``force`` (R1.1)."""
     backend = exp.model.backend
     entry = backend_entry(backend)
     if not entry.preset:
@@ -65,8 +62,8 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             f"model.backend {backend!r} has nothing to build: build-model builds the presets "
             f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
         )
-    preset = entry.module()  # its preset_options, preset_source and build_preset
-    options = preset.preset_options(exp.model.build)
+    preset = entry.module()  # its preset_source and build_preset
+    options = build_options(backend, exp.model.build)
     source, source_files = preset.preset_source()
     train = _load_split(exp, "train")
     tune = _load_split(exp, "tune")
@@ -83,7 +80,10 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     )
     out_dir = Path(exp.model.path)
     if out_dir.exists():
-        recorded = _recorded_declaration(out_dir)
+        try:
+            recorded = read_metadata(out_dir).get("declaration")
+        except BackendError:  # absent or unreadable
+            recorded = None
         if recorded == expected:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
@@ -92,15 +92,6 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
     preset.build_preset(spec, out_dir)
     return out_dir
-
-
-def _recorded_declaration(out_dir: Path) -> dict | None:
-    if not (out_dir / METADATA_FILE).is_file():
-        return None
-    try:
-        return read_metadata(out_dir).get("declaration")
-    except BackendError:
-        return None
 
 
 def _refuse_unless_forced(
@@ -131,9 +122,8 @@ def _refuse_unless_forced(
 
 
 def build_summary(exp: Any, out_dir: Path) -> list[str]:
-    """What build-model chose on tune (R1.4), in lines for the terminal: the tune macro-F1, the
-    choice (epochs or C), a warning when it sits at the edge of its grid, and the room the
-    declared quality.threshold leaves below the tune value (eval may score lower than tune)."""
+    """What build-model chose on tune (R1.4), for the terminal: the tune macro-F1, the choice
+    (a warning at the edge of its grid) and the room quality.threshold leaves below tune."""
     meta = read_metadata(out_dir)
     tune, (name, value) = meta["tune_macro_f1"], next(iter(meta["chosen"].items()))
     grid = meta.get("tune_macro_f1_by_epoch") or list(meta.get("tune_macro_f1_by_c") or {})

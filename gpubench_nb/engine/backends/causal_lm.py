@@ -1,11 +1,8 @@
 """The ``causal_lm`` backend: a local causal LM prompted per text, classes decided by declared rule.
 
-``loglik`` (default): the class whose verbalisation is the most likely continuation (summed
-log-probabilities, optionally length-normalised); one forward per text when every verbalisation
-is one distinct token (fast path), else every (text, class) pair is scored. ``generate``: greedy
-decoding, mapped to a class by exact match after normalisation; anything else is an off-label
-answer, so acceptance fails ``format_valid`` (R1.5). Batches are left-padded with
-``position_ids`` from the attention mask, so a batch answers as batch 1 does (R2.1).
+``loglik``: the most likely verbalisation (one forward per text when each is one distinct token,
+else every (text, class) pair). ``generate``: greedy answers matched after normalisation, any
+other is off-label (R1.5). Left padding with ``position_ids``: a batch answers as batch 1 (R2.1).
 """
 
 from __future__ import annotations
@@ -15,14 +12,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.base import (
-    Backend,
     Batch,
     LoadSpec,
     Tokenized,
     batch_order,
+    padded,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.hf import from_pretrained, max_context
+from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.hf import model_files as model_files  # the same files (R1.1)
 from gpubench_nb.engine.backends.prompts import PromptTokenizer
 from gpubench_nb.errors import BackendError
@@ -38,15 +35,7 @@ OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
 
 def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
     """``input_ids``, ``attention_mask`` and ``position_ids`` (0.. per row, from the mask)."""
-    import torch
-
-    width = max(len(row) for row in rows)
-    ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for r, row in enumerate(rows):
-        if row:
-            ids[r, width - len(row) :] = torch.tensor(row, dtype=torch.long)
-            mask[r, width - len(row) :] = 1
+    ids, mask = padded(rows, pad_id, left=True)
     return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask)}
 
 
@@ -55,7 +44,7 @@ def positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
-class CausalLmBackend(Backend):
+class CausalLmBackend(TransformersBackend):
     """AutoModelForCausalLM + a declared prompt (``model.prompt``, R1.3)."""
 
     name = "causal_lm"
@@ -75,27 +64,17 @@ class CausalLmBackend(Backend):
         self.prompts = PromptTokenizer(self.tokenizer, prompt)
         model = from_pretrained(AutoModelForCausalLM, self.model_path, torch_dtype(spec.precision))
         self.module = model.to(device).eval()
-        # R2.5, R1.3: none of the folder's generation options applies: the model's defaults
-        # become exactly the declared ones, so generate() has no folder default to merge in.
+        # R2.5, R1.3: exactly the declared generation options, no folder default merged in
         self.generation_config, self.folder_overridden = declared_generation_config(
             model, self.tokenizer, prompt
         )
         self.module.generation_config = self.generation_config
         self._max_context = max_context(model.config, self.tokenizer)
         self.fast_path = self.prompts.fast_path
-        self._first_tokens = (
-            torch.tensor([c[0] for c in self.prompts.continuations], device=device)
-            if self.fast_path
-            else None
-        )
+        first = [c[0] for c in self.prompts.continuations]
+        self._first_tokens = torch.tensor(first, device=device) if self.fast_path else None
         self._answers: dict[int, str] = {}
-        self._input_tokens = 0
-        self._generated_tokens = 0
-
-    # --- the Backend interface --------------------------------------------------------------
-
-    def max_context(self) -> int | None:
-        return self._max_context
+        self._input_tokens = self._generated_tokens = 0
 
     def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
         """Prompt + text tokens, the prompt kept whole and the text cut (R2.3)."""
@@ -114,8 +93,7 @@ class CausalLmBackend(Backend):
         return out
 
     def predict(self, batch: Batch) -> torch.Tensor:
-        """Class indices in declared order; OFF_LABEL (-1) for an off-label generated answer,
-        whose text ``off_label_answer(position)`` returns."""
+        """Class indices in declared order; OFF_LABEL for an off-label generated answer."""
         import torch
 
         with torch.inference_mode():
@@ -132,10 +110,17 @@ class CausalLmBackend(Backend):
         return self._input_tokens + self._generated_tokens
 
     def describe(self) -> dict[str, Any]:
+        config = self.generation_config  # the options generate() runs with (R2.5)
+        effective = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
+        effective.update(
+            do_sample=config.do_sample,
+            num_beams=config.num_beams,
+            max_new_tokens=config.max_new_tokens,
+        )
         described = super().describe()
         described.update(
             generation=self.prompt.options(),
-            generation_config_effective=effective_generation_config(self.generation_config),
+            generation_config_effective=effective,
             generation_config_folder_overridden=self.folder_overridden,
             prompt_tokens=self.prompts.prompt_tokens,
             verbalisation_tokens=[len(c) for c in self.prompts.continuations],
@@ -146,11 +131,9 @@ class CausalLmBackend(Backend):
         )
         return described
 
-    # --- loglik -------------------------------------------------------------------------------
-
     def scores(self, batch: Batch, *, general: bool = False) -> torch.Tensor:
-        """``[rows, classes]`` log-likelihood of each verbalisation after each prompt, with the
-        declared length normalisation. ``general=True`` forces the general path."""
+        """``[rows, classes]`` length-normalised log-likelihood of each verbalisation after each
+        prompt; ``general=True`` forces the general path."""
         import torch
 
         if self.fast_path and not general:
@@ -168,10 +151,8 @@ class CausalLmBackend(Backend):
         ids, mask = tensors["input_ids"], tensors["attention_mask"]
         rows, width = ids.shape
         conts = self.prompts.continuations
-        longest = max(len(c) for c in conts)
-        cont_ids = torch.tensor(
-            [[*c, *[self.tokenizer.pad_id] * (longest - len(c))] for c in conts]
-        )
+        longest, pad = max(len(c) for c in conts), self.tokenizer.pad_id
+        cont_ids = torch.tensor([[*c] + [pad] * (longest - len(c)) for c in conts])
         cont_mask = torch.tensor([[1] * len(c) + [0] * (longest - len(c)) for c in conts])
         cont_ids, cont_mask = cont_ids.to(ids.device), cont_mask.to(ids.device)
         classes = len(conts)
@@ -186,24 +167,17 @@ class CausalLmBackend(Backend):
             logits_to_keep=longest + 1,
         ).logits[:, :longest, :]  # columns width - 1 .. width + longest - 2
         logprobs = torch.log_softmax(logits.float(), -1)
-        targets = cont_ids.repeat(rows, 1)
-        picked = logprobs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        summed = (picked * cont_mask.repeat(rows, 1)).sum(-1)
-        return summed.view(rows, classes)
+        picked = logprobs.gather(-1, cont_ids.repeat(rows, 1).unsqueeze(-1)).squeeze(-1)
+        return (picked * cont_mask.repeat(rows, 1)).sum(-1).view(rows, classes)
 
     def _lengths(self, like: torch.Tensor) -> torch.Tensor:
         import torch
 
-        rule = self.prompt.length_normalisation
-        if rule == "tokens":
-            values = [len(c) for c in self.prompts.continuations]
-        elif rule == "chars":
-            values = [len(v) for v in self.prompt.verbalisations]
-        else:
-            values = [1] * len(self.classes)
+        values = {
+            "tokens": [len(c) for c in self.prompts.continuations],
+            "chars": [len(v) for v in self.prompt.verbalisations],
+        }.get(self.prompt.length_normalisation, [1] * len(self.classes))
         return torch.tensor(values, dtype=like.dtype, device=like.device)
-
-    # --- generate -----------------------------------------------------------------------------
 
     def _generate(self, batch: Batch) -> torch.Tensor:
         """Greedy answers mapped by exact match after normalisation; the rest OFF_LABEL."""
@@ -244,9 +218,8 @@ class CausalLmBackend(Backend):
 
 
 def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple[Any, list[str]]:
-    """The generation config of the declared options only (greedy, ``max_new_tokens``) and the
-    folder's generation options it overrides; token ids (eos, pad, bos) are kept from the model's
-    files (part of its revision), every other option of generation_config.json is dropped."""
+    """The generation config of the declared options only, token ids (eos, pad, bos) kept from
+    the model's files, and the folder's generation options it overrides."""
     from transformers import GenerationConfig
 
     folder = getattr(model, "generation_config", None)
@@ -276,18 +249,9 @@ def declared_generation_config(model: Any, tokenizer: Any, prompt: Any) -> tuple
     return config, overridden
 
 
-def effective_generation_config(config: Any) -> dict[str, Any]:
-    """The options generate() runs with, JSON-able (run.json, R2.5): those that differ from
-    transformers' defaults, plus the greedy settings stated explicitly."""
-    out = {k: v for k, v in config.to_diff_dict().items() if k != "transformers_version"}
-    out.update(do_sample=config.do_sample, num_beams=config.num_beams)
-    out["max_new_tokens"] = config.max_new_tokens
-    return out
-
-
 class StopInAnswer:
-    """Stops a row once a declared stop string appears in its generated text (the prompt is
-    not searched, unlike transformers' stop_strings, which matches the sequence's tail)."""
+    """Stops a row once a declared stop string appears in its generated text, never the prompt
+    (transformers' stop_strings matches the sequence's tail)."""
 
     def __init__(self, tokenizer: Any, width: int, stop: Sequence[str]) -> None:
         self.tokenizer, self.width, self.stop = tokenizer, width, tuple(stop)

@@ -47,33 +47,20 @@ def _arch_hint(device: Any) -> str:
         return ""
 
 
-def explain(exc: BaseException, *, backend: str, device: Any, precision: str, stage: str) -> str:
-    """One sentence that says what failed and how to fix it, naming the rule."""
-    kind = failure_kind(exc)
-    message = " ".join(str(exc).split())[:400]
-    what = f"backend {backend} {stage} on {device} at {precision}"
-    if kind == "architecture":
-        return (
-            f"{what}: the installed torch has no kernels for this GPU's architecture"
-            f"{_arch_hint(device)}; install a torch build for it (R2.4). {type(exc).__name__}: "
-            f"{message}"
-        )
-    if kind == "precision":
-        return (
-            f"{what}: an operator has no {precision} kernel on this device; declare another "
-            f"precision (a precision change is its own experiment, R2.2). "
-            f"{type(exc).__name__}: {message}"
-        )
-    if kind == "device":
-        return f"{what}: the device reported an error (R3.6). {type(exc).__name__}: {message}"
-    return f"{what} failed: {type(exc).__name__}: {message}"
-
-
 def as_backend_error(
     exc: BaseException, *, backend: str, device: Any, precision: str, stage: str = "load"
 ) -> BackendError:
-    """A BackendError that names what failed; its rule follows the kind of failure."""
+    """A BackendError that says what failed and how to fix it; its rule follows the kind."""
     kind = failure_kind(exc)
+    what = f"backend {backend} {stage} on {device} at {precision}"
+    hint = _arch_hint(device) if kind == "architecture" else ""
+    why = {
+        "architecture": f": the installed torch has no kernels for this GPU's architecture"
+        f"{hint}; install a torch build for it (R2.4).",
+        "precision": f": an operator has no {precision} kernel on this device; declare another "
+        "precision (a precision change is its own experiment, R2.2).",
+        "device": ": the device reported an error (R3.6).",
+    }.get(kind, " failed:")
+    message = " ".join(str(exc).split())[:400]
     rule = {"architecture": "R2.4", "precision": "R2.2"}.get(kind, "R3.6")
-    text = explain(exc, backend=backend, device=device, precision=precision, stage=stage)
-    return BackendError(text, rule=rule)
+    return BackendError(f"{what}{why} {type(exc).__name__}: {message}", rule=rule)

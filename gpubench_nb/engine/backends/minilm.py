@@ -6,7 +6,6 @@ import shutil
 import time
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,7 +17,7 @@ from gpubench_nb.engine.backends.base import (
     resolve_device,
     torch_dtype,
 )
-from gpubench_nb.engine.backends.hf import EncoderBackend, from_pretrained, max_context
+from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment import build_options
@@ -29,8 +28,7 @@ if TYPE_CHECKING:
 
 ENCODER_FILES = ("config.json", "model.safetensors")
 HEAD_FILE = "head.safetensors"
-# Imported before the load clock starts (imports.py, R3.2): the transformers classes this load
-# names, and the auto mapping from a config's model_type to its concrete model class.
+# Imported before the load clock starts (imports.py, R3.2)
 AUTO_CLASSES = ("AutoModel",)
 MODEL_MAPPING = "MODEL_MAPPING_NAMES"
 DEFAULT_MODEL_TYPE = "bert"  # the shipped encoder
@@ -42,9 +40,8 @@ def model_files(folder: Path) -> list[Path]:
 
 
 def minilm_module(encoder: torch.nn.Module, head: torch.nn.Linear) -> torch.nn.Module:
-    """Encoder -> mean over real tokens -> L2 normalisation -> linear head.
-    all-MiniLM-L6-v2 is trained for mean pooling + normalisation (its modules.json); a
-    CLS-pooled BertForSequenceClassification head on these weights gives garbage."""
+    """Encoder -> mean over real tokens -> L2 normalisation (as all-MiniLM-L6-v2 is trained,
+    its modules.json) -> linear head."""
     import torch
 
     class MinilmClassifier(torch.nn.Module):
@@ -71,40 +68,47 @@ def _embed(
     """fp32 sentence embeddings in corpus order (length-sorted batches: build time only)."""
     import torch
 
-    tokenized = tokenizer.tokenize(
-        texts, context, max_context=module.encoder.config.max_position_embeddings
-    )
-    out = torch.empty((len(texts), module.encoder.config.hidden_size), dtype=torch.float32)
+    config = module.encoder.config
+    tokenized = tokenizer.tokenize(texts, context, max_context=config.max_position_embeddings)
+    out = torch.empty((len(texts), config.hidden_size), dtype=torch.float32)
     with torch.inference_mode():
         for b in padded_batches(tokenized, batch, "length_sorted", tokenizer.pad_id, device):
             out[b.indices] = module.embed(**b.tensors).float().cpu()
     return out.numpy()
 
 
-def build_minilm(
-    spec: presets.BuildSpec, out_dir: Path, *, source_dir: Path | None = None
-) -> presets.BuildReport:
-    """Embed train and tune with the encoder (fp32), fit a logistic regression on train for
-    each C of the grid, keep the C with the best tune macro-F1 (R1.4), and write ``out_dir``:
-    encoder config + weights (copied verbatim), head.safetensors, tokenizer, metadata."""
+def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
+    """Embed train and tune (fp32), fit a logistic head per C of the grid on train, keep the
+    best on tune macro-F1 (R1.4); write the encoder verbatim, the head, tokenizer, metadata."""
+    import torch
     from safetensors.torch import save_file
+    from transformers import AutoModel
 
     started = time.perf_counter()
-    opts = preset_options(spec.options)
+    opts = build_options("minilm", spec.options)
     classes = tuple(spec.classes)
-    source = Path(source_dir) if source_dir else presets.minilm_source_dir()
+    source = presets.minilm_source_dir()
     tokenizer = TextTokenizer(source)
     subsets = presets.build_subsets(spec, opts)
-    _require_every_class(classes, subsets.y_train)
-    module, device = _untrained_module(source, len(classes), opts["device"])
+    absent = [c for i, c in enumerate(classes) if i not in set(subsets.y_train)]
+    if absent:  # a logistic head cannot learn a class train never shows (R1.4)
+        raise BackendError(
+            f"classes {absent} have no item in the train split used ({len(subsets.y_train)} "
+            "items); raise model.build.train_limit or use subset: stratified",
+            rule="R1.4",
+        )
+    device = resolve_device(opts["device"])  # the fp32 encoder and an untrained head
+    encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
+    head = torch.nn.Linear(encoder.config.hidden_size, len(classes)).to(device)
+    module = minilm_module(encoder, head)
     embed = (tokenizer, spec.context, opts["embed_batch"], device)
     x_train = _embed(module, subsets.train(spec.train_texts), *embed)
     x_tune = _embed(module, subsets.tune(spec.tune_texts), *embed)
-    search = _fit_head(
+    scores, unconverged, tune_score, chosen = _fit_head(
         x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, spec.seed
     )
     dim = module.encoder.config.hidden_size
-    weight, bias = _head_rows(search.chosen, len(classes), dim)
+    weight, bias = _head_rows(chosen, len(classes), dim)
     metadata = presets.preset_metadata(
         spec,
         "minilm",
@@ -112,10 +116,10 @@ def build_minilm(
         architecture={"pooling": "mean", "normalize": True, "hidden_size": dim},
         encoder_revision=sha256_files([source / n for n in ENCODER_FILES], source),
         tokenizer_revision=tokenizer.revision,
-        chosen={"C": float(search.chosen.C)},
-        tune_macro_f1_by_c=search.scores,
-        unconverged_c=search.unconverged,
-        tune_macro_f1=search.tune_score,
+        chosen={"C": float(chosen.C)},
+        tune_macro_f1_by_c=scores,
+        unconverged_c=unconverged,
+        tune_macro_f1=tune_score,
         train_count=len(subsets.y_train),
         tune_count=len(subsets.y_tune),
     )
@@ -129,47 +133,9 @@ def build_minilm(
 
 
 def preset_source() -> tuple[Path, list[Path]]:
-    """What a minilm build starts from, hashed as its source_revision (R1.1): the MiniLM
-    package's tokenizer and encoder."""
+    """The MiniLM package's tokenizer and encoder, hashed as the source_revision (R1.1)."""
     source = presets.minilm_source_dir()
     return source, [*tokenizer_files(source), *(source / name for name in ENCODER_FILES)]
-
-
-def preset_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
-    """model.build of the minilm preset, defaults filled in, checked as validate checks it."""
-    return build_options("minilm", options)
-
-
-def _require_every_class(classes: Sequence[str], y_train: Sequence[int]) -> None:
-    """A logistic head cannot learn a class the train subset never shows (R1.4)."""
-    absent = [c for i, c in enumerate(classes) if i not in set(y_train)]
-    if absent:
-        raise BackendError(
-            f"classes {absent} have no item in the train split used ({len(y_train)} items); "
-            "raise model.build.train_limit or use subset: stratified",
-            rule="R1.4",
-        )
-
-
-def _untrained_module(source: Path, n_classes: int, device_name: str) -> tuple[Any, Any]:
-    """The fp32 encoder of ``source`` with an untrained head, on the build device."""
-    import torch
-    from transformers import AutoModel
-
-    device = resolve_device(device_name)
-    encoder = from_pretrained(AutoModel, source, torch.float32).to(device).eval()
-    head = torch.nn.Linear(encoder.config.hidden_size, n_classes).to(device)
-    return minilm_module(encoder, head), device
-
-
-@dataclass(frozen=True)
-class _HeadSearch:
-    """The C grid's outcome: tune macro-F1 by C, the Cs that did not converge, the best fit."""
-
-    scores: dict[str, float]
-    unconverged: list[float]
-    tune_score: float
-    chosen: Any  # the fitted sklearn LogisticRegression
 
 
 def _fit_head(
@@ -180,34 +146,32 @@ def _fit_head(
     n_classes: int,
     opts: Mapping[str, Any],
     seed: int,
-) -> _HeadSearch:
-    """A logistic regression on train for each C of the grid; the best on tune macro-F1."""
+) -> tuple[dict[str, float], list[float], float, Any]:
+    """A logistic regression on train for each C of the grid: tune macro-F1 by C, the Cs that
+    did not converge, and the best tune score with its fitted model."""
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
     scores: dict[str, float] = {}
     unconverged: list[float] = []
-    best: tuple[float, Any] | None = None
+    fits: list[tuple[float, Any]] = []
     for c in opts["c_grid"]:
         fitted = LogisticRegression(C=float(c), max_iter=int(opts["max_iter"]), random_state=seed)
         with warnings.catch_warnings(record=True) as caught:
-            # Recorded in the metadata rather than printed: a C that did not converge is
-            # still scored on tune like the others, and the record says so.
+            # an unconverged C is still scored on tune, and recorded in the metadata
             warnings.simplefilter("always", ConvergenceWarning)
             fitted.fit(x_train, y_train)
         if any(issubclass(w.category, ConvergenceWarning) for w in caught):
             unconverged.append(float(c))
         score = presets.macro_f1(y_tune, fitted.predict(x_tune).tolist(), n_classes)
         scores[repr(float(c))] = score
-        if best is None or score > best[0]:  # ties keep the smaller C (stronger prior)
-            best = (score, fitted)
-    assert best is not None
-    return _HeadSearch(scores, unconverged, best[0], best[1])
+        fits.append((score, fitted))
+    best, chosen = max(fits, key=lambda fit: fit[0])  # ties keep the first C of the grid
+    return scores, unconverged, best, chosen
 
 
 def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
-    """sklearn's coef_/intercept_ as a [n_classes, dim] linear head in declared class order.
-    A two-class fit has one row w: logits (0, w.x + b) give the same argmax."""
+    """sklearn's fit as a [n_classes, dim] head in declared order (two classes: rows 0, w)."""
     import torch
 
     coef = torch.tensor(fitted.coef_, dtype=torch.float32)
@@ -223,7 +187,7 @@ def _head_rows(fitted: Any, n_classes: int, dim: int) -> tuple[Any, Any]:
     return weight.contiguous(), bias.contiguous()
 
 
-class MinilmBackend(EncoderBackend):
+class MinilmBackend(TransformersBackend):
     """A built minilm folder on a device at a precision (encoder and head alike)."""
 
     name = "minilm"

@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS
-from gpubench_nb.engine.backends.registry import USER_FOLDERS, backend_entry
-from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES
+from gpubench_nb.engine.backends.hf import WEIGHT_PATTERNS, max_context, pad_id_problem
+from gpubench_nb.engine.backends.prompts import PromptTokenizer
+from gpubench_nb.engine.backends.registry import backend_entry
+from gpubench_nb.engine.backends.tokenization import TOKENIZER_FILES, TextTokenizer
 from gpubench_nb.errors import BackendError
-
-__all__ = ["USER_FOLDERS", "check_declared_model"]  # USER_FOLDERS: the registry's
 
 
 def _missing(model_dir: Path, tokenizer_dir: Path) -> list[str]:
@@ -53,7 +52,10 @@ def check_declared_model(exp: Any) -> list[str]:
     lines = [f"model files config.json + weights in {model_dir}; tokenizer in {tokenizer_dir}"]
     if entry.prompt:
         return lines + _prompt_lines(exp, model_dir, tokenizer_dir)
-    _check_pad_id(model_dir)  # a sequence classifier: its pad id must be embeddable (R2.1)
+    # a sequence classifier: its pad id must be a token id of the model (R2.1)
+    problem = pad_id_problem(_config(model_dir).get_text_config(), model_dir)
+    if problem is not None:
+        raise BackendError(problem, rule="R2.1")
     return lines
 
 
@@ -68,11 +70,6 @@ def _config(model_dir: Path) -> Any:
 
 def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
     """How the declared prompt tokenises with this tokenizer, and whether contexts fit."""
-    from gpubench_nb.engine.backends.hf import max_context
-    from gpubench_nb.engine.backends.prompts import PromptTokenizer
-    from gpubench_nb.engine.backends.tokenization import TextTokenizer, offline
-
-    offline()
     prompt = exp.model.prompt
     tokenizer = TextTokenizer(tokenizer_dir)
     prompts = PromptTokenizer(tokenizer, prompt)
@@ -97,12 +94,3 @@ def _prompt_lines(exp: Any, model_dir: Path, tokenizer_dir: Path) -> list[str]:
         f"decision    {rule}",
         f"context     fits the model's {limit} positions" if limit else "context     unbounded",
     ]
-
-
-def _check_pad_id(model_dir: Path) -> None:
-    """A decoder classifier's ``pad_token_id`` must be a token id of the model (R2.1)."""
-    from gpubench_nb.engine.backends.decoder import pad_id_problem
-
-    problem = pad_id_problem(_config(model_dir).get_text_config(), model_dir)
-    if problem is not None:
-        raise BackendError(problem, rule="R2.1")

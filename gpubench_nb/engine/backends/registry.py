@@ -4,7 +4,7 @@ The names and which are presets are declared once, in ``protocol.experiment_spec
 a prompt in ``protocol.prompting``; each name's code is the module of that name under this package,
 imported only when asked (torch and transformers load only for the backend used). That module
 gives ``BACKEND`` (its class), ``model_files(folder)`` (what its model revision covers, R1.1),
-and, for a preset, ``preset_options``, ``preset_source`` and ``build_preset`` (build-model).
+and, for a preset, ``preset_source`` and ``build_preset`` (build-model).
 ``load_backend``, ``fingerprints_for`` (here), ``build_model``, ``import_backend_modules``,
 ``model_check`` and the pipeline read this table; nothing else dispatches on the name.
 """

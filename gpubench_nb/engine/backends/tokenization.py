@@ -16,8 +16,7 @@ from gpubench_nb.protocol.fingerprint import sha256_files
 
 @dataclass
 class Tokenized:
-    """Token IDs of each text in corpus order, already cut to the context limit (R2.3); here,
-    not in ``base``, so that ``base`` imports ``tokenization`` and never the reverse."""
+    """Token IDs of each text in corpus order, already cut to the context limit (R2.3)."""
 
     input_ids: list[list[int]]
     truncated_texts: int  # texts longer than the context, special tokens included
@@ -36,22 +35,18 @@ TOKENIZER_FILES = (
     "spiece.model",
     "sentencepiece.bpe.model",
     "tokenizer.model",
-    # chat templates change the rendered prompt: part of the revision
-    "chat_template.jinja",
+    "chat_template.jinja",  # chat templates change the rendered prompt
     "chat_template.json",
 )
 CHAT_TEMPLATE_DIR = "additional_chat_templates"  # transformers reads every *.jinja in it
-# all-MiniLM-L6-v2's WordPiece tokenizer, shipped with the package (NOTICE, PROVENANCE.json
-# and the Apache-2.0 licence beside it): the bow preset needs nothing else.
+# all-MiniLM-L6-v2's WordPiece tokenizer, shipped (NOTICE, PROVENANCE.json beside it), and its
+# revision (R1.1) as a constant: a load compares it without hashing (R3.2)
 WORDPIECE_DIR = Path(__file__).resolve().parent / "wordpiece"
-# Their revision (sha256_files, R1.1): a constant so that a load compares it without hashing
-# (R3.2); tests/engine/test_tokenization.py recomputes it from the shipped files.
 WORDPIECE_REVISION = "581b86bcd900eb9f5dde4752fb086fe3731c10d2c992850b6e82469b2c35d333"
 
 
 def offline() -> None:
-    """Forbid network access by Hugging Face libraries: weights are never downloaded at run
-    time (R1.1 freezes the model). Every loader also passes ``local_files_only=True``."""
+    """Forbid Hugging Face network access: weights are never downloaded at run time (R1.1)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -69,8 +64,7 @@ def require_folder(path: Path, what: str) -> Path:
 
 
 def tokenizer_files(folder: Path) -> list[Path]:
-    """The tokenizer files present in ``folder``, chat templates included (at least one
-    tokenizer file, else a BackendError): every file AutoTokenizer reads there (R1.1)."""
+    """Every tokenizer file AutoTokenizer reads in ``folder`` (R1.1); none: a BackendError."""
     found = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()]
     if not any(p.name not in ("chat_template.jinja", "chat_template.json") for p in found):
         found = []
@@ -85,16 +79,10 @@ def tokenizer_files(folder: Path) -> list[Path]:
 
 
 class TextTokenizer:
-    """A local Hugging Face tokenizer; ``revision`` fingerprints the files loaded (R1.1).
-
-    transformers' ``AutoTokenizer`` reads any folder; the shipped WordPiece files (bow preset)
-    are read by ``tokenizers`` alone when ``plain=True`` and the revision is theirs: the same
-    IDs, without importing transformers (~0.9 s of every fresh kernel)."""
+    """A local Hugging Face tokenizer; ``revision``: its files' fingerprint (R1.1), else hashed
+    here. ``plain``: the shipped WordPiece read without transformers (~0.9 s a kernel)."""
 
     def __init__(self, path: Path, *, revision: str | None = None, plain: bool = False) -> None:
-        """Load the tokenizer once. ``revision``: its fingerprint, taken before a timed load
-        (R3.2); without it the files are hashed here. ``plain``: read the shipped WordPiece
-        files without transformers where the revision says they are those files."""
         offline()
         self.path = require_folder(path, "tokenizer.path")
         self.revision = revision or sha256_files(tokenizer_files(self.path), self.path)
@@ -115,14 +103,12 @@ class TextTokenizer:
             ) from exc
         self.pad_id = self.hf.pad_token_id if self.hf.pad_token_id is not None else 0
         self.special_count = self.hf.num_special_tokens_to_add(pair=False)
-        self._vocab_size = len(self.hf)
-        # The fast tokenizer's own Rust object (loaded once, R3.2); tokenize() clears any
-        # padding/truncation state a transformers call left on it.
+        self.vocab_size = len(self.hf)  # token IDs it can give, added tokens included
+        # its Rust object, loaded once (R3.2); tokenize() clears padding/truncation state
         self._fast: Any = self.hf.backend_tokenizer if getattr(self.hf, "is_fast", False) else None
 
     def _load_plain(self) -> None:
-        """The shipped WordPiece files through ``tokenizers`` alone: what ``_load_hf`` gives
-        for them (pad ID, special tokens, vocabulary size and IDs), without transformers."""
+        """The shipped WordPiece files through ``tokenizers`` alone, as ``_load_hf`` reads them."""
         from tokenizers import Tokenizer
 
         try:
@@ -135,12 +121,7 @@ class TextTokenizer:
         pad = self._fast.token_to_id(str(config.get("pad_token", "[PAD]")))
         self.pad_id = pad if pad is not None else 0
         self.special_count = self._fast.post_processor.num_special_tokens_to_add(False)
-        self._vocab_size = self._fast.get_vocab_size(with_added_tokens=True)
-
-    @property
-    def vocab_size(self) -> int:
-        """Token IDs the tokenizer can give, added tokens included (``len`` of a HF one)."""
-        return self._vocab_size
+        self.vocab_size = self._fast.get_vocab_size(with_added_tokens=True)
 
     def check_context(self, context: int, max_context: int | None) -> None:
         """The declared context must leave room for one token and fit the model (R2.3)."""
@@ -158,15 +139,12 @@ class TextTokenizer:
     def tokenize(
         self, texts: Sequence[str], context: int, *, max_context: int | None = None
     ) -> Tokenized:
-        """Token IDs (special tokens included) cut to ``context``; a text longer than that
-        counts once in ``truncated_texts`` and its excess in ``dropped_tokens`` (R2.3)."""
+        """Token IDs (special tokens included) cut to ``context``, truncation counted (R2.3)."""
         self.check_context(context, max_context)
         texts = list(texts)
         if self._fast is not None:
-            if self._fast.padding is not None:
-                self._fast.no_padding()
-            if self._fast.truncation is not None:
-                self._fast.no_truncation()
+            self._fast.no_padding()
+            self._fast.no_truncation()
             encodings = self._fast.encode_batch(texts, add_special_tokens=True)
             full = [e.ids for e in encodings]
             cut = [_cut(e.ids, e.special_tokens_mask, context) for e in encodings]
@@ -182,8 +160,8 @@ class TextTokenizer:
 
 
 def _cut(ids: list[int], special: list[int], context: int) -> list[int]:
-    """Keep every special token and the first content tokens, ``context`` in all: what the
-    tokenizer's own right truncation gives, from one encoding instead of two."""
+    """Every special token and the first content tokens, ``context`` in all: the tokenizer's
+    right truncation, from one encoding."""
     if len(ids) <= context:
         return list(ids)
     room = context - sum(special)

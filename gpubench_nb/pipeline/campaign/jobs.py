@@ -10,7 +10,7 @@ import os
 import shlex
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,8 @@ from submitit.core.utils import JobPaths, pickle_load
 from gpubench_nb.engine.allocation import GPUS_REQUESTED_ENV
 from gpubench_nb.errors import GpubenchError
 from gpubench_nb.pipeline.campaign.file import Target
+from gpubench_nb.pipeline.campaign.slurm import JobState, job_state
+from gpubench_nb.pipeline.campaign.state import bundle_progress
 
 LOCAL_EXECUTORS = ("local", "debug")
 SIGNAL_DELAY_SECONDS = 120  # Slurm warns the job this long before its time limit (requeue)
@@ -29,11 +31,7 @@ MAX_REQUEUES = 3
 @dataclass
 class TargetJob(submitit.helpers.Checkpointable):
     """What runs on the node: the pipeline into the target's bundle, with the frozen lock.
-
-    Checkpointable: a Slurm job warned before its time limit (USR2) is requeued and resumes its
-    bundle. SIGTERM and USR2 stop the schedule at once: the run in progress is discarded and
-    recorded, never a row (R3.6), and redone on resume.
-    """
+    Checkpointable: warned before its time limit (USR2), it is requeued and resumes (R3.6)."""
 
     experiment: str
     lock: str
@@ -47,12 +45,10 @@ class TargetJob(submitit.helpers.Checkpointable):
         from gpubench_nb.pipeline.orchestrate import run_experiment
 
         progress = _ProgressLog(Path(self.bundle_dir))
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")  # from --gres, or `gpus`
         print(f"bundle {self.bundle_dir} with lock {self.lock}", flush=True)
-        # the GPUs this job may use: Slurm sets it from --gres, the local executor from `gpus`
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "(unset)")
         print(f"CUDA_VISIBLE_DEVICES={visible!r} on {os.uname().nodename}", flush=True)
-        if self.gpus is not None:  # kernels record the request (R2.4):
-            # environment.json keeps it beside what Slurm allocated; 0: no GPU requested
+        if self.gpus is not None:  # kernels record the request beside the allocation (R2.4)
             os.environ[GPUS_REQUESTED_ENV] = str(self.gpus)
         try:
             with stop_on_signals():
@@ -81,21 +77,18 @@ class TargetJob(submitit.helpers.Checkpointable):
         return {"bundle_dir": str(result.bundle_dir), "rows": len(result.rows), "failed": failed}
 
 
+@dataclass
 class _ProgressLog:
     """The job log's run count over the whole schedule, a resumed job included (``run 5/6``)."""
 
-    def __init__(self, bundle_dir: Path) -> None:
-        self.bundle_dir = bundle_dir
-        self.base: tuple[int, int] | None = None  # runs done before this job, schedule size
-        self.started: set[str] = set()
+    bundle_dir: Path
+    base: tuple[int, int] | None = None  # runs done before this job, schedule size
+    started: set[str] = field(default_factory=set)
 
     def __call__(self, run: Any, number: int, total: int) -> None:
         if self.base is None:  # schedule.json is written before the first run starts
-            from gpubench_nb.pipeline.campaign.state import bundle_progress
-
             progress = bundle_progress(self.bundle_dir)
-            done = progress.runs_done
-            self.base = (done, progress.runs_total or done + total)
+            self.base = (progress.runs_done, progress.runs_total or progress.runs_done + total)
         done, size = self.base
         if run.key in self.started:
             print(f"finished run {done + number - 1}/{size}: {run.key}", flush=True)
@@ -117,7 +110,7 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
     executor = submitit.AutoExecutor(folder=folder, cluster=local_executor)
     if local_executor == "local":
         executor.update_parameters(
-            name=job_name_of(target),
+            name=f"gpubench-{target.id}",
             timeout_min=target.time_limit_minutes,
             gpus_per_node=target.gpus,  # CUDA_VISIBLE_DEVICES=0..gpus-1 ("" for 0: CPU only)
             local_setup=[_stderr_into_log(folder), *checked_setup(target.setup)]
@@ -130,18 +123,13 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
 def _stderr_into_log(folder: Path) -> str:
     """A local job's first setup line: the shell's stderr into the job's .err log (its PID is
     the job id), so a failed setup line is read there, as under Slurm."""
-    head, _, tail = str(JobPaths(folder, job_id="@", task_id=0).stderr).partition("@")
+    head, _, tail = str(job_paths(folder, "@").stderr).partition("@")
     return f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
 
 
-def job_name_of(target: Target) -> str:
-    return f"gpubench-{target.id}"
-
-
 def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
-    """Each setup line stops the job when it fails, saying which line and its exit code in the
-    .err log (a plain script would go on after a failed ``module load``). The line stays on a
-    line of its own inside ``{ ... }`` so a trailing ``# comment`` is harmless."""
+    """Each setup line stops the job when it fails, naming the line and its exit code in the
+    .err log; it stays on a line of its own inside ``{ ... }`` (a ``# comment`` is harmless)."""
     checked = []
     for number, line in enumerate(lines, start=1):
         say = shlex.quote(f"gpubench: setup line {number} failed with exit code")
@@ -152,12 +140,10 @@ def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
 
 
 def slurm_parameters(target: Target) -> dict[str, Any]:
-    """sbatch options of a Slurm target (submitit's SlurmExecutor names): whole GPUs by gres
-    (none for ``gpus: 0``), exclusive node, time limit, requeue signal, checked setup lines.
-    submitit's default ``--wckey=submitit`` is dropped: a cluster enforcing workload keys would
-    refuse it (``sbatch: {wckey: ...}`` sets one)."""
+    """sbatch options of a Slurm target (SlurmExecutor names); submitit's default
+    ``--wckey=submitit`` is dropped, as a cluster enforcing workload keys would refuse it."""
     params: dict[str, Any] = {
-        "job_name": job_name_of(target),
+        "job_name": f"gpubench-{target.id}",
         "time": target.time_limit_minutes,
         "nodes": 1,
         "ntasks_per_node": 1,
@@ -194,18 +180,14 @@ class Outcome:
     trace: str | None = None
 
 
-def log_paths(folder: Path, job_id: str) -> dict[str, str]:
-    paths = JobPaths(folder, job_id=job_id, task_id=0)
-    return {"stdout": str(paths.stdout), "stderr": str(paths.stderr)}
-
-
-def submission_file(folder: Path, job_id: str) -> Path:
-    return JobPaths(folder, job_id=job_id, task_id=0).submission_file
+def job_paths(folder: Path, job_id: str) -> JobPaths:
+    """Where submitit keeps a job's logs, sbatch file and result pickle."""
+    return JobPaths(folder, job_id=job_id, task_id=0)
 
 
 def read_outcome(folder: Path, job_id: str) -> Outcome | None:
     """The job's result pickle, if it wrote one (None: still running, or it died without one)."""
-    path = JobPaths(folder, job_id=job_id, task_id=0).result_pickle
+    path = job_paths(folder, job_id).result_pickle
     if not path.exists():
         return None
     try:
@@ -236,6 +218,18 @@ def process_alive(pid: int) -> bool:
     except PermissionError:  # alive, another user's
         pass
     return True
+
+
+def job_now(folder: Path, entry: dict[str, Any]) -> tuple[Outcome | None, JobState | None, bool]:
+    """The recorded job now: its result, else Slurm's state, and whether it may still run
+    (Slurm's UNKNOWN included: never submit a job twice)."""
+    outcome = read_outcome(folder, entry["job_id"])
+    if outcome is not None:
+        return outcome, None, False
+    if entry.get("executor") == "slurm":
+        slurm = job_state(entry["job_id"])  # sacct, else scontrol / squeue (no accounting)
+        return None, slurm, slurm.live
+    return None, None, entry.get("executor") == "local" and process_alive(int(entry["job_id"]))
 
 
 def slurm_job(folder: Path, job_id: str) -> Any:

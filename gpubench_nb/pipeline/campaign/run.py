@@ -1,8 +1,7 @@
 """`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
 
-Every job runs the pipeline with the campaign's frozen lock. Slurm targets are submitted
-together; local targets run one after the other (submitit's local executor would start them all
-at once, sharing the machine). Running the campaign again resumes what is missing.
+Slurm targets are submitted together; local ones run one after the other (they would share the
+machine). Running the campaign again resumes what is missing.
 """
 
 from __future__ import annotations
@@ -12,19 +11,14 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
-from gpubench_nb.pipeline.campaign.slurm import (
-    ENDED,
-    JobState,
-    ended_without_result,
-    job_state,
-)
+from gpubench_nb.pipeline.campaign.slurm import ENDED, JobState, ended_without_result, job_state
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -113,16 +107,15 @@ def run_campaign(
     poll_seconds: float = 2.0,
     echo: Callable[[str], None] = print,
 ) -> CampaignResult:
-    """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome.
-    ``resubmit``: targets whose recorded job is gone even if the job engine cannot say so."""
+    """Submit what is missing, wait for it (unless ``wait`` is false), record every outcome;
+    ``resubmit``: targets whose recorded job is gone though the job engine cannot say so."""
     check_fault_spec()  # the jobs inherit it: refused here, not in every job
     campaign = load_campaign(path)
     chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
     forced = {campaign.target(t).id for t in resubmit or []}
     jobs = _jobs_module()
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    # The one output guard (R5.6): never into a bundle, whether --output-dir lies
-    # inside one or the campaign_id names an existing bundle's folder.
+    # The one output guard (R5.6), for --output-dir and the campaign's own folder
     check_output_folder(Path(output_dir), option="--output-dir")
     check_output_folder(
         campaign_dir,
@@ -134,7 +127,7 @@ def run_campaign(
     campaign_dir.mkdir(parents=True, exist_ok=True)
     with _one_runner(campaign_dir):
         lock = freeze_campaign(campaign, campaign_dir)
-        runner = _Runner(campaign, campaign_dir, lock, jobs, local_executor, echo)
+        runner = _Runner(campaign, campaign_dir, lock["sha256"], jobs, local_executor, echo)
         runner.state.update(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
@@ -164,27 +157,21 @@ def run_campaign(
     return CampaignResult(campaign_dir, states, report)
 
 
+@dataclass
 class _Runner:
     """The state of one `campaign run`: submits, waits, and records into campaign.json."""
 
-    def __init__(
-        self,
-        campaign: Campaign,
-        campaign_dir: Path,
-        lock: dict[str, Any],
-        jobs: Any,
-        local_executor: str,
-        echo: Callable[[str], None],
-    ) -> None:
-        self.campaign = campaign
-        self.dir = campaign_dir
-        self.lock_sha256 = lock["sha256"]
-        self.jobs = jobs
-        self.local_executor = local_executor
-        self.echo = echo
-        self.state = read_state(campaign_dir)
+    campaign: Campaign
+    dir: Path
+    lock_sha256: str
+    jobs: Any
+    local_executor: str
+    echo: Callable[[str], None]
+    live: dict[str, Any] = field(default_factory=dict)  # target id -> this process's job
+
+    def __post_init__(self) -> None:
+        self.state = read_state(self.dir)
         self.state.setdefault("targets", {})
-        self.live: dict[str, Any] = {}  # target id -> submitit job object of this process
 
     def save(self) -> None:
         write_state(self.dir, self.state)
@@ -219,18 +206,14 @@ class _Runner:
         return True
 
     def _still_live(self, target: Target, entry: dict[str, Any]) -> bool:
-        outcome = self.jobs.read_outcome(self.folder(target), entry["job_id"])
+        outcome, slurm, alive = self.jobs.job_now(self.folder(target), entry)
         if outcome is not None:
             self._finish(target, outcome)
             return entry["state"] == "completed"
-        if entry.get("executor") == "local" and self.jobs.process_alive(int(entry["job_id"])):
-            return True  # a killed `campaign run` left its job running: wait for it
-        slurm = None
-        if entry.get("executor") == "slurm":
-            slurm = job_state(entry["job_id"])  # sacct, else scontrol / squeue (no accounting)
+        if slurm is not None:
             entry["slurm_state"] = slurm.describe()
-            if slurm.live:  # UNKNOWN included: never submit a job twice
-                return True
+        if alive:  # left running by a killed `campaign run`, or UNKNOWN: never submit twice
+            return True
         self._settle(target, entry["job_id"], slurm)
         return False
 
@@ -268,15 +251,13 @@ class _Runner:
             submitted = executor.submit(job)
         except Exception as exc:  # sbatch refused it, no srun here, a bad partition ...
             entry.update(job_id=None, logs=None)
-            self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
-            return
+            return self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
         entry.update(job_id=str(submitted.job_id), state="submitted")
+        paths = self.jobs.job_paths(self.folder(target), submitted.job_id)
         if executor_kind != "debug":
-            entry["logs"] = self.jobs.log_paths(self.folder(target), submitted.job_id)
+            entry["logs"] = {"stdout": str(paths.stdout), "stderr": str(paths.stderr)}
         if executor_kind == "slurm":
-            entry["sbatch_script"] = str(
-                self.jobs.submission_file(self.folder(target), submitted.job_id)
-            )
+            entry["sbatch_script"] = str(paths.submission_file)
         self.live[target.id] = submitted
         self.echo(f"{target.id}: submitted job {submitted.job_id} ({executor_kind})")
         self.save()
@@ -302,8 +283,7 @@ class _Runner:
         if job is None:
             return
         if entry["executor"] == "debug":
-            self._finish(target, self._run_debug(job))
-            return
+            return self._finish(target, self._run_debug(job))
         entry["state"] = "running" if entry["executor"] == "local" else entry["state"]
         self.save()
         slurm = None
@@ -352,19 +332,13 @@ class _Runner:
 
     def _finish(self, target: Target, outcome: Any) -> None:
         if not outcome.ok:
-            self._fail(target, outcome.error or "the job failed")
-            return
+            return self._fail(target, outcome.error or "the job failed")
         progress = bundle_progress(self.dir / target.id)
         if not progress.complete(self.lock_sha256):
-            self._fail(target, f"the job returned but its bundle is incomplete: {progress}")
-            return
+            return self._fail(target, f"the job returned but its bundle is incomplete: {progress}")
         entry = self.entry(target)
-        entry.update(
-            state="completed",
-            error=None,
-            finished_utc=utc_now(),
-            priced_with=target.offer.pricing(),
-        )
+        entry.update(state="completed", error=None, finished_utc=utc_now())
+        entry["priced_with"] = target.offer.pricing()
         entry.pop("slurm_state", None)  # a last "RUNNING" seen while waiting says nothing now
         self._note_interruptions(target)
         self.echo(f"{target.id}: completed ({progress.runs_done} runs), bundle {entry['bundle']}")
@@ -385,7 +359,7 @@ class _Runner:
             entry["interruptions"] = found
         return found
 
-    def _fail(self, target: Target, error: str) -> bool:
+    def _fail(self, target: Target, error: str) -> None:
         entry = self.entry(target)
         if entry.get("job_id") and (events := self._note_interruptions(target)):
             what = "; ".join(
@@ -400,7 +374,6 @@ class _Runner:
         where = f"; log: {logs.get('stderr')}" if logs else ""
         self.echo(f"{target.id}: FAILED: {error.splitlines()[0] if error else ''}{where}")
         self.save()
-        return False
 
 
 def _manual_instructions(campaign: Campaign, target: Target, campaign_dir: Path) -> str:

@@ -67,22 +67,21 @@ def _run(command: list[str]) -> tuple[int, str, str]:
     return done.returncode, done.stdout, done.stderr.strip()
 
 
-def _from_sacct(job_id: str) -> tuple[JobState | None, str]:
+def _from_sacct(job_id: str) -> tuple[JobState | None, bool, str]:
     code, out, err = _run(["sacct", "-j", job_id, "-X", "-P", "-o", "JobID,State,ExitCode"])
     lines = [line for line in out.splitlines() if line.strip()]
     if code != 0 or len(lines) < 2:
-        return None, f"sacct: {err or 'no record of the job'}"
+        return None, False, f"sacct: {err or 'no record of the job'}"
     header = [h.strip().lower() for h in lines[0].split("|")]
     for line in lines[1:]:
         row = dict(zip(header, line.split("|"), strict=False))
         if row.get("jobid") == job_id and row.get("state"):
             state = row["state"].split()[0]  # "CANCELLED by 0" -> CANCELLED
-            return JobState(state, row.get("exitcode"), None, "sacct"), ""
-    return None, "sacct: no record of the job"
+            return JobState(state, row.get("exitcode"), None, "sacct"), False, ""
+    return None, False, "sacct: no record of the job"
 
 
 def _from_scontrol(job_id: str) -> tuple[JobState | None, bool, str]:
-    """(state, gone, why): ``gone`` when the controller answers but no longer knows the job."""
     code, out, err = _run(["scontrol", "show", "job", "-o", job_id])
     if code != 0:
         return None, "invalid job id" in err.lower(), f"scontrol: {err or f'exit {code}'}"
@@ -103,19 +102,17 @@ def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
 
 
 def job_state(job_id: str) -> JobState:
-    """Slurm's word on ``job_id``: sacct, else scontrol, else squeue (see the module doc)."""
-    found, why_sacct = _from_sacct(job_id)
-    if found is not None:
-        return found
-    found, gone_scontrol, why_scontrol = _from_scontrol(job_id)
-    if found is not None:
-        return found
-    found, gone_squeue, why_squeue = _from_squeue(job_id)
-    if found is not None:
-        return found
-    if gone_scontrol or gone_squeue:
+    """Slurm's word on ``job_id``: sacct, else scontrol, else squeue (see the module doc). Each
+    asks one tool: (state, gone: the controller no longer knows the job, why no state)."""
+    gone, whys = False, []
+    for ask in (_from_sacct, _from_scontrol, _from_squeue):
+        found, ended, why = ask(job_id)
+        if found is not None:
+            return found
+        gone, whys = gone or ended, [*whys, why]
+    if gone:
         return JobState(ENDED, None, "no longer known to the controller", "scontrol/squeue")
-    return JobState(UNKNOWN, detail="; ".join((why_sacct, why_scontrol, why_squeue)))
+    return JobState(UNKNOWN, detail="; ".join(whys))
 
 
 def log_tail(path: str | Path | None, lines: int = ERR_TAIL_LINES) -> str:

@@ -1,9 +1,5 @@
-"""campaign.json and the target bundles: what each target's job did, and how far its bundle is.
-
-campaign.json holds, per target, the current job and the earlier attempts, so a failed job
-stays on record with its log after a resumed one succeeds (R3.6). What is *done* is read from
-the bundle itself (schedule, manifest, lock), never from the job state alone.
-"""
+"""campaign.json (per target: the current job and the earlier attempts, kept with their logs,
+R3.6) and how far each target's bundle is, read from the bundle itself, never from the job."""
 
 from __future__ import annotations
 
@@ -32,10 +28,7 @@ def frozen_dir_for(campaign_dir: Path) -> Path:
 
 
 def read_state(campaign_dir: Path) -> dict[str, Any]:
-    fix = (
-        "fix: restore it, or move it aside: the bundles themselves say what is done and "
-        "`campaign run` rebuilds the state"
-    )
+    fix = "fix: restore it, or move it aside: `campaign run` rebuilds it from the bundles"
     return read_json(Path(campaign_dir) / STATE_NAME, fix=fix) or {"targets": {}}
 
 
@@ -54,12 +47,8 @@ class Progress:
     lock_sha256: str | None
 
     def complete(self, campaign_sha256: str) -> bool:
-        return (
-            self.sealed
-            and self.runs_total is not None
-            and self.runs_done == self.runs_total
-            and self.lock_sha256 == campaign_sha256
-        )
+        done = self.runs_done == self.runs_total  # never with no schedule (None)
+        return self.sealed and done and self.lock_sha256 == campaign_sha256
 
 
 def bundle_progress(bundle_dir: Path) -> Progress:
@@ -101,8 +90,7 @@ def record_attempt(entry: dict[str, Any]) -> None:
         return  # nothing was tried yet
     kept = {k: entry.get(k) for k in ("job_id", "executor", "state", "submitted_utc")}
     kept |= {k: entry.get(k) for k in ("finished_utc", "error", "logs", "target")}
-    if entry.get("interruptions"):  # R3.6: the discarded runs stay on record
-        kept["interruptions"] = entry["interruptions"]
-    entry.pop("interruptions", None)
+    if interruptions := entry.pop("interruptions", None):  # R3.6: discarded runs stay on record
+        kept["interruptions"] = interruptions
     entry.pop("slurm_state", None)
     entry.setdefault("history", []).append(kept)

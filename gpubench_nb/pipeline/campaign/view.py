@@ -1,9 +1,5 @@
-"""`campaign status` and `campaign report`: per-target progress, and one merged decision.
-
-Status reads campaign.json, the job engine and each bundle; it changes nothing. The report
-merges the targets' bundles (R2.1): they share one frozen lock, so a campaign never needs
-``--allow-mismatch``, and a bundle of another protocol is refused by name.
-"""
+"""`campaign status` (reads campaign.json, the job engine and each bundle; writes nothing) and
+`campaign report` (merges the targets' verified bundles of one frozen lock, R2.1)."""
 
 from __future__ import annotations
 
@@ -11,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb.errors import BundleError
-from gpubench_nb.pipeline.campaign.file import load_campaign
-from gpubench_nb.pipeline.campaign.slurm import ended_without_result, job_state
+from gpubench_nb.pipeline.campaign.file import Campaign, load_campaign
+from gpubench_nb.pipeline.campaign.slurm import ended_without_result
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -31,10 +27,7 @@ def campaign_status(
     path: str | Path, *, output_dir: str | Path = "outputs"
 ) -> list[dict[str, Any]]:
     """One row per target: reach, offer, job id, state, runs done/total, bundle verified."""
-    campaign = load_campaign(path)
-    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    frozen = frozen_dir_for(campaign_dir)
-    lock_sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
+    campaign, campaign_dir, lock_sha256 = _opened(path, output_dir)
     state = read_state(campaign_dir) if campaign_dir.is_dir() else {"targets": {}}
     rows = []
     for target in campaign.targets:
@@ -59,6 +52,18 @@ def campaign_status(
     return rows
 
 
+def _opened(path: str | Path, output_dir: str | Path) -> tuple[Campaign, Path, str]:
+    """The campaign, its folder, and its frozen lock's sha256 ("" before it is frozen)."""
+    campaign = load_campaign(path)
+    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
+    frozen = frozen_dir_for(campaign_dir)
+    return (
+        campaign,
+        campaign_dir,
+        read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else "",
+    )
+
+
 def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, str | None]:
     """The state now (job engine asked, nothing written) and, for a job that ended without a
     result since `campaign run` last looked, why (Slurm's state, exit code, .err tail)."""
@@ -69,22 +74,15 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
         from gpubench_nb.pipeline.campaign import jobs
     except ImportError:
         return f"{recorded} (submitit not installed: state not refreshed)", None
-    outcome = jobs.read_outcome(folder, entry["job_id"])
+    outcome, slurm, alive = jobs.job_now(folder, entry)
     if outcome is not None:
-        if outcome.ok:
-            return "finished (ok; `campaign run` records it)", None
-        return "failed", outcome.error
+        ok = "finished (ok; `campaign run` records it)"
+        return (ok, None) if outcome.ok else ("failed", outcome.error)
+    if alive:
+        return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else "running"), None
     stderr = (entry.get("logs") or {}).get("stderr")
-    if entry.get("executor") == "slurm":
-        slurm = job_state(entry["job_id"])
-        if slurm.live:
-            return f"{recorded} (Slurm: {slurm.describe()})", None
-        return f"failed (Slurm: {slurm.describe()})", ended_without_result(
-            entry["job_id"], slurm, stderr
-        )
-    if entry.get("executor") == "local" and jobs.process_alive(int(entry["job_id"])):
-        return "running", None
-    return "failed (ended without a result)", ended_without_result(entry["job_id"], None, stderr)
+    state = f"failed (Slurm: {slurm.describe()})" if slurm else "failed (ended without a result)"
+    return state, ended_without_result(entry["job_id"], slurm, stderr)
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:
@@ -111,24 +109,16 @@ def campaign_report(
     """Merge the targets' verified bundles into one report (never with --allow-mismatch)."""
     from gpubench_nb.report.render import render_report
 
-    campaign = load_campaign(path)
-    campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
-    frozen = frozen_dir_for(campaign_dir)
-    if not (frozen / LOCK_NAME).is_file():
+    campaign, campaign_dir, lock_sha256 = _opened(path, output_dir)
+    if not lock_sha256:
         raise BundleError(
             f"{campaign_dir}: campaign {campaign.campaign_id} has no frozen protocol yet; fix: "
             "`gpubench-nb campaign run` first (check --output-dir)",
             rule="R1.3",
         )
-    lock_sha256 = read_lock(frozen)["sha256"]
-    ready, missing = [], []
-    for target in campaign.targets:
-        bundle = campaign_dir / target.id
-        verdict = verification(bundle, lock_sha256)
-        if verdict == "verified":
-            ready.append(bundle)
-        else:
-            missing.append(f"{target.id}: {verdict}")
+    verdicts = {t.id: verification(campaign_dir / t.id, lock_sha256) for t in campaign.targets}
+    ready = [campaign_dir / target for target, v in verdicts.items() if v == "verified"]
+    missing = [f"{target}: {v}" for target, v in verdicts.items() if v != "verified"]
     if missing and (not partial or not ready):
         raise BundleError(
             f"campaign {campaign.campaign_id}: not every target has a verified bundle of this "

@@ -1,0 +1,64 @@
+"""The declaration-driven checker (R1.3): required keys, patterns matched whole, lists."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.experiment import load_experiment
+
+
+def _declaration() -> dict:
+    return {
+        "experiment_id": "t1",
+        "seed": 7,
+        "corpus": {"path": "eval.jsonl"},
+        "classes": ["a", "b"],
+        "quality": {
+            "metric": "macro_f1",
+            "threshold": 0.5,
+            "tolerance": 0.02,
+            "reference_variant": "b1",
+        },
+        "model": {"backend": "bow", "path": "model"},
+        "tokenizer": {"path": "model"},
+        "fixed": {"precision": "fp32", "context": 64},
+        "knob": "batch",
+        "variants": [{"id": "b1", "batch": 1}],
+        "timing": {"scope": "processing", "warmup_iterations": 1},
+    }
+
+
+def _lines(tmp_path: Path, data: dict) -> list[str]:
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_experiment(path)
+    return str(caught.value).splitlines()
+
+
+def test_a_missing_key_cites_the_rule_of_its_declaration_and_is_said_once(tmp_path) -> None:
+    data = _declaration()
+    del data["timing"]["scope"]
+    del data["tokenizer"]["path"]
+    lines = _lines(tmp_path, data)
+    assert [line for line in lines if "timing.scope" in line] == [
+        f"R3.1: {tmp_path / 'exp.yaml'}: timing.scope: missing. "
+        "Fix: declare it before any measurement"
+    ]
+    assert len([line for line in lines if "tokenizer.path" in line]) == 1  # not also "empty"
+
+
+def test_a_pattern_is_matched_whole_so_no_line_break_slips_through(tmp_path) -> None:
+    data = _declaration()
+    data["fixed"]["device"] = "cpu\n"
+    assert any("fixed.device: 'cpu\\n' is not allowed" in line for line in _lines(tmp_path, data))
+
+
+def test_a_list_declared_unique_names_its_duplicates(tmp_path) -> None:
+    data = _declaration()
+    data["classes"] = ["a", "b", "a"]
+    assert any("classes: duplicated values ['a']" in line for line in _lines(tmp_path, data))
