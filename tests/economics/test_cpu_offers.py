@@ -87,10 +87,13 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
 ) -> None:
     """A bow experiment run here on the CPU: the offer naming this machine's CPU carries a cost
     per accepted corpus in the decision table, another CPU's offer does not; then the demo's
-    own offer (pricing.offer: this-machine-example) prices it too, marked a placeholder."""
+    own offer (pricing.offer: this-machine-example) prices it too, marked a placeholder. The
+    steps run in this process (the same machine a kernel would observe); the kernels are the
+    end-to-end tests' (tests/pipeline/test_pipeline.py)."""
     from gpubench_nb.engine.environment import cpu_model
     from gpubench_nb.pipeline.orchestrate import run_experiment
     from gpubench_nb.report.decision import decision_frame, decision_view
+    from tests.support.in_process import steps_in_process
 
     here = cpu_model()
     offers = _table(
@@ -120,7 +123,8 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
     )
     experiment = tmp_path / "experiment.yaml"
     experiment.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    bundle = run_experiment(experiment, output_dir=tmp_path / "out").bundle_dir
+    with steps_in_process():
+        bundle = run_experiment(experiment, output_dir=tmp_path / "out").bundle_dir
 
     options = decision_view([bundle]).options
     assert options and all(o.offer_id == "here" for o in options)
@@ -132,7 +136,8 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
 
     declaration["pricing"]["offer"] = MACHINE_OFFER_ID  # the demo's way: pricing is not frozen
     experiment.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    run_experiment(experiment, output_dir=tmp_path / "out")
+    with steps_in_process():
+        run_experiment(experiment, output_dir=tmp_path / "out")
     options = decision_view([bundle]).options
     assert {(o.offer_id, o.cost_per_accepted_usd_minor, o.placeholder) for o in options} == {
         (MACHINE_OFFER_ID, 3000, True)

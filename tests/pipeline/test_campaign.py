@@ -34,6 +34,7 @@ from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import read_rows
 from tests.support.experiments import bow_experiment
+from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -181,7 +182,8 @@ def manual_bundle(study: dict[str, Path], round_one: dict[str, Any]) -> Path:
     frozen = study["out"] / "twobox" / "frozen" / "protocol.lock.json"
     shutil.copy2(frozen, box / "protocol.lock.json")
     args = ["run", str(box / "experiment.yaml"), "--protocol", str(box / "protocol.lock.json")]
-    assert main([*args, "--output-dir", str(box / "outputs")]) == 0
+    with steps_in_process():  # the lock and the merge are tested here; t1 and t2 ran kernels
+        assert main([*args, "--output-dir", str(box / "outputs")]) == 0
     bundle = study["out"] / "twobox" / "t3"
     shutil.copytree(box / "outputs" / "camp", bundle)  # rsync -a box:outputs/camp/ .../t3/
     return bundle
@@ -471,7 +473,8 @@ def test_a_new_offer_reprices_a_finished_target_without_redoing_a_run(
     campaign = study["folder"] / "campaign-reprice.yaml"
     campaign.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     args = ["campaign", "run", str(campaign), "--output-dir", str(study["out"])]
-    assert main([*args, "--targets", "t2", "--local-executor", "debug"]) == 0
+    with steps_in_process():  # the debug executor runs the job here: its steps, too
+        assert main([*args, "--targets", "t2", "--local-executor", "debug"]) == 0
     t2 = _state(study["out"])["targets"]["t2"]
     assert t2["state"] == "completed" and t2["attempts"] == 2 and t2["priced_with"]["days"] == 30
     economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))

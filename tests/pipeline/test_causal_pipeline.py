@@ -1,6 +1,8 @@
-"""The whole pipeline (real papermill kernels) on parameters/llm-prompted.yaml with a tiny causal
-LM substituted for the user's folder: generation options in the lock, run.json and every row's
-notes (R2.5); loglik gives an accepted bundle, off-label generations a clearly rejected one."""
+"""The whole pipeline on parameters/llm-prompted.yaml with a tiny causal LM substituted for the
+user's folder: generation options in the lock, run.json and every row's notes (R2.5); loglik
+gives an accepted bundle, off-label generations a clearly rejected one. generate runs in real
+papermill kernels (the causal_lm backend end to end); loglik makes the same steps' calls in this
+process (tests/support/in_process.py), its report's token table read from the report module."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import yaml
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows
+from gpubench_nb.report.bundles import load_bundles, summary_of
+from gpubench_nb.report.render import token_table
 from scripts.tiny_decoders import tiny_causal_lm
+from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,10 +49,19 @@ def _experiment(root: Path, data_dir: Path, decision: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("decision", ["loglik", "generate"])
-def test_a_tiny_causal_lm_runs_the_whole_pipeline(tmp_path, data_dir, decision) -> None:
-    result = run_experiment(_experiment(tmp_path, data_dir, decision), output_dir=tmp_path / "o")
-    bundle = result.bundle_dir
+@pytest.mark.parametrize(("decision", "kernels"), [("loglik", False), ("generate", True)])
+def test_a_tiny_causal_lm_runs_the_whole_pipeline(tmp_path, data_dir, decision, kernels) -> None:
+    experiment = _experiment(tmp_path, data_dir, decision)
+    if kernels:
+        bundle = run_experiment(experiment, output_dir=tmp_path / "o").bundle_dir
+        html = (bundle / "report.html").read_text(encoding="utf-8")
+        # the token table (report/render.py token_table) under its readable label
+        assert "tokens/s (median)" in html
+    else:
+        with steps_in_process():
+            bundle = run_experiment(experiment, output_dir=tmp_path / "o").bundle_dir
+        tokens = token_table(summary_of(load_bundles([bundle])))
+        assert tokens["tokens/s (median)"].notna().all(), tokens
     lock = json.loads((bundle / "protocol.lock.json").read_text(encoding="utf-8"))
     frozen = lock["declaration"]["model"]["prompt"]
     assert frozen["decision"] == decision and len(frozen["template_sha256"]) == 64
@@ -59,10 +73,6 @@ def test_a_tiny_causal_lm_runs_the_whole_pipeline(tmp_path, data_dir, decision) 
         assert frozen["template_sha256"] in row["notes"]
     run = json.loads((bundle / "runs/b4/warm-1/run.json").read_text(encoding="utf-8"))
     assert run["generation"]["decision"] == decision and run["tokens_processed"] > ITEMS
-    html = (bundle / "report.html").read_text(encoding="utf-8")
-    assert (
-        "tokens/s (median)" in html
-    )  # the token table (report/render.py token_table), readable labels (issue 24)
     assert check_bundle(bundle) == []
     if decision == "loglik":
         assert all(r["corpus_accepted"] and r["format_valid"] for r in measured)

@@ -9,6 +9,7 @@ connection files and sockets in a private runtime folder (0700), removed when it
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from gpubench_nb.engine.backends import build_model
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.bundle import CSV_NAME, MANIFEST_NAME
+from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.results import read_rows
 from tests.support.experiments import CLASSES, subset
 
@@ -54,7 +57,6 @@ def test_two_runs_at_once_on_one_install_both_complete_and_verify(
     # TMPDIR of both runs: their private kernel folders go here (a short path: sockets live
     # in it, and a Unix socket path holds at most 107 bytes)
     runtime = Path(tempfile.mkdtemp(prefix="g22-", dir="/tmp"))
-    commands = []
     for name in ("alpha", "beta"):
         folder = tmp_path / name
         folder.mkdir()
@@ -65,9 +67,10 @@ def test_two_runs_at_once_on_one_install_both_complete_and_verify(
         experiment.write_text(
             YAML.format(name=f"concurrent-{name}", classes=CLASSES), encoding="utf-8"
         )
-        commands.append([sys.executable, "-m", "gpubench_nb.cli", "build-model", str(experiment)])
-    for command in commands:  # the models first, one after the other (not the point here)
-        subprocess.run(command, check=True, capture_output=True, timeout=300)
+    # the model first, built here once and copied (the same build declaration, R1.1): not the
+    # point here
+    model = build_model(load_experiment(tmp_path / "alpha" / "experiment.yaml"))
+    shutil.copytree(model, tmp_path / "beta" / "model")
     env = {**os.environ, "TMPDIR": str(runtime)}
     env.pop("GPUBENCH_FAULT", None)
     procs = [

@@ -1,11 +1,14 @@
 """An hf experiment whose knob is how the model is run, end to end on the CPU (R2.1, R3.2):
 int8 quantisation and torch.compile each give a sealed, checked bundle whose runs record the
 setting and its own seconds apart from the load, and whose report puts quality next to speed;
-with a tight tolerance the gate refuses the quantised variant (R1.3, R5.7)."""
+with a tight tolerance the gate refuses the quantised variant (R1.3, R5.7). The compile runs in
+real kernels (each cold and warm run compiles in its own process: the hf backend end to end);
+the int8 runs make the same steps' calls in this process (tests/support/in_process.py)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +20,8 @@ from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec
 from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.optimised import optimisation_sentences
-from tests.support.models import tiny_bert_folder
+from tests.support.in_process import steps_in_process
+from tests.support.models import quick_compiles, tiny_bert_folder
 
 pytestmark = pytest.mark.slow
 CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
@@ -72,6 +76,12 @@ def _experiment(root: Path, knob: str, values: list[str], tolerance: float) -> P
     return path
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _quick_compiles() -> Iterator[None]:
+    with quick_compiles():
+        yield
+
+
 @pytest.fixture(scope="module")
 def root(tmp_path_factory: pytest.TempPathFactory, data_dir: Path) -> Path:
     root = tmp_path_factory.mktemp("optimised")
@@ -95,7 +105,8 @@ def _runs(bundle: Path) -> dict[str, dict]:
 
 def test_int8_is_timed_apart_recorded_and_refused_by_a_tight_tolerance(root: Path) -> None:
     experiment = _experiment(root, "quantization", ["none", "int8_dynamic"], 0.0)
-    bundle = run_experiment(experiment, output_dir=root / "outputs").bundle_dir
+    with steps_in_process(real_report=True):
+        bundle = run_experiment(experiment, output_dir=root / "outputs").bundle_dir
     assert check_bundle(bundle) == []  # sealed and checked
     runs = _runs(bundle)
     cold = runs["v1/cold-1"]

@@ -23,6 +23,7 @@ from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows, validate_csv
 from tests.support.experiments import EVAL_ITEMS, make_experiment
+from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -194,40 +195,49 @@ def test_a_changed_protocol_is_refused_before_any_run_r1_3(finished: tuple[Path,
     assert (bundle / "resultats-bruts.csv").read_bytes() == before
 
 
-def test_rerun_of_a_finished_bundle_redoes_no_run(finished: tuple[Path, Path]) -> None:
+def _copy(finished: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The shared bundle copied under ``tmp_path``, for a test that runs over it."""
     experiment, bundle = finished
+    copy = tmp_path / "outputs" / bundle.name
+    shutil.copytree(bundle, copy)
+    return experiment, copy
+
+
+def test_rerun_of_a_finished_bundle_redoes_no_run(
+    finished: tuple[Path, Path], tmp_path: Path
+) -> None:
+    experiment, bundle = _copy(finished, tmp_path)
     before = read_rows(bundle / "resultats-bruts.csv")
-    result = run_experiment(experiment, output_dir=bundle.parent)
+    with steps_in_process():  # what runs again, not the kernel it runs in, is tested here
+        result = run_experiment(experiment, output_dir=bundle.parent)
     after = read_rows(bundle / "resultats-bruts.csv")
     assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
     assert len(result.rows) == len(before)
 
 
 def test_repricing_a_finished_bundle_redoes_no_run_and_reseals_it(
-    finished: tuple[Path, Path],
+    finished: tuple[Path, Path], tmp_path: Path
 ) -> None:
     from gpubench_nb.economics.offers import load_offers
 
-    experiment, bundle = finished
+    experiment, bundle = _copy(finished, tmp_path)
     declaration = yaml.safe_load(experiment.read_text())
     declaration["pricing"]["days"] = 30  # pricing is not frozen (R1.3): a new package length
     repriced = experiment.with_name("repriced.yaml")
     repriced.write_text(yaml.safe_dump(declaration), encoding="utf-8")
     before = read_rows(bundle / "resultats-bruts.csv")
-    try:
+    with steps_in_process():  # the economics step's call, made in this process
         run_experiment(repriced, output_dir=bundle.parent)
-        after = read_rows(bundle / "resultats-bruts.csv")
-        price = load_offers(Path(declaration["pricing"]["offers"]))["h100-example"]
-        assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
-        # R5.1, R5.3: the whole 30-day package x 1 lot, the same one spend on every row.
-        assert {(r["duration_days"], r["package_total_usd_minor"]) for r in after} == {
-            (30, price.price_usd_minor(30))
-        }
-        economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
-        assert economics["pricing"]["days"] == 30
-        assert check_bundle(bundle) == []  # R5.6: resealed, every check re-derived
-    finally:
-        run_experiment(experiment, output_dir=bundle.parent)  # back to the shared 7-day state
+    after = read_rows(bundle / "resultats-bruts.csv")
+    price = load_offers(Path(declaration["pricing"]["offers"]))["h100-example"]
+    assert [r["elapsed_seconds"] for r in after] == [r["elapsed_seconds"] for r in before]
+    # R5.1, R5.3: the whole 30-day package x 1 lot, the same one spend on every row.
+    assert {(r["duration_days"], r["package_total_usd_minor"]) for r in after} == {
+        (30, price.price_usd_minor(30))
+    }
+    economics = json.loads((bundle / "economics.json").read_text(encoding="utf-8"))
+    assert economics["pricing"]["days"] == 30
+    assert check_bundle(bundle) == []  # R5.6: resealed, every check re-derived
 
 
 def test_kill_mid_warm_phase_then_resume(tmp_path: Path, data_dir: Path) -> None:

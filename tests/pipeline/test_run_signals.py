@@ -12,14 +12,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import yaml
 
 from gpubench_nb.errors import BundleError
 from gpubench_nb.pipeline.interrupt import read_interruptions
 from gpubench_nb.protocol.writer import holder_path, refuse_if_written
+from tests.support.experiments import bow_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
-CLASSES = ["admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web"]
 
 # The child: `gpubench-nb run` with kernels stood in for; the warm run signals its own process,
 # as `kill PID` or a scheduler's warning does, while it "measures".
@@ -55,27 +54,19 @@ CHILD = textwrap.dedent(
 
 
 def _experiment(folder: Path, data_dir: Path) -> Path:
-    for name, count in (("eval.jsonl", 20), ("train.jsonl", 400), ("tune.jsonl", 100)):
-        lines = (data_dir / name).read_text(encoding="utf-8").splitlines()[::3][:count]
-        (folder / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    declaration = {
-        "experiment_id": "stop",
-        "seed": 3,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl", "tune": "tune.jsonl"},
-        "classes": CLASSES,
-        "quality": {"metric": "accuracy", "threshold": 0.0, "tolerance": 1.0,
-                    "reference_variant": "b4"},
-        "model": {"backend": "bow", "path": "model", "build": {}},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 32, "device": "cpu"},
-        "knob": "batch",
-        "variants": [{"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1, "repeats": 1,
-                   "repeats_reason": "unit test"},
-    }  # fmt: skip
-    path = folder / "experiment.yaml"
-    path.write_text(yaml.safe_dump(declaration), encoding="utf-8")
-    return path
+    """One variant, one repeat; its bow model copied from the session's build (no child
+    builds one)."""
+    return bow_experiment(
+        folder,
+        "stop",
+        data_dir=data_dir,
+        eval_texts=(20, 3),
+        train=(400, 3),
+        tune=(100, 3),
+        batches=(4,),
+        fixed={"context": 32},
+        timing={"repeats_reason": "unit test"},
+    )
 
 
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGUSR2"])
@@ -124,8 +115,8 @@ def test_under_umask_027_no_bundle_file_is_readable_by_others(
     tmp_path: Path, data_dir: Path
 ) -> None:
     experiment = _experiment(tmp_path, data_dir)
-    for path in tmp_path.iterdir():
-        path.chmod(0o644)  # inputs as a checkout leaves them
+    for path in tmp_path.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)  # inputs as a checkout leaves them
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", CHILD, str(experiment), "none", "027"],

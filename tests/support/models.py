@@ -1,12 +1,15 @@
 """Small models built in a test: a randomly initialised 1-layer BERT classifier saved with the
-MiniLM tokenizer (no download), for the hf backend and the optimisations applied to it."""
+MiniLM tokenizer (no download), for the hf backend and the optimisations applied to it; and
+torch.compile made cheap for the tests that compile one."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+import pytest
 import torch
 
 from gpubench_nb.engine.backends import minilm_source_dir
@@ -34,3 +37,19 @@ def tiny_bert_folder(folder: Path, id2label: Mapping[int, str], **config: object
     for path in tokenizer_files(minilm_source_dir()):
         shutil.copyfile(path, folder / path.name)
     return folder
+
+
+@contextlib.contextmanager
+def quick_compiles() -> Iterator[None]:
+    """torch.compile on the CPU with scalar C++ kernels and no pool of compile workers, in this
+    process and in the kernels it starts (they read the variables): the tests check that a
+    compile happens, is timed apart and cached apart (R3.2, R3.7), not inductor's vector code.
+    Each compile's C++ work (g++ on the vector headers, once per kernel) drops about fourfold."""
+    import torch._inductor.config as inductor
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
+        patch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
+        patch.setattr(inductor.cpp, "vec_isa_ok", False)
+        patch.setattr(inductor, "compile_threads", 1)
+        yield
