@@ -47,9 +47,12 @@ def quick_compiles() -> Iterator[None]:
     Each compile's C++ work (g++ on the vector headers, once per kernel) drops about fourfold."""
     import torch._inductor.config as inductor
 
-    with pytest.MonkeyPatch.context() as patch:
+    # inductor's own patch: a monkeypatch undo sets the option back by assignment, after which
+    # torch's config no longer answers for it (a second use in the process then failed)
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        inductor.patch({"cpp.vec_isa_ok": False, "compile_threads": 1}),
+    ):
         patch.setenv("TORCHINDUCTOR_VEC_ISA_OK", "0")
         patch.setenv("TORCHINDUCTOR_COMPILE_THREADS", "1")
-        patch.setattr(inductor.cpp, "vec_isa_ok", False)
-        patch.setattr(inductor, "compile_threads", 1)
         yield
