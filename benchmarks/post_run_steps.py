@@ -58,12 +58,12 @@ import importlib
 module = importlib.import_module(f"gpubench_nb.steps.{step}")
 t2 = time.perf_counter()
 if step == "report":
-    from gpubench_nb.report import render
+    from gpubench_nb.report import figures, render
     bundles, rows = module.step([bundle])
     t3 = time.perf_counter()
     render.decision_html(render.decision_view_of(bundles))
     for name in ("elapsed_figure", "throughput_figure", "memory_figure"):
-        getattr(render, name)(rows)
+        getattr(figures, name)(rows)
 else:
     module.step(experiment, bundle)
 t4 = time.perf_counter()

@@ -53,18 +53,6 @@ from gpubench_nb.report.stats import (
 from gpubench_nb.report.verdict import OUTLIER_K
 
 NOTEBOOK_NAME = f"{REPORT_STEP}.ipynb"
-
-
-def __getattr__(name: str) -> Any:
-    """The figures, from report.figures on first use (PEP 562): matplotlib is for the report's
-    kernel only, not for `run` and `report`, which import this module to start that kernel."""
-    if name in ("elapsed_figure", "memory_figure", "throughput_figure"):
-        from gpubench_nb.report import figures
-
-        return getattr(figures, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 _ACCEPTANCE_LABELS = {
     "ids_match": "IDs match",
     "format_valid": "format valid",

@@ -1,4 +1,4 @@
-"""The Mann–Whitney p without scipy (report/mannwhitney.py): the same floats as
+"""The Mann–Whitney p without scipy (report/verdict.py): the same floats as
 ``scipy.stats.mannwhitneyu`` with its default method="auto"."""
 
 from __future__ import annotations
@@ -12,8 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpubench_nb.report.mannwhitney import average_ranks, mannwhitney_p, scipy_binom, u_counts
-from gpubench_nb.report.verdict import compare_runs, outlier_fence
+from gpubench_nb.report.verdict import (
+    average_ranks,
+    compare_runs,
+    mannwhitney_p,
+    outlier_fence,
+    scipy_binom,
+    u_counts,
+)
 
 scipy_stats = pytest.importorskip("scipy.stats")
 scipy_special = pytest.importorskip("scipy.special")

@@ -16,6 +16,7 @@ from matplotlib.collections import PathCollection
 from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
+from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
 from tests.support.golden import LEDGER, MIB, OOM, write_bundle
@@ -104,7 +105,7 @@ def test_failed_row_is_listed_and_not_plotted(gpu_bundle: Path) -> None:
     failed = listed.iloc[0]
     assert failed["elapsed"] == "not recorded" and OOM in failed["error"]
     assert failed["out of memory (R5.8)"] == "true" and "OOM" in failed["notes"]
-    fig = report.elapsed_figure(rows)
+    fig = figures.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     scatters = [c for c in warm.collections if isinstance(c, PathCollection)]
     runs = [c for c in scatters if c.get_sizes()[0] == 18]  # one dot per run
@@ -126,7 +127,7 @@ def test_log_axis_when_one_slow_run_spans_more_than_ten_times(gpu_bundle: Path) 
     for row in rows:
         if (row["variant_id"], row["phase"], row["run_index"]) == ("b4", "warm", 3):
             row["elapsed_seconds"] = 9.0  # 32× the fastest warm run (0.28 s)
-    fig = report.elapsed_figure(rows)
+    fig = figures.elapsed_figure(rows)
     warm = [ax for ax in fig.axes if ax.get_title() == "warm"][0]
     assert warm.get_yscale() == "log" and "log scale" in warm.get_ylabel()
     assert [ax.get_yscale() for ax in fig.axes if ax.get_title() != "warm"] == ["linear"] * 2
@@ -172,14 +173,14 @@ def test_memory_side_by_side_and_cpu_sentence(gpu_bundle: Path, cpu_bundle: Path
     table = report.memory_table(gpu_rows)
     b4 = table.loc[(b4_warm.bundle, "b4", "warm")]
     assert b4["peak allocated, MiB: median (min–max)"] == "120.0 (100.0–140.0)"
-    fig = report.memory_figure(gpu_rows)
+    fig = figures.memory_figure(gpu_rows)
     for ax in fig.axes:  # R3.9: every bar starts at zero, four readings side by side
         bars = [p for container in ax.containers for p in getattr(container, "patches", [])]
         assert len(bars) == 4 * 3 and all(bar.get_y() == 0 for bar in bars)
         assert len({round(bar.get_x(), 6) for bar in bars}) == len(bars)
     assert "not covered" in report.memory_note(gpu_rows)
     cpu_rows = report.summary_of(report.load_bundles([cpu_bundle]))
-    assert report.memory_figure(cpu_rows) is None and report.memory_table(cpu_rows) is None
+    assert figures.memory_figure(cpu_rows) is None and report.memory_table(cpu_rows) is None
     assert "memory was not recorded" in report.memory_note(cpu_rows)
 
 
@@ -291,7 +292,7 @@ def test_header_only_csv_gives_an_empty_report_not_an_error(cpu_bundle: Path) ->
     bundles = report.load_bundles([cpu_bundle])
     rows = report.summary_of(bundles)
     assert "no row in resultats-bruts.csv yet" in report.title_markdown(bundles)
-    assert report.elapsed_figure(rows) is None and report.memory_figure(rows) is None
+    assert figures.elapsed_figure(rows) is None and figures.memory_figure(rows) is None
     assert report.summary_table(rows).empty and report.acceptance_table(rows).empty
     assert report.failures_table(rows).startswith("No failed observation")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from matplotlib.collections import PathCollection
 
+from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
 from gpubench_nb.report.conditions import RunConditions, run_conditions
 from gpubench_nb.report.conditions import conditions_check as check_of
@@ -101,7 +102,7 @@ def test_outlier_marks_are_the_same_runs_on_every_screen() -> None:
     """The throughput plot rings the run whose TIME is an outlier (the slowest, 918 ms: the
     fewest texts/s), never the fastest runs; the tables name the same run."""
     summary = summarise(_rows("b1", QUIET_B1, None) + _rows("b32", B32, None))
-    elapsed, throughput = report.elapsed_figure(summary), report.throughput_figure(summary)
+    elapsed, throughput = figures.elapsed_figure(summary), figures.throughput_figure(summary)
     assert _marked(elapsed, "warm") == _marked(throughput, "warm") != []
     ax = next(a for a in throughput.axes if a.get_title() == "warm")
     assert [t.get_text() for t in ax.texts] == ["run 4"]
@@ -119,7 +120,7 @@ def test_outlier_marks_are_the_same_runs_on_every_screen() -> None:
 
 def test_several_outliers_of_one_variant_share_one_label() -> None:
     runs = (0.50, 0.50, 0.51, 0.50, 0.49, 0.50, 3.0, 4.0)
-    fig = report.elapsed_figure(summarise(_rows("b1", runs, None)))
+    fig = figures.elapsed_figure(summarise(_rows("b1", runs, None)))
     ax = next(a for a in fig.axes if a.get_title() == "warm")
     assert [t.get_text() for t in ax.texts] == ["runs 7, 8"]  # not two labels on each other
 

@@ -1,5 +1,5 @@
 """The verdict's p beyond the exact test's reach: hundreds of runs, ties, non-finite times,
-any order (report/mannwhitney.py follows scipy's method="auto")."""
+any order (report/verdict.py follows scipy's method="auto")."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import random
 import pytest
 
 from gpubench_nb.errors import ResultsError
-from gpubench_nb.report.mannwhitney import mannwhitney_p
-from gpubench_nb.report.verdict import compare_runs
+from gpubench_nb.report.verdict import compare_runs, mannwhitney_p
 
 scipy_stats = pytest.importorskip("scipy.stats")
 
