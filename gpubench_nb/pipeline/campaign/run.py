@@ -222,9 +222,7 @@ class _Runner:
         outcome = self.jobs.read_outcome(self.folder(target), job_id)
         if outcome is not None:
             return self._finish(target, outcome)
-        entry = self.entry(target)
-        stderr = (entry.get("logs") or {}).get("stderr")
-        self._fail(target, ended_without_result(entry["job_id"], slurm, stderr))
+        self._fail(target, ended_without_result(self.entry(target), slurm))
 
     def submit(self, target: Target, run_timeout_seconds: int) -> None:
         entry = self.entry(target)

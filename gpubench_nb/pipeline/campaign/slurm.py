@@ -11,6 +11,7 @@ import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Slurm states in which a job may still produce its result: never submit a second one then.
 LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
@@ -127,8 +128,10 @@ def log_tail(path: str | Path | None, lines: int = ERR_TAIL_LINES) -> str:
     return "\n".join(kept[-lines:])
 
 
-def ended_without_result(job_id: str, state: JobState | None, stderr_log: str | None) -> str:
-    """Why a job left no result: Slurm's state and exit code, how it ended, its .err tail."""
+def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
+    """Why the job of campaign.json's ``entry`` left no result: Slurm's state and exit code,
+    how it ended, its .err tail."""
+    job_id, stderr_log = entry["job_id"], (entry.get("logs") or {}).get("stderr")
     if state is None:  # a local job: no scheduler to ask
         head = f"job {job_id} ended without a result"
         how = "its process is gone (killed, or it crashed before writing its result)"

@@ -77,9 +77,8 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
         return (ok, None) if outcome.ok else ("failed", outcome.error)
     if alive:
         return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else "running"), None
-    stderr = (entry.get("logs") or {}).get("stderr")
     state = f"failed (Slurm: {slurm.describe()})" if slurm else "failed (ended without a result)"
-    return state, ended_without_result(entry["job_id"], slurm, stderr)
+    return state, ended_without_result(entry, slurm)
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:
