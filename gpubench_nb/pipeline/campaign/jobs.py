@@ -230,8 +230,3 @@ def job_now(folder: Path, entry: dict[str, Any]) -> tuple[Outcome | None, JobSta
         slurm = job_state(entry["job_id"])  # sacct, else scontrol / squeue (no accounting)
         return None, slurm, slurm.live
     return None, None, entry.get("executor") == "local" and process_alive(int(entry["job_id"]))
-
-
-def slurm_job(folder: Path, job_id: str) -> Any:
-    """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
-    return submitit.SlurmJob(folder=folder, job_id=job_id)

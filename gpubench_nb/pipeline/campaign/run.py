@@ -277,7 +277,7 @@ class _Runner:
         if entry["state"] not in ("submitted", "running"):
             return
         if job is None and entry.get("executor") == "slurm":  # submitted by an earlier run
-            job = self.jobs.slurm_job(self.folder(target), entry["job_id"])
+            job = self.jobs.submitit.SlurmJob(folder=self.folder(target), job_id=entry["job_id"])
         if job is None:
             return
         if entry["executor"] == "debug":
