@@ -243,6 +243,9 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
     names = [torch.cuda.get_device_name(d) for d in gpus]
     visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
     start = _activity("start", gpus)
+    nvml = load_nvml() if gpus else None
+    hip = getattr(torch.version, "hip", None)
+    driver_cuda = cuda_driver_runtime(nvml) if gpus and not hip else None
     return {
         "captured_utc": utc_now(),
         "gpu_model": " + ".join(sorted(set(names))) if names else None,
@@ -267,25 +270,12 @@ def capture_environment(device: Any = None, *, used: Any = None) -> dict[str, An
         "pid": os.getpid(),
         "slurm": slurm_allocation(),  # job, partition, nodes, CPUs/GPUs allocated (R2.4)
         "cuda_runtime_torch": torch.version.cuda,  # beside the driver's (R2.4)
-        "cuda_driver_runtime": None,
-        **_gpu_facts(gpus),
+        # R2.4 beyond the row on a GPU: the driver's CUDA runtime and the SKU details
+        "cuda_driver_runtime": None if not gpus else NOT_OBSERVABLE if hip else driver_cuda,
+        **({"gpu_details": sku_details(nvml, gpus)} if gpus else {}),
         "numerics": numeric_settings(),
         **start,
         **{key.replace("_start", "_end"): None for key in start},
-    }
-
-
-def _gpu_facts(gpus: list[Any]) -> dict[str, Any]:
-    """R2.4 beyond the row on a GPU: the driver's CUDA runtime and the SKU details."""
-    import torch
-
-    if not gpus:
-        return {}
-    nvml = load_nvml()
-    hip = getattr(torch.version, "hip", None)
-    return {
-        "cuda_driver_runtime": NOT_OBSERVABLE if hip else cuda_driver_runtime(nvml),
-        "gpu_details": sku_details(nvml, gpus),
     }
 
 
