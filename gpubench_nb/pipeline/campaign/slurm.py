@@ -116,18 +116,6 @@ def job_state(job_id: str) -> JobState:
     return JobState(UNKNOWN, detail="; ".join(whys))
 
 
-def log_tail(path: str | Path | None, lines: int = ERR_TAIL_LINES) -> str:
-    """The last ``lines`` non-empty lines of a job log (``""`` when there is none)."""
-    if not path:
-        return ""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [line.rstrip()[:400] for line in text.splitlines() if line.strip()]
-    return "\n".join(kept[-lines:])
-
-
 def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
     """Why the job of campaign.json's ``entry`` left no result: Slurm's state and exit code,
     how it ended, its .err tail."""
@@ -143,7 +131,13 @@ def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
             how = "no accounting here to say how it ended; see its log"
         else:
             how = "its own commands failed (a setup line, the python interpreter, or the job)"
-    tail = log_tail(stderr_log)
+    try:  # the last non-empty lines of the .err log
+        text = Path(stderr_log).read_text(encoding="utf-8", errors="replace") if stderr_log else ""
+    except OSError:
+        text = ""
+    tail = "\n".join(
+        [line.rstrip()[:400] for line in text.splitlines() if line.strip()][-ERR_TAIL_LINES:]
+    )
     where = f"\nits .err log ({stderr_log}) ends with:\n{textwrap.indent(tail, '    ')}"
     if not tail:
         where = f"\nits .err log ({stderr_log}) is empty or missing" if stderr_log else ""
