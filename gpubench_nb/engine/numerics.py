@@ -109,15 +109,14 @@ def module_loading(
 
 
 def numeric_settings(
-    torch_module: Any = None,
+    torch: Any = None,
     environ: Mapping[str, str] | None = None,
     *,
     getenv: Callable[[str], str | None] = _libc_getenv,
 ) -> dict:
     """What changes a number in this process, JSON-able (R2.4); call after CUDA initialises."""
-    if torch_module is None:
-        import torch as torch_module
-    torch = torch_module
+    if torch is None:
+        import torch
     env = os.environ if environ is None else environ
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
     sdpa = {
