@@ -186,28 +186,24 @@ def papermill_options() -> dict[str, Any]:
     return {"kernel_manager_class": kernel_manager_class()}
 
 
-class _DropTcpWarning(logging.Filter):
-    """Drops ipykernel's TCP-encryption notice, and only it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(TCP_WARNING)
+def _keep_but_tcp_warning(record: logging.LogRecord) -> bool:
+    """A log filter: drops ipykernel's TCP-encryption notice, and only it."""
+    return not str(record.msg).startswith(TCP_WARNING)
 
 
-class _DropShutdownInterrupt(logging.Filter):
-    """Drops the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT before each
-    shutdown logs at ERROR in the kernels gpubench-nb starts (a cell reports its own)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
+def _keep_but_shutdown_interrupt(record: logging.LogRecord) -> bool:
+    """A log filter: drops the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT
+    before each shutdown logs at ERROR in kernels gpubench-nb starts (a cell reports its own)."""
+    return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
 
 
 def launch() -> None:
     """Start an ipykernel (what ``ipykernel_launcher`` does) without the TCP notice."""
     if sys.path and sys.path[0] in ("", str(Path.cwd())):
         del sys.path[0]  # as ipykernel_launcher does; the kernel puts the cwd back itself
-    logging.getLogger("IPKernelApp").addFilter(_DropTcpWarning())
+    logging.getLogger("IPKernelApp").addFilter(_keep_but_tcp_warning)
     if os.environ.get(FAST_EXIT) == "1":  # a kernel gpubench-nb started
-        logging.getLogger("IPKernelApp").addFilter(_DropShutdownInterrupt())
+        logging.getLogger("IPKernelApp").addFilter(_keep_but_shutdown_interrupt)
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

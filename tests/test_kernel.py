@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpubench_nb.kernel import TCP_WARNING, _DropTcpWarning, install
+from gpubench_nb.kernel import TCP_WARNING, _keep_but_tcp_warning, install
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -115,30 +115,30 @@ def test_plain_papermill_with_the_installed_kernelspec_prints_no_tcp_warning(
 
 
 def test_the_filter_drops_that_one_message_only() -> None:
-    keep = _DropTcpWarning()
+    keep = _keep_but_tcp_warning
 
     def record(message: str) -> logging.LogRecord:
         return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, (), None)
 
-    assert not keep.filter(record(TCP_WARNING + ". All communication ..."))
-    assert keep.filter(record("Kernel is running out of memory"))
-    assert keep.filter(record("WARNING: something else"))
+    assert not keep(record(TCP_WARNING + ". All communication ..."))
+    assert keep(record("Kernel is running out of memory"))
+    assert keep(record("WARNING: something else"))
 
 
 def test_our_kernels_drop_the_shutdown_interrupt_line_only() -> None:
     """The SIGINT jupyter_client sends before shutdown_request made ipykernel log an ERROR
     into the bundle's kernel log now and then (issue 25): dropped, that line alone."""
-    from gpubench_nb.kernel import SHUTDOWN_INTERRUPT, _DropShutdownInterrupt
+    from gpubench_nb.kernel import SHUTDOWN_INTERRUPT, _keep_but_shutdown_interrupt
 
-    keep = _DropShutdownInterrupt()
+    keep = _keep_but_shutdown_interrupt
 
     def record(message: str) -> logging.LogRecord:
         return logging.LogRecord("IPKernelApp", logging.ERROR, __file__, 1, message, (), None)
 
-    assert not keep.filter(record(SHUTDOWN_INTERRUPT + "."))  # the shell's line
-    assert not keep.filter(record(SHUTDOWN_INTERRUPT))  # the control thread's
-    assert keep.filter(record("Exception in message handler:"))
-    assert keep.filter(record("KeyboardInterrupt caught in kernel. Something else"))
+    assert not keep(record(SHUTDOWN_INTERRUPT + "."))  # the shell's line
+    assert not keep(record(SHUTDOWN_INTERRUPT))  # the control thread's
+    assert keep(record("Exception in message handler:"))
+    assert keep(record("KeyboardInterrupt caught in kernel. Something else"))
 
 
 _IMPORTS = """

@@ -229,11 +229,8 @@ def summarise(
 ) -> dict[str, Any]:
     """The summary of the samples inside ``span`` (all without one); none there: no flag."""
     if not observable:
-        return {
-            "observable": False,
-            "reason": reason or "NVML cannot be asked for this device",
-            "flags": [],
-        }
+        why = reason or "NVML cannot be asked for this device"
+        return {"observable": False, "reason": why, "flags": []}
     kept = [s for s in samples if span is None or span[0] <= s.get("t", span[0]) <= span[1]]
     masks = [s["reasons"] for s in kept if isinstance(s.get("reasons"), int)]
     seen = sorted({name for mask in masks for name in reason_names(mask)})

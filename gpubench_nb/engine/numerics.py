@@ -109,15 +109,14 @@ def module_loading(
 
 
 def numeric_settings(
-    torch_module: Any = None,
+    torch: Any = None,
     environ: Mapping[str, str] | None = None,
     *,
     getenv: Callable[[str], str | None] = _libc_getenv,
 ) -> dict:
     """What changes a number in this process, JSON-able (R2.4); call after CUDA initialises."""
-    if torch_module is None:
-        import torch as torch_module
-    torch = torch_module
+    if torch is None:
+        import torch
     env = os.environ if environ is None else environ
     cuda, cudnn = torch.backends.cuda, torch.backends.cudnn
     sdpa = {
@@ -158,22 +157,16 @@ def numerics_note(settings: Mapping[str, Any]) -> str:
     if unknown:
         sdpa_text += f" ({'/'.join(unknown)} {NOT_OBSERVABLE})"
     env = settings.get("environment") or {}
-    env_text = " ".join(
-        f"{name}={'unset' if env.get(name) is None else env.get(name)}"
-        for name in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF")
-    )
     loading = settings.get("cuda_module_loading")
-    if isinstance(loading, Mapping):  # the effective mode, read after CUDA init
+    fresh = isinstance(loading, Mapping)  # the effective mode, read after CUDA init
+    shown = ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
+    env_text = " ".join(  # an older record: CUDA_MODULE_LOADING as the process started
+        f"{name}={'unset' if env.get(name) is None else env.get(name)}"
+        for name in shown[: 2 if fresh else 3]
+    )
+    if fresh:
         env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
-    else:  # an older record: the variable as the process started
-        cml = env.get("CUDA_MODULE_LOADING")
-        env_text += f" CUDA_MODULE_LOADING={'unset' if cml is None else cml}"
-    others = [
-        f"{name}={value}"
-        for name, value in env.items()
-        if value is not None
-        and name not in ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
-    ]
+    others = [f"{name}={v}" for name, v in env.items() if v is not None and name not in shown]
     return (
         f"numerics: fp32_matmul={settings.get('float32_matmul_precision')} "
         f"tf32 matmul/cudnn={_flag(settings.get('cuda_matmul_allow_tf32'))}/"

@@ -408,7 +408,7 @@ class SlurmAllocation(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class CpuActivity(Record):
-    """``environment.json`` ``cpu_activity_start`` / ``_end`` (engine/activity.py): typed where
+    """``environment.json`` ``cpu_activity_start`` / ``_end`` (engine/environment.py): typed where
     the report counts with it; its other keys are kept as written."""
 
     RULE = "R2.4"

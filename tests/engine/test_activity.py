@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from gpubench_nb.engine.activity import activity_text, cpu_activity
+from gpubench_nb.engine.environment import activity_text, cpu_activity
 from gpubench_nb.engine.numerics import numeric_settings, numerics_note
 
 

@@ -82,13 +82,15 @@ def test_the_reason_names_exit_code_and_err_tail_and_says_killed_only_when_it_wa
     lines.append("gpubench: setup line 2 failed with exit code 1: module load cuda/99")
     err.write_text("\n".join(lines) + "\n", encoding="utf-8")
     tools(sacct=NO_ACCOUNTING, scontrol=FAILED)
-    text = ended_without_result("7", job_state("7"), str(err))
+    text = ended_without_result({"job_id": "7", "logs": {"stderr": str(err)}}, job_state("7"))
     assert text.startswith("Slurm job 7 ended without a result: FAILED, exit code 1")
     assert "its own commands failed" in text and "killed" not in text
     assert text.endswith("    gpubench: setup line 2 failed with exit code 1: module load cuda/99")
     assert "noise 8" not in text and "noise 9" in text  # the last 12 lines
     tools(scontrol=CANCELLED)
-    cancelled = ended_without_result("8", job_state("8"), str(tmp_path / "missing.err"))
+    cancelled = ended_without_result(
+        {"job_id": "8", "logs": {"stderr": str(tmp_path / "missing.err")}}, job_state("8")
+    )
     assert "stopped from outside (scancel, pre-emption" in cancelled
     assert "is empty or missing" in cancelled
 

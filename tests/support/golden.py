@@ -42,7 +42,7 @@ def _peak_allocated(variant: str, run_index: int) -> int:
 
 
 def _machine(*, heavy: bool) -> dict:
-    """What a run.json records of the machine around the run (engine/activity.py)."""
+    """What a run.json records of the machine around the run (engine/environment.py)."""
     load = 3.1 if heavy else 0.2
     busy = [{"pid": 4242, "name": "python3", "cpu_share": 0.97}] if heavy else []
     activity = {"load_average_1min": load, "cpu_count": 2, "busy_processes": busy}

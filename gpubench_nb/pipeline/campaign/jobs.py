@@ -109,22 +109,17 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
         raise GpubenchError(f"local executor {local_executor!r} is not one of {LOCAL_EXECUTORS}")
     executor = submitit.AutoExecutor(folder=folder, cluster=local_executor)
     if local_executor == "local":
+        # the first setup line sends the shell's stderr into the job's .err log (its PID is the
+        # job id), so a failed setup line is read there, as under Slurm
+        head, _, tail = str(job_paths(folder, "@").stderr).partition("@")
+        into_log = f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
         executor.update_parameters(
             name=f"gpubench-{target.id}",
             timeout_min=target.time_limit_minutes,
             gpus_per_node=target.gpus,  # CUDA_VISIBLE_DEVICES=0..gpus-1 ("" for 0: CPU only)
-            local_setup=[_stderr_into_log(folder), *checked_setup(target.setup)]
-            if target.setup
-            else [],
+            local_setup=[into_log, *checked_setup(target.setup)] if target.setup else [],
         )
     return executor
-
-
-def _stderr_into_log(folder: Path) -> str:
-    """A local job's first setup line: the shell's stderr into the job's .err log (its PID is
-    the job id), so a failed setup line is read there, as under Slurm."""
-    head, _, tail = str(job_paths(folder, "@").stderr).partition("@")
-    return f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
 
 
 def checked_setup(lines: tuple[str, ...] | list[str]) -> list[str]:
@@ -230,8 +225,3 @@ def job_now(folder: Path, entry: dict[str, Any]) -> tuple[Outcome | None, JobSta
         slurm = job_state(entry["job_id"])  # sacct, else scontrol / squeue (no accounting)
         return None, slurm, slurm.live
     return None, None, entry.get("executor") == "local" and process_alive(int(entry["job_id"]))
-
-
-def slurm_job(folder: Path, job_id: str) -> Any:
-    """A handle on a Slurm job submitted by an earlier `campaign run` (to wait for it)."""
-    return submitit.SlurmJob(folder=folder, job_id=job_id)

@@ -82,19 +82,6 @@ def _one_runner(campaign_dir: Path) -> Iterator[None]:
         yield
 
 
-def freeze_campaign(campaign: Campaign, campaign_dir: Path) -> dict[str, Any]:
-    """Freeze the protocol once for every target, or check the frozen one (R1.1, R1.3)."""
-    frozen = frozen_dir_for(campaign_dir)
-    try:
-        prepare_bundle(campaign.experiment, frozen)
-    except ProtocolError as exc:
-        raise ProtocolError(
-            f"{exc}\nThis campaign froze its protocol in {frozen / LOCK_NAME}; every "
-            "target must run it. Restore the experiment, or declare a new campaign_id"
-        ) from None
-    return read_lock(frozen)
-
-
 def run_campaign(
     path: str | Path,
     *,
@@ -125,14 +112,22 @@ def run_campaign(
         "another --output-dir",
     )
     campaign_dir.mkdir(parents=True, exist_ok=True)
+    frozen = frozen_dir_for(campaign_dir)
     with _one_runner(campaign_dir):
-        lock = freeze_campaign(campaign, campaign_dir)
+        try:  # the protocol frozen once for every target, or the frozen one checked (R1.1, R1.3)
+            prepare_bundle(campaign.experiment, frozen)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"{exc}\nThis campaign froze its protocol in {frozen / LOCK_NAME}; every "
+                "target must run it. Restore the experiment, or declare a new campaign_id"
+            ) from None
+        lock = read_lock(frozen)
         runner = _Runner(campaign, campaign_dir, lock["sha256"], jobs, local_executor, echo)
         runner.state.update(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
             experiment=str(campaign.experiment_path),
-            lock=str(frozen_dir_for(campaign_dir) / LOCK_NAME),
+            lock=str(frozen / LOCK_NAME),
             lock_sha256=lock["sha256"],
         )
         todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
@@ -222,9 +217,7 @@ class _Runner:
         outcome = self.jobs.read_outcome(self.folder(target), job_id)
         if outcome is not None:
             return self._finish(target, outcome)
-        entry = self.entry(target)
-        stderr = (entry.get("logs") or {}).get("stderr")
-        self._fail(target, ended_without_result(entry["job_id"], slurm, stderr))
+        self._fail(target, ended_without_result(self.entry(target), slurm))
 
     def submit(self, target: Target, run_timeout_seconds: int) -> None:
         entry = self.entry(target)
@@ -279,7 +272,7 @@ class _Runner:
         if entry["state"] not in ("submitted", "running"):
             return
         if job is None and entry.get("executor") == "slurm":  # submitted by an earlier run
-            job = self.jobs.slurm_job(self.folder(target), entry["job_id"])
+            job = self.jobs.submitit.SlurmJob(folder=self.folder(target), job_id=entry["job_id"])
         if job is None:
             return
         if entry["executor"] == "debug":

@@ -11,6 +11,7 @@ import subprocess
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # Slurm states in which a job may still produce its result: never submit a second one then.
 LIVE = ("PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED")
@@ -115,20 +116,10 @@ def job_state(job_id: str) -> JobState:
     return JobState(UNKNOWN, detail="; ".join(whys))
 
 
-def log_tail(path: str | Path | None, lines: int = ERR_TAIL_LINES) -> str:
-    """The last ``lines`` non-empty lines of a job log (``""`` when there is none)."""
-    if not path:
-        return ""
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [line.rstrip()[:400] for line in text.splitlines() if line.strip()]
-    return "\n".join(kept[-lines:])
-
-
-def ended_without_result(job_id: str, state: JobState | None, stderr_log: str | None) -> str:
-    """Why a job left no result: Slurm's state and exit code, how it ended, its .err tail."""
+def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
+    """Why the job of campaign.json's ``entry`` left no result: Slurm's state and exit code,
+    how it ended, its .err tail."""
+    job_id, stderr_log = entry["job_id"], (entry.get("logs") or {}).get("stderr")
     if state is None:  # a local job: no scheduler to ask
         head = f"job {job_id} ended without a result"
         how = "its process is gone (killed, or it crashed before writing its result)"
@@ -140,7 +131,13 @@ def ended_without_result(job_id: str, state: JobState | None, stderr_log: str | 
             how = "no accounting here to say how it ended; see its log"
         else:
             how = "its own commands failed (a setup line, the python interpreter, or the job)"
-    tail = log_tail(stderr_log)
+    try:  # the last non-empty lines of the .err log
+        text = Path(stderr_log).read_text(encoding="utf-8", errors="replace") if stderr_log else ""
+    except OSError:
+        text = ""
+    tail = "\n".join(
+        [line.rstrip()[:400] for line in text.splitlines() if line.strip()][-ERR_TAIL_LINES:]
+    )
     where = f"\nits .err log ({stderr_log}) ends with:\n{textwrap.indent(tail, '    ')}"
     if not tail:
         where = f"\nits .err log ({stderr_log}) is empty or missing" if stderr_log else ""

@@ -57,11 +57,8 @@ def _opened(path: str | Path, output_dir: str | Path) -> tuple[Campaign, Path, s
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
     frozen = frozen_dir_for(campaign_dir)
-    return (
-        campaign,
-        campaign_dir,
-        read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else "",
-    )
+    sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
+    return campaign, campaign_dir, sha256
 
 
 def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, str | None]:
@@ -80,9 +77,8 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
         return (ok, None) if outcome.ok else ("failed", outcome.error)
     if alive:
         return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else "running"), None
-    stderr = (entry.get("logs") or {}).get("stderr")
     state = f"failed (Slurm: {slurm.describe()})" if slurm else "failed (ended without a result)"
-    return state, ended_without_result(entry["job_id"], slurm, stderr)
+    return state, ended_without_result(entry, slurm)
 
 
 def status_table(rows: list[dict[str, Any]]) -> str:
