@@ -100,20 +100,26 @@ class Checker:
             if value is None and "null" in spec["type"]:
                 return None
             spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
+        if "enum" in spec and value not in spec["enum"]:
+            fix = f"use one of {', '.join(map(str, spec['enum']))}"
+            self.fail(where, f"{value!r} is not allowed", fix)
         if "enum" in spec:
-            return self.choice(where, value, tuple(spec["enum"]))
+            return value
         kind = spec.get("type")
         if kind == "boolean" and not isinstance(value, bool):
             self.fail(where, f"must be true or false, got {value!r}", "write true or false")
             return False
         if kind == "integer":
             return self.integer(where, value, spec["minimum"])
+        number = not isinstance(value, bool) and isinstance(value, int | float)
         if kind == "number" and "maximum" in spec:
-            return self.fraction(where, value)
-        if kind == "number":
+            if not number or not 0 <= value <= 1:
+                self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
+                return 0.0
+            return float(value)
+        if kind == "number" and (not number or value <= spec["exclusiveMinimum"]):
             low = spec["exclusiveMinimum"]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= low:
-                self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
+            self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
         if kind == "array":
             return self.items(where, value, spec)
         if kind == "string":
@@ -134,13 +140,6 @@ class Checker:
             self.fail(where, f"duplicated values {twice}", "list each value once")
         return items
 
-    def choice(self, where: str, value: Any, allowed: tuple[Any, ...]) -> Any:
-        if value not in allowed:
-            self.fail(
-                where, f"{value!r} is not allowed", f"use one of {', '.join(map(str, allowed))}"
-            )
-        return value
-
     def integer(self, where: str, value: Any, minimum: int, fix: str | None = None) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             self.fail(
@@ -150,12 +149,6 @@ class Checker:
             )
             return minimum
         return value
-
-    def fraction(self, where: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
-            return 0.0
-        return float(value)
 
     def text(self, where: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
