@@ -16,7 +16,6 @@ ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model i
 CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
-_ID_PATTERN = re.compile(schema.ID_PATTERN)  # with fullmatch: no trailing newline
 MAX_ID_LENGTH = 100
 # The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
 # scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).
@@ -69,7 +68,7 @@ class Checker:
         """``data`` as the section ``where`` declares it: no unknown key, every required key
         present (the rule in the key's description, else R1.3)."""
         node = schema.at(self.declaration, where)
-        data = self.keys(where, data, schema.keys(node))
+        data = self.keys(where, data, tuple(node["properties"]))
         for key in node.get("required", ()):
             if key not in data:
                 rule = _RULE.search(node["properties"][key].get("description", ""))
@@ -86,7 +85,7 @@ class Checker:
 
     def fields(self, where: str, data: Mapping[str, Any], *names: str) -> dict[str, Any]:
         """:meth:`field` of each of ``names`` (default: every key the section declares)."""
-        names = names or schema.keys(schema.at(self.declaration, where))
+        names = names or tuple(schema.at(self.declaration, where)["properties"])
         return {name: self.field(f"{where}.{name}", data) for name in names}
 
     def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
@@ -124,8 +123,15 @@ class Checker:
             return self.items(where, value, spec)
         if kind == "string":
             value = self.text(where, value)
+            ids = spec.get("pattern") == schema.ID_PATTERN  # names folders: said as such
             if value and not re.fullmatch(spec.get("pattern", ".*"), value, re.DOTALL):
-                self.fail(where, f"{value!r} is not allowed", f"use {spec['description']}")
+                fix = schema.ID_FIX if ids else f"use {spec['description']}"
+                self.fail(where, f"{value!r} {schema.ID_WHY if ids else 'is not allowed'}", fix)
+            elif len(value) > (most := spec.get("maxLength", len(value))):
+                problem = (
+                    f"{len(value)} characters, longer than {most} (it names folders and files)"
+                )
+                self.fail(where, problem, f"shorten it to at most {most} characters")
         return value
 
     def items(self, where: str, value: Any, spec: Mapping[str, Any]) -> list[Any]:
@@ -158,25 +164,6 @@ class Checker:
 
     def path(self, where: str, value: Any) -> Path:
         return (self.source.parent / self.text(where, value)).resolve()
-
-
-def identifier(check: Checker, where: str, value: Any) -> str:
-    """An experiment or variant ID: a safe file name, matched whole, of bounded length."""
-    text = check.text(where, value)
-    if text and not _ID_PATTERN.fullmatch(text):
-        check.fail(
-            where,
-            f"{text!r} has characters unsafe in a folder name (or surrounding whitespace, or a "
-            "line break)",
-            "use letters, digits, '_', '.', '-', starting with a letter or digit",
-        )
-    elif len(text) > MAX_ID_LENGTH:
-        check.fail(
-            where,
-            f"{len(text)} characters, longer than {MAX_ID_LENGTH} (it names folders and files)",
-            f"shorten it to at most {MAX_ID_LENGTH} characters",
-        )
-    return text
 
 
 def seed(check: Checker, where: str, value: Any) -> int:
