@@ -12,10 +12,10 @@ from gpubench_nb.errors import ProtocolError, where_relative
 from gpubench_nb.protocol.experiment_rules import Checker, optimisation_problems
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
 from gpubench_nb.protocol.experiment_rules import repeats_reason as _repeats_reason
-from gpubench_nb.protocol.experiment_rules import seed as _seed
 from gpubench_nb.protocol.experiment_spec import (
     BUILD_OPTIONS,
     EXPERIMENT,
+    SEED,
     SETTING_DEFAULTS,
     SETTING_KEYS,
     SETTINGS,
@@ -75,7 +75,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
         source=check.source,
         experiment_id=experiment_id,
         notes=notes.strip(),
-        seed=_seed(check, "seed", top["seed"]),
+        seed=check.field("seed", top),
         corpus=_corpus(check, top["corpus"]),
         classes=classes,
         output_format=check.field("output_format", top),
@@ -230,7 +230,7 @@ def _timing(check: Checker, value: Any, seed: Any) -> TimingSpec:
     if spec["order"] == "drawn" and order_seed is None:
         order_seed = seed  # drawn in advance from the published seed (R3.4)
     if order_seed is not None:
-        order_seed = _seed(check, "timing.order_seed", order_seed)
+        order_seed = check.value("timing.order_seed", order_seed, SEED)
     reason = _repeats_reason(check, spec["repeats"], timing.get("repeats_reason"))
     return TimingSpec(**spec, order_seed=order_seed, repeats_reason=reason)
 

@@ -109,7 +109,12 @@ class Checker:
             self.fail(where, f"must be true or false, got {value!r}", "write true or false")
             return False
         if kind == "integer":
-            return self.integer(where, value, spec["minimum"])
+            number = self.integer(where, value, spec["minimum"])
+            if number > spec.get("maximum", number):  # a seed (R1.1): numpy's range
+                problem = "is too large for the generators it seeds (numpy and scikit-learn take"
+                fix = f"use a whole number from 0 to {spec['maximum']}"
+                self.fail(where, f"{number} {problem} 0 <= seed < 2**32)", fix, rule="R1.1")
+            return number
         number = not isinstance(value, bool) and isinstance(value, int | float)
         if kind == "number" and "maximum" in spec:
             if not number or not 0 <= value <= 1:
@@ -164,20 +169,6 @@ class Checker:
 
     def path(self, where: str, value: Any) -> Path:
         return (self.source.parent / self.text(where, value)).resolve()
-
-
-def seed(check: Checker, where: str, value: Any) -> int:
-    """R1.1: the published seed, in the range every generator it feeds accepts."""
-    seed = check.integer(where, value, 0)
-    if seed > MAX_SEED:
-        check.fail(
-            where,
-            f"{seed} is too large for the generators it seeds (numpy and scikit-learn take "
-            f"0 <= seed < 2**32)",
-            f"use a whole number from 0 to {MAX_SEED}",
-            rule="R1.1",
-        )
-    return seed
 
 
 def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:

@@ -1,4 +1,4 @@
-"""Identifiers are refused by the Checker from their declaration, with the folder-name words."""
+"""Identifiers and seeds are refused by the Checker from their declaration, in their own words."""
 
 from __future__ import annotations
 
@@ -50,3 +50,14 @@ def test_a_long_identifier_says_its_length_and_the_limit(tmp_path: Path) -> None
     message = _error(tmp_path, "x" * 101)
     assert "experiment_id: 101 characters, longer than 100 (it names folders and files)" in message
     assert "Fix: shorten it to at most 100 characters" in message
+
+
+def test_a_seed_beyond_numpy_names_the_range_and_r1_1(tmp_path: Path) -> None:
+    data = {**_DECLARATION, "seed": 2**32}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_experiment(path)
+    message = str(caught.value)
+    assert "R1.1:" in message and "seed: 4294967296 is too large for the generators" in message
+    assert "Fix: use a whole number from 0 to 4294967295" in message
