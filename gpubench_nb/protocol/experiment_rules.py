@@ -108,13 +108,18 @@ class Checker:
         if kind == "boolean" and not isinstance(value, bool):
             self.fail(where, f"must be true or false, got {value!r}", "write true or false")
             return False
-        if kind == "integer":
-            number = self.integer(where, value, spec["minimum"])
-            if number > spec.get("maximum", number):  # a seed (R1.1): numpy's range
-                problem = "is too large for the generators it seeds (numpy and scikit-learn take"
-                fix = f"use a whole number from 0 to {spec['maximum']}"
-                self.fail(where, f"{number} {problem} 0 <= seed < 2**32)", fix, rule="R1.1")
-            return number
+        if kind == "integer" and (type(value) is not int or value < spec["minimum"]):
+            low = spec["minimum"]
+            self.fail(
+                where,
+                f"must be an integer >= {low}, got {value!r}",
+                f"write a whole number >= {low}",
+            )
+            return low
+        if kind == "integer" and value > spec.get("maximum", value):  # a seed (R1.1)
+            problem = "is too large for the generators it seeds (numpy and scikit-learn take"
+            fix = f"use a whole number from 0 to {spec['maximum']}"
+            self.fail(where, f"{value} {problem} 0 <= seed < 2**32)", fix, rule="R1.1")
         number = not isinstance(value, bool) and isinstance(value, int | float)
         if kind == "number" and "maximum" in spec:
             if not number or not 0 <= value <= 1:
@@ -150,16 +155,6 @@ class Checker:
         if spec.get("uniqueItems") and twice:
             self.fail(where, f"duplicated values {twice}", "list each value once")
         return items
-
-    def integer(self, where: str, value: Any, minimum: int, fix: str | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(
-                where,
-                f"must be an integer >= {minimum}, got {value!r}",
-                fix or f"write a whole number >= {minimum}",
-            )
-            return minimum
-        return value
 
     def text(self, where: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
