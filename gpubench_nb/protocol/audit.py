@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import fields
@@ -29,6 +28,7 @@ from gpubench_nb.protocol.records import (
     Phase,
     read_economics,
     read_environment,
+    read_json,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows, validate_csv
@@ -219,11 +219,12 @@ def _compare_run(root: Path, key: str, row: dict[str, Any], outcome: QualityOutc
     found = []
     checks_path = layout.run_dir(root, row["variant_id"], row["phase"], row["run_index"])
     try:
-        kept = json.loads((checks_path / CHECKS_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:  # ValueError: JSON, UTF-8, numbers
-        return [f"{key}: {CHECKS_NAME} unreadable or missing ({exc.__class__.__name__}) (R1.6)"]
+        kept = read_json(checks_path / CHECKS_NAME, rule="R1.6")
+    except BundleError as exc:  # not JSON, not UTF-8, absurd numbers
+        return [f"{key}: {exc} (R1.6)"]
     if not isinstance(kept, dict):
-        return [f"{key}: {CHECKS_NAME} is a JSON {type(kept).__name__}, not an object (R1.6)"]
+        what = "missing" if kept is None else f"a JSON {type(kept).__name__}, not an object"
+        return [f"{key}: {CHECKS_NAME} is {what} (R1.6)"]
     derived = report.to_dict()
     for name in REPORTED_COLUMNS.values():
         if not _same(kept.get(name), derived.get(name)):

@@ -10,13 +10,12 @@ from typing import Any
 
 from gpubench_nb.errors import ProtocolError, where_relative
 from gpubench_nb.protocol.experiment_rules import Checker, optimisation_problems
-from gpubench_nb.protocol.experiment_rules import identifier as _identifier
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
 from gpubench_nb.protocol.experiment_rules import repeats_reason as _repeats_reason
-from gpubench_nb.protocol.experiment_rules import seed as _seed
 from gpubench_nb.protocol.experiment_spec import (
     BUILD_OPTIONS,
     EXPERIMENT,
+    SEED,
     SETTING_DEFAULTS,
     SETTING_KEYS,
     SETTINGS,
@@ -53,7 +52,7 @@ def load_experiment(path: str | Path) -> Experiment:
 
 
 def _build(check: Checker, top: dict[str, Any]) -> Experiment:
-    experiment_id = _identifier(check, "experiment_id", top["experiment_id"])
+    experiment_id = check.field("experiment_id", top)
     classes = tuple(check.field("classes", top))
     knob = check.field("knob", top)
     fixed = _fixed(check, top["fixed"], knob)
@@ -76,7 +75,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
         source=check.source,
         experiment_id=experiment_id,
         notes=notes.strip(),
-        seed=_seed(check, "seed", top["seed"]),
+        seed=check.field("seed", top),
         corpus=_corpus(check, top["corpus"]),
         classes=classes,
         output_format=check.field("output_format", top),
@@ -198,7 +197,7 @@ def _variants(check: Checker, value: Any, knob: str, fixed: dict[str, Any]) -> l
                 )
                 message = f"a variant may set only the declared knob '{knob}'"
                 check.fail(f"{where}.{key}", message, hint, rule="R2.1")
-        variant_id = _identifier(check, f"{where}.id", entry.get("id"))
+        variant_id = check.field(f"{where}.id", entry)
         if knob not in entry:
             fix = f"give this variant its value of '{knob}'"
             check.fail(f"{where}.{knob}", "missing", fix, rule="R2.1")
@@ -231,7 +230,7 @@ def _timing(check: Checker, value: Any, seed: Any) -> TimingSpec:
     if spec["order"] == "drawn" and order_seed is None:
         order_seed = seed  # drawn in advance from the published seed (R3.4)
     if order_seed is not None:
-        order_seed = _seed(check, "timing.order_seed", order_seed)
+        order_seed = check.value("timing.order_seed", order_seed, SEED)
     reason = _repeats_reason(check, spec["repeats"], timing.get("repeats_reason"))
     return TimingSpec(**spec, order_seed=order_seed, repeats_reason=reason)
 

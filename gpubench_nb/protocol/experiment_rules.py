@@ -16,7 +16,6 @@ ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model i
 CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
-_ID_PATTERN = re.compile(schema.ID_PATTERN)  # with fullmatch: no trailing newline
 MAX_ID_LENGTH = 100
 # The seed feeds numpy, scikit-learn (random_state) and torch.manual_seed: numpy and
 # scikit-learn take 0 <= seed < 2**32, the narrowest of the three (torch takes < 2**63).
@@ -69,7 +68,7 @@ class Checker:
         """``data`` as the section ``where`` declares it: no unknown key, every required key
         present (the rule in the key's description, else R1.3)."""
         node = schema.at(self.declaration, where)
-        data = self.keys(where, data, schema.keys(node))
+        data = self.keys(where, data, tuple(node["properties"]))
         for key in node.get("required", ()):
             if key not in data:
                 rule = _RULE.search(node["properties"][key].get("description", ""))
@@ -86,7 +85,7 @@ class Checker:
 
     def fields(self, where: str, data: Mapping[str, Any], *names: str) -> dict[str, Any]:
         """:meth:`field` of each of ``names`` (default: every key the section declares)."""
-        names = names or schema.keys(schema.at(self.declaration, where))
+        names = names or tuple(schema.at(self.declaration, where)["properties"])
         return {name: self.field(f"{where}.{name}", data) for name in names}
 
     def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
@@ -100,26 +99,49 @@ class Checker:
             if value is None and "null" in spec["type"]:
                 return None
             spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
+        if "enum" in spec and value not in spec["enum"]:
+            fix = f"use one of {', '.join(map(str, spec['enum']))}"
+            self.fail(where, f"{value!r} is not allowed", fix)
         if "enum" in spec:
-            return self.choice(where, value, tuple(spec["enum"]))
+            return value
         kind = spec.get("type")
         if kind == "boolean" and not isinstance(value, bool):
             self.fail(where, f"must be true or false, got {value!r}", "write true or false")
             return False
-        if kind == "integer":
-            return self.integer(where, value, spec["minimum"])
+        if kind == "integer" and (type(value) is not int or value < spec["minimum"]):
+            low = spec["minimum"]
+            self.fail(
+                where,
+                f"must be an integer >= {low}, got {value!r}",
+                f"write a whole number >= {low}",
+            )
+            return low
+        if kind == "integer" and value > spec.get("maximum", value):  # a seed (R1.1)
+            problem = "is too large for the generators it seeds (numpy and scikit-learn take"
+            fix = f"use a whole number from 0 to {spec['maximum']}"
+            self.fail(where, f"{value} {problem} 0 <= seed < 2**32)", fix, rule="R1.1")
+        number = not isinstance(value, bool) and isinstance(value, int | float)
         if kind == "number" and "maximum" in spec:
-            return self.fraction(where, value)
-        if kind == "number":
+            if not number or not 0 <= value <= 1:
+                self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
+                return 0.0
+            return float(value)
+        if kind == "number" and (not number or value <= spec["exclusiveMinimum"]):
             low = spec["exclusiveMinimum"]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= low:
-                self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
+            self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
         if kind == "array":
             return self.items(where, value, spec)
         if kind == "string":
             value = self.text(where, value)
+            ids = spec.get("pattern") == schema.ID_PATTERN  # names folders: said as such
             if value and not re.fullmatch(spec.get("pattern", ".*"), value, re.DOTALL):
-                self.fail(where, f"{value!r} is not allowed", f"use {spec['description']}")
+                fix = schema.ID_FIX if ids else f"use {spec['description']}"
+                self.fail(where, f"{value!r} {schema.ID_WHY if ids else 'is not allowed'}", fix)
+            elif len(value) > (most := spec.get("maxLength", len(value))):
+                problem = (
+                    f"{len(value)} characters, longer than {most} (it names folders and files)"
+                )
+                self.fail(where, problem, f"shorten it to at most {most} characters")
         return value
 
     def items(self, where: str, value: Any, spec: Mapping[str, Any]) -> list[Any]:
@@ -134,29 +156,6 @@ class Checker:
             self.fail(where, f"duplicated values {twice}", "list each value once")
         return items
 
-    def choice(self, where: str, value: Any, allowed: tuple[Any, ...]) -> Any:
-        if value not in allowed:
-            self.fail(
-                where, f"{value!r} is not allowed", f"use one of {', '.join(map(str, allowed))}"
-            )
-        return value
-
-    def integer(self, where: str, value: Any, minimum: int, fix: str | None = None) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            self.fail(
-                where,
-                f"must be an integer >= {minimum}, got {value!r}",
-                fix or f"write a whole number >= {minimum}",
-            )
-            return minimum
-        return value
-
-    def fraction(self, where: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-            self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
-            return 0.0
-        return float(value)
-
     def text(self, where: str, value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
             self.fail(where, f"must be a non-empty string, got {value!r}", "write a value")
@@ -165,39 +164,6 @@ class Checker:
 
     def path(self, where: str, value: Any) -> Path:
         return (self.source.parent / self.text(where, value)).resolve()
-
-
-def identifier(check: Checker, where: str, value: Any) -> str:
-    """An experiment or variant ID: a safe file name, matched whole, of bounded length."""
-    text = check.text(where, value)
-    if text and not _ID_PATTERN.fullmatch(text):
-        check.fail(
-            where,
-            f"{text!r} has characters unsafe in a folder name (or surrounding whitespace, or a "
-            "line break)",
-            "use letters, digits, '_', '.', '-', starting with a letter or digit",
-        )
-    elif len(text) > MAX_ID_LENGTH:
-        check.fail(
-            where,
-            f"{len(text)} characters, longer than {MAX_ID_LENGTH} (it names folders and files)",
-            f"shorten it to at most {MAX_ID_LENGTH} characters",
-        )
-    return text
-
-
-def seed(check: Checker, where: str, value: Any) -> int:
-    """R1.1: the published seed, in the range every generator it feeds accepts."""
-    seed = check.integer(where, value, 0)
-    if seed > MAX_SEED:
-        check.fail(
-            where,
-            f"{seed} is too large for the generators it seeds (numpy and scikit-learn take "
-            f"0 <= seed < 2**32)",
-            f"use a whole number from 0 to {MAX_SEED}",
-            rule="R1.1",
-        )
-    return seed
 
 
 def repeats_reason(check: Checker, repeats: int, value: Any) -> str | None:

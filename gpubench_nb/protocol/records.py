@@ -300,8 +300,9 @@ class Record:
         """(name, key, annotation, declaration, required) of each field read from the file."""
         hints = typing.get_type_hints(cls)
         fields = [f for f in dataclasses.fields(cls) if "code" not in f.metadata]
+        needed = {f.name for f in fields if f.default is f.default_factory is dataclasses.MISSING}
         return [
-            (f.name, f.metadata.get("at", f.name), hints[f.name], f.metadata, _required(f))
+            (f.name, f.metadata.get("at", f.name), hints[f.name], f.metadata, f.name in needed)
             for f in fields
         ]
 
@@ -348,10 +349,6 @@ class Record:
             if self.data is None or f.name in out or value != f.default:
                 out[f.name] = _plain(value)
         return out
-
-
-def _required(f: dataclasses.Field) -> bool:
-    return f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
 
 
 def _upgraded(name: str, where: _Where, data: dict[str, Any]) -> dict[str, Any]:
@@ -535,12 +532,10 @@ write_run = RunRecord.write  # the one writer of run.json (10_measure), validate
 
 # -- environment.json --------------------------------------------------------------------------
 
-EMPTY_ENVIRONMENT = EnvironmentRecord.from_dict({})
-
 
 def read_environment(bundle_dir: Path | str) -> EnvironmentRecord:
     """The bundle's environment.json, or an empty record when it has none."""
-    return EnvironmentRecord.read(bundle_dir) or EMPTY_ENVIRONMENT
+    return EnvironmentRecord.read(bundle_dir) or EnvironmentRecord.from_dict({})
 
 
 write_environment = EnvironmentRecord.write  # the one writer (00_environment)

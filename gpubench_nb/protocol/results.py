@@ -17,7 +17,7 @@ from typing import Any
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
 from gpubench_nb.protocol.problems import Problems, failure_kind
-from gpubench_nb.protocol.results_schema import COLUMNS, TYPE_OF_COLUMN, check_row, duplicate_runs
+from gpubench_nb.protocol.results_schema import COLUMNS, TYPE_OF_COLUMN, check_row
 
 HEADER = ",".join(COLUMNS) + "\n"
 MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all
@@ -95,14 +95,20 @@ def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def _row_rules(problems: Problems, rows: list[dict[str, Any]], where: Callable[[int], str]) -> None:
-    """The row rules (check_row, one row per run) broken by ``rows``, each under its kind;
+    """The row rules (check_row, R4.1 one row per run) broken by ``rows``, each under its kind;
     ``where(n)`` names row n."""
     for number, row in enumerate(rows, start=1):
         for column, message in check_row(row):
             kind = f"{column} {failure_kind(message)}"
             problems.add(kind, number, f"{where(number)}, column {column}: {message}")
-    for number, message in duplicate_runs(rows, where):
-        problems.add("duplicate run", number, message)
+    keys = ("experiment_id", "variant_id", "phase", "run_index")
+    seen: dict[tuple, int] = {}
+    for number, row in enumerate(rows, start=1):  # R4.1: one row per run
+        key = tuple(row.get(k) for k in keys)
+        if None not in key and (first := seen.setdefault(key, number)) != number:
+            run = dict(zip(keys, key, strict=True))
+            message = f"R4.1: a second row for run {run} (first: {where(first)}); one row per run"
+            problems.add("duplicate run", number, f"{where(number)}: {message}")
 
 
 def append_rows(path: Path, rows: Sequence[dict[str, Any]]) -> None:

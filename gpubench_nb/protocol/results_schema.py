@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from gpubench_nb.protocol.experiment_spec import METRICS, PACKAGE_DAYS, QUALITY_SLACK
@@ -130,26 +129,4 @@ def check_row(row: dict[str, Any]) -> list[tuple[str, str]]:
             bad(
                 "corpus_accepted", f"R1.5: true while quality_value {value} < threshold {threshold}"
             )
-    return errors
-
-
-def duplicate_runs(
-    rows: list[dict[str, Any]], where: Callable[[int], str]
-) -> list[tuple[int, str]]:
-    """R4.1: one row per run; ``(row number, message)`` per second row, ``where(n)`` naming
-    row n in each message."""
-    keys = ("experiment_id", "variant_id", "phase", "run_index")
-    seen: dict[tuple, int] = {}
-    errors = []
-    for number, row in enumerate(rows, start=1):
-        key = tuple(row.get(k) for k in keys)
-        if None in key:
-            continue
-        if key not in seen:
-            seen[key] = number
-            continue
-        run = dict(zip(keys, key, strict=True))
-        first = where(seen[key])
-        message = f"R4.1: a second row for run {run} (first: {first}); one row per run"
-        errors.append((number, f"{where(number)}: {message}"))
     return errors

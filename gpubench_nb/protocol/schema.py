@@ -9,7 +9,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
-ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names folders and files (experiment_rules.identifier)
+ID_PATTERN = "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # names folders and files, so refused as:
+ID_WHY = "has characters unsafe in a folder name (or surrounding whitespace, or a line break)"
+ID_FIX = "use letters, digits, '_', '.', '-', starting with a letter or digit"
 
 
 def text(doc: str, **extra: Any) -> dict[str, Any]:
@@ -45,11 +47,6 @@ def section(doc: str, properties: Mapping[str, Any], required: Any = ()) -> dict
         "required": list(required),
         "additionalProperties": False,
     }
-
-
-def keys(schema: Mapping[str, Any]) -> tuple[str, ...]:
-    """The keys a section declares, in declaration order."""
-    return tuple(schema["properties"])
 
 
 def at(schema: Mapping[str, Any], where: str) -> dict[str, Any]:

@@ -40,6 +40,6 @@ def test_a_file_missing_from_every_run_is_one_manifest_problem(
 def test_a_failure_in_every_run_is_said_once_with_the_runs(bundle: Path) -> None:
     layout.write_manifest(bundle)  # resealed: the manifest no longer stands in the way
     (problem,) = check_bundle(bundle)
-    assert problem.startswith("b1/cold-1: checks.json unreadable or missing (FileNotFoundError)")
+    assert problem.startswith("b1/cold-1: checks.json is missing (R1.6)")
     assert "(R1.6)" in problem
     assert problem.endswith(f"; the same in 4 runs (runs {', '.join(RUNS)})")

@@ -102,7 +102,7 @@ CASES = {
     ),
     "checks.json huge number": (
         lambda b: next(b.glob("runs/*/*/checks.json")).write_text('{"x": ' + "9" * 5000 + "}"),
-        "checks.json unreadable",
+        "checks.json: unreadable JSON",
     ),
 }
 

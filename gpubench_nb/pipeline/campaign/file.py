@@ -40,9 +40,8 @@ def _id(doc: str) -> Any:
     """An id that names a folder: the experiment identifier rule (R1.3)."""
     return key(
         schema.text(doc, pattern=schema.ID_PATTERN, maxLength=MAX_ID_LENGTH),
-        why="has characters unsafe in a folder name (or surrounding whitespace, or a line break)",
-        fix="use letters, digits, '_', '.', '-', starting with a letter or digit, at most "
-        f"{MAX_ID_LENGTH} characters",
+        why=schema.ID_WHY,
+        fix=f"{schema.ID_FIX}, at most {MAX_ID_LENGTH} characters",
     )
 
 

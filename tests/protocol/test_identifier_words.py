@@ -1,0 +1,63 @@
+"""Identifiers and seeds are refused by the Checker from their declaration, in their own words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.experiment import load_experiment
+
+_DECLARATION = {
+    "experiment_id": "t1",
+    "seed": 7,
+    "corpus": {"path": "eval.jsonl"},
+    "classes": ["a", "b"],
+    "quality": {
+        "metric": "macro_f1",
+        "threshold": 0.5,
+        "tolerance": 0.02,
+        "reference_variant": "b1",
+    },
+    "model": {"backend": "bow", "path": "model"},
+    "tokenizer": {"path": "model"},
+    "fixed": {"precision": "fp32", "context": 64},
+    "knob": "batch",
+    "variants": [{"id": "b1", "batch": 1}, {"id": "b4", "batch": 4}],
+    "timing": {"scope": "processing", "warmup_iterations": 1},
+}
+
+
+def _error(tmp_path: Path, experiment_id: str, variant_id: str = "b4") -> str:
+    data = {**_DECLARATION, "experiment_id": experiment_id}
+    data["variants"] = [{"id": "b1", "batch": 1}, {"id": variant_id, "batch": 4}]
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_experiment(path)
+    return str(caught.value)
+
+
+def test_an_unsafe_identifier_names_the_rule_for_folder_names(tmp_path: Path) -> None:
+    message = _error(tmp_path, "t1", variant_id="b/4")
+    assert "variants[1].id: 'b/4' has characters unsafe in a folder name" in message
+    assert "Fix: use letters, digits, '_', '.', '-', starting with a letter or digit" in message
+
+
+def test_a_long_identifier_says_its_length_and_the_limit(tmp_path: Path) -> None:
+    message = _error(tmp_path, "x" * 101)
+    assert "experiment_id: 101 characters, longer than 100 (it names folders and files)" in message
+    assert "Fix: shorten it to at most 100 characters" in message
+
+
+def test_a_seed_beyond_numpy_names_the_range_and_r1_1(tmp_path: Path) -> None:
+    data = {**_DECLARATION, "seed": 2**32}
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_experiment(path)
+    message = str(caught.value)
+    assert "R1.1:" in message and "seed: 4294967296 is too large for the generators" in message
+    assert "Fix: use a whole number from 0 to 4294967295" in message
