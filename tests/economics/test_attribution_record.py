@@ -6,16 +6,10 @@ from __future__ import annotations
 import pytest
 
 from gpubench_nb.economics.attribution import Attribution, Hardware, attribute
-from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import BundleError
+from tests.support.ledger import make_offer
 
-B200 = Offer(
-    id="b200",
-    provider="test",
-    gpu_model="NVIDIA B200 180GB",
-    gpus_per_lot=2,
-    package_price_usd_minor={3: 1, 7: 2, 30: 3},
-)
+B200 = make_offer("b200", "NVIDIA B200 180GB", 2, (1, 2, 3))
 
 
 def test_an_attribution_reads_back_as_it_was_written() -> None:

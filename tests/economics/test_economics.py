@@ -36,6 +36,7 @@ from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.protocol.records import FORMAT_VERSION
 from gpubench_nb.protocol.results import COLUMNS
+from tests.support.ledger import H100, make_offer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,20 +54,7 @@ offers:
     gpus_per_lot: 2
     package_price_usd_minor: {3: 90000, 7: 198765, 30: 780000}
 """
-H100 = Offer(
-    id="h100-test",
-    provider="test",
-    gpu_model="NVIDIA H100 80GB",
-    gpus_per_lot=1,
-    package_price_usd_minor={3: 30000, 7: 65000, 30: 250000},
-)
-B200 = Offer(
-    id="b200-test",
-    provider="test",
-    gpu_model="NVIDIA B200",
-    gpus_per_lot=2,
-    package_price_usd_minor={3: 90000, 7: 198765, 30: 780000},
-)
+B200 = make_offer("b200-test", "NVIDIA B200", 2, (90000, 198765, 780000))
 
 
 @dataclass(frozen=True)

@@ -10,21 +10,15 @@ import pytest
 
 from gpubench_nb.cli import main as cli_main
 from gpubench_nb.economics.ledger import build_ledger
-from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.pipeline.classify import CLASSIFY_NOTE, classify
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.results import read_rows, validate_csv
 from tests.support.experiments import write_yaml
+from tests.support.ledger import make_offer
 
-H100 = Offer(
-    id="h100-test",
-    provider="test",
-    gpu_model="NVIDIA H100 80GB",
-    gpus_per_lot=1,
-    package_price_usd_minor={3: 300, 7: 700, 30: 3000},
-)
+H100 = make_offer("h100-test", "NVIDIA H100 80GB", 1, (300, 700, 3000))
 UUID = "GPU-11111111-0000-0000-0000-000000000000"
 
 

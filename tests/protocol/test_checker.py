@@ -9,27 +9,11 @@ import yaml
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.experiment import load_experiment
+from tests.support.experiments import declaration
 
 
 def _declaration() -> dict:
-    return {
-        "experiment_id": "t1",
-        "seed": 7,
-        "corpus": {"path": "eval.jsonl"},
-        "classes": ["a", "b"],
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.5,
-            "tolerance": 0.02,
-            "reference_variant": "b1",
-        },
-        "model": {"backend": "bow", "path": "model"},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64},
-        "knob": "batch",
-        "variants": [{"id": "b1", "batch": 1}],
-        "timing": {"scope": "processing", "warmup_iterations": 1},
-    }
+    return declaration(corpus={"train": None}, variants=[{"id": "b1", "batch": 1}])
 
 
 def _lines(tmp_path: Path, data: dict) -> list[str]:

@@ -20,27 +20,11 @@ from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.yamlio import MAX_YAML_BYTES, parse_yaml
 from gpubench_nb.report.bundles import parse_bundle_dirs
+from tests.support.experiments import declaration
 
 
 def _declaration() -> dict:
-    return {
-        "experiment_id": "t1",
-        "seed": 7,
-        "corpus": {"path": "eval.jsonl", "train": "train.jsonl"},
-        "classes": ["a", "b"],
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.5,
-            "tolerance": 0.02,
-            "reference_variant": "b1",
-        },
-        "model": {"backend": "bow", "path": "model"},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64},
-        "knob": "batch",
-        "variants": [{"id": "b1", "batch": 1}, {"id": "b4", "batch": 4}],
-        "timing": {"scope": "processing", "warmup_iterations": 1},
-    }
+    return declaration()
 
 
 def _write(tmp_path: Path, data: dict | str) -> Path:

@@ -59,6 +59,41 @@ timing: {{scope: {scope}, warmup_iterations: 2, repeats: 5, order: alternating}}
 """
 
 
+def declaration(**sections: Any) -> dict[str, Any]:
+    """A small valid bow declaration (2 classes, b1 and b4) as a fresh dict, for tests of the
+    checks; ``sections`` update it as in ``bow_experiment`` (a dict updates that section, a None
+    value drops a key, anything else replaces it)."""
+    data: dict[str, Any] = {
+        "experiment_id": "t1",
+        "seed": 7,
+        "corpus": {"path": "eval.jsonl", "train": "train.jsonl"},
+        "classes": ["a", "b"],
+        "quality": {
+            "metric": "macro_f1",
+            "threshold": 0.5,
+            "tolerance": 0.02,
+            "reference_variant": "b1",
+        },
+        "model": {"backend": "bow", "path": "model"},
+        "tokenizer": {"path": "model"},
+        "fixed": {"precision": "fp32", "context": 64},
+        "knob": "batch",
+        "variants": [{"id": "b1", "batch": 1}, {"id": "b4", "batch": 4}],
+        "timing": {"scope": "processing", "warmup_iterations": 1},
+    }
+    return _updated(data, sections)
+
+
+def _updated(data: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            merged = {**data[key], **value}
+            data[key] = {k: v for k, v in merged.items() if v is not None}
+        else:
+            data[key] = value
+    return data
+
+
 def write_yaml(root: Path, name: str, *, scope="processing", device="cpu", model="bow") -> Path:
     path = root / name
     text = YAML.format(classes=json.dumps(CLASSES), model=model, device=device, scope=scope)
@@ -128,12 +163,7 @@ def bow_experiment(
             "repeats_reason": "a test, not a measurement (CI time)",
         },
     }
-    for key, value in sections.items():
-        if isinstance(value, dict) and isinstance(declaration.get(key), dict):
-            merged = {**declaration[key], **value}
-            declaration[key] = {k: v for k, v in merged.items() if v is not None}
-        else:
-            declaration[key] = value
+    _updated(declaration, sections)
     path = folder / "experiment.yaml"
     path.write_text(yaml.safe_dump(declaration, sort_keys=False), encoding="utf-8")
     if prebuilt:

@@ -19,13 +19,21 @@ from gpubench_nb.protocol.results import COLUMNS
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
 
-H100 = Offer(
-    id="h100-test",
-    provider="test",
-    gpu_model="NVIDIA H100 80GB",
-    gpus_per_lot=1,
-    package_price_usd_minor={3: 30000, 7: 65000, 30: 250000},
-)
+
+def make_offer(
+    offer_id: str, gpu_model: str, gpus_per_lot: int, prices: tuple[int, int, int]
+) -> Offer:
+    """A test offer: its 3-, 7- and 30-day package prices in cents (R5.1)."""
+    return Offer(
+        id=offer_id,
+        provider="test",
+        gpu_model=gpu_model,
+        gpus_per_lot=gpus_per_lot,
+        package_price_usd_minor=dict(zip((3, 7, 30), prices, strict=True)),
+    )
+
+
+H100 = make_offer("h100-test", "NVIDIA H100 80GB", 1, (30000, 65000, 250000))
 OFFERS_YAML = """\
 offers:
   - id: h100-test
