@@ -251,15 +251,12 @@ def _pass_lines(result: PassResult | None) -> tuple[list[str], list[str]]:
     if result is None:
         return [], []
     telemetry = telemetry_text(result.gpu_telemetry)
-    off_label = [
+    off_label = (
         f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are "
         "outside the declared classes, written as-is (format_valid fails)"
-    ]
-    return [telemetry] if telemetry else [], [
-        *result.notes,
-        *(off_label if result.off_label_answers else []),
-        *result.memory.problems(),
-    ]
+    )
+    events = [*result.notes, *([off_label] if result.off_label_answers else [])]
+    return [telemetry] if telemetry else [], [*events, *result.memory.problems()]
 
 
 def run_notes(

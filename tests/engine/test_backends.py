@@ -691,3 +691,14 @@ def test_bow_on_cuda(bow_build, splits, eval_predictions, precision) -> None:
     print(f"\nbow {precision} on CUDA agrees with CPU fp32 on {agree} of 1000")
     assert agree >= 980
     assert torch.cuda.memory_allocated(backend.device) >= backend.describe()["weight_bytes"]
+
+
+def test_unreadable_model_metadata_names_the_file_r1_1_and_the_rebuild(tmp_path) -> None:
+    from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
+
+    (tmp_path / METADATA_FILE).write_text("{not json", encoding="utf-8")
+    with pytest.raises(BackendError) as caught:
+        read_metadata(tmp_path)
+    message = str(caught.value)
+    assert str(tmp_path / METADATA_FILE) in message and "unreadable JSON" in message
+    assert "R1.1" in message and "build-model --force" in message

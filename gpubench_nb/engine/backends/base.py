@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +13,7 @@ from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R
     BATCHINGS,
     PRECISIONS,
 )
+from gpubench_nb.protocol.records import read_json
 
 if TYPE_CHECKING:
     import torch
@@ -198,12 +198,8 @@ def read_metadata(folder: Path) -> dict[str, Any]:
             "Run `gpubench-nb build-model <experiment.yaml>` first, or fix model.path",
             rule="R1.1",
         )
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BackendError(
-            f"{path} is not valid JSON (line {exc.lineno}: {exc.msg}); rebuild with --force"
-        ) from exc
+    fix = "rebuild the folder with `gpubench-nb build-model --force <experiment.yaml>`"
+    return read_json(path, BackendError, rule="R1.1", fix=fix)
 
 
 @dataclass(frozen=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from gpubench_nb.engine.backends.base import METADATA_FILE
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_REVISION
+from gpubench_nb.protocol.records import read_json
 
 # Modules a tokenizer load may import lazily, depending on the transformers version.
 _TOKENIZER_SUPPORT = (
@@ -28,10 +28,8 @@ _COMMON_MODULES = ("safetensors.torch", "gpubench_nb.engine.backends.device_erro
 
 
 def _json(path: Path) -> dict[str, Any]:
-    try:
-        value = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    """A config file's object, or {} where it is absent or unreadable (the load then says so)."""
+    value = read_json(path, error=None)
     return value if isinstance(value, dict) else {}
 
 
