@@ -140,7 +140,7 @@ def _prepare(tmp: Path, bundle: Path | None) -> tuple[Path, Path]:
 
     experiment = copy_demo_experiment(tmp)
     exp = load_experiment(experiment)
-    target = layout.bundle_dir_for(tmp / "outputs", exp.experiment_id)
+    target = tmp / "outputs" / exp.experiment_id
     if bundle is not None:
         shutil.copytree(bundle, target)
     else:  # the real chain: build the model, 30 runs, quality, economics, report

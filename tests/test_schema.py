@@ -116,7 +116,7 @@ def test_minilm_build_values_are_checked_as_declared(tmp_path: Path) -> None:
     text = str(refused.value)
     assert "model.build.c_grid[1]: must be a number > 0, got -2" in text
     assert "model.build.train_limit: must be an integer >= 1, got True" in text
-    assert "model.build.subset: 'all' is not allowed" in text
+    assert "model.build.subset: must be one of stratified, first, got 'all'" in text
 
 
 def test_a_campaign_id_follows_the_experiment_identifier_rule(tmp_path: Path) -> None:

@@ -261,7 +261,7 @@ def run_experiment(
     if bundle_dir is not None:
         bundle_dir = Path(bundle_dir).resolve()
     else:
-        bundle_dir = layout.bundle_dir_for(Path(output_dir).resolve(), experiment.experiment_id)
+        bundle_dir = Path(output_dir).resolve() / experiment.experiment_id
     # R5.6: one writer, no bundle inside a bundle, no re-seal over changed files, pricing valid
     with guard.writing(experiment, bundle_dir, fresh=fresh):
         _, fingerprints = prepare_bundle(experiment, bundle_dir, given_lock)

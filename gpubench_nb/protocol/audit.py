@@ -192,20 +192,17 @@ _LOCK_PARTS = {  # what the audit reads of the lock; quality is rebuilt as a Qua
 
 def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
     """The lock as a JSON object with the parts the audit reads, or the reason it is not one."""
-    where = f"{LOCK_NAME}:"
     try:
-        lock = read_lock(root)
+        lock = read_lock(root)  # unreadable, not JSON, not an object: a ProtocolError
     except ProtocolError as exc:
-        return {}, f"{where} {exc}"
-    except (OSError, UnicodeDecodeError) as exc:
-        return {}, f"{where} unreadable ({exc}) (R1.3)"
+        return {}, f"{LOCK_NAME}: {exc}"
     for name, keys in _LOCK_PARTS.items():
         part: Any = lock
         for step in name.split("."):
             part = part.get(step) if isinstance(part, dict) else None
         exact = name == "declaration.quality"  # every field of QualitySpec, and no other
         if not isinstance(part, dict) or not keys <= set(part) or (exact and set(part) != keys):
-            return {}, f"{where} {name} is missing or is not an object with {sorted(keys)} (R1.3)"
+            return {}, f"{LOCK_NAME}: {name} is missing or not an object with {sorted(keys)} (R1.3)"
     return lock, None
 
 

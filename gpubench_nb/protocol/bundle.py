@@ -29,11 +29,6 @@ CHECKS_NAME = "checks.json"
 DIAGNOSIS_NAME = "diagnosis.json"  # a CUDA_LAUNCH_BLOCKING=1 rerun of a device error, not a row
 
 
-def bundle_dir_for(output_dir: Path, experiment_id: str) -> Path:
-    """``<output_dir>/<experiment_id>``: one folder per experiment."""
-    return Path(output_dir) / experiment_id
-
-
 def run_dir(bundle_dir: Path, variant_id: str, phase: str, run_index: int) -> Path:
     """``runs/<variant>/<phase>-<n>``: predictions.jsonl, checks.json and run.json of one run."""
     return Path(bundle_dir) / "runs" / variant_id / f"{phase}-{run_index}"

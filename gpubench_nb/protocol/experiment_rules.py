@@ -11,6 +11,7 @@ from typing import Any
 
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.problems import Problems, failure_kind
+from gpubench_nb.protocol.records import declared_value
 
 ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
 CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
@@ -89,8 +90,9 @@ class Checker:
         return {name: self.field(f"{where}.{name}", data) for name in names}
 
     def value(self, where: str, value: Any, spec: Mapping[str, Any]) -> Any:
-        """``value`` checked against its declaration ``spec``: the JSON Schema kinds the
-        declarations use (enum, boolean, integer, number, list, text, one of them or null)."""
+        """``value`` checked against its declaration ``spec`` as records check theirs (R1.3), a
+        problem citing the rule its description names; a refused value reads as a stand-in of
+        its kind (0, "", []), so the rules between fields still run."""
         if "anyOf" in spec:  # a word ("auto") or a value of the other declaration
             if value in [s["const"] for s in spec["anyOf"] if "const" in s]:
                 return value
@@ -99,68 +101,21 @@ class Checker:
             if value is None and "null" in spec["type"]:
                 return None
             spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
-        if "enum" in spec and value not in spec["enum"]:
-            fix = f"use one of {', '.join(map(str, spec['enum']))}"
-            self.fail(where, f"{value!r} is not allowed", fix)
-        if "enum" in spec:
-            return value
+        if spec.get("pattern") == schema.ID_PATTERN:  # names folders: said as such
+            spec = {"why": schema.ID_WHY, "fix": schema.ID_FIX, **spec}
+        rule = _RULE.search(spec.get("description", ""))
+        fix = spec.get("fix", f"see docs/REFERENCE.md ({spec.get('description', where)})")
+        got, found = declared_value(spec, value, where)
+        for _, path, problem, said in found:
+            self.fail(path, problem, said or fix, rule[0] if rule else None)
         kind = spec.get("type")
-        if kind == "boolean" and not isinstance(value, bool):
-            self.fail(where, f"must be true or false, got {value!r}", "write true or false")
-            return False
-        if kind == "integer" and (type(value) is not int or value < spec["minimum"]):
-            low = spec["minimum"]
-            self.fail(
-                where,
-                f"must be an integer >= {low}, got {value!r}",
-                f"write a whole number >= {low}",
-            )
-            return low
-        if kind == "integer" and value > spec.get("maximum", value):  # a seed (R1.1)
-            problem = "is too large for the generators it seeds (numpy and scikit-learn take"
-            fix = f"use a whole number from 0 to {spec['maximum']}"
-            self.fail(where, f"{value} {problem} 0 <= seed < 2**32)", fix, rule="R1.1")
-        number = not isinstance(value, bool) and isinstance(value, int | float)
-        if kind == "number" and "maximum" in spec:
-            if not number or not 0 <= value <= 1:
-                self.fail(where, f"must be a number between 0 and 1, got {value!r}", "e.g. 0.70")
-                return 0.0
-            return float(value)
-        if kind == "number" and (not number or value <= spec["exclusiveMinimum"]):
-            low = spec["exclusiveMinimum"]
-            self.fail(where, f"must be a number > {low}, got {value!r}", "write one")
-        if kind == "array":
-            return self.items(where, value, spec)
-        if kind == "string":
-            value = self.text(where, value)
-            ids = spec.get("pattern") == schema.ID_PATTERN  # names folders: said as such
-            if value and not re.fullmatch(spec.get("pattern", ".*"), value, re.DOTALL):
-                fix = schema.ID_FIX if ids else f"use {spec['description']}"
-                self.fail(where, f"{value!r} {schema.ID_WHY if ids else 'is not allowed'}", fix)
-            elif len(value) > (most := spec.get("maxLength", len(value))):
-                problem = (
-                    f"{len(value)} characters, longer than {most} (it names folders and files)"
-                )
-                self.fail(where, problem, f"shorten it to at most {most} characters")
-        return value
-
-    def items(self, where: str, value: Any, spec: Mapping[str, Any]) -> list[Any]:
-        least = spec.get("minItems", 0)
-        if not isinstance(value, list) or len(value) < least:
-            size = f" of at least {least}" if least else ""
-            self.fail(where, f"must be a list{size}, got {value!r}", "write [a, b, ...]")
-            return []
-        items = [self.value(f"{where}[{i}]", v, spec["items"]) for i, v in enumerate(value)]
-        twice = sorted({v for v in items if items.count(v) > 1}, key=repr)
-        if spec.get("uniqueItems") and twice:
-            self.fail(where, f"duplicated values {twice}", "list each value once")
-        return items
+        if got is not None or "enum" in spec or kind == "string" and isinstance(value, str):
+            return value if got is None else got
+        stand_in = {"integer": spec.get("minimum", 0), "number": 0.0, "boolean": False, "array": []}
+        return stand_in.get(kind, "")
 
     def text(self, where: str, value: Any) -> str:
-        if not isinstance(value, str) or not value.strip():
-            self.fail(where, f"must be a non-empty string, got {value!r}", "write a value")
-            return ""
-        return value
+        return self.value(where, value, schema.at(self.declaration, where))
 
     def path(self, where: str, value: Any) -> Path:
         return (self.source.parent / self.text(where, value)).resolve()

@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import json
 import math
+import operator
 import os
 import re
 import types
@@ -85,6 +86,9 @@ FORMAT_VERSION = 2  # 1: every record written before format_version was stamped
 _KINDS = {int: "an integer", float: "a number", str: "text", bool: "true or false", Path: "a path"}
 _ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), Path: (str,)}
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", Path: "string"}
+_HINTS = {"integer": int, "number": float, "string": str, "boolean": bool}
+_BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}  # JSON Schema's words
+_HOLDS = {">=": operator.ge, ">": operator.gt, "<=": operator.le}
 # Field metadata that is not JSON Schema: the key read ("a.b"), the rule and fix its errors
 # name, the words for a value its pattern refuses, and "code" (set by code, never read).
 _OWN = ("at", "rule", "fix", "why", "code")
@@ -117,7 +121,7 @@ class _Where:
 
     def __init__(self, file: str, rule: str, fix: str, found: list | None = None, path: str = ""):
         self.file, self.rule, self.fix, self.path = file, rule, fix, path
-        self.found: list[tuple[str, str]] = [] if found is None else found
+        self.found: list[tuple[str, str, str, str]] = [] if found is None else found
 
     def at(self, key: str, rule: str | None = None, fix: str | None = None) -> _Where:
         sep = "" if not self.path or key.startswith("[") else "."
@@ -125,10 +129,7 @@ class _Where:
         return _Where(self.file, rule or self.rule, fix or self.fix, self.found, path)
 
     def fail(self, problem: str, fix: str | None = None, rule: str | None = None) -> Any:
-        at = f" key {self.path!r}:" if self.path else ""
-        self.found.append(
-            (rule or self.rule, f"{self.file}:{at} {problem}; fix: {fix or self.fix}")
-        )
+        self.found.append((rule or self.rule, self.path, problem, fix or self.fix))
         return _BAD
 
 
@@ -139,7 +140,8 @@ def _text(spec: Mapping[str, Any], value: str, where: _Where) -> Any:
     if "pattern" in spec and not re.fullmatch(spec["pattern"], value):
         return where.fail(f"{value!r} {spec.get('why', 'does not match ' + spec['pattern'])}")
     if len(value) > spec.get("maxLength", len(value)):
-        return where.fail(f"{len(value)} characters, longer than {spec['maxLength']}")
+        most = spec["maxLength"]
+        return where.fail(f"{len(value)} characters, longer than {most}", f"shorten it to {most}")
     return value
 
 
@@ -164,17 +166,24 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
     if isinstance(hint, type) and issubclass(hint, Record):
         return hint._parse(value, where)
     if origin is tuple:
-        if not isinstance(value, list) or len(value) < spec.get("minItems", 0):
-            return where.fail(f"expected a list{' (not empty)' * bool(value == [])}, got {value!r}")
+        least = spec.get("minItems", 0)
+        if not isinstance(value, list) or len(value) < least:
+            return where.fail(
+                f"expected a list{f' of at least {least}' * bool(least)}, got {value!r}"
+            )
         items = spec.get("items", {})
         got = [_value(args[0], items, v, where.at(_item(i, v))) for i, v in enumerate(value)]
+        if spec.get("uniqueItems") and (twice := {v for v in got if got.count(v) > 1} - {_BAD}):
+            where.fail(f"duplicated values {sorted(twice, key=repr)}", "list each value once")
         return tuple(None if v is _BAD else v for v in got)  # a bad item: problem recorded
     if hint in _KINDS:
-        low = spec.get("minimum")
-        if isinstance(value, bool) != (hint is bool) or not isinstance(value, _ACCEPTS[hint]):
+        bounds = [(sign, spec[k]) for k, sign in _BOUNDS.items() if k in spec]
+        typed = isinstance(value, bool) == (hint is bool) and isinstance(value, _ACCEPTS[hint])
+        if not typed and not bounds:
             return where.fail(f"expected {_KINDS[hint]}, got {value!r}")
-        if low is not None and value < low:
-            return where.fail(f"must be {_KINDS[hint]} >= {low}, got {value!r}")
+        if not typed or not all(_HOLDS[sign](value, limit) for sign, limit in bounds):
+            bound = " and ".join(f"{sign} {limit}" for sign, limit in bounds)
+            return where.fail(f"must be {_KINDS[hint]} {bound}, got {value!r}")
         if isinstance(value, str) and _text(spec, value, where) is _BAD:
             return _BAD
         return hint(value) if hint in (float, Path) else value
@@ -187,6 +196,22 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
     declared = [(k, k, within, s, k in required) for k, s in spec["properties"].items()]
     values, failed = _fields(declared, {str(k): v for k, v in value.items()}, where, closed=True)
     return _BAD if failed else values
+
+
+def declared_value(spec: Mapping[str, Any], value: Any, path: str) -> tuple[Any, list]:
+    """``value`` checked against the JSON Schema declaration ``spec`` alone, as records check
+    theirs (``experiment_rules.Checker``): the value (None when refused) and each problem as
+    (rule, key path, problem, fix) with rule and fix left empty."""
+    where = _Where("", "", "", path=path)
+    got = _value(_hint(spec), spec, value, where)
+    return None if got is _BAD else got, where.found
+
+
+def _hint(spec: Mapping[str, Any]) -> Any:
+    """The annotation a declaration stands for (the inverse of ``_schema_of``)."""
+    if spec.get("type") == "array":
+        return tuple[_hint(spec.get("items", {}))]  # type: ignore[misc]
+    return _HINTS.get(spec.get("type"), Any)
 
 
 def _item(index: int, value: Any) -> str:
@@ -283,8 +308,12 @@ class Record:
             data = _upgraded(cls.NAME, at, data)
         record = cls._parse(data, at)
         if at.found:
-            (rule, first), *more = at.found
-            raise cls.ERROR(first + "".join(f"\n{r}: {m}" for r, m in more), rule=rule)
+            rule = at.found[0][0]
+            said = (
+                f"{r}: {at.file}:{f' key {k!r}:' * bool(k)} {m}; fix: {f}"
+                for r, k, m, f in at.found
+            )
+            raise cls.ERROR("\n".join(said).removeprefix(f"{rule}: "), rule=rule)
         return record
 
     @classmethod
@@ -618,12 +647,6 @@ class EconomicsRecord(Record):
     def declared_offer(self) -> OfferEconomics | None:
         """The experiment's pricing.offer, or None when nothing was priced (R5.5)."""
         return next((o for o in self.offers if o.declared), None)
-
-    def offer(self, offer_id: str) -> OfferEconomics | None:
-        return next((o for o in self.offers if o.offer_id == offer_id), None)
-
-    def variant(self, variant_id: str) -> VariantEconomics | None:
-        return next((v for v in self.variants if v.variant_id == variant_id), None)
 
 
 read_economics = EconomicsRecord.read  # None when 30_economics has not run

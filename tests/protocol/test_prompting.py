@@ -75,8 +75,11 @@ def test_generate_options_are_frozen_and_noted(tmp_path) -> None:
         ({"verbalisations": {"admin": " admin"}}, r"missing \['games'"),
         ({"decision": "generate"}, r"max_new_tokens: missing for decision generate"),
         ({"stop": ["\n"]}, r"stop: does not apply to decision loglik"),
-        ({"decision": "vote"}, r"decision: 'vote' is not allowed"),
-        ({"length_normalisation": "words"}, r"length_normalisation: 'words' is not allowed"),
+        ({"decision": "vote"}, r"decision: must be one of loglik, generate, got 'vote'"),
+        (
+            {"length_normalisation": "words"},
+            r"length_normalisation: must be one of none, tokens, chars, got 'words'",
+        ),
         ({"temperature": 0.7}, r"model\.prompt\.temperature: unknown key"),
     ],
 )
