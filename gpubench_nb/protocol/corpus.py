@@ -22,9 +22,9 @@ from gpubench_nb.protocol.corpus_file import (
 )
 from gpubench_nb.protocol.ids import id_key
 from gpubench_nb.protocol.outputs import regular_input
+from gpubench_nb.protocol.problems import listed
 from gpubench_nb.protocol.splits import check_disjoint
 
-MAX_LISTED = 20  # problems listed in one error message; the count is always complete
 _IDENTITY_TAG = b"gpubench-nb corpus identity v1\n"
 
 
@@ -148,12 +148,8 @@ def load_corpus(
             kinds.insert(
                 0, "the file looks like CSV, not JSONL: if it is, write corpus.format: csv"
             )
-        more = max(0, len(kinds) - MAX_LISTED)
         raise CorpusError(
-            f"corpus {path} ({fmt}) refused, {len(problems)} problem(s): "
-            + "; ".join(kinds[:MAX_LISTED])
-            + (f"; ... and {more} more kind(s)" if more else ""),
-            rule="R1.1",
+            f"corpus {path} ({fmt}) refused, {listed(kinds, len(problems))}", rule="R1.1"
         )
     read_as = {"fmt": fmt, "id_field": id_field, "text_field": text_field}
     read_as.update(label_field=label_field, classes=classes, key=key)

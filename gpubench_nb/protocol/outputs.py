@@ -63,7 +63,6 @@ def check_output(
     instead: str,
     inputs: Iterable[Path] = (),
     folder: bool = False,
-    rule: str = "R5.6",
 ) -> Path:
     """The one guard of every output option: refuse ``out`` (exit 2) when writing it would destroy
     an input or a non-regular file, or write into a bundle (R5.6). Creates nothing; returns
@@ -75,7 +74,7 @@ def check_output(
             raise BundleError(
                 f"{option} {out} is the input {source} itself; writing it would destroy the "
                 f"input. Fix: {instead}",
-                rule=rule,
+                rule="R5.6",
             )
     kind = special_kind(out, follow=folder)  # a folder option may be reached through a link
     if kind is None and out.is_symlink() and not out.exists():
@@ -85,7 +84,7 @@ def check_output(
         raise BundleError(
             f"{option} {out} is {kind}; an output goes to {wanted} or a new path only. "
             f"Fix: {instead}",
-            rule=rule,
+            rule="R5.6",
         )
     existing = next((p for p in (out, *out.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir() and (folder or existing != out):
@@ -104,14 +103,14 @@ def check_output(
         raise BundleError(
             f"{option} {out} {where} {state} {holder}{seal}; a command never writes into a "
             f"bundle. Fix: {instead}",
-            rule=rule,
+            rule="R5.6",
         )
     for source in inputs:
         if Path(source).is_dir() and _holds(source, out):  # the folders read are bundles
             raise BundleError(
                 f"{option} {out} is inside the bundle {source} that this command reads. "
                 f"Fix: {instead}",
-                rule=rule,
+                rule="R5.6",
             )
     return out
 

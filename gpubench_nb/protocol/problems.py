@@ -7,6 +7,7 @@ import itertools
 import re
 
 SHOWN_PLACES = 6  # places (or runs of consecutive numbers) named before "..."
+MAX_LISTED = 20  # kinds said in one exception; the count is always complete
 _VALUES = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?")
 
 
@@ -14,6 +15,12 @@ def failure_kind(message: str) -> str:
     """``message`` with its values (quoted strings, numbers) blanked: two messages of one kind
     differ only in their values (``'x' is not an integer`` and ``'y' is not an integer``)."""
     return _VALUES.sub("…", message)
+
+
+def listed(kinds: list[str], count: int) -> str:
+    """``count`` problems said as ``kinds`` group them: at most MAX_LISTED, then how many more."""
+    more = f"; ... and {len(kinds) - MAX_LISTED} more kind(s)" if len(kinds) > MAX_LISTED else ""
+    return f"{count} problem(s): " + "; ".join(kinds[:MAX_LISTED]) + more
 
 
 def places_text(places: list[int] | list[str]) -> str:

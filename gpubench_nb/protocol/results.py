@@ -16,11 +16,10 @@ from typing import Any
 
 from gpubench_nb.atomic import append_text_durable, write_text_atomic
 from gpubench_nb.errors import ResultsError
-from gpubench_nb.protocol.problems import Problems, failure_kind
+from gpubench_nb.protocol.problems import Problems, failure_kind, listed
 from gpubench_nb.protocol.results_schema import COLUMNS, TYPE_OF_COLUMN, check_row
 
 HEADER = ",".join(COLUMNS) + "\n"
-MAX_LISTED = 20  # kinds of error listed in one exception; validate_csv returns them all
 _INT_TEXT = re.compile(r"-?[0-9]+")
 _FLOAT_TEXT = re.compile(r"-?[0-9]+\.[0-9]+")  # R4.2: a decimal point, no exponent
 _NEEDS_QUOTES = re.compile(r'[,"\r\n]')
@@ -90,7 +89,7 @@ def _checked_text(rows: Sequence[dict[str, Any]]) -> str:
     problems = Problems("new row")
     _row_rules(problems, list(rows), lambda i: f"new row {i}")
     if problems:
-        raise ResultsError(_join(problems.lines(), len(problems)), rule="R4")
+        raise ResultsError(listed(problems.lines(), len(problems)), rule="R4")
     return text
 
 
@@ -191,13 +190,6 @@ def _parse_cell(column: str, text: str) -> Any:
     raise ValueError(f"{text!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
 
 
-def _join(errors: list[str], count: int | None = None) -> str:
-    """``count`` errors (default: one per line of ``errors``), said as ``errors`` groups them."""
-    more = f"; ... and {len(errors) - MAX_LISTED} more" if len(errors) > MAX_LISTED else ""
-    total = len(errors) if count is None else count
-    return f"{total} error(s): " + "; ".join(errors[:MAX_LISTED]) + more
-
-
 def _header_difference(header: list[str]) -> str:
     """The first way ``header`` differs from the 38 columns (R4.1), in words."""
     for index, (got, want) in enumerate(zip(header, COLUMNS, strict=False), start=1):
@@ -287,7 +279,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
     """Typed rows of resultats-bruts.csv; raises ResultsError naming row, line and column."""
     rows, errors = _parse(Path(path))
     if errors:
-        raise ResultsError(_join(errors), rule="R4")
+        raise ResultsError(listed(errors, len(errors)), rule="R4")
     return rows
 
 
