@@ -66,10 +66,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     }
     for where, problem, fix in refused:
         check.fail(where, problem, fix, rule="R2.1")
-    notes = top.get("notes") or ""
-    if not isinstance(notes, str):
-        check.fail("notes", "must be free text", "write a string")
-        notes = str(notes)
+    notes = check.field("notes", {"notes": top.get("notes") or ""})  # null: no notes
     tokenizer = check.section("tokenizer", top["tokenizer"])
     return Experiment(
         source=check.source,

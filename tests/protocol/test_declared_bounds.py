@@ -1,0 +1,63 @@
+"""One checker of declared values for records and the experiment YAML (R1.3): bounds, list
+sizes, unique items and free text are refused with the key, the bound and the fix."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.experiment import load_experiment
+from gpubench_nb.protocol.records import Record, key
+from tests.support.experiments import declaration
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dial(Record):
+    """A dial."""
+
+    CLOSED = True
+    ERROR = ProtocolError
+    FIX = "see the dial's docs"
+    turn: int = key(schema.integer("its turn", minimum=0, maximum=3))
+    gain: float = key(schema.positive("its gain"), 1.0)
+    marks: tuple[str, ...] = key(
+        {"type": "array", "items": schema.text("a mark"), "minItems": 2, "uniqueItems": True},
+        ("a", "b"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ({"turn": 4}, "key 'turn': must be an integer >= 0 and <= 3, got 4"),
+        ({"turn": "2"}, "key 'turn': must be an integer >= 0 and <= 3, got '2'"),
+        ({"turn": 1, "gain": 0}, "key 'gain': must be a number > 0, got 0"),
+        ({"turn": 1, "marks": ["a"]}, "key 'marks': expected a list of at least 2, got ['a']"),
+        ({"turn": 1, "marks": ["a", "b", "a"]}, "key 'marks': duplicated values ['a']"),
+    ],
+)
+def test_a_record_refuses_a_value_outside_its_declaration(data: dict, said: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        Dial.from_dict(data, "dial.yaml")
+    assert f"dial.yaml: {said}" in str(caught.value)
+
+
+def test_a_record_keeps_a_value_inside_its_declaration() -> None:
+    dial = Dial.from_dict({"turn": 3, "gain": 2, "marks": ["x", "y"]}, "dial.yaml")
+    assert (dial.turn, dial.gain, dial.marks) == (3, 2.0, ("x", "y"))
+
+
+def test_experiment_notes_that_are_not_text_are_refused(tmp_path: Path) -> None:
+    data = declaration(notes=5)
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError, match=r"notes: expected text, got 5\. Fix: see docs/"):
+        load_experiment(path)
+    data["notes"] = None  # no notes at all
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    assert load_experiment(path).notes == ""
