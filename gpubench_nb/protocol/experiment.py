@@ -129,18 +129,11 @@ def _model(check: Checker, value: Any, classes: tuple[str, ...]) -> ModelSpec:
 def _build_options(check: Checker, backend: Any, build: Any) -> dict[str, Any]:
     """model.build against the declared options of ``backend`` (BUILD_OPTIONS): an unknown
     option or a wrong value is refused here, not at build time (R1.3)."""
-    if backend not in BUILD_OPTIONS:
-        return dict(build) if isinstance(build, Mapping) else {}
-    declared = BUILD_OPTIONS[backend]["properties"]
-    if not declared:
-        if build:
-            check.fail("model.build", f"{backend} takes no build options", "remove model.build")
-        return {}
-    build = check.keys("model.build", build, tuple(declared))
-    for key, value in build.items():
-        if key in declared:
-            check.value(f"model.build.{key}", value, declared[key])
-    return build
+    if backend in BUILD_OPTIONS and build and not BUILD_OPTIONS[backend]["properties"]:
+        check.fail("model.build", f"{backend} takes no build options", "remove model.build")
+    elif backend in BUILD_OPTIONS:
+        check.value("model.build", build, BUILD_OPTIONS[backend])
+    return dict(build) if isinstance(build, Mapping) else {}
 
 
 def build_options(backend: str, options: Any) -> dict[str, Any]:

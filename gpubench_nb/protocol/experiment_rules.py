@@ -3,7 +3,6 @@ experiment's fields: identifiers, seeds, repeats, formats, optimisations."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,8 +25,10 @@ _SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json"
 _RULE = re.compile(r"R\d\.\d+")  # the rule a declaration's description cites
 
 
-def _at(where: str, key: Any) -> str:
-    return f"{where}.{key}" if where else str(key)
+def _rule(spec: Mapping[str, Any]) -> str | None:
+    """The rule a declaration's description cites, if any."""
+    found = _RULE.search(spec.get("description", ""))
+    return found[0] if found else None
 
 
 class Checker:
@@ -52,31 +53,14 @@ class Checker:
         said = f"{where}: {message}. Fix: {fix}"
         self.found.add(failure_kind(f"{prefix}{said}"), where, f"{prefix}{self.source}: {said}")
 
-    def keys(self, where: str, data: Any, allowed: tuple[str, ...]) -> dict[str, Any]:
-        if not isinstance(data, Mapping):
-            self.fail(
-                where, f"must be a mapping, got {type(data).__name__}", "write key: value pairs"
-            )
-            return {}
-        for key in data:
-            if key not in allowed:
-                near = difflib.get_close_matches(str(key), allowed, n=1)
-                hint = f"did you mean '{near[0]}'?" if near else f"valid keys: {', '.join(allowed)}"
-                self.fail(_at(where, key), "unknown key", hint)
-        return dict(data)
-
     def section(self, where: str, data: Any) -> dict[str, Any]:
         """``data`` as the section ``where`` declares it: no unknown key, every required key
-        present (the rule in the key's description, else R1.3)."""
+        present (the rule in the key's description, else R1.3); :meth:`field` checks values."""
         node = schema.at(self.declaration, where)
-        data = self.keys(where, data, tuple(node["properties"]))
-        for key in node.get("required", ()):
-            if key not in data:
-                rule = _RULE.search(node["properties"][key].get("description", ""))
-                fix = "declare it before any measurement"
-                self.fail(_at(where, key), "missing", fix, rule=rule[0] if rule else "R1.3")
-                self.missing.add(_at(where, key))
-        return data
+        fix = "declare it before any measurement"
+        keys = {k: {"rule": _rule(s) or "R1.3", "fix": fix} for k, s in node["properties"].items()}
+        self.value(where, data, {**node, "properties": keys})
+        return dict(data) if isinstance(data, Mapping) else {}
 
     def field(self, where: str, data: Mapping[str, Any]) -> Any:
         """``data``'s value of the declared key ``where``, its declared default filled in,
@@ -103,11 +87,12 @@ class Checker:
             spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
         if spec.get("pattern") == schema.ID_PATTERN:  # names folders: said as such
             spec = {"why": schema.ID_WHY, "fix": schema.ID_FIX, **spec}
-        rule = _RULE.search(spec.get("description", ""))
         fix = spec.get("fix", f"see docs/REFERENCE.md ({spec.get('description', where)})")
         got, found = declared_value(spec, value, where)
-        for _, path, problem, said in found:
-            self.fail(path, problem, said or fix, rule[0] if rule else None)
+        for rule, path, problem, said in found:
+            self.fail(path, problem, said or fix, rule or _rule(spec))
+            if problem in ("missing", "must not be empty"):  # said once, not again as a value
+                self.missing.add(path)
         kind = spec.get("type")
         if got is not None or "enum" in spec or kind == "string" and isinstance(value, str):
             return value if got is None else got

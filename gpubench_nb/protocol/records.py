@@ -86,7 +86,7 @@ FORMAT_VERSION = 2  # 1: every record written before format_version was stamped
 _KINDS = {int: "an integer", float: "a number", str: "text", bool: "true or false", Path: "a path"}
 _ACCEPTS = {int: (int,), float: (int, float), str: (str,), bool: (bool,), Path: (str,)}
 _TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", Path: "string"}
-_HINTS = {"integer": int, "number": float, "string": str, "boolean": bool}
+_HINTS = {"integer": int, "number": float, "string": str, "boolean": bool, "object": Mapping}
 _BOUNDS = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<="}  # JSON Schema's words
 _HOLDS = {">=": operator.ge, ">": operator.gt, "<=": operator.le}
 # Field metadata that is not JSON Schema: the key read ("a.b"), the rule and fix its errors
@@ -193,7 +193,10 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
         return value
     within = args[1] if args else Any
     required = spec.get("required", ())
-    declared = [(k, k, within, s, k in required) for k, s in spec["properties"].items()]
+    properties = spec["properties"].items()  # Mapping[str, Any]: each key as it is declared
+    declared = [
+        (k, k, _hint(s) if within is Any else within, s, k in required) for k, s in properties
+    ]
     values, failed = _fields(declared, {str(k): v for k, v in value.items()}, where, closed=True)
     return _BAD if failed else values
 
@@ -208,10 +211,14 @@ def declared_value(spec: Mapping[str, Any], value: Any, path: str) -> tuple[Any,
 
 
 def _hint(spec: Mapping[str, Any]) -> Any:
-    """The annotation a declaration stands for (the inverse of ``_schema_of``)."""
-    if spec.get("type") == "array":
+    """The annotation a declaration stands for (the inverse of ``_schema_of``); of a value or
+    null, the value's (a null is skipped where it is allowed)."""
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        kind = next(t for t in kind if t != "null")
+    if kind == "array":
         return tuple[_hint(spec.get("items", {}))]  # type: ignore[misc]
-    return _HINTS.get(spec.get("type"), Any)
+    return _HINTS.get(kind, Any)
 
 
 def _item(index: int, value: Any) -> str:
@@ -235,7 +242,7 @@ def _fields(declared: list, data: dict, where: _Where, closed: bool) -> tuple[di
         for part in path.split("."):
             value = value.get(part) if isinstance(value, dict) else None
         at = where.at(path, spec.get("rule"), spec.get("fix"))
-        if value is None and path in data and "null" in spec.get("type", ()):
+        if value is None and path in data and spec.get("type") == ["object", "null"]:
             value = {}  # `manual:` written empty: a section of defaults
         if value is None:
             if required:
