@@ -285,7 +285,8 @@ def hook(event, args):
         if path.is_absolute() and folder in path.resolve().parents:
             opened.add(str(path.resolve()))
 sys.addaudithook(hook)
-from gpubench_nb.engine.backends import load_backend, revision_files
+from gpubench_nb.engine.backends import load_backend
+from gpubench_nb.engine.backends.registry import revision_files
 from gpubench_nb.protocol.prompting import PromptSpec
 prompt = PromptSpec(template="text : {text} section :", chat_template=True,
     verbalisations=(" games", " net"), decision="generate", length_normalisation="none",

@@ -143,15 +143,28 @@ def padded(
     return ids, mask
 
 
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token among its row's real tokens; pads get 0 (they are masked)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
 def padded_batches(
-    tokenized: Tokenized, batch: int, batching: str, pad_id: int, device: torch.device
+    tokenized: Tokenized,
+    batch: int,
+    batching: str,
+    pad_id: int,
+    device: torch.device,
+    left: bool = False,
 ) -> list[Batch]:
-    """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device."""
+    """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device;
+    ``left`` (decoders) adds ``position_ids`` from the mask: a batch answers as batch 1 (R2.1)."""
     batches = []
     for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
-        ids, mask = padded([tokenized.input_ids[i] for i in indices], pad_id)
-        tensors = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
-        batches.append(Batch(indices=indices, tensors=tensors))
+        ids, mask = padded([tokenized.input_ids[i] for i in indices], pad_id, left=left)
+        tensors = {"input_ids": ids, "attention_mask": mask}
+        if left:
+            tensors["position_ids"] = positions(mask)
+        batches.append(Batch(indices, {k: v.to(device) for k, v in tensors.items()}))
     return batches
 
 
@@ -252,7 +265,7 @@ class Backend:
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits in the model's own label order."""
-        raise NotImplementedError
+        return self.module(**tensors)
 
     def _open(self, spec: LoadSpec) -> None:
         """Set the folders, classes, device and precision, the tokenizer (read once) and both

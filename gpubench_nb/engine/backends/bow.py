@@ -211,9 +211,6 @@ class BowBackend(Backend):
             for indices in batch_order([len(row) for row in ids], batch, batching)
         ]
 
-    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.module(**tensors)
-
 
 BACKEND = BowBackend
 build_preset = build_bow

@@ -206,9 +206,6 @@ class MinilmBackend(TransformersBackend):
         self.module = minilm_module(encoder, head).to(device=device, dtype=dtype).eval()
         self._max_context = max_context(encoder.config, self.tokenizer)
 
-    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.module(**tensors)
-
 
 BACKEND = MinilmBackend
 build_preset = build_minilm

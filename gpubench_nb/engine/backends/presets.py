@@ -182,18 +182,18 @@ def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
     )
 
 
+def declaration(spec: BuildSpec, backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a build is reused on (R1.1): backend, seed, context, options and provenance."""
+    fixed = {"backend": backend, "seed": spec.seed, "context": spec.context, "options": options}
+    return {**fixed, **dict(spec.provenance or {})}
+
+
 def preset_metadata(
     spec: BuildSpec, backend: str, options: Mapping[str, Any], **facts: Any
 ) -> dict[str, Any]:
     """gpubench_model.json's data: backend, classes, the declaration built from and ``facts``."""
-    declaration = {
-        "backend": backend,
-        "seed": spec.seed,
-        "context": spec.context,
-        "options": options,
-        **dict(spec.provenance or {}),
-    }
-    return {"backend": backend, "classes": list(spec.classes), "declaration": declaration, **facts}
+    declared = declaration(spec, backend, options)
+    return {"backend": backend, "classes": list(spec.classes), "declaration": declared, **facts}
 
 
 def built_report(out_dir: Path, started: float, metadata: dict[str, Any]) -> BuildReport:

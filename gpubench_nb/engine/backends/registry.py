@@ -20,11 +20,7 @@ from gpubench_nb.engine.backends.base import (
 )
 from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import (
-    BACKENDS,
-    PRESET_BACKENDS,
-    USER_BACKENDS,
-)
+from gpubench_nb.protocol.experiment_spec import BACKENDS, PRESET_BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
 from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
 
@@ -65,8 +61,6 @@ class BackendEntry:
 
 
 REGISTRY: dict[str, BackendEntry] = {name: BackendEntry(name) for name in BACKENDS}
-PRESETS = PRESET_BACKENDS
-USER_FOLDERS = USER_BACKENDS
 
 
 def backend_entry(name: str) -> BackendEntry:
