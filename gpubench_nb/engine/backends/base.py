@@ -75,13 +75,9 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def native_bf16(device: torch.device, cuda: Any = None) -> bool:
+def native_bf16(device: torch.device, cuda: Any) -> bool:
     """Whether the selected ``device`` (not the current one) runs bf16 natively; not
     ``torch.cuda.is_bf16_supported()``, which counts slow emulation and allocates a probe tensor."""
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda
     with cuda.device(device):
         try:
             return bool(cuda.is_bf16_supported(including_emulation=False))
@@ -92,12 +88,11 @@ def native_bf16(device: torch.device, cuda: Any = None) -> bool:
 def check_precision(backend: str, device: torch.device, precision: str, cuda: Any = None) -> None:
     """Refuse, before loading, a precision the device cannot run natively; runs no model, as the
     first forward of a cold process is the timed cold pass (R3.2, R3.6)."""
-    torch_dtype(precision)
-    if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
-        if cuda is None:
-            import torch
+    import torch
 
-            cuda = torch.cuda
+    torch_dtype(precision)
+    cuda = torch.cuda if cuda is None else cuda
+    if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
         raise BackendError(
             f"backend {backend}: precision bf16 is not supported natively by "
             f"{cuda.get_device_name(device)} ({device}); declare fp16 or fp32 (a precision "

@@ -115,8 +115,8 @@ def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
     tokenizer_dir = wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(spec, opts)
-    x_train = tokenizer.tokenize(subsets.train(spec.train_texts), spec.context).input_ids
-    x_tune = tokenizer.tokenize(subsets.tune(spec.tune_texts), spec.context).input_ids
+    x_train = tokenizer.tokenize(subsets.train_texts, spec.context).input_ids
+    x_tune = tokenizer.tokenize(subsets.tune_texts, spec.context).input_ids
     shape = (tokenizer.vocab_size, opts["dim"], len(spec.classes))
     best_state, scores = _train(
         x_train, subsets.y_train, x_tune, subsets.y_tune, shape, opts, spec.seed

@@ -102,8 +102,8 @@ def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
     head = torch.nn.Linear(encoder.config.hidden_size, len(classes)).to(device)
     module = minilm_module(encoder, head)
     embed = (tokenizer, spec.context, opts["embed_batch"], device)
-    x_train = _embed(module, subsets.train(spec.train_texts), *embed)
-    x_tune = _embed(module, subsets.tune(spec.tune_texts), *embed)
+    x_train = _embed(module, subsets.train_texts, *embed)
+    x_tune = _embed(module, subsets.tune_texts, *embed)
     scores, unconverged, tune_score, chosen = _fit_head(
         x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, spec.seed
     )

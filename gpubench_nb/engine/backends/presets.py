@@ -157,29 +157,23 @@ def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Subsets:
-    """The train and tune positions a preset is built on, with their class indices."""
+    """The train and tune texts a preset is built on, with their class indices."""
 
-    keep_train: list[int]
+    train_texts: list[str]
     y_train: list[int]
-    keep_tune: list[int]
+    tune_texts: list[str]
     y_tune: list[int]
-
-    def train(self, texts: Sequence[str]) -> list[str]:
-        return [texts[i] for i in self.keep_train]
-
-    def tune(self, texts: Sequence[str]) -> list[str]:
-        return [texts[i] for i in self.keep_tune]
 
 
 def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
     """Labels as class indices (R1.3) and the subsets ``options`` asks for."""
-    y_train = encode_labels(spec.train_labels, spec.classes, "train")
-    y_tune = encode_labels(spec.tune_labels, spec.classes, "tune")
-    keep_train = select_subset(y_train, options["train_limit"], options["subset"])
-    keep_tune = select_subset(y_tune, options["tune_limit"], options["subset"])
-    return Subsets(
-        keep_train, [y_train[i] for i in keep_train], keep_tune, [y_tune[i] for i in keep_tune]
-    )
+    parts: list[list[Any]] = []
+    for split in ("train", "tune"):
+        texts, labels = getattr(spec, f"{split}_texts"), getattr(spec, f"{split}_labels")
+        y = encode_labels(labels, spec.classes, split)
+        keep = select_subset(y, options[f"{split}_limit"], options["subset"])
+        parts += [[texts[i] for i in keep], [y[i] for i in keep]]
+    return Subsets(*parts)
 
 
 def declaration(spec: BuildSpec, backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
