@@ -23,12 +23,10 @@ from gpubench_nb.engine.backends.presets import (
     BuildSpec,
     build_subsets,
     built_report,
-    copy_tokenizer,
     macro_f1,
     preset_metadata,
     staged_build,
     wordpiece_dir,
-    write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.protocol.experiment import build_options
@@ -133,11 +131,9 @@ def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
         train_count=len(x_train),
         tune_count=len(x_tune),
     )
-    with staged_build(out_dir) as staged:
+    with staged_build(out_dir, tokenizer_dir, metadata) as staged:
         weights = {k: v.contiguous() for k, v in best_state.items()}
         save_file(weights, str(staged / WEIGHTS_FILE))
-        copy_tokenizer(tokenizer_dir, staged)
-        write_metadata(staged, metadata)
     return built_report(out_dir, started, metadata)
 
 

@@ -1,6 +1,5 @@
-"""The ``causal_lm`` backend: a local causal LM prompted per text, ``loglik`` (likeliest
-verbalisation) or ``generate`` (greedy, normalised; else off-label, R1.5). Left padding with
-``position_ids``: a batch answers as batch 1 (R2.1)."""
+"""A local causal LM prompted per text: ``loglik`` (likeliest verbalisation) or ``generate``
+(greedy, normalised; else off-label, R1.5); left padded with ``position_ids`` (R2.1)."""
 
 from __future__ import annotations
 

@@ -123,12 +123,10 @@ def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
         train_count=len(subsets.y_train),
         tune_count=len(subsets.y_tune),
     )
-    with presets.staged_build(out_dir) as staged:
+    with presets.staged_build(out_dir, source, metadata) as staged:
         for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
             shutil.copyfile(source / name, staged / name)
         save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
-        presets.copy_tokenizer(source, staged)
-        presets.write_metadata(staged, metadata)
     return presets.built_report(out_dir, started, metadata)
 
 

@@ -125,13 +125,16 @@ def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> f
 
 
 @contextmanager
-def staged_build(out_dir: Path) -> Iterator[Path]:
-    """A sibling folder to build into, replacing ``out_dir`` only when the block completes."""
+def staged_build(out_dir: Path, tokenizer_dir: Path, metadata: Mapping[str, Any]) -> Iterator[Path]:
+    """A sibling folder to write the weights into; the tokenizer and metadata are added after the
+    block, and the folder replaces ``out_dir`` only when all is written."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
         yield staged
+        copy_tokenizer(tokenizer_dir, staged)
+        write_metadata(staged, metadata)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise

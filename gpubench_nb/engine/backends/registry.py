@@ -1,6 +1,5 @@
-"""The backend registry: one entry per declared ``model.backend`` name, its module (``BACKEND``,
-``model_files`` for R1.1, preset builders) imported only when asked; nothing else dispatches on the
-name (R2.1)."""
+"""One entry per declared ``model.backend`` name, its module (``BACKEND``, ``model_files`` for R1.1,
+preset builders) imported only when asked; nothing else dispatches on the name (R2.1)."""
 
 from __future__ import annotations
 
@@ -116,9 +115,10 @@ def fingerprinted_files(
 ) -> tuple[tuple[list[Path], list[Path]], tuple[str, str]]:
     """The files each revision covers (every file load_backend, and transformers under it, reads),
     and ``(model_revision, tokenizer_revision)``: their SHA-256, without loading them (R1.1)."""
+    entry = backend_entry(model.backend)
     model_dir = require_folder(model.path, "model.path")
     tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
-    files = backend_entry(model.backend).model_files(model_dir), tokenizer_files(tokenizer_dir)
+    files = entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
     return files, (sha256_files(files[0], model_dir), sha256_files(files[1], tokenizer_dir))
 
 
