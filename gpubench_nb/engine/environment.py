@@ -197,9 +197,7 @@ def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
 def gpu_uuid(index: int) -> str | None:
     """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None (R2.4, R5.3)."""
     uuid = torch_uuid(index)
-    if not uuid:
-        return None
-    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    return f"GPU-{uuid.removeprefix('GPU-')}" if uuid else None
 
 
 def cpu_model() -> str | None:

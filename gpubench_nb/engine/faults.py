@@ -182,8 +182,7 @@ class FaultPlan:
         return {f.batch: f for f in self._matching(pass_kind) if f.site == "batch" and f.batch}
 
     def load_fault(self) -> Fault | None:
-        found = [f for f in self._matching() if f.site == "load"]  # whatever the pass
-        return found[0] if found else None
+        return next((f for f in self._matching() if f.site == "load"), None)  # whatever the pass
 
     def describe(self) -> str:
         """For `notes`: the injected faults scoped to this run (any pass), or ''."""

@@ -88,14 +88,6 @@ class PassResult:
         }
 
 
-def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:
-    """R2.3: how much the context limit cut, since shortening texts changes the work done."""
-    return (
-        f"R2.3 truncation: {truncated_texts} of {total} texts cut to context {context} "
-        f"(special tokens included), {dropped_tokens} tokens dropped"
-    )
-
-
 def prediction_lines(ids: Sequence[str], labels: Sequence[str]) -> str:
     """predictions.jsonl: one ``{"id", "label"}`` per line, in corpus order (R1.2)."""
     return "".join(
