@@ -311,7 +311,8 @@ class _Pass:
         """The labels in corpus order, written to the predictions file if one is asked for."""
         labels = _labels(self.backend, batches, outputs, len(ids))
         if self.path is not None:
-            write_text_atomic(self.path, prediction_lines(ids, labels))
+            lines = prediction_lines(ids, labels)
+            write_text_atomic(self.path, lines)
         return labels
 
 

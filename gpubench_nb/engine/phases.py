@@ -204,9 +204,17 @@ def warmed_pass(
     """The declared warm-up passes (unrecorded), then the measured pass (R3.4). In the
     processing scope, tokenisation and batches are built once and reused."""
     prepared: dict[str, Any] = {}
-    args = (backend, corpus, settings, scope, predictions)
     for number in range(1, warmups + 1):
-        warm = measure_pass(*args, faults=plan, pass_kind="warmup", prepared=prepared)
+        warm = measure_pass(
+            backend,
+            corpus,
+            settings,
+            scope,
+            predictions,
+            faults=plan,
+            pass_kind="warmup",
+            prepared=prepared,
+        )
         if not warm.ok:
             predictions.unlink(missing_ok=True)
             return PassResult(
@@ -218,7 +226,9 @@ def warmed_pass(
                 notes=(f"warm-up pass {number}: {warm.notes[0]}; no measured pass was run",),
                 corpus_reread=warm.corpus_reread,
             )
-    return measure_pass(*args, faults=plan, prepared=prepared)
+    return measure_pass(
+        backend, corpus, settings, scope, predictions, faults=plan, prepared=prepared
+    )
 
 
 # Said with the cold row: the cuBLAS workspace is part of what a fresh process pays.
