@@ -52,11 +52,6 @@ class InjectedDeviceError(RuntimeError):
 _PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
 
 
-def clear_pending() -> None:
-    """Forget launched errors (tests only: a real CUDA error lasts as long as the process)."""
-    _PENDING.clear()
-
-
 def surface_pending() -> None:
     """Raise a pending ``cudaerror`` now, at a device synchronisation (sticky, as CUDA's)."""
     if _PENDING:

@@ -134,18 +134,15 @@ def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256
     dev = resolve_device(device)
     api = torch.cuda if dev.type == "cuda" else None
     rows: list[dict[str, Any]] = []
-    readers = {  # column -> the torch.cuda function that reads it
-        "allocated_bytes": "memory_allocated",
-        "reserved_bytes": "memory_reserved",
-        "max_allocated_bytes": "max_memory_allocated",
-        "max_reserved_bytes": "max_memory_reserved",
-    }
+    # the torch.cuda functions read, each in a column without "memory_": max_allocated_bytes ...
+    readers = ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved")
 
     def read(step: str, explanation: str, sync: bool = True) -> None:
         if api is not None and sync:
             api.synchronize(dev)
         row: dict[str, Any] = {"step": step, "device": str(dev), "explanation": explanation}
-        for column, reader in readers.items():
+        for reader in readers:
+            column = reader.replace("memory_", "") + "_bytes"
             row[column] = None if api is None else int(getattr(api, reader)(dev))
         rows.append(row)
 

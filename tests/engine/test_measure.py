@@ -441,12 +441,11 @@ def test_hang_never_returns() -> None:
 
 
 @pytest.fixture
-def no_pending():
-    from gpubench_nb.engine.faults import clear_pending
+def no_pending(monkeypatch):
+    """A real CUDA error lasts as long as the process; each test starts with none launched."""
+    from gpubench_nb.engine import faults
 
-    clear_pending()
-    yield
-    clear_pending()
+    monkeypatch.setattr(faults, "_PENDING", [])
 
 
 def test_async_cuda_error_is_located_at_the_synchronisation_not_at_batch_n(
