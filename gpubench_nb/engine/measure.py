@@ -185,7 +185,7 @@ def measure_pass(
         error=None,
         predictions_path=path,
         item_count=len(ids),
-        tokens_processed=backend.tokens_processed(run.tokenized)  # where the backend counts them
+        tokens_processed=backend.tokens_processed(run.tokenized)
         if hasattr(backend, "tokens_processed")
         else None,
         off_label_answers=sum(1 for label in labels if label not in backend.classes)
