@@ -34,7 +34,7 @@ from gpubench_nb.engine.backends.presets import (
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError, ProtocolError
 from gpubench_nb.protocol import corpus
-from gpubench_nb.protocol import splits as splits_module
+from gpubench_nb.protocol import corpus as corpus_module
 from gpubench_nb.protocol.fingerprint import sha256_file, sha256_files
 from tests.support.models import tiny_bert_folder
 
@@ -590,7 +590,7 @@ def small_exp(splits, tmp_path, monkeypatch):
         for name, (t, y) in splits.items()
     }
     monkeypatch.setattr(corpus, "load_experiment_corpus", lambda exp, split: corpora[split])
-    monkeypatch.setattr(splits_module, "check_disjoint", lambda eval, others: None)
+    monkeypatch.setattr(corpus_module, "check_disjoint", lambda eval, others: None)
     return SimpleNamespace(
         model=SimpleNamespace(backend="bow", path=tmp_path / "models" / "bow", build=SMALL_BOW),
         tokenizer=SimpleNamespace(path=tmp_path / "models" / "bow"),

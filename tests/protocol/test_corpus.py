@@ -19,12 +19,13 @@ from gpubench_nb.errors import CorpusError
 from gpubench_nb.protocol.corpus import (
     Corpus,
     CorpusItem,
+    check_disjoint,
     load_corpus,
     load_experiment_corpus,
     make_corpus,
+    normalise_text,
     write_expected_ids,
 )
-from gpubench_nb.protocol.splits import check_disjoint, normalise_text
 
 CLASSES = ("admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web")
 ITEMS = [

@@ -16,10 +16,9 @@ import pytest
 
 from gpubench_nb.errors import CorpusError
 from gpubench_nb.protocol.acceptance import check_predictions
-from gpubench_nb.protocol.corpus import load_corpus
+from gpubench_nb.protocol.corpus import check_disjoint, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
 from gpubench_nb.protocol.ids import id_problem
-from gpubench_nb.protocol.splits import check_disjoint
 
 CLASSES = ("a", "b")
 QUALITY = QualitySpec(metric="accuracy", threshold=0.5, tolerance=0.1, reference_variant="b1")

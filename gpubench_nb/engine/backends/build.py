@@ -21,8 +21,7 @@ DEFAULT_CONTEXT = 128
 def build_model(exp: Any, *, force: bool = False) -> Path:
     """Build the preset declared by ``exp`` at ``exp.model.path``; a folder built from the same
     declaration is reused, another replaced only with ``force`` (R1.1)."""
-    from gpubench_nb.protocol.corpus import load_experiment_corpus
-    from gpubench_nb.protocol.splits import check_disjoint
+    from gpubench_nb.protocol.corpus import check_disjoint, load_experiment_corpus
 
     backend = exp.model.backend
     entry = backend_entry(backend)
