@@ -105,8 +105,8 @@ def check_output(
             f"bundle. Fix: {instead}",
             rule="R5.6",
         )
-    for source in inputs:
-        if Path(source).is_dir() and _holds(source, out):  # the folders read are bundles
+    for source in inputs:  # the folders read are bundles
+        if Path(source).is_dir() and out.resolve().is_relative_to(Path(source).resolve()):
             raise BundleError(
                 f"{option} {out} is inside the bundle {source} that this command reads. "
                 f"Fix: {instead}",
@@ -115,32 +115,17 @@ def check_output(
     return out
 
 
-def _holds(folder: Path, path: Path) -> bool:
-    """True when ``path`` is ``folder`` or lies inside it (after resolving links)."""
-    try:
-        return Path(path).resolve().is_relative_to(Path(folder).resolve())
-    except OSError:
-        return False
-
-
 def check_output_folder(
     folder: Path, *, option: str, inputs: Iterable[Path] = (), instead: str | None = None
 ) -> Path:
-    """:func:`check_output` for a folder a command creates bundles in (``--output-dir``)."""
-    folder = Path(folder)
-    suggestion = _outside_bundles(folder.resolve())
-    while suggestion.exists() and not suggestion.is_dir():  # a file given for a folder
-        suggestion = suggestion.parent
+    """:func:`check_output` for a folder a command creates bundles in (``--output-dir``); the fix
+    names the nearest folder above it that no bundle holds."""
+    nearest = Path(folder).resolve()
+    while holder := sealed_bundle_holding(nearest / "x") or bundle_holding(nearest):
+        nearest = holder.parent
+    while nearest.exists() and not nearest.is_dir():  # a file given for a folder
+        nearest = nearest.parent
     fix = instead or (
-        f"give a folder outside every bundle (it is created when missing), e.g. {suggestion}"
+        f"give a folder outside every bundle (it is created when missing), e.g. {nearest}"
     )
-    return check_output(folder, option=option, inputs=inputs, instead=fix, folder=True)
-
-
-def _outside_bundles(folder: Path) -> Path:
-    """The nearest folder above ``folder`` that no bundle holds (where to write instead)."""
-    holder = sealed_bundle_holding(Path(folder) / "x") or bundle_holding(folder)
-    while holder is not None:
-        folder = holder.parent
-        holder = sealed_bundle_holding(folder / "x") or bundle_holding(folder)
-    return folder
+    return check_output(Path(folder), option=option, inputs=inputs, instead=fix, folder=True)

@@ -187,7 +187,7 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
         if isinstance(value, str) and _text(spec, value, where) is _BAD:
             return _BAD
         return hint(value) if hint in (float, Path) else value
-    if not isinstance(value, dict):  # Mapping[...]: kept as written, its declared keys checked
+    if not isinstance(value, Mapping):  # Mapping[...]: kept as written, its declared keys checked
         return where.fail(f"expected an object, got {value!r}")
     if "properties" not in spec:
         return value

@@ -92,3 +92,12 @@ def test_a_section_that_is_not_a_mapping_and_build_options_are_refused(tmp_path:
     assert "model.build.dim: must be an integer >= 1, got 0" in said
     assert "model.build.subset: must be one of stratified, first, got 'all'" in said
     assert "model.build.dimm: unknown key. Fix: did you mean 'dim'?" in said
+
+
+def test_the_build_options_of_a_loaded_experiment_are_checked_again_as_given() -> None:
+    from types import MappingProxyType
+
+    from gpubench_nb.protocol.experiment import build_options
+
+    frozen = MappingProxyType({"dim": 8, "max_epochs": 1})  # as ModelSpec.build holds them
+    assert build_options("bow", frozen)["dim"] == 8
