@@ -16,8 +16,10 @@ from gpubench_nb.atomic import write_text_atomic
 from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
-from gpubench_nb.protocol.bundle import REPORT_NAME
+from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
+from gpubench_nb.protocol.outputs import check_output_file
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.bundles import (  # the notebook reads every function from here
     Bundle,
     comparability_problems,
@@ -454,3 +456,28 @@ def render_report(
     )
     write_text_atomic(out_html, html)
     return out_html
+
+
+def render_comparison(
+    bundle_dirs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    allow_mismatch: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
+) -> Path:
+    """`gpubench-nb report`: 90_report over ``bundle_dirs`` into ``out`` (default: beside the first
+    bundle), refused before any kernel by the output guard or a bundle being written (R5.6)."""
+    bundles = [Path(b) for b in bundle_dirs]
+    default = comparison_report_path(bundles)
+    html = Path(out) if out else default
+    ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
+    check_output_file(
+        html,
+        option="--out",
+        inputs=[*bundles, *ledgers],
+        instead=f"use the default {default} (a bundle's own report.html is written by "
+        "`gpubench-nb run`)",
+    )
+    for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
+        refuse_if_written(bundle)
+    return render_report(bundles, html, allow_mismatch=allow_mismatch, ledger=ledger)
