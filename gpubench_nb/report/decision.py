@@ -124,29 +124,26 @@ def _cost(bundle: Bundle, variant: str, accepted: bool | None) -> dict[str, Any]
     offer = bundle.economics.declared_offer if bundle.economics is not None else None
     if offer is None:
         return {"cost_note": "no package declared (no pricing section)"}
+    owner, cell = bundle.attribution(offer), offer.cell(variant)
     out: dict[str, Any] = {
         "offer_id": offer.offer_id,
         "package": f"{offer.days} days × {offer.lots} lot(s)",
         "package_total_usd_minor": offer.package_total_usd_minor,
         "placeholder": bool(offer.placeholder),
+        "lot_note": owner.lot_note,  # None unless the offer is attributable (R2.5)
     }
-    owner = bundle.attribution(offer)
-    cell = offer.cell(variant)
     if accepted is not True:
-        return {**out, "cost_note": "not accepted: no accepted corpus, no cost (R5.7)",
-                "lot_note": owner.lot_note}  # fmt: skip
+        return {**out, "cost_note": "not accepted: no accepted corpus, no cost (R5.7)"}
     if not owner.attributable:
         return {**out, "cost_note": owner.reason}
     if cell is None or cell.cost_per_accepted_usd_minor is None:
         why = (cell.reason if cell else None) or "economics.json records no cost for it"
-        return {**out, "cost_note": why, "lot_note": owner.lot_note}
-    return {**out, "cost_per_accepted_usd_minor": cell.cost_per_accepted_usd_minor,
-            "lot_note": owner.lot_note}  # fmt: skip
+        return {**out, "cost_note": why}
+    return {**out, "cost_per_accepted_usd_minor": cell.cost_per_accepted_usd_minor}
 
 
-def bundle_options(bundle: Bundle, summary: Summary | None = None) -> list[Option]:
+def bundle_options(bundle: Bundle, summary: Summary) -> list[Option]:
     """The options of one bundle, variants in the declared order, read from ``summary``."""
-    summary = summary or summary_of([bundle])
     knob = bundle.declared("knob")
     values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or [] if knob}
     options = []

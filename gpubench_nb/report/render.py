@@ -107,16 +107,6 @@ def _short(revision: str | None) -> str | None:
     return revision if revision is None or len(revision) <= 16 else f"{revision[:16]}…"
 
 
-def _quality_rule(bundle: Bundle) -> str | None:
-    quality = bundle.declared("quality") or {}
-    if not quality:
-        return None
-    return (
-        f"{quality.get('metric')} ≥ {quality.get('threshold')}; drop ≤ "
-        f"{quality.get('tolerance')} vs {quality.get('reference_variant') or 'the reference'}"
-    )
-
-
 # (header label, CSV column): the rows' distinct values, else environment.json's
 _RECORDED = (("GPU model (used)", "gpu_model"), ("GPUs used", "gpu_count"), ("device", "device"),
              ("driver", "driver_version"), ("CUDA/ROCm runtime", "runtime_version"),
@@ -130,14 +120,18 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     """Protocol and environment, one column per bundle (R1.1, R2.3, R2.4, R3.1, R3.4)."""
     columns = {}
     for b in bundles:
-        env = b.environment
+        env, quality = b.environment, b.declared("quality") or {}
+        repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
         columns[b.label] = {
             "bundle folder": str(b.path),
             "experiment_id": b.lock.get("experiment_id") or _distinct(b, "experiment_id"),
             "knob (the one varied setting, R2.1)": b.declared("knob"),
             **{f"{n} revision": _short(b.compared(f"{n}_revision")) for n in _REVISIONS},
             "code revision": env.get("code_revision"),
-            "quality rule (R1.3)": _quality_rule(b),
+            "quality rule (R1.3)": f"{quality.get('metric')} ≥ {quality.get('threshold')}; drop ≤ "
+            f"{quality.get('tolerance')} vs {quality.get('reference_variant') or 'the reference'}"
+            if quality
+            else None,
             "seed": b.declared("seed") or _distinct(b, "seed"),
             **{label: _distinct(b, key) or env.get(key) for label, key in _RECORDED},
             "GPUs visible (not necessarily used, R2.5)": env.get("visible_gpu_count"),
@@ -146,7 +140,9 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "timer scope (R3.1)": b.compared("timer_scope"),
             "warm-up iterations": b.declared("timing", "warmup_iterations")
             or _distinct(b, "warmup_iterations"),
-            "repeats": _repeats(b),
+            "repeats": f"{repeats}: fewer than the 5 of R3.4, because: {reason}"
+            if reason
+            else repeats,
             "order (R3.4)": b.declared("timing", "order"),
             "order seed": b.declared("timing", "order_seed"),
             **_truncation(b),
@@ -154,12 +150,6 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     frame = pd.DataFrame(columns)
     frame.index.name = "field (revisions: first 16 hex digits, full in protocol.lock.json)"
     return shown(frame)
-
-
-def _repeats(b: Bundle) -> Any:
-    """The declared repeats, with the declared reason when fewer than R3.4's five."""
-    repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
-    return f"{repeats}: fewer than the 5 of R3.4, because: {reason}" if reason else repeats
 
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
@@ -230,11 +220,9 @@ def warnings_markdown(rows: Rows | Summary) -> str:
 
 def _by_phase(phases: Sequence[PhaseSummary], cells: Any) -> pd.DataFrame:
     """One row per (bundle, variant, phase) of ``phases``, ``cells(phase)`` its columns."""
-    return table([{**_keys(p), **cells(p)} for p in phases], ["bundle", "variant", "phase"])
-
-
-def _keys(p: PhaseSummary) -> dict[str, str]:
-    return {"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase}
+    keys = [{"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase} for p in phases]
+    records = [{**k, **cells(p)} for k, p in zip(keys, phases, strict=True)]
+    return table(records, ["bundle", "variant", "phase"])
 
 
 def summary_table(rows: Rows | Summary) -> pd.DataFrame:
@@ -270,9 +258,8 @@ def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
 
 
 def _token_cells(p: PhaseSummary) -> dict[str, Any]:
-    tokens = p.tokens_per_second
     return {
-        "tokens/s (median)": formats.rate(tokens, "tokens/s") if tokens else None,
+        "tokens/s (median)": formats.rate(p.tokens_per_second, "tokens/s"),
         "off-label answers per run": ", ".join(map(str, p.off_label)) or None,
     }
 
