@@ -4,7 +4,6 @@ fastest option only where report.verdict and conditions allow (R2.5)."""
 from __future__ import annotations
 
 import html
-import os
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -18,7 +17,7 @@ from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.experiment_spec import LATER_DEFAULTS
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
-from gpubench_nb.report.bundles import Bundle, load_bundles, summary_of
+from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
@@ -370,13 +369,6 @@ def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) 
     optimised = [line for b in bundles for line in optimisation_sentences(b, summary)]
     sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
     return DecisionView(options, sentences, check)
-
-
-def decision_view(
-    bundle_dirs: Sequence[str | os.PathLike[str]], *, allow_mismatch: bool = False
-) -> DecisionView:
-    """The decision view over bundle folders (unlike bundles refused, R2.1)."""
-    return decision_view_of(load_bundles(list(bundle_dirs), allow_mismatch=allow_mismatch))
 
 
 def _memory_text(option: Option) -> str:
