@@ -457,7 +457,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
             lines.append(
                 f"{o.name}, warm run {o.warm.runs[i]}: {formats.seconds(value)}"
                 + (f", {formats.number(ratio)}× its variant's median" if ratio else "")
-                + f" (fence {formats.seconds(fence.high_seconds)}). "  # type: ignore[union-attr]
+                + f" (fence {formats.seconds(fence)}). "
                 + (
                     f"Recorded then: {seen.text()}."
                     if seen is not None

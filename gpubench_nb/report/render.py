@@ -17,7 +17,7 @@ from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
-from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.bundles import (  # the notebook reads every function from here
@@ -458,7 +458,7 @@ def render_comparison(
     default = comparison_report_path(bundles)
     html = Path(out) if out else default
     ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
-    check_output_file(
+    check_output(
         html,
         option="--out",
         inputs=[*bundles, *ledgers],
