@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -194,9 +194,6 @@ class PackageQuote:
     note: str
     placeholder: bool = False  # the offer's prices are invented examples, not a quote
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def cost_per_accepted_usd_minor(total_usd_minor: int, accepted_results: int | None) -> int | None:
     """``total / accepted_results`` rounded per ROUNDING_RULE; None for None or 0 (R5.5)."""
@@ -295,9 +292,9 @@ def package_terms(
     return lots, total, notes
 
 
-def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int | None:
+def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int:
     """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``,
-    compared unrounded; None when the reference costs 0 (R5.5)."""
+    compared unrounded; a package costs at least 1 cent (R5.1), so one always exists (R5.5)."""
     measured = reference.accepted_results
     if measured is None or measured == 0:
         raise EconomicsError(
@@ -305,6 +302,4 @@ def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> in
             f"corpora, got {measured!r}; no cost per result exists to beat",
             rule="R5.5",
         )
-    if reference.package_total_usd_minor == 0:
-        return None
     return challenger.package_total_usd_minor * measured // reference.package_total_usd_minor + 1

@@ -100,17 +100,11 @@ def break_even_markdown(bundles: Sequence[Bundle]) -> str:
 
 
 def _break_even(pair: BreakEvenPair, offers: Mapping[str, OfferEconomics]) -> str:
-    """A's package costs less per accepted corpus than B's single measured corpus once A
-    delivers N accepted corpora."""
+    """A's package costs less per accepted corpus than B's single corpus once A delivers N."""
     challenger, reference = md_text(pair.challenger), md_text(pair.reference)
     ch, ref = offers.get(pair.challenger), offers[pair.reference]
     ref_price = formats.price(ref.package_total_usd_minor, placeholder=ref.placeholder)
     needed = pair.accepted_corpora_needed
-    if needed is None:
-        return (
-            f"- {reference}'s package costs {ref_price}: no count of accepted corpora makes "
-            f"{challenger} cheaper."
-        )
     ch_price = formats.price(
         ch.package_total_usd_minor if ch else None, placeholder=bool(ch and ch.placeholder)
     )
