@@ -15,6 +15,7 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
+from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
 from gpubench_nb.protocol.experiment_spec import LATER_DEFAULTS
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import Bundle, summary_of
@@ -30,7 +31,6 @@ from gpubench_nb.report.verdict import (
     outlier_fence,
 )
 
-PROTOCOL_REPEATS = 5  # R3.4: each variant measured five times
 TABLE_ID = "decision-table"
 
 
@@ -285,10 +285,10 @@ def decision_sentences(
                 f"{o.name} was faster (median {formats.seconds(o.warm.median)}) but "
                 f"{state} ({o.why_not}): it does not reach the same goal (R5.7)."
             )
-    few = [o for o in accepted if o.warm.n < PROTOCOL_REPEATS]
+    few = [o for o in accepted if o.warm.n < MIN_REPEATS]
     if few:
         out.append(
-            "Fewer than 5 timed warm runs for "
+            f"Fewer than {MIN_REPEATS} timed warm runs for "
             + ", ".join(f"{o.name} ({o.warm.n})" for o in few)
             + ": the protocol measures each variant five times (R3.4); read these with care."
         )

@@ -17,6 +17,7 @@ from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
 from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
+from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
 from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.protocol.writer import refuse_if_written
@@ -140,7 +141,7 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "timer scope (R3.1)": b.compared("timer_scope"),
             "warm-up iterations": b.declared("timing", "warmup_iterations")
             or _distinct(b, "warmup_iterations"),
-            "repeats": f"{repeats}: fewer than the 5 of R3.4, because: {reason}"
+            "repeats": f"{repeats}: fewer than the {MIN_REPEATS} of R3.4, because: {reason}"
             if reason
             else repeats,
             "order (R3.4)": b.declared("timing", "order"),

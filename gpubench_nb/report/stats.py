@@ -15,7 +15,7 @@ import pandas as pd
 from gpubench_nb.formats import NOT_RECORDED, number
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
-from gpubench_nb.report.conditions import RunConditions, VariantConditions, over_runs
+from gpubench_nb.report.conditions import VariantConditions, over_runs
 from gpubench_nb.report.verdict import outlier_indices
 
 # baseline_allocated_bytes, baseline_reserved_bytes, peak_allocated_bytes, peak_reserved_bytes
@@ -51,10 +51,8 @@ class PhaseSummary:
     rows: tuple[Mapping[str, Any], ...]  # every row of the group, failed ones included
     acceptance: VariantAcceptance | None  # the variant's verdict (protocol.quality, R1.5)
 
-    @property
-    def verdict(self) -> bool | None:
-        """Accepted or not (protocol.quality); None: acceptance not recorded (R4.3)."""
-        return self.acceptance.verdict if self.acceptance else None
+    # accepted or not (protocol.quality); None: acceptance not recorded (R4.3)
+    verdict = property(lambda self: self.acceptance.verdict if self.acceptance else None)
 
     @cached_property
     def timed(self) -> tuple[Mapping[str, Any], ...]:
@@ -118,10 +116,8 @@ class PhaseSummary:
         """Positions in ``seconds`` above the variant's fence: THE outlier marks (R3.6)."""
         return tuple(outlier_indices(self.seconds))
 
-    @property
-    def conditions(self) -> tuple[RunConditions | None, ...]:
-        """What each timed run's record saw around it, aligned with ``seconds`` (R2.5)."""
-        return tuple(r.get("conditions") for r in self.timed)
+    # what each timed run's record saw around it, aligned with ``seconds`` (R2.5)
+    conditions = property(lambda self: tuple(r.get("conditions") for r in self.timed))
 
     @property
     def machine(self) -> VariantConditions | None:
