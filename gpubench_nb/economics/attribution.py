@@ -1,5 +1,4 @@
-"""Which offer earned a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7).
-Pure: what a bundle recorded (rows, ``environment.json``) against what an offer names."""
+"""Which offer earns a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7)."""
 
 from __future__ import annotations
 

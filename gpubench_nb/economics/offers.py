@@ -43,10 +43,7 @@ _PRICES = schema.section(
 
 @dataclass(frozen=True, kw_only=True)
 class Offer(Record):
-    """One rental offer (R5.1, R5.2).
-
-    The price of a whole 3-, 7- or 30-day package for ONE lot; ``placeholder: true`` marks its
-    prices as invented wherever they are shown."""
+    """One rental offer (R5.1, R5.2)."""
 
     RULE = "R5.1"
     CLOSED = True
@@ -148,8 +145,7 @@ def load_offers(path: str | Path) -> dict[str, Offer]:
 
 
 def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str | None) -> Offer:
-    """The demo's placeholder offer for a bundle's hardware (GPU model and count, else CPU model),
-    attributed by the one rule like any other (R2.4, R5.7)."""
+    """The demo's placeholder offer for a bundle's hardware, attributed like any other (R5.7)."""
     provider = (
         "written by gpubench-nb for the machine this bundle ran on (pricing.offer: "
         f"{MACHINE_OFFER_ID}): invented example prices, not a quote"

@@ -110,8 +110,7 @@ def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None
 
 
 def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the clocks, reasons and throttle flag
-    sampled during the timed pass, read like the top-level fields."""
+    """run.json ``gpu_telemetry`` (engine/clocks.py) when observable: sampled in the timed pass."""
     telemetry = run.get("gpu_telemetry")
     return telemetry if isinstance(telemetry, Mapping) and telemetry.get("observable") else {}
 

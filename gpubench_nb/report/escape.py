@@ -1,5 +1,4 @@
-"""User text in the report's Markdown, shown as characters, never markup (nbconvert allows raw
-HTML)."""
+"""User text in the report's Markdown, shown as characters, never markup (nbconvert allows HTML)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ def md_text(value: Any) -> str:
 
 
 def md_code(value: Any) -> str:
-    """``value`` as an inline code span (a path, an id): a fence longer than any run of
-    backticks inside keeps the span closed."""
+    """``value`` as an inline code span, its fence longer than any run of backticks inside."""
     text = " ".join(str(value).split())
     fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""

@@ -1,5 +1,4 @@
-"""90_report's tables and text over loaded bundles, and its HTML; the notebook is a thin shell,
-reading relative bundle folders from the kernel's working directory."""
+"""90_report's tables and text over loaded bundles, and its HTML; the notebook is a thin shell."""
 
 from __future__ import annotations
 
@@ -250,8 +249,7 @@ def _summary_cells(s: PhaseSummary) -> dict[str, Any]:
 
 
 def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per measured phase: median tokens per second (``tokens_processed`` / elapsed) and each run's
-    off-label answers (R1.5); a sentence when no run counted tokens."""
+    """Per measured phase: median tokens/s and each run's off-label answers (R1.5); or a line."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES]
     if not any(r.get("tokens_processed") is not None for p in phases for r in p.rows):
         return "No backend of these bundles counted tokens: throughput is per text only."
@@ -266,8 +264,7 @@ def _token_cells(p: PhaseSummary) -> dict[str, Any]:
 
 
 def conditions_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per measured phase: the machine's load, other busy processes and the CPU threads of its
-    runs, as each run.json recorded them (R2.5); a sentence when none did."""
+    """Per measured phase: load, busy processes, CPU threads as run.json recorded them (R2.5)."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES and p.machine]
     if not phases:
         return "No run recorded the machine's conditions."
@@ -377,8 +374,7 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
 
 
 def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
-    """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
-    HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
+    """Where the executed 90_report behind ``out_html`` is kept: ``notebooks/`` beside it (R5.6)."""
     out_html = Path(out_html).resolve()
     name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
     return out_html.parent / "notebooks" / name

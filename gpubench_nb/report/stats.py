@@ -180,8 +180,7 @@ class Summary:
 
 
 def summarise(rows: Rows | Summary) -> Summary:
-    """The one summary of ``rows``, bundles and variants in first-seen order, phases load, cold,
-    warm (R3.2), acceptance from protocol.quality (R1.5)."""
+    """The one summary of ``rows``: first-seen order, phases in R3.2's order, acceptance (R1.5)."""
     if isinstance(rows, Summary):
         return rows
     records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
@@ -214,8 +213,7 @@ def anchor_warnings(rows: Rows | Summary) -> list[str]:
 
 
 def clock_warnings(rows: Rows | Summary) -> list[str]:
-    """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
-    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``)."""
+    """Runs throttled or well below the GPU's top clock in their timed pass (NVML, run.json)."""
     return [
         f"{r['bundle']} / {r['variant_id']} / {r['phase']} run {r['run_index']}: "
         f"{r['gpu_clock_flags']}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
