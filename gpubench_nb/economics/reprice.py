@@ -120,9 +120,6 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
         if offer is not None and totals != {offer.package_total_usd_minor}:
             kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
             derived["declared package_total_usd_minor"] = sorted(totals, key=str)
-    for record in (kept, derived):  # the hardware's wording is a rendering of the fields kept
-        if isinstance(record.get("measured_on"), dict):  # beside it: compared, not the words
-            record["measured_on"] = {**record["measured_on"], "hardware": None}
     return [
         f"{ECONOMICS_NAME}: {change} (as kept -> as re-derived from the CSV and the offers, R5.6)"
         for change in differences(_figures(kept, kept), _figures(derived, kept))
