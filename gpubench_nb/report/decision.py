@@ -141,29 +141,22 @@ def _cost(bundle: Bundle, variant: str, accepted: bool | None) -> dict[str, Any]
     return {**out, "cost_per_accepted_usd_minor": cell.cost_per_accepted_usd_minor}
 
 
-def bundle_options(bundle: Bundle, summary: Summary) -> list[Option]:
-    """The options of one bundle, variants in the declared order, read from ``summary``."""
-    knob = bundle.declared("knob")
+def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
+    """One (bundle, variant) of the decision table, read from ``summary``."""
+    label, knob = bundle.label, bundle.declared("knob")
     values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or [] if knob}
-    options = []
-    for label, variant in summary.variants():
-        if label != bundle.label:
-            continue
-        acceptance, measured = summary.acceptance(label, variant), summary.measured(label, variant)
-        accepted = acceptance.verdict if acceptance else None
-        options.append(
-            Option(
-                warm=summary.of(label, variant, Phase.WARM)
-                or PhaseSummary(label, variant, Phase.WARM, (), acceptance),
-                cold=summary.of(label, variant, Phase.COLD),
-                load=summary.of(label, variant, Phase.LOAD),
-                knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
-                why_not=None if accepted else (why_not(measured) or "no measured run"),
-                quality=quality_text(measured),
-                **_cost(bundle, variant, accepted),
-            )
-        )
-    return options
+    acceptance, measured = summary.acceptance(label, variant), summary.measured(label, variant)
+    accepted = acceptance.verdict if acceptance else None
+    return Option(
+        warm=summary.of(label, variant, Phase.WARM)
+        or PhaseSummary(label, variant, Phase.WARM, (), acceptance),
+        cold=summary.of(label, variant, Phase.COLD),
+        load=summary.of(label, variant, Phase.LOAD),
+        knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
+        why_not=None if accepted else (why_not(measured) or "no measured run"),
+        quality=quality_text(measured),
+        **_cost(bundle, variant, accepted),
+    )
 
 
 def _shown(o: Option, verdict: Any = None) -> str:
@@ -364,7 +357,8 @@ def placeholder_sentences(options: Sequence[Option]) -> list[str]:
 def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) -> DecisionView:
     """The decision view of bundles already loaded (and of their summary, when computed)."""
     summary = summary or summary_of(bundles)
-    options = [option for bundle in bundles for option in bundle_options(bundle, summary)]
+    loaded = {b.label: b for b in bundles}  # variants in the summary's (declared) order
+    options = [_option(loaded[b], v, summary) for b, v in summary.variants() if b in loaded]
     check = conditions_check([o.conditions for o in options if o.conditions])
     optimised = [line for b in bundles for line in optimisation_sentences(b, summary)]
     sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
