@@ -35,8 +35,7 @@ def economics_notebook(
     bundle_dir: str | Path,
     pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
-    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
-    ``pricing_override``: a campaign target's offer in place of the (unfrozen) pricing section."""
+    """30_economics: economics.json for the declared (or campaign override) offer; its tables."""
     from gpubench_nb.protocol.experiment import load_experiment
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer

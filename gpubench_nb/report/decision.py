@@ -373,8 +373,7 @@ def _memory_text(option: Option) -> str:
     return f"{formats.size_bytes(allocated)} allocated, {formats.size_bytes(reserved)} reserved"
 
 
-# The first screen holds the whole table (1400 × 900): compact cells, and the words that
-# carry the answer kept on one line.
+# The first screen (1400 × 900) holds the whole table: compact cells, the answer on one line.
 _TABLE_STYLE = (
     "<style>#decision-table{font-size:12px;line-height:1.25}"
     "#decision-table td,#decision-table th{padding:3px 6px}</style>"

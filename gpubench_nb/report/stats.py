@@ -223,8 +223,7 @@ def clock_warnings(rows: Rows | Summary) -> list[str]:
 
 
 def memory_phases(rows: Rows | Summary) -> list[PhaseSummary]:
-    """The groups with a memory reading: on CPU nothing was recorded, and nothing is shown as
-    zero (R4.3). Allocated and reserved stay separate, never added (R3.9)."""
+    """The groups with a memory reading, none shown as zero on CPU (R4.3); never summed (R3.9)."""
     return [p for p in summarise(rows).phases if any(p.values(n) for n in MEMORY_COLUMNS)]
 
 
