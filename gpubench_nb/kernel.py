@@ -186,24 +186,22 @@ def papermill_options() -> dict[str, Any]:
     return {"kernel_manager_class": kernel_manager_class()}
 
 
-def _keep_but_tcp_warning(record: logging.LogRecord) -> bool:
-    """A log filter: drops ipykernel's TCP-encryption notice, and only it."""
-    return not str(record.msg).startswith(TCP_WARNING)
-
-
-def _keep_but_shutdown_interrupt(record: logging.LogRecord) -> bool:
-    """A log filter: drops the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT
-    before each shutdown logs at ERROR in kernels gpubench-nb starts (a cell reports its own)."""
-    return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
+def _keep(record: logging.LogRecord) -> bool:
+    """A log filter: drops ipykernel's TCP-encryption notice and, in kernels gpubench-nb starts,
+    the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT before each shutdown
+    logs at ERROR (a cell reports its own); nothing else."""
+    text = str(record.msg)
+    ours = os.environ.get(FAST_EXIT) == "1"
+    return not text.startswith(TCP_WARNING) and not (
+        ours and text.rstrip(".") == SHUTDOWN_INTERRUPT
+    )
 
 
 def launch() -> None:
     """Start an ipykernel (what ``ipykernel_launcher`` does) without the TCP notice."""
     if sys.path and sys.path[0] in ("", str(Path.cwd())):
         del sys.path[0]  # as ipykernel_launcher does; the kernel puts the cwd back itself
-    logging.getLogger("IPKernelApp").addFilter(_keep_but_tcp_warning)
-    if os.environ.get(FAST_EXIT) == "1":  # a kernel gpubench-nb started
-        logging.getLogger("IPKernelApp").addFilter(_keep_but_shutdown_interrupt)
+    logging.getLogger("IPKernelApp").addFilter(_keep)
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

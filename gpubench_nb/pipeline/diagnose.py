@@ -82,13 +82,14 @@ def diagnose_runs(
     clock: Callable[[], float] = time.monotonic,
     diagnose: Callable[..., dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Diagnose the ``(variant, phase, run_index, error)`` runs within ONE budget for all (the
-    run timeout, not one per run): one rerun per (variant, phase, error), since its repeats are
-    the same failure (their ``diagnosis.json`` points to it); each rerun gets what is left of
-    the budget, and a run past it is recorded as not diagnosed, with the reason."""
+    """Diagnose the ``(variant, phase, run_index, error)`` runs with a device error within ONE
+    budget (the run timeout): one rerun per (variant, phase, error), the repeats pointing to it;
+    a run past the budget is recorded as not diagnosed, with the reason."""
     rerun = diagnose_run if diagnose is None else diagnose
     deadline, done, out = clock() + budget_seconds, {}, []
     for variant_id, phase, run_index, error in failed:
+        if not needs_diagnosis(error):
+            continue
         key, left = (variant_id, phase, error), int(deadline - clock())
         if key in done or left < 1:
             first = done.get(key) or {}

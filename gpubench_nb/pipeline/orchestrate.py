@@ -33,7 +33,7 @@ from gpubench_nb.kernel import (
     papermill_options,
 )
 from gpubench_nb.pipeline import guard
-from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
+from gpubench_nb.pipeline.diagnose import diagnose_runs
 from gpubench_nb.pipeline.interrupt import (
     Interrupted,
     interruption_note,
@@ -161,13 +161,13 @@ def _done_keys(bundle_dir: Path) -> set[str]:
     }
 
 
-def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord | None:
-    """The run's run.json (records.RunRecord), or None when the run left no usable record: the
-    row then says so (R3.6), it is never dropped."""
+def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
+    """The run's run.json, or an empty record when the run left none usable: the row then says
+    so (R3.6), it is never dropped."""
     try:
         return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
-        return None
+        return RunRecord()
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
@@ -176,7 +176,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
     interrupted = Counter(str(event.get("run")) for event in read_interruptions(bundle_dir))
     entries = []
     for run in runs:
-        record = (_read_record(bundle_dir, run) if run.key in done else None) or RunRecord()
+        record = _read_record(bundle_dir, run) if run.key in done else RunRecord()
         entries.append(
             {
                 **asdict(run),
@@ -222,7 +222,7 @@ def run_one(
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)
-    if failure and record and record.error and record.status != "running":
+    if failure and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
     # R3.6: earlier attempts stopped by a signal were discarded; this row says so
     earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
@@ -285,10 +285,17 @@ def run_experiment(
                 experiment, bundle_dir, fingerprints, schedule, todo, run_timeout_seconds,
                 on_progress,
             )  # fmt: skip
-            _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
+            failed = [
+                (run.variant_id, run.phase, run.run_index, _read_record(bundle_dir, run).error)
+                for run in todo
+            ]  # those with a device error are rerun to locate it (pipeline.diagnose)
+            diagnose_runs(experiment.source, bundle_dir, failed, run_timeout_seconds)
             step(QUALITY_STEP)
             step(ECONOMICS_STEP, **({"pricing": pricing} if pricing is not None else {}))
-            report_path = _render_report(bundle_dir)
+            from gpubench_nb.report.render import render_report
+
+            with kernel_stderr_into(bundle_dir / KERNEL_LOG):
+                report_path = render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)
             layout.write_manifest(bundle_dir)
         return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
 
@@ -323,22 +330,3 @@ def _run_schedule(
             raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
         on_progress(run, number + 1, len(todo))  # `number` runs are finished
-
-
-def _diagnose_device_errors(
-    experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
-) -> None:
-    """Locate asynchronous CUDA errors after the schedule (pipeline.diagnose), in one timeout."""
-    failed = []
-    for run in todo:
-        record = _read_record(bundle_dir, run)
-        if record is not None and needs_diagnosis(record.error):
-            failed.append((run.variant_id, run.phase, run.run_index, str(record.error)))
-    diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
-
-
-def _render_report(bundle_dir: Path) -> Path | None:
-    from gpubench_nb.report.render import render_report
-
-    with kernel_stderr_into(bundle_dir / KERNEL_LOG):
-        return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)
