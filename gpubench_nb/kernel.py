@@ -1,9 +1,7 @@
-"""The shipped notebooks (package data, never written to: R5.6) and the kernels that run them.
-
-Kernels gpubench-nb starts use IPC in a private 0700 folder (no TCP warning, no socket shared
-between users) and skip the interpreter's teardown; ``python -m gpubench_nb.kernel install``
-writes a kernelspec for other clients whose launcher drops only the TCP warning.
-"""
+"""The shipped notebooks (package data, never written to: R5.6) and the kernels that run them:
+over IPC in a private 0700 folder (no TCP warning, no socket shared between users), without the
+interpreter's teardown; ``python -m gpubench_nb.kernel install`` writes a kernelspec for other
+clients, whose launcher drops only the TCP warning."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (R3.6).
-
-A CUDA error surfaces at a later synchronisation; after the schedule, each run that failed with
-one is rerun once, untimed, in a fresh process with ``CUDA_LAUNCH_BLOCKING=1`` so the error
-shows at its own batch. No predictions, no row: ``diagnosis.json`` beside the run's run.json.
-
-    python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR
-"""
+"""Locate an asynchronous CUDA error (it surfaces at a later synchronisation) in a diagnosis
+rerun outside the schedule (R3.6): once, untimed, in a fresh process with CUDA_LAUNCH_BLOCKING=1,
+no predictions, no row: ``diagnosis.json`` beside run.json. The process is
+``python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR``."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""A schedule stopped by a signal or Ctrl-C: the run in progress is discarded, recorded,
-redone (R3.6).
-
-scancel and pre-emption (SIGTERM), Slurm's time-limit warning (USR2) and Ctrl-C kill the run in
-progress for reasons outside the model: no row, an event in ``logs/interruptions.jsonl``, and a
-note on the redone run.
-"""
+"""A schedule stopped by scancel or pre-emption (SIGTERM), Slurm's time-limit warning (USR2) or
+Ctrl-C, for reasons outside the model: the run in progress is discarded (no row), recorded in
+``logs/interruptions.jsonl`` and redone with a note (R3.6)."""
 
 from __future__ import annotations
 

@@ -35,12 +35,9 @@ def rows_for_run(
     record: RunRecord | None,
     failure: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one scheduled run from its run.json: ``load`` + ``cold``, or ``warm``.
-
-    ``record`` is None when the kernel died before writing it; ``failure``: an event seen from
-    outside (dead kernel, timeout). A failed pass keeps its row, elapsed empty, never 0 (R3.6,
-    R5.8); precision, batch and context are as the run applied them, never as declared (R4.3).
-    """
+    """The rows of one run from its run.json (None: the kernel died first): ``load`` + ``cold``,
+    or ``warm``. ``failure``: seen from outside (dead kernel, timeout). A failed pass keeps its
+    row, elapsed empty, never 0 (R3.6, R5.8); settings as the run applied them (R4.3)."""
     record = record or RunRecord()
     environment = record.environment or EnvironmentRecord()
     base = empty_row()

@@ -1,9 +1,7 @@
 """papermill orchestration: an experiment YAML to an accepted, audited bundle (R3.2, R3.4, R3.7).
 
-Each scheduled run executes ``notebooks/10_measure.ipynb`` in its own fresh kernel, so every
-cold run really is a first pass in a new process and every run is isolated from the others.
-The CSV is the ledger of what is done: a rerun skips every run that already has its rows.
-"""
+Each scheduled run gets a fresh kernel (a cold run is a real first pass, isolated from the others);
+the CSV is the ledger of what is done: a rerun skips every run that already has its rows."""
 
 from __future__ import annotations
 
@@ -50,7 +48,6 @@ from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
-KERNEL_NAME = "python3"
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
 KERNEL_LOG = "logs/kernels.stderr.log"
 
@@ -88,7 +85,7 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
                 str(notebook_path(name)),
                 str(output),
                 parameters=parameters,
-                kernel_name=KERNEL_NAME,
+                kernel_name="python3",
                 execution_timeout=timeout,
                 progress_bar=False,
                 cwd=str(Path.cwd()),  # never the installed package's folder
@@ -224,10 +221,9 @@ def run_one(
     record = _read_record(bundle_dir, run)
     if failure and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
-    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
-    earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
-    note = interruption_note(earlier)
+    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
+    note = interruption_note([e for e in read_interruptions(bundle_dir) if e.get("run") == run.key])
     for row in rows if note else ():
         row["notes"] = f"{row['notes']} | {note}" if row["notes"] else note
     append_rows(bundle_dir / layout.CSV_NAME, rows)
@@ -246,13 +242,10 @@ def run_experiment(
     bundle_dir: str | Path | None = None,
     pricing: dict[str, Any] | None = None,
 ) -> PipelineResult:
-    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report.
-
-    ``on_progress(run, number, total)`` is called before each run and after it with
-    ``number + 1``. ``protocol``: a frozen lock this machine must match (R1.3); ``bundle_dir``
-    replaces ``<output_dir>/<experiment_id>``; ``pricing`` replaces the (unfrozen) section.
-    Refusals raise a ``GpubenchError``.
-    """
+    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report;
+    refusals raise a ``GpubenchError``. ``on_progress(run, number, total)``: before each run and
+    after it with ``number + 1``. ``protocol``: a frozen lock this machine must match (R1.3);
+    ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing`` the unfrozen section."""
     check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:

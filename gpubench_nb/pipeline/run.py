@@ -51,17 +51,11 @@ def execute_run(
     run_index: int,
     bundle_dir: Path | str,
 ) -> RunRecord:
-    """Run one scheduled (variant, phase, run_index) in this process and write its run.json.
-
-    ``cold``: load, then one measured pass. ``warm``: load, ``timing.warmup_iterations``
-    unrecorded passes, then one measured pass (R3.2, R3.4). Loading and every pass are observed:
-    a failure (unsupported precision, OOM, any exception) is written to run.json with
-    ``error`` set and elapsed empty (R3.6, R5.8), and no predictions.jsonl is left. Only
-    declaration errors raise: a bad experiment YAML, variant, phase, run index, GPUBENCH_FAULT
-    (``ProtocolError``), a declaration or a corpus, model or tokenizer file that differs from the
-    bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
-    (``CorpusError``), or another writer holding the bundle (``BundleError``).
-    """
+    """Run one scheduled (variant, phase, run_index) here: load, the declared warm-up passes
+    (``warm`` only), one measured pass (R3.2, R3.4); write its run.json. A failure (OOM, any
+    exception) is observed: ``error`` set, elapsed empty, no predictions.jsonl (R3.6, R5.8).
+    Only declaration errors raise: ``ProtocolError`` (the YAML, ids, GPUBENCH_FAULT, or a file
+    unlike the lock, R1.3), ``CorpusError``, ``BundleError`` (another writer)."""
     with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 

@@ -1,8 +1,6 @@
-"""The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1).
-
-Each target stands for one offer (R5.1, R5.2) and is reached ``local``ly, through ``slurm`` or
-by hand (``manual``: ``run --protocol`` on a rented box). Read as records: every problem is
-listed at once, an unknown key names the nearest valid one."""
+"""The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1),
+each standing for one offer (R5.2), reached ``local``ly, through ``slurm`` or by hand
+(``manual``: ``run --protocol`` on a rented box). Read as records: every problem listed at once."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A campaign target as a submitit job: the executor, the job itself, and what it left behind.
-
-submitit is the job engine (Slurm, or ``local`` / ``debug`` here); each job runs
-``run_experiment`` into its own bundle with the campaign's frozen lock (R1.3), on whole GPUs.
-"""
+"""A campaign target as a submitit job (Slurm, or ``local`` / ``debug`` here): its executor, the
+job (``run_experiment`` into its own bundle, frozen lock, R1.3, whole GPUs), its result."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
-
-Slurm targets are submitted together; local ones run one after the other (they would share the
-machine). Running the campaign again resumes what is missing.
-"""
+"""`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3);
+Slurm targets all at once, local ones one after the other (one machine); a rerun resumes."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""What Slurm says about a job, with or without accounting, and why a job ended without result.
-
-``sacct`` answers only where accounting is on; else ``scontrol show job`` (kept for MinJobAge
-after the end), then ``squeue``; a job none of them lists has ended. When no tool answers the
-state is UNKNOWN, never submitted twice (``campaign run --resubmit`` says it is gone).
-"""
+"""What Slurm says about a job, and why a job ended without result: ``sacct`` (where accounting
+is on), else ``scontrol show job`` (kept MinJobAge after the end), then ``squeue``; a job none
+lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone)."""
 
 from __future__ import annotations
 
