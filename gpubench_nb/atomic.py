@@ -48,8 +48,7 @@ def give_plain_modes(root: Path) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix, with
-    the mode a plain ``open()`` would give it."""
+    """Write ``text`` so that readers see the old or the new file, never a mix (plain mode)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

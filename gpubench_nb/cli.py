@@ -48,8 +48,7 @@ def _run(args: argparse.Namespace) -> None:
             summary = run_with_progress(**_given(args), stream=sys.stderr)
     except KeyboardInterrupt:
         terminate_children()  # no kernel goes on writing into the run to be redone
-        # The stopped kernels' client tasks then end in DeadKernelError, which asyncio would
-        # print as a traceback at exit: expected after a stop, and nothing a user can act on.
+        # the stopped kernels' client tasks end in DeadKernelError: no traceback for that at exit
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
     print(summary)
@@ -166,8 +165,7 @@ def _campaign_report(args: argparse.Namespace) -> None:
     print(f"report written: {Path(campaign_report(**_given(args))).resolve()}")
 
 
-# The one library call of each command, by the name its parser gives (cli_parser.py); a
-# handler returns its exit code, None for 0.
+# Each command's one library call, by its parser's name; a handler returns its exit code (None: 0)
 HANDLERS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "validate": _validate,
     "build-model": _build_model,

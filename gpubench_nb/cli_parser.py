@@ -63,8 +63,7 @@ def _arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: summary, description, one example, arguments (``_arg``) and actions (its
-    own subcommands, like `campaign run`)."""
+    """A subcommand; ``actions``: its own subcommands, like `campaign run`."""
 
     name: str
     summary: str

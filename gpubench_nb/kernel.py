@@ -26,8 +26,7 @@ from typing import Any
 from gpubench_nb.errors import GpubenchError, disk_full, storage_error
 
 NOTEBOOKS_PACKAGE = "gpubench_nb.notebooks"
-# The notebook steps: each ships as "<step>.ipynb", is kept in the bundle under that name, and
-# names its bundle writer (R5.6). Every stage asks these names here.
+# The notebook steps, asked here by every stage: "<step>.ipynb" shipped and kept, its writer (R5.6)
 STEPS = ("00_environment", "10_measure", "20_quality", "30_economics", "90_report", "memory_mlp")
 ENVIRONMENT_STEP, MEASURE_STEP, QUALITY_STEP, ECONOMICS_STEP, REPORT_STEP, MEMORY_STEP = STEPS
 STAGE_NOTEBOOKS = tuple(f"{step}.ipynb" for step in STEPS)
@@ -185,9 +184,8 @@ def papermill_options() -> dict[str, Any]:
 
 
 def _keep(record: logging.LogRecord) -> bool:
-    """A log filter: drops ipykernel's TCP-encryption notice and, in kernels gpubench-nb starts,
-    the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT before each shutdown
-    logs at ERROR (a cell reports its own); nothing else."""
+    """A log filter: drops ipykernel's TCP notice and, in kernels gpubench-nb starts, the ERROR
+    "KeyboardInterrupt caught in kernel." of the SIGINT before each shutdown; nothing else."""
     text = str(record.msg)
     ours = os.environ.get(FAST_EXIT) == "1"
     return not text.startswith(TCP_WARNING) and not (

@@ -73,8 +73,7 @@ def _drop(path: Path, bundle_dir: Path) -> None:
 
 
 def _restore_interrupted(bundle_dir: Path) -> None:
-    """A backup left beside the bundle: a rerun that redid no run did not complete; the sealed
-    bundle is restored."""
+    """A backup left beside the bundle (a rerun that redid no run did not end): restored."""
     shutil.rmtree(_trash(bundle_dir), ignore_errors=True)
     backup = backup_path(bundle_dir)
     if not backup.is_dir():

@@ -35,23 +35,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def stop_on_signals(
-    signals: Sequence[signal.Signals] = STOP_SIGNALS,
-    chain: Sequence[signal.Signals] = (signal.SIGUSR2,),
-) -> Iterator[None]:
-    """Raise :class:`Interrupted` in the main thread on any of ``signals`` (once), handing a
+def stop_on_signals(chain: Sequence[signal.Signals] = (signal.SIGUSR2,)) -> Iterator[None]:
+    """Raise :class:`Interrupted` in the main thread on any STOP_SIGNALS (once), handing a
     ``chain`` signal's previous handler over in ``then``; handlers restored on exit."""
     previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        for number in signals:  # a second signal must not interrupt the recording
+        for number in STOP_SIGNALS:  # a second signal must not interrupt the recording
             signal.signal(number, signal.SIG_IGN)
         original = previous.get(signal.Signals(signum))
         chained = signum in chain and callable(original)
         then = functools.partial(original, signum, frame) if chained else None
         raise Interrupted(signal.Signals(signum).name, then)
 
-    for number in signals:
+    for number in STOP_SIGNALS:
         previous[number] = signal.signal(number, handler)
     try:
         yield
@@ -129,8 +126,7 @@ def interruption_note(entries: Sequence[dict[str, Any]]) -> str | None:
 
 
 def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
-    """Signal every descendant (the kernels), deepest first, so none goes on writing into a
-    run to be redone; Linux /proc only."""
+    """Signal every descendant (the kernels), deepest first: none writes into a run to redo."""
     found: list[int] = []
 
     def walk(pid: int) -> None:

@@ -159,8 +159,7 @@ def _done_keys(bundle_dir: Path) -> set[str]:
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
-    """The run's run.json, or an empty record when the run left none usable: the row then says
-    so (R3.6), it is never dropped."""
+    """The run's run.json, else an empty record: the row then says so, never dropped (R3.6)."""
     try:
         return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
@@ -285,10 +284,7 @@ def run_experiment(
             diagnose_runs(experiment.source, bundle_dir, failed, run_timeout_seconds)
             step(QUALITY_STEP)
             step(ECONOMICS_STEP, **({"pricing": pricing} if pricing is not None else {}))
-            from gpubench_nb.report.render import render_report
-
-            with kernel_stderr_into(bundle_dir / KERNEL_LOG):
-                report_path = render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)
+            report_path = _render_report(bundle_dir)
             layout.write_manifest(bundle_dir)
         return PipelineResult(bundle_dir, read_rows(csv_path), report_path)
 
@@ -323,3 +319,10 @@ def _run_schedule(
             raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
         on_progress(run, number + 1, len(todo))  # `number` runs are finished
+
+
+def _render_report(bundle_dir: Path) -> Path | None:
+    from gpubench_nb.report.render import render_report
+
+    with kernel_stderr_into(bundle_dir / KERNEL_LOG):
+        return render_report([bundle_dir], bundle_dir / layout.REPORT_NAME)

@@ -66,8 +66,7 @@ class ProgressBar:
 
 
 class ProgressLines:
-    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` when a run finishes (wall time
-    between the calls before and after it, kernel start included)."""
+    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` as a run ends (kernel start in)."""
 
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
@@ -103,8 +102,7 @@ def summary_text(
     *,
     verdicts: Mapping[str, VariantAcceptance],
 ) -> str:
-    """Per variant and phase (PHASES order): n, failures, median and min–max elapsed
-    (formats.seconds_range, as the report); then each variant's verdict from ``verdicts``."""
+    """Per variant and phase: n, failures, median (min – max) as the report; each verdict."""
     lines = [
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",

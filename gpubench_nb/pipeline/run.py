@@ -32,8 +32,7 @@ from gpubench_nb.protocol.writer import bundle_writer
 
 
 def _check_run(phase: str, run_index: int) -> None:
-    """A phase and run index that can be scheduled, or a ProtocolError: declaration errors are
-    raised, never rows."""
+    """A schedulable phase and run index, or a ProtocolError (a declaration error: never a row)."""
     if phase not in MEASURED_PHASES:
         raise ProtocolError(
             f"phase {phase!r} is not one of {list(map(str, MEASURED_PHASES))}; load is timed "
@@ -73,8 +72,7 @@ def _execute_run(
     thread_variables(settings.threads)  # before torch starts its thread pools (R2.1)
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     corpus = load_experiment_corpus(exp, "eval")
-    # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
-    # runs; from here on only this checked `exp` is used.
+    # R1.3: the declaration and the corpus read are the frozen ones, or nothing runs
     require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
     out = run_dir(bundle_dir, variant_id, phase, run_index)

@@ -168,8 +168,7 @@ class Target(_Section):
 
 @dataclass(frozen=True, kw_only=True)
 class Campaign(_Section):
-    """The campaign file (`parameters/campaign-offers.yaml`): one experiment, frozen once,
-    measured on several targets (R1.3, R5.1)."""
+    """The campaign file, e.g. `parameters/campaign-offers.yaml` (R1.3, R5.1)."""
 
     campaign_id: str = _id("names outputs/<campaign_id>/")
     experiment_path: Path = key(
@@ -239,8 +238,7 @@ class Campaign(_Section):
 def load_campaign(path: str | Path) -> Campaign:
     """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    # The one YAML reader (R1.3): a key given twice is refused, not "the last one wins", with
-    # the experiment file's size, alias and depth limits.
+    # the one YAML reader (R1.3): a key given twice refused; the experiment's size, depth limits
     raw = read_yaml(source, what="campaign", error=ProtocolError, rule="R1.3")
     return Campaign.from_dict(raw, str(source))
 

@@ -114,8 +114,7 @@ def job_state(job_id: str) -> JobState:
 
 
 def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
-    """Why the job of campaign.json's ``entry`` left no result: Slurm's state and exit code,
-    how it ended, its .err tail."""
+    """Why the job of ``entry`` left no result: Slurm's state, how it ended, its .err tail."""
     job_id, stderr_log = entry["job_id"], (entry.get("logs") or {}).get("stderr")
     if state is None:  # a local job: no scheduler to ask
         head = f"job {job_id} ended without a result"
