@@ -133,14 +133,12 @@ def _classify_into(
 ) -> ClassifyResult:
     """The body of :func:`classify`, inside the folder it reserved."""
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
-    reference_value = None
     if reference_bundle is not None:
-        reference_value = reference_from(Path(reference_bundle), read_lock(bundle_dir))
         write_json_atomic(
             bundle_dir / REFERENCE_NAME,
             {
                 "reference_variant": exp.quality.reference_variant,
-                "reference_value": reference_value,
+                "reference_value": reference_from(Path(reference_bundle), read_lock(bundle_dir)),
                 "from_bundle": str(Path(reference_bundle).resolve()),
             },
         )

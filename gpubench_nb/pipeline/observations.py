@@ -68,28 +68,21 @@ def rows_for_run(
     )
     error = _join(record.error, failure)
     event = f"FAILED: {error}" if error else None
-    rows = []
-    if run.phase == Phase.COLD:
-        load = dict(
-            base,
-            phase=Phase.LOAD,
-            elapsed_seconds=record.load_seconds,
-            **_memory(record.load_memory),
-        )
-        load["notes"] = _join(
-            "load: weights + tokenizer onto the device, its own phase (R3.2); fingerprinting "
-            "and CUDA context creation excluded" + _figures(record),
-            event if record.load_seconds is None else None,
-            context_note,
-        )
-        rows.append(load)
     measured = dict(
         base,
         phase=run.phase,
         warmup_iterations=record.warmup_iterations,
         elapsed_seconds=None if error else record.elapsed_seconds,
+        notes=_join(event, truncation, context_note),  # the notes state the scope (R3.1)
         **_memory(record.memory),
     )
-    measured["notes"] = _join(event, truncation, context_note)  # the notes state the scope (R3.1)
-    rows.append(measured)
-    return rows
+    if run.phase != Phase.COLD:
+        return [measured]
+    load_notes = _join(
+        "load: weights + tokenizer onto the device, its own phase (R3.2); fingerprinting "
+        "and CUDA context creation excluded" + _figures(record),
+        event if record.load_seconds is None else None,
+        context_note,
+    )
+    load = dict(base, phase=Phase.LOAD, elapsed_seconds=record.load_seconds, notes=load_notes)
+    return [load | _memory(record.load_memory), measured]
