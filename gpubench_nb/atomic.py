@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,10 @@ from gpubench_nb.errors import disk_full, storage_error
 
 def _current_umask() -> int:
     """The process umask: read from /proc where it is shown (no window where it is changed)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
+    with suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o077)  # elsewhere it can only be read by setting it; set it back at once
     os.umask(mask)
     return mask

@@ -98,12 +98,8 @@ def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
 
 def read_interruptions(bundle_dir: Path) -> list[dict[str, Any]]:
     """Every recorded interruption of the bundle, oldest first (a torn last line is skipped)."""
-    try:
-        lines = (Path(bundle_dir) / INTERRUPTIONS_LOG).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
+    path, out = Path(bundle_dir) / INTERRUPTIONS_LOG, []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         with suppress(json.JSONDecodeError):
             out.append(json.loads(line))
     return [entry for entry in out if isinstance(entry, dict)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,10 +128,9 @@ def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
             how = "no accounting here to say how it ended; see its log"
         else:
             how = "its own commands failed (a setup line, the python interpreter, or the job)"
-    try:  # the last non-empty lines of the .err log
+    text = ""
+    with suppress(OSError):  # the last non-empty lines of the .err log
         text = Path(stderr_log).read_text(encoding="utf-8", errors="replace") if stderr_log else ""
-    except OSError:
-        text = ""
     tail = "\n".join(
         [line.rstrip()[:400] for line in text.splitlines() if line.strip()][-ERR_TAIL_LINES:]
     )
