@@ -79,21 +79,17 @@ def record_interruption(
         "meaning": "the run in progress was discarded, not an observation (R3.6); "
         "it is redone when the schedule resumes",
     }
-    append_text_durable(Path(bundle_dir) / INTERRUPTIONS_LOG, json.dumps(entry) + "\n")
-    stop.note = interruption_text(Path(bundle_dir), entry)
-    return entry
-
-
-def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
-    """What the terminal says: the run discarded, the runs kept, the log, how to resume."""
-    run, total = entry["run"], entry["runs_total"]
-    running = f"run {run} was discarded (not an observation, R3.6) and will be redone; "
-    done = f"{len(entry['runs_done'])}{'' if total is None else f' of {total}'}"
-    return (
-        f"interrupted by {entry['signal']}: {running if run else ''}{done} runs are done and "
-        f"kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. To resume, run the same "
-        "command again (without --fresh): finished runs are not redone."
+    log = Path(bundle_dir).resolve() / INTERRUPTIONS_LOG
+    append_text_durable(log, json.dumps(entry) + "\n")
+    # what the terminal says: the run discarded, the runs kept, the log, how to resume
+    running = f"run {entry['run']} was discarded (not an observation, R3.6) and will be redone; "
+    total = f" of {len(schedule)}" if schedule else ""
+    stop.note = (
+        f"interrupted by {stop.signal_name}: {running if entry['run'] else ''}"
+        f"{len(entry['runs_done'])}{total} runs are done and kept; recorded in {log}. To resume, "
+        "run the same command again (without --fresh): finished runs are not redone."
     )
+    return entry
 
 
 def read_interruptions(bundle_dir: Path) -> list[dict[str, Any]]:
