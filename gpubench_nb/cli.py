@@ -219,10 +219,7 @@ def _os_error_text(exc: OSError) -> str | None:
     if isinstance(exc, IsADirectoryError):
         return f"{exc.filename} is a folder where a file is expected; give the file's path"
     if isinstance(exc, NotADirectoryError):
-        return (
-            f"{exc.filename}: a part of this path is a file where a folder is expected; give a "
-            "folder path"
-        )
+        return f"{exc.filename}: a part of this path is a file, not a folder; give a folder path"
     # shutil's copies name the source first and the file being written second
     where = exc.filename2 or exc.filename or "a file of this command"
     return str(storage_error(exc, where)) if disk_full(exc) else None

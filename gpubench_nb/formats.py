@@ -84,8 +84,7 @@ def size_bytes(value: int | float | None) -> str:
     """Memory in binary units: ``512 B``, ``120 MiB``, ``1.50 GiB`` (2^10 steps)."""
     if _missing(value):
         return NOT_RECORDED
-    value = float(value)
-    unit = 0
+    value, unit = float(value), 0
     while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
         value /= 1024
         unit += 1

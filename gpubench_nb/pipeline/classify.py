@@ -108,8 +108,7 @@ def classify(
     check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
-    is_reference = variant_id == exp.quality.reference_variant
-    if not is_reference and reference_bundle is None:
+    if variant_id != exp.quality.reference_variant and reference_bundle is None:
         raise ProtocolError(
             f"variant {variant_id!r} is accepted only within the tolerance below the reference "
             f"variant {exp.quality.reference_variant!r}'s quality; fix: pass --reference-bundle "

@@ -35,8 +35,7 @@ def refuse_tampered(bundle_dir: Path) -> None:
     """A finished bundle that check-bundle refuses is never resumed nor sealed again (R5.6)."""
     from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = verify_bundle(bundle_dir)
-    if problems:
+    if problems := verify_bundle(bundle_dir):
         listing = "\n  ".join(problems)
         raise BundleError(
             f"{bundle_dir} is a finished bundle that check-bundle refuses:\n  {listing}\nIt "

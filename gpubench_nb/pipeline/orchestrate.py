@@ -182,16 +182,9 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
                 **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
             }
         )
-    write_json_atomic(
-        bundle_dir / layout.SCHEDULE_NAME,
-        {
-            "experiment_id": experiment.experiment_id,
-            "order": experiment.timing.order,
-            "order_seed": experiment.timing.order_seed,
-            "repeats": experiment.timing.repeats,
-            "runs": entries,
-        },
-    )
+    timing = {key: getattr(experiment.timing, key) for key in ("order", "order_seed", "repeats")}
+    schedule = {"experiment_id": experiment.experiment_id, **timing, "runs": entries}
+    write_json_atomic(bundle_dir / layout.SCHEDULE_NAME, schedule)
 
 
 def run_one(

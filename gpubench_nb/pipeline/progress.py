@@ -111,11 +111,10 @@ def summary_text(
         for phase in PHASES:
             mine = [r for r in rows if r["variant_id"] == variant and r["phase"] == phase]
             times = [r["elapsed_seconds"] for r in mine if r["elapsed_seconds"] is not None]
-            shown = NOT_RECORDED
-            if times:
-                shown = seconds_range(statistics.median(times), min(times), max(times))
             if mine:
-                failed = len(mine) - len(times)
+                failed, shown = len(mine) - len(times), NOT_RECORDED
+                if times:
+                    shown = seconds_range(statistics.median(times), min(times), max(times))
                 lines.append(f"{variant:<10}{phase:<7}{len(mine):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(
