@@ -36,7 +36,7 @@ from gpubench_nb.protocol.bundle import (
 from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import canonical_sha256
-from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -169,7 +169,7 @@ def ledger_report(
     """`gpubench-nb ledger`: the sealed ledger, written to ``out`` (guarded before anything is
     read, R5.6; atomic, for ``report --ledger``) and returned as ``fmt``."""
     if out:
-        out = check_output_file(
+        out = check_output(
             Path(out),
             option="--out",
             inputs=[Path(offers_path), *map(Path, bundle_dirs)],

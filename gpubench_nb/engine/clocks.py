@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from gpubench_nb.engine.nvml import NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
@@ -47,7 +47,7 @@ def reason_names(mask: int) -> list[str]:
 
 class ClockSampler:
     """Samples one GPU (``nvml`` module or fake, ``handle``; either None: nothing sampled,
-    ``reason`` says why) on a side thread; ``clock`` is the stopwatch's, in nanoseconds."""
+    ``reason`` says why) on a side thread, on the stopwatch's clock (``perf_counter_ns``)."""
 
     def __init__(
         self,
@@ -55,13 +55,12 @@ class ClockSampler:
         handle: Any | None,
         *,
         interval_seconds: float = DEFAULT_INTERVAL_SECONDS,
-        clock: Callable[[], int] = time.perf_counter_ns,
         reason: str | None = None,
         join_seconds: float = 0.25,
     ) -> None:
         self.nvml, self.handle, self.reason = nvml, handle, reason
         self.interval_seconds, self.join_seconds = interval_seconds, join_seconds
-        self._clock = clock
+        self._clock = time.perf_counter_ns
         self.samples: list[dict[str, Any]] = []
         self.errors: list[str] = []
         self.energy_start: tuple[int, Any] | None = None  # (clock, mJ)
@@ -154,21 +153,19 @@ class ClockSampler:
                 )
         self._state = "stopped"
 
-    def summary(self, max_sm_clock_mhz: Any = None) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """The ``gpu_telemetry`` record of the span."""
         if not self.observable:
-            return summarise([], observable=False, reason=self.reason)
+            why = self.reason or "NVML cannot be asked for this device"
+            return {"observable": False, "reason": why, "flags": []}
         sm = getattr(self.nvml, "NVML_CLOCK_SM", 1)
         limit = self._ask("nvmlDeviceGetEnforcedPowerLimit")
         return summarise(
             self.samples,
-            observable=True,
             span=self.span,
             energy=(self.energy_start, self.energy_end),
             power_limit_watts=None if limit is None else limit / 1000,
-            max_sm_clock_mhz=max_sm_clock_mhz
-            if max_sm_clock_mhz is not None
-            else self._ask("nvmlDeviceGetMaxClockInfo", sm),
+            max_sm_clock_mhz=self._ask("nvmlDeviceGetMaxClockInfo", sm),
             interval_seconds=self.interval_seconds,
             errors=self.errors,
         )
@@ -218,19 +215,14 @@ def _stats(values: list[Any]) -> dict[str, Any] | str:
 def summarise(
     samples: list[dict[str, Any]],
     *,
-    observable: bool,
     span: tuple[int, int] | None = None,
     energy: tuple[Any, Any] = (None, None),
     power_limit_watts: float | None = None,
     max_sm_clock_mhz: Any = None,
     interval_seconds: float | None = None,
     errors: Sequence[str] = (),
-    reason: str | None = None,
 ) -> dict[str, Any]:
     """The summary of the samples inside ``span`` (all without one); none there: no flag."""
-    if not observable:
-        why = reason or "NVML cannot be asked for this device"
-        return {"observable": False, "reason": why, "flags": []}
     kept = [s for s in samples if span is None or span[0] <= s.get("t", span[0]) <= span[1]]
     masks = [s["reasons"] for s in kept if isinstance(s.get("reasons"), int)]
     seen = sorted({name for mask in masks for name in reason_names(mask)})
@@ -312,17 +304,17 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
     return text
 
 
-def sampler_for(device: Any, **kwargs: Any) -> ClockSampler:
+def sampler_for(device: Any) -> ClockSampler:
     """A sampler for torch ``device`` (matched by UUID, a MIG slice read on its parent GPU);
     on CPU one that records nothing; without NVML one that says why."""
     if getattr(device, "type", "cpu") != "cuda":
-        return ClockSampler(None, None, **kwargs)
+        return ClockSampler(None, None)
     nvml = load_nvml()
     if nvml is None:
         reason = f"NVML cannot be loaded on {device} (nvidia-ml-py missing, ROCm, or no driver)"
-        return ClockSampler(None, None, reason=reason, **kwargs)
+        return ClockSampler(None, None, reason=reason)
     handle = handle_for(nvml, device.index if device.index is not None else 0)
     if handle is None:
         reason = f"no NVML device matches {device} by UUID"
-        return ClockSampler(None, None, reason=reason, **kwargs)
-    return ClockSampler(nvml, parent_gpu(nvml, handle), **kwargs)
+        return ClockSampler(None, None, reason=reason)
+    return ClockSampler(nvml, parent_gpu(nvml, handle))

@@ -1,7 +1,6 @@
 """The hardware and software a run used (R2.4) and the machine's activity (R2.5), probed inside
-calls; on CPU ``gpu_count`` is 0 and GPU-only fields ``None`` (R4.3). CPU activity: load average
-and busy processes from /proc, each tick count compared with the previous reading (first: at
-import), so nothing sleeps on the run's path; without /proc, ``"not observable"``."""
+calls; on CPU ``gpu_count`` is 0 and GPU-only fields ``None`` (R4.3). Busy CPU processes compare
+/proc's tick counts with the previous reading (first: at import), so nothing sleeps on the run."""
 
 from __future__ import annotations
 
@@ -24,7 +23,6 @@ from gpubench_nb.engine.nvml import (
     decoded,
     load_nvml,
     process_survey,
-    processes_text,
     sku_details,
     survey_text,
     torch_uuid,
@@ -199,9 +197,7 @@ def gpu_process_survey(devices: Iterable[Any]) -> dict[str, Any] | None:
 def gpu_uuid(index: int) -> str | None:
     """The UUID (``GPU-…``) of torch's CUDA device ``index``, or None (R2.4, R5.3)."""
     uuid = torch_uuid(index)
-    if not uuid:
-        return None
-    return uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+    return f"GPU-{uuid.removeprefix('GPU-')}" if uuid else None
 
 
 def cpu_model() -> str | None:
@@ -301,25 +297,22 @@ def environment_notes(env: dict[str, Any]) -> str:
     def load(value: list[float] | None) -> str:
         return "n/a" if value is None else "/".join(f"{x:.2f}" for x in value)
 
-    def processes(when: str) -> str:  # a record without a survey: its list of processes
-        survey = env.get(f"gpu_process_survey_{when}")
-        return survey_text(survey) if survey else processes_text(env.get(f"gpu_processes_{when}"))
+    def activity(when: str) -> list[str]:
+        return [
+            f"other_gpu_processes_{when}={survey_text(env.get(f'gpu_process_survey_{when}'))}",
+            f"load_avg_{when}={load(env.get(f'load_average_{when}'))}",
+            f"machine_{when}: {activity_text(env.get(f'cpu_activity_{when}'))}",
+        ]
 
     parts = [
         f"code={env.get('code_revision')}",
         *filter(None, [allocation_note(env.get("slurm"))]),
         f"cpu={env.get('cpu_model')}",
         f"gpus_visible={env.get('visible_gpu_count')}",
-        f"other_gpu_processes_start={processes('start')}",
-        f"load_avg_start={load(env.get('load_average_start'))}",
+        *activity("start"),
     ]
-    if "cpu_activity_start" in env:
-        parts.append(f"machine_start: {activity_text(env.get('cpu_activity_start'))}")
     if env.get("load_average_end") is not None or env.get("gpu_processes_end") is not None:
-        parts.append(f"other_gpu_processes_end={processes('end')}")
-        parts.append(f"load_avg_end={load(env.get('load_average_end'))}")
-        if env.get("cpu_activity_end") is not None:
-            parts.append(f"machine_end: {activity_text(env.get('cpu_activity_end'))}")
+        parts += activity("end")  # after finish_environment
     if env.get("numerics"):
         parts.append(numerics_note(env["numerics"]))
     if env.get("gpu_devices"):

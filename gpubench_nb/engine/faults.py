@@ -52,11 +52,6 @@ class InjectedDeviceError(RuntimeError):
 _PENDING: list[InjectedDeviceError] = []  # launched, not yet surfaced (like the CUDA context)
 
 
-def clear_pending() -> None:
-    """Forget launched errors (tests only: a real CUDA error lasts as long as the process)."""
-    _PENDING.clear()
-
-
 def surface_pending() -> None:
     """Raise a pending ``cudaerror`` now, at a device synchronisation (sticky, as CUDA's)."""
     if _PENDING:
@@ -182,8 +177,7 @@ class FaultPlan:
         return {f.batch: f for f in self._matching(pass_kind) if f.site == "batch" and f.batch}
 
     def load_fault(self) -> Fault | None:
-        found = [f for f in self._matching() if f.site == "load"]  # whatever the pass
-        return found[0] if found else None
+        return next((f for f in self._matching() if f.site == "load"), None)  # whatever the pass
 
     def describe(self) -> str:
         """For `notes`: the injected faults scoped to this run (any pass), or ''."""

@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -88,14 +88,6 @@ class PassResult:
         }
 
 
-def truncation_note(truncated_texts: int, dropped_tokens: int, total: int, context: int) -> str:
-    """R2.3: how much the context limit cut, since shortening texts changes the work done."""
-    return (
-        f"R2.3 truncation: {truncated_texts} of {total} texts cut to context {context} "
-        f"(special tokens included), {dropped_tokens} tokens dropped"
-    )
-
-
 def prediction_lines(ids: Sequence[str], labels: Sequence[str]) -> str:
     """predictions.jsonl: one ``{"id", "label"}`` per line, in corpus order (R1.2)."""
     return "".join(
@@ -123,12 +115,6 @@ def _labels(backend: Any, batches: Sequence[Any], outputs: Sequence[Any], total:
         # A negative index is an answer outside the classes, written as-is (R1.5).
         labels[pos] = classes[index] if index >= 0 else backend.off_label_answer(pos)
     return labels
-
-
-def _tokens_processed(backend: Any, tokenized: Any) -> int | None:
-    """The backend's count of tokens processed in the pass, or None where it counts none."""
-    counter = getattr(backend, "tokens_processed", None)
-    return None if counter is None else counter(tokenized)
 
 
 def _settle() -> None:
@@ -164,11 +150,8 @@ def measure_pass(
     prepared: dict[str, Any] | None = None,
 ) -> PassResult:
     """Classify ``corpus`` once with ``backend`` at ``settings``, timing the declared scope (R3.1),
-    memory read around it (R3.8). ``processing``: tokenisation and batches before the timer (built
-    once per process in ``prepared``), predictions written after; ``end_to_end``: the timer covers
-    reading, tokenising, batching, forwards and writing. Any exception, out of memory included, is a
-    failed observation leaving no predictions file (R3.6, R5.8); a CUDA error names the batches
-    launched since the last synchronisation."""
+    memory read around it (R3.8); ``prepared`` keeps the processing scope's batches for the next
+    pass. Any exception is a failed observation leaving no predictions file (R3.6, R5.8)."""
     check_scope(scope)
     if sampler is None and pass_kind == "measured":
         sampler = sampler_for(backend.device)
@@ -189,12 +172,11 @@ def measure_pass(
         else:
             ids, labels, elapsed, memory = run.end_to_end(corpus, reader)
     except Exception as exc:
-        _stop(sampler, span.watch.span_so_far())
+        _quietly(sampler, "stop", span.watch.span_so_far())
         if path is not None:
             path.unlink(missing_ok=True)
         where = _where(exc, run.stage, run.number, run.total_batches, track)
-        failed = _failed(exc, probe, run.tokenized, where, _telemetry(sampler))
-        return replace(failed, corpus_reread=run.reread)
+        return _failed(exc, probe, run, where, _telemetry(sampler))
     return PassResult(
         elapsed_seconds=elapsed,
         memory=memory,
@@ -203,7 +185,9 @@ def measure_pass(
         error=None,
         predictions_path=path,
         item_count=len(ids),
-        tokens_processed=_tokens_processed(backend, run.tokenized),
+        tokens_processed=backend.tokens_processed(run.tokenized)
+        if hasattr(backend, "tokens_processed")
+        else None,
         off_label_answers=sum(1 for label in labels if label not in backend.classes)
         if hasattr(backend, "off_label_answer")
         else None,
@@ -223,13 +207,13 @@ class _Span:
     def begin(self) -> None:
         _settle()
         self.probe.begin()
-        _start(self.sampler)
+        _quietly(self.sampler, "start")
         self.watch.start()
 
     def end(self) -> tuple[float, MemoryReading]:
         """(elapsed seconds, memory readings) of the span."""
         elapsed = self.watch.stop()
-        _stop(self.sampler, self.watch.span_ns)
+        _quietly(self.sampler, "stop", self.watch.span_ns)
         return elapsed, self.probe.end()
 
 
@@ -249,13 +233,8 @@ class _Pass:
         track: SyncTracker,
         batch_faults: dict[int, Any],
     ) -> None:
-        self.backend, self.path, self.span, self.track = backend, path, span, track
-        self.batch_faults = batch_faults
-        self.context, self.batch, self.batching = (
-            settings.context,
-            settings.batch,
-            settings.batching,
-        )
+        self.backend, self.settings, self.path, self.span = backend, settings, path, span
+        self.track, self.batch_faults = track, batch_faults
         self.stage = "start"
         self.reread: str | None = None  # end_to_end: the revision of the corpus read again
         self.number = 0  # the batch being launched
@@ -298,7 +277,8 @@ class _Pass:
 
     def _prepared_batches(self, corpus: Any, prepared: dict[str, Any] | None) -> Sequence[Any]:
         """Tokens and batches built once per process and reused, outside the timer."""
-        key = (id(self.backend), corpus.revision, self.context, self.batch, self.batching)
+        s = self.settings
+        key = (id(self.backend), corpus.revision, s.context, s.batch, s.batching)
         if prepared is not None and prepared.get("key") == key:
             self.tokenized = prepared["tokenized"]
             return prepared["batches"]
@@ -309,9 +289,9 @@ class _Pass:
 
     def _tokenized_batches(self, texts: Sequence[str]) -> Sequence[Any]:
         self.stage = "tokenisation"
-        self.tokenized = self.backend.tokenize(texts, self.context)
+        self.tokenized = self.backend.tokenize(texts, self.settings.context)
         self.stage = "batch building"
-        return self.backend.batches(self.tokenized, self.batch, self.batching)
+        return self.backend.batches(self.tokenized, self.settings.batch, self.settings.batching)
 
     def _forward(self, batches: Sequence[Any]) -> list[Any]:
         """The forward passes, batch by batch; an injected fault fires before its batch."""
@@ -351,16 +331,10 @@ class SyncTracker:
         self.synced_after = self.batch
 
 
-def _start(sampler: Any) -> None:
+def _quietly(sampler: Any, method: str, *args: Any) -> None:
     if sampler is not None:
         with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
-            sampler.start()
-
-
-def _stop(sampler: Any, span: tuple[int, int] | None) -> None:
-    if sampler is not None:
-        with contextlib.suppress(Exception):
-            sampler.stop(span)
+            getattr(sampler, method)(*args)
 
 
 def _telemetry(sampler: Any) -> dict | None:
@@ -405,9 +379,10 @@ def _where(exc: Exception, stage: str, number: int, total: int | str, track: Syn
 
 
 def _failed(
-    exc: Exception, probe: Any, tokenized: Any, where: str, telemetry: dict | None = None
+    exc: Exception, probe: Any, run: _Pass, where: str, telemetry: dict | None
 ) -> PassResult:
     """The failed observation: elapsed empty, the memory readings taken so far (R5.8)."""
+    tokenized = run.tokenized
     memory = readings_so_far(probe)
     if is_out_of_memory(exc):
         event = (
@@ -431,7 +406,6 @@ def _failed(
         error=failure_text(exc),
         notes=(event,),
         out_of_memory=is_out_of_memory(exc),
-        predictions_path=None,
-        item_count=None,
         gpu_telemetry=telemetry,
+        corpus_reread=run.reread,
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 MEMORY_FIELDS = (
     "baseline_allocated_bytes",
@@ -29,11 +29,7 @@ class MemoryReading:
     def problems(self) -> list[str]:
         """Plausibility checks on the readings (empty when fine or not recorded)."""
         out = []
-        pairs = (
-            ("baseline_allocated_bytes", "baseline_reserved_bytes"),
-            ("peak_allocated_bytes", "peak_reserved_bytes"),
-        )
-        for alloc, res in pairs:
+        for alloc, res in (MEMORY_FIELDS[:2], MEMORY_FIELDS[2:]):
             a, r = getattr(self, alloc), getattr(self, res)
             if a is not None and r is not None and a > r:
                 out.append(f"R3.9: {alloc}={a} exceeds {res}={r}; allocated must be <= reserved")
@@ -43,22 +39,12 @@ class MemoryReading:
 NOT_RECORDED = MemoryReading()
 
 
-class CudaMemoryApi(Protocol):
-    """The part of ``torch.cuda`` the probe uses; tests pass a recording fake."""
-
-    def synchronize(self, device: Any = None) -> None: ...
-    def memory_allocated(self, device: Any = None) -> int: ...
-    def memory_reserved(self, device: Any = None) -> int: ...
-    def reset_peak_memory_stats(self, device: Any = None) -> None: ...
-    def max_memory_allocated(self, device: Any = None) -> int: ...
-    def max_memory_reserved(self, device: Any = None) -> int: ...
-
-
 class MemoryProbe:
     """PyTorch caching-allocator readings of one CUDA/ROCm device in the R3.8 order (synchronise,
     baselines, reset peaks; synchronise, peaks); nothing outside it (R3.9)."""
 
-    def __init__(self, device: Any, api: CudaMemoryApi | None = None) -> None:
+    def __init__(self, device: Any, api: Any = None) -> None:
+        """``api``: ``torch.cuda``, or a fake with its memory functions (tests)."""
         if api is None:
             import torch
 
@@ -92,8 +78,6 @@ class MemoryProbe:
 class NullProbe:
     """CPU stand-in: torch's memory counters are CUDA-only, so every reading is ``None``."""
 
-    device = None
-
     def begin(self) -> None:
         return None
 
@@ -112,10 +96,7 @@ def readings_so_far(probe: Any) -> MemoryReading:
     try:
         return probe.end()
     except Exception:  # begin() never ran, or the device is unusable after the fault
-        try:
-            return probe.partial()
-        except Exception:
-            return NOT_RECORDED
+        return probe.partial()  # the stored baselines: asks nothing of the device
 
 
 def failure_text(exc: BaseException) -> str:
@@ -142,35 +123,26 @@ def probe_for(device: Any) -> MemoryProbe | NullProbe:
     return NullProbe()
 
 
-def _resolve(device: str) -> Any:
-    import torch
-
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
-
-
 def memory_mlp_demo(device: str = "auto", *, width: int = 1024, batch: int = 256, seed: int = 0):
     """A small synthetic MLP's memory after each step, in the R3.8 order, as a DataFrame; times
     nothing (R3.3). On CPU the readings are ``None``."""
     import pandas as pd
     import torch
 
-    dev = _resolve(device)
+    from gpubench_nb.engine.backends.base import resolve_device
+
+    dev = resolve_device(device)
     api = torch.cuda if dev.type == "cuda" else None
     rows: list[dict[str, Any]] = []
-    readers = {  # column -> the torch.cuda function that reads it
-        "allocated_bytes": "memory_allocated",
-        "reserved_bytes": "memory_reserved",
-        "max_allocated_bytes": "max_memory_allocated",
-        "max_reserved_bytes": "max_memory_reserved",
-    }
+    # the torch.cuda functions read, each in a column without "memory_": max_allocated_bytes ...
+    readers = ("memory_allocated", "memory_reserved", "max_memory_allocated", "max_memory_reserved")
 
     def read(step: str, explanation: str, sync: bool = True) -> None:
         if api is not None and sync:
             api.synchronize(dev)
         row: dict[str, Any] = {"step": step, "device": str(dev), "explanation": explanation}
-        for column, reader in readers.items():
+        for reader in readers:
+            column = reader.replace("memory_", "") + "_bytes"
             row[column] = None if api is None else int(getattr(api, reader)(dev))
         rows.append(row)
 

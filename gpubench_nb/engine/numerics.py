@@ -157,15 +157,10 @@ def numerics_note(settings: Mapping[str, Any]) -> str:
     if unknown:
         sdpa_text += f" ({'/'.join(unknown)} {NOT_OBSERVABLE})"
     env = settings.get("environment") or {}
-    loading = settings.get("cuda_module_loading")
-    fresh = isinstance(loading, Mapping)  # the effective mode, read after CUDA init
+    loading = settings.get("cuda_module_loading") or {}  # the effective mode, after CUDA init
     shown = ("NVIDIA_TF32_OVERRIDE", "PYTORCH_CUDA_ALLOC_CONF", "CUDA_MODULE_LOADING")
-    env_text = " ".join(  # an older record: CUDA_MODULE_LOADING as the process started
-        f"{name}={'unset' if env.get(name) is None else env.get(name)}"
-        for name in shown[: 2 if fresh else 3]
-    )
-    if fresh:
-        env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
+    env_text = " ".join(f"{n}={'unset' if env.get(n) is None else env.get(n)}" for n in shown[:2])
+    env_text += f" CUDA_MODULE_LOADING={loading.get('effective')} ({loading.get('source')})"
     others = [f"{name}={v}" for name, v in env.items() if v is not None and name not in shown]
     return (
         f"numerics: fp32_matmul={settings.get('float32_matmul_precision')} "

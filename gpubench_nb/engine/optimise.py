@@ -193,10 +193,8 @@ def isolated_compiler_cache() -> dict[str, Any]:
     return {"dir": str(folder), "state_at_start": f"empty (new folder {folder})"}
 
 
-def close_compiler_cache(cache: dict[str, Any] | None) -> dict[str, Any] | None:
+def close_compiler_cache(cache: dict[str, Any]) -> dict[str, Any]:
     """The cache's size at the end of the run, then the folder removed (it is per run)."""
-    if not cache:
-        return cache
     folder = Path(cache["dir"])
     sizes = []
     for path in folder.rglob("*"):

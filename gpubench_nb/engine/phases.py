@@ -245,20 +245,6 @@ def phase_note(phase: str, warmups: int) -> str:
     return f"phase=warm: {warmups} unrecorded warm-up pass(es), then one measured pass (R3.4)"
 
 
-def _pass_lines(result: PassResult | None) -> tuple[list[str], list[str]]:
-    """The pass's sentences for the notes: facts (the GPU's clocks, R2.5), then events
-    (failures, off-label answers R1.5, memory R3.8)."""
-    if result is None:
-        return [], []
-    telemetry = telemetry_text(result.gpu_telemetry)
-    off_label = (
-        f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are "
-        "outside the declared classes, written as-is (format_valid fails)"
-    )
-    events = [*result.notes, *([off_label] if result.off_label_answers else [])]
-    return [telemetry] if telemetry else [], [*events, *result.memory.problems()]
-
-
 def run_notes(
     scope: str,
     prompt: Any,
@@ -269,17 +255,23 @@ def run_notes(
     faults: str,
     env: dict[str, Any],
 ) -> str:
-    """run.json's notes: scope, phase, the load's and the pass's facts, then the events, the
-    injected faults and the environment (R3.1, R3.6, R2.4, R2.5)."""
-    phase_text, scope_text = phase_note(phase, warmups), scope_note(scope)
-    facts, events = _pass_lines(result)
+    """run.json's notes: scope, phase, the load's and the pass's facts (GPU clocks, R2.5), then the
+    events (failures, off-label answers R1.5, memory R3.8), the injected faults and the environment
+    (R3.1, R3.6, R2.4, R2.5)."""
+    facts, events = [], []
+    if result is not None:
+        facts = [telemetry_text(result.gpu_telemetry)]
+        off_label = f"R1.5 {result.off_label_answers} of {result.item_count} generated answers are"
+        off_label += " outside the declared classes, written as-is (format_valid fails)"
+        events = [*result.notes, *([off_label] if result.off_label_answers else [])]
+        events += result.memory.problems()
     lines = [
-        scope_text,
+        scope_note(scope),
         *([prompt.note()] if prompt is not None else []),  # a prompted causal LM (R2.5)
         LOAD_SCOPE,
-        phase_text,
+        phase_note(phase, warmups),
         *loaded.facts,
-        *facts,
+        *filter(None, facts),
         *loaded.events,
         *events,
         *([faults] if faults else []),

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-NOT_OBSERVABLE = "not observable"
+from gpubench_nb.engine.nvml import NOT_OBSERVABLE
 
 # (file, size) -> mincore's vector: one byte per page, bit 0 set where the page is resident
 Mincore = Callable[[Path, int], Any]
@@ -26,14 +26,7 @@ def _libc_mincore() -> Mincore | None:
     except (OSError, AttributeError, TypeError):
         return None
     c_mmap.restype = ctypes.c_void_p
-    c_mmap.argtypes = (
-        ctypes.c_void_p,
-        ctypes.c_size_t,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_int,
-        ctypes.c_long,
-    )
+    c_mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, *[ctypes.c_int] * 3, ctypes.c_long)
     c_mincore.restype = ctypes.c_int
     c_mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_ubyte))
     c_munmap.restype = ctypes.c_int

@@ -7,21 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _no_sync() -> None:
-    return None
-
-
 def synchronizer(device: Any) -> Callable[[], None]:
     """A callable that waits for ``device``'s queued work (ROCm's HIP devices are ``cuda`` too); a
-    no-op on CPU."""
+    no-op on CPU (``resolve_device`` admits no other kind)."""
     import torch
 
-    device = torch.device(device) if device is not None else torch.device("cpu")
-    if device.type == "cuda":
-        return lambda: torch.cuda.synchronize(device)
-    if device.type == "mps":  # pragma: no cover - not a target, but never time async work
-        return torch.mps.synchronize
-    return _no_sync
+    device = torch.device("cpu" if device is None else device)
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
 def cuda_context_seconds(
@@ -31,7 +23,7 @@ def cuda_context_seconds(
     (None on CPU); allocates nothing (R3.8)."""
     import torch
 
-    device = torch.device(device) if device is not None else torch.device("cpu")
+    device = torch.device("cpu" if device is None else device)
     if device.type != "cuda":
         return None
     cuda = torch.cuda if cuda is None else cuda
@@ -51,16 +43,14 @@ class Stopwatch:
         sync: Callable[[], None] | None = None,
     ) -> None:
         self._clock = clock
-        self._sync = sync or _no_sync
+        self._sync = sync or (lambda: None)
         self._start_ns: int | None = None
-        self.elapsed_seconds: float | None = None
         self.span_ns: tuple[int, int] | None = None  # (start, stop) clock readings, once stopped
 
     def start(self) -> None:
         """Synchronise, then read the clock (queued work must not leak into the timed span)."""
         self._sync()
         self._start_ns = self._clock()
-        self.elapsed_seconds = None
 
     def stop(self) -> float:
         """Synchronise, read the clock and return the elapsed seconds."""
@@ -68,21 +58,9 @@ class Stopwatch:
             raise RuntimeError("Stopwatch.stop() called before start()")
         self._sync()
         end_ns = self._clock()
-        self.elapsed_seconds = (end_ns - self._start_ns) / 1e9
         self.span_ns, self._start_ns = (self._start_ns, end_ns), None
-        return self.elapsed_seconds
+        return (end_ns - self.span_ns[0]) / 1e9
 
     def span_so_far(self) -> tuple[int, int] | None:
         """(start, now) while running, the stopped span after ``stop``, None before ``start``."""
         return self.span_ns if self._start_ns is None else (self._start_ns, self._clock())
-
-    def __enter__(self) -> Stopwatch:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        # A failed span has no duration (R5.8): leave elapsed_seconds None on an exception.
-        if exc_type is None:
-            self.stop()
-        else:
-            self._start_ns = None

@@ -15,7 +15,7 @@ from gpubench_nb.protocol.bundle import CHECKS_NAME
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
-from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.outputs import check_output
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def _checks_path(exp: Experiment, predictions: Path, checks: str | Path | None) 
     splits = (exp.corpus.path, exp.corpus.train, exp.corpus.tune)
     inputs = [exp.source, predictions, *(p for p in splits if p is not None)]
     suggestion = Path.cwd() / f"{predictions.stem}.checks.json"
-    return check_output_file(
+    return check_output(
         target,
         option="--checks" if checks else "the default checks path",
         inputs=inputs,

@@ -173,16 +173,9 @@ def load_experiment_corpus(exp: Any, split: str = "eval", *, texts: bool = True)
             f"declare it or do not ask for it",
             rule="R1.4",
         )
-    return load_corpus(
-        path,
-        fmt=spec.format,
-        id_field=spec.id_field,
-        text_field=spec.text_field,
-        label_field=spec.label_field,
-        classes=exp.classes,
-        key="corpus.path" if split == "eval" else f"corpus.{split}",
-        texts=texts,
-    )
+    named = {name: getattr(spec, name) for name in ("id_field", "text_field", "label_field")}
+    key = "corpus.path" if split == "eval" else f"corpus.{split}"
+    return load_corpus(path, fmt=spec.format, classes=exp.classes, key=key, texts=texts, **named)
 
 
 def load_declared_corpora(exp: Any) -> tuple[Corpus, dict[str, Corpus]]:

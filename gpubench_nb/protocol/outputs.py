@@ -124,13 +124,6 @@ def _holds(folder: Path, path: Path) -> bool:
         return False
 
 
-def check_output_file(
-    out: Path, *, option: str, inputs: Iterable[Path], instead: str, rule: str = "R5.6"
-) -> Path:
-    """:func:`check_output` for a file path (``--checks``, ``--out``)."""
-    return check_output(out, option=option, inputs=inputs, instead=instead, rule=rule)
-
-
 def check_output_folder(
     folder: Path, *, option: str, inputs: Iterable[Path] = (), instead: str | None = None
 ) -> Path:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gpubench_nb.protocol.bundle import comparison_report_path
-from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.render import render_report
 
@@ -24,7 +24,7 @@ def render_comparison(
     default = comparison_report_path(bundles)
     html = Path(out) if out else default
     ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
-    check_output_file(
+    check_output(
         html,
         option="--out",
         inputs=[*bundles, *ledgers],

@@ -95,13 +95,13 @@ def test_summary_flags_a_low_clock_run_without_reasons() -> None:
     """The H200 figures: median 1507 MHz of a 1980 MHz maximum and no reason recorded is
     still a run 'well below the maximum clock'."""
     samples = [{"sm_clock_mhz": v, "reasons": 0} for v in (1507, 1215, 1507)]
-    summary = summarise(samples, observable=True, max_sm_clock_mhz=1980)
+    summary = summarise(samples, max_sm_clock_mhz=1980)
     assert summary["throttled"] is False and summary["low_clock"] is True
     assert summary["flags"] == [
         "low clock: median SM clock 1507 MHz is below 85% of the maximum 1980 MHz"
     ]
     assert summary["energy_joules"] == NOT_OBSERVABLE  # no counter read: not observable
-    fast = summarise([{"sm_clock_mhz": 1980, "reasons": 0}], observable=True, max_sm_clock_mhz=1980)
+    fast = summarise([{"sm_clock_mhz": 1980, "reasons": 0}], max_sm_clock_mhz=1980)
     assert fast["flags"] == [] and fast["clock_event_reasons"] == []
 
 

@@ -110,14 +110,15 @@ def test_other_gpu_processes_exclude_this_one(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(
         torch.cuda, "get_device_properties", lambda i: SimpleNamespace(uuid="1234-abcd")
     )
-    procs = envmod.gpu_process_survey([torch.device("cuda", 0)])["foreign"]
+    survey = envmod.gpu_process_survey([torch.device("cuda", 0)])
+    procs = survey["foreign"]
     assert procs == [
         {"device": "cuda:0", "pid": 4242, "used_bytes": 2048},
         {"device": "cuda:0", "pid": 7, "used_bytes": None},
     ]
     env = {
         "code_revision": "git:abc",
-        "gpu_processes_start": procs,
+        "gpu_process_survey_start": survey,
         "load_average_start": [1, 2, 3],
     }
     notes = environment_notes(env)

@@ -58,7 +58,7 @@ def test_only_samples_inside_the_stopwatch_span_count() -> None:
     """Idle 345 MHz samples before and after the span made a fake GPU 'low clock'."""
     idle = [{"t": t, "sm_clock_mhz": 345, "reasons": 1} for t in (0, 100)]
     busy = [{"t": t, "sm_clock_mhz": 1980, "reasons": 0} for t in (20, 40, 60)]
-    summary = summarise(idle + busy, observable=True, span=(10, 90), max_sm_clock_mhz=1980)
+    summary = summarise(idle + busy, span=(10, 90), max_sm_clock_mhz=1980)
     assert summary["samples"] == 3 and summary["samples_outside_span"] == 2
     assert summary["sm_clock_mhz"]["median"] == 1980 and summary["flags"] == []
     assert summary["clock_event_reasons"] == []

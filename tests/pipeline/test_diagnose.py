@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpubench_nb.engine.faults import clear_pending
+from gpubench_nb.engine import faults
 from gpubench_nb.pipeline.diagnose import diagnose_run, needs_diagnosis
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.protocol.bundle import DIAGNOSIS_NAME, run_dir
@@ -18,9 +18,7 @@ from tests.support.experiments import frozen
 def _async_fault(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("CUDA_LAUNCH_BLOCKING", raising=False)
     monkeypatch.setenv("GPUBENCH_FAULT", "cudaerror@batch:2@variant:b4")
-    clear_pending()
-    yield
-    clear_pending()
+    monkeypatch.setattr(faults, "_PENDING", [])  # no CUDA error launched by an earlier test
 
 
 def test_a_cuda_error_is_located_by_a_blocking_rerun_outside_the_schedule(workspace, tmp_path):

@@ -19,7 +19,7 @@ from gpubench_nb.pipeline.campaign.state import (
 )
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
-from gpubench_nb.protocol.outputs import check_output_file
+from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.writer import refuse_if_written
 
 
@@ -124,7 +124,7 @@ def campaign_report(
             rule="R5.6",
         )
     report = Path(out) if out else campaign_dir / REPORT_NAME
-    check_output_file(  # the one output guard (R5.6)
+    check_output(  # the one output guard (R5.6)
         report,
         option="--out" if out else "the campaign report",
         inputs=[Path(path), *ready],
