@@ -38,7 +38,6 @@ def give_plain_modes(root: Path) -> None:
     """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would (a folder
     staged with ``mkdtemp`` is 0700; a model folder is meant for colleagues too)."""
     mask = _current_umask()
-    root = Path(root)
     for folder, _, files in os.walk(root):
         os.chmod(folder, 0o777 & ~mask)
         for name in files:

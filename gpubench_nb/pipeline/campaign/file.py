@@ -168,7 +168,8 @@ class Target(_Section):
 
 @dataclass(frozen=True, kw_only=True)
 class Campaign(_Section):
-    """The campaign file, e.g. `parameters/campaign-offers.yaml` (R1.3, R5.1)."""
+    """The campaign file (`parameters/campaign-offers.yaml`): one experiment, frozen once,
+    measured on several targets (R1.3, R5.1)."""
 
     campaign_id: str = _id("names outputs/<campaign_id>/")
     experiment_path: Path = key(
