@@ -80,7 +80,7 @@ print(json.dumps({"spent": spent, "heavy": heavy}))
 _REPORT_BREAKDOWN = r"""
 import cProfile, json, pstats, sys, time
 t0 = time.perf_counter()
-import gpubench_nb.report.comparison as comparison  # what the CLI imports for `report`
+import gpubench_nb.report.render as comparison  # what the CLI imports for `report`
 spent = {"import the report's modules": time.perf_counter() - t0}
 profile = cProfile.Profile()
 start = time.perf_counter()

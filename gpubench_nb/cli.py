@@ -116,8 +116,7 @@ def _schema(args: argparse.Namespace) -> None:
 
 
 def _report(args: argparse.Namespace) -> None:
-    from gpubench_nb.report.comparison import render_comparison
-    from gpubench_nb.report.render import executed_notebook
+    from gpubench_nb.report.render import executed_notebook, render_comparison
 
     path = render_comparison(**_given(args))
     print(f"report written: {Path(path).resolve()}")

@@ -44,7 +44,7 @@ def test_an_interruption_records_the_job_id_slurm_gave_under_either_name(
     [
         (["run", "e.yaml"], "gpubench_nb.pipeline.progress:run_with_progress"),
         (["accept", "e.yaml", "p.jsonl"], "gpubench_nb.protocol.accept:accept_predictions"),
-        (["report", "a", "b"], "gpubench_nb.report.comparison:render_comparison"),
+        (["report", "a", "b"], "gpubench_nb.report.render:render_comparison"),
         (["classify", "e.yaml", "--variant", "b8"], "gpubench_nb.pipeline.classify:classify"),
         (
             ["ledger", "a", "--offer", "h", "--days", "7", "--lots", "1", "--start", "2026-12-01"],

@@ -24,8 +24,8 @@ from gpubench_nb.protocol.records import (
 )
 from gpubench_nb.protocol.results import read_rows
 from gpubench_nb.report.bundles import load_bundles
-from gpubench_nb.report.decision import decision_view
-from gpubench_nb.report.economics import economics_table
+from gpubench_nb.report.decision import decision_view_of
+from gpubench_nb.report.render import economics_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main-bundle"
 
@@ -70,7 +70,7 @@ def test_the_rules_agree_on_the_bundle_made_by_main(bundle: Path) -> None:
     rule = {v: a.verdict for v, a in variant_acceptance(rows).items()}
     loaded = load_bundles([bundle])
     assert {v.variant_id: v.verdict for v in read_economics(bundle).variants} == rule
-    options = decision_view([bundle]).options
+    options = decision_view_of(loaded).options
     assert {o.variant_id: o.accepted for o in options} == rule
     assert all(o.cost_per_accepted_usd_minor is None for o in options)
     table = economics_table(loaded)

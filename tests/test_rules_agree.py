@@ -32,8 +32,8 @@ from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import COLUMNS, read_rows
 from gpubench_nb.report.bundles import load_bundles, summary_of
-from gpubench_nb.report.decision import decision_view
-from gpubench_nb.report.economics import economics_table
+from gpubench_nb.report.decision import decision_view_of
+from gpubench_nb.report.render import economics_table
 
 OFFERS_YAML = """\
 offers:
@@ -156,8 +156,9 @@ def every_screen(
         v["variant_id"]: {"accepted": True, "not accepted": False}.get(v["status"])
         for v in economics["variants"]
     }
-    by_decision = {o.variant_id: o.accepted for o in decision_view([bundle]).options}
-    summary = summary_of(load_bundles([bundle]))
+    loaded = load_bundles([bundle])
+    by_decision = {o.variant_id: o.accepted for o in decision_view_of(loaded).options}
+    summary = summary_of(loaded)
     by_report = {p.variant_id: p.acceptance.verdict for p in summary.phases if p.acceptance}
     ledger = build_ledger(load_offers(offers)["h100-test"], 7, 1, START, [bundle], now=AFTER)
     kept = set(ledger["kept"][0]["accepted_variants"])
@@ -219,7 +220,7 @@ def test_cost_and_attribution_read_the_same_everywhere(tmp_path: Path, offers: P
         ("h200-test", "b1"): None,  # not this hardware (R5.7)
         ("h200-test", "b4"): None,
     }
-    options = {o.variant_id: o for o in decision_view([bundle]).options}
+    options = {o.variant_id: o for o in decision_view_of(load_bundles([bundle])).options}
     assert options["b1"].cost_per_accepted_usd_minor == one_corpus
     assert options["b4"].cost_per_accepted_usd_minor is None
     table = economics_table(load_bundles([bundle]))

@@ -1,5 +1,4 @@
-"""Which offer earned a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7).
-Pure: what a bundle recorded (rows, ``environment.json``) against what an offer names."""
+"""Which offer earns a cost per accepted corpus: the one whose hardware accepted it (R2.4, R5.7)."""
 
 from __future__ import annotations
 
@@ -65,10 +64,6 @@ def _tokens(model: str) -> tuple[set[str], set[str], str]:
     return codes, memory, " ".join(words)
 
 
-def _words(text: str) -> str:
-    return " ".join(text.lower().split())
-
-
 def gpu_models_match(recorded: str, offered: str) -> bool:
     """The offer's model codes (``h100``) are in the recorded name and stated memories agree."""
     rec_codes, rec_memory, rec_words = _tokens(recorded)
@@ -113,7 +108,7 @@ def attribute(
     declared, wrong = offer.id == declared_offer_id, f"not on a {offer.gpu_model}"
     if offer.gpus_per_lot == 0:  # CPU-only hardware: the same rule, by the CPU's model name
         cpu, offered = hardware.cpu_model, f"the CPU-only {offer.cpu_model}"
-        if used == 0 and cpu and _words(cpu) == _words(offer.cpu_model or ""):
+        if used == 0 and cpu and cpu.lower().split() == (offer.cpu_model or "").lower().split():
             return result(True, "cpu model", f"accepted on {seen}, {offered} without a GPU")
         if not (used == 0 and not cpu and declared):
             return result(False, "none", f"{NOT_MEASURED}: accepted on {seen}, not on {offered}")

@@ -1,5 +1,4 @@
-"""A bundle's prices in integer cents, never extrapolated: its CSV package columns and
-economics.json (R5.1-R5.7); break-even counts are thresholds, not forecasts."""
+"""A bundle's prices in cents, never extrapolated: CSV package columns and economics.json (R5)."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
+from dataclasses import asdict
 from typing import NoReturn
 
 from gpubench_nb import formats
@@ -79,7 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def format_quote(quote: PackageQuote, fmt: str) -> str:
     """The quote as a two-column table, a one-row CSV, or JSON; empty cost stays empty (R4.3)."""
-    data = quote.to_dict()
+    data = asdict(quote)
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
     if fmt == "csv":

@@ -146,8 +146,7 @@ def _times(
 
 
 def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
-    """The bundle's corpus identity (order and NFC free, R5.3): its lock's, else (an older lock)
-    that of its kept corpus copy, which the manifest verified."""
+    """The bundle's corpus identity (R5.3): its lock's, else (an older lock) its kept corpus's."""
     frozen = lock.get("corpus_identity")
     if isinstance(frozen, str) and frozen:
         return frozen
@@ -166,8 +165,7 @@ def ledger_report(
     fmt: str = "table",
     out: str | Path | None = None,
 ) -> str:
-    """`gpubench-nb ledger`: the sealed ledger, written to ``out`` (guarded before anything is
-    read, R5.6; atomic, for ``report --ledger``) and returned as ``fmt``."""
+    """`gpubench-nb ledger`: the sealed ledger, written to ``out`` (guarded, R5.6), as ``fmt``."""
     if out:
         out = check_output(
             Path(out),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +43,7 @@ _PRICES = schema.section(
 
 @dataclass(frozen=True, kw_only=True)
 class Offer(Record):
-    """One rental offer (R5.1, R5.2).
-
-    The price of a whole 3-, 7- or 30-day package for ONE lot; ``placeholder: true`` marks its
-    prices as invented wherever they are shown."""
+    """One rental offer (R5.1, R5.2)."""
 
     RULE = "R5.1"
     CLOSED = True
@@ -148,8 +145,7 @@ def load_offers(path: str | Path) -> dict[str, Offer]:
 
 
 def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str | None) -> Offer:
-    """The demo's placeholder offer for a bundle's hardware (GPU model and count, else CPU model),
-    attributed by the one rule like any other (R2.4, R5.7)."""
+    """The demo's placeholder offer for a bundle's hardware, attributed like any other (R5.7)."""
     provider = (
         "written by gpubench-nb for the machine this bundle ran on (pricing.offer: "
         f"{MACHINE_OFFER_ID}): invented example prices, not a quote"
@@ -193,9 +189,6 @@ class PackageQuote:
     rounding_rule: str
     note: str
     placeholder: bool = False  # the offer's prices are invented examples, not a quote
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def cost_per_accepted_usd_minor(total_usd_minor: int, accepted_results: int | None) -> int | None:
@@ -295,9 +288,9 @@ def package_terms(
     return lots, total, notes
 
 
-def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int | None:
+def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> int:
     """Fewest accepted corpora for ``challenger`` to cost less per corpus than ``reference``,
-    compared unrounded; None when the reference costs 0 (R5.5)."""
+    compared unrounded; a package costs at least 1 cent (R5.1), so one always exists (R5.5)."""
     measured = reference.accepted_results
     if measured is None or measured == 0:
         raise EconomicsError(
@@ -305,6 +298,4 @@ def break_even_accepted(challenger: PackageQuote, reference: PackageQuote) -> in
             f"corpora, got {measured!r}; no cost per result exists to beat",
             rule="R5.5",
         )
-    if reference.package_total_usd_minor == 0:
-        return None
     return challenger.package_total_usd_minor * measured // reference.package_total_usd_minor + 1

@@ -35,8 +35,7 @@ def economics_notebook(
     bundle_dir: str | Path,
     pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
-    """30_economics in one call: load the experiment's pricing, write economics.json, tabulate.
-    ``pricing_override``: a campaign target's offer in place of the (unfrozen) pricing section."""
+    """30_economics: economics.json for the declared (or campaign override) offer; its tables."""
     from gpubench_nb.protocol.experiment import load_experiment
     from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.writer import bundle_writer
@@ -120,9 +119,6 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
         if offer is not None and totals != {offer.package_total_usd_minor}:
             kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
             derived["declared package_total_usd_minor"] = sorted(totals, key=str)
-    for record in (kept, derived):  # the hardware's wording is a rendering of the fields kept
-        if isinstance(record.get("measured_on"), dict):  # beside it: compared, not the words
-            record["measured_on"] = {**record["measured_on"], "hardware": None}
     return [
         f"{ECONOMICS_NAME}: {change} (as kept -> as re-derived from the CSV and the offers, R5.6)"
         for change in differences(_figures(kept, kept), _figures(derived, kept))

@@ -7,12 +7,11 @@ from pathlib import Path
 from typing import TextIO
 
 from gpubench_nb.engine.backends.model_check import check_declared_model
-from gpubench_nb.engine.backends.registry import PRESETS
 from gpubench_nb.engine.optimise import refuse_unrunnable
 from gpubench_nb.errors import EconomicsError, ProtocolError
 from gpubench_nb.protocol.corpus import load_declared_corpora
 from gpubench_nb.protocol.experiment import load_experiment
-from gpubench_nb.protocol.experiment_spec import Experiment
+from gpubench_nb.protocol.experiment_spec import PRESET_BACKENDS, Experiment
 from gpubench_nb.protocol.outputs import special_kind
 
 
@@ -32,7 +31,7 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
     say(f"model       {exp.model.backend} at {exp.model.path}")
     for line in check_declared_model(exp):  # hf, causal_lm: the folder the user brings (R1.1)
         say(line)
-    if exp.model.backend in PRESETS and not Path(exp.model.path).is_dir():  # not an error
+    if exp.model.backend in PRESET_BACKENDS and not Path(exp.model.path).is_dir():  # not an error
         say(
             f"            model.path {exp.model.path} is not built yet: `gpubench-nb "
             f"build-model {path}` builds it from the seed (R1.1)"

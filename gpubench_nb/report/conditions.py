@@ -1,5 +1,4 @@
-"""What the machine was doing during each run, as run.json recorded it (R2.5), per run and per
-variant, and when that makes a speed comparison unreliable."""
+"""The machine around each run (run.json, R2.5), per run and variant; when it spoils comparisons."""
 
 from __future__ import annotations
 
@@ -90,8 +89,7 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None, bool | None]:
-    """(text, fixed): the run's CPU threads as run.json ``threads`` records them, else torch's
-    intra-op threads and OMP/MKL variables at its start."""
+    """(text, fixed): the run's CPU threads from run.json ``threads``, else its start's numerics."""
     state = run.get("threads")
     if not isinstance(state, Mapping):
         numerics = env.get("numerics") if isinstance(env.get("numerics"), Mapping) else {}
@@ -110,8 +108,7 @@ def _threads(run: Mapping[str, Any], env: Mapping[str, Any]) -> tuple[str | None
 
 
 def _telemetry(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    """run.json ``gpu_telemetry`` (engine/clocks.py): the clocks, reasons and throttle flag
-    sampled during the timed pass, read like the top-level fields."""
+    """run.json ``gpu_telemetry`` (engine/clocks.py) when observable: sampled in the timed pass."""
     telemetry = run.get("gpu_telemetry")
     return telemetry if isinstance(telemetry, Mapping) and telemetry.get("observable") else {}
 

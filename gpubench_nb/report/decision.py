@@ -4,7 +4,6 @@ fastest option only where report.verdict and conditions allow (R2.5)."""
 from __future__ import annotations
 
 import html
-import os
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -16,10 +15,11 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
-from gpubench_nb.protocol.records import Phase
-from gpubench_nb.report.bundles import Bundle, load_bundles, summary_of
+from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
+from gpubench_nb.protocol.experiment_spec import LATER_DEFAULTS
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
-from gpubench_nb.report.optimised import optimisation_sentences
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
@@ -31,7 +31,6 @@ from gpubench_nb.report.verdict import (
     outlier_fence,
 )
 
-PROTOCOL_REPEATS = 5  # R3.4: each variant measured five times
 TABLE_ID = "decision-table"
 
 
@@ -124,50 +123,40 @@ def _cost(bundle: Bundle, variant: str, accepted: bool | None) -> dict[str, Any]
     offer = bundle.economics.declared_offer if bundle.economics is not None else None
     if offer is None:
         return {"cost_note": "no package declared (no pricing section)"}
+    owner, cell = bundle.attribution(offer), offer.cell(variant)
     out: dict[str, Any] = {
         "offer_id": offer.offer_id,
         "package": f"{offer.days} days × {offer.lots} lot(s)",
         "package_total_usd_minor": offer.package_total_usd_minor,
         "placeholder": bool(offer.placeholder),
+        "lot_note": owner.lot_note,  # None unless the offer is attributable (R2.5)
     }
-    owner = bundle.attribution(offer)
-    cell = offer.cell(variant)
     if accepted is not True:
-        return {**out, "cost_note": "not accepted: no accepted corpus, no cost (R5.7)",
-                "lot_note": owner.lot_note}  # fmt: skip
+        return {**out, "cost_note": "not accepted: no accepted corpus, no cost (R5.7)"}
     if not owner.attributable:
         return {**out, "cost_note": owner.reason}
     if cell is None or cell.cost_per_accepted_usd_minor is None:
         why = (cell.reason if cell else None) or "economics.json records no cost for it"
-        return {**out, "cost_note": why, "lot_note": owner.lot_note}
-    return {**out, "cost_per_accepted_usd_minor": cell.cost_per_accepted_usd_minor,
-            "lot_note": owner.lot_note}  # fmt: skip
+        return {**out, "cost_note": why}
+    return {**out, "cost_per_accepted_usd_minor": cell.cost_per_accepted_usd_minor}
 
 
-def bundle_options(bundle: Bundle, summary: Summary | None = None) -> list[Option]:
-    """The options of one bundle, variants in the declared order, read from ``summary``."""
-    summary = summary or summary_of([bundle])
-    knob = bundle.declared("knob")
+def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
+    """One (bundle, variant) of the decision table, read from ``summary``."""
+    label, knob = bundle.label, bundle.declared("knob")
     values = {v.get("id"): v.get(knob) for v in bundle.declared("variants") or [] if knob}
-    options = []
-    for label, variant in summary.variants():
-        if label != bundle.label:
-            continue
-        acceptance, measured = summary.acceptance(label, variant), summary.measured(label, variant)
-        accepted = acceptance.verdict if acceptance else None
-        options.append(
-            Option(
-                warm=summary.of(label, variant, Phase.WARM)
-                or PhaseSummary(label, variant, Phase.WARM, (), acceptance),
-                cold=summary.of(label, variant, Phase.COLD),
-                load=summary.of(label, variant, Phase.LOAD),
-                knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
-                why_not=None if accepted else (why_not(measured) or "no measured run"),
-                quality=quality_text(measured),
-                **_cost(bundle, variant, accepted),
-            )
-        )
-    return options
+    acceptance, measured = summary.acceptance(label, variant), summary.measured(label, variant)
+    accepted = acceptance.verdict if acceptance else None
+    return Option(
+        warm=summary.of(label, variant, Phase.WARM)
+        or PhaseSummary(label, variant, Phase.WARM, (), acceptance),
+        cold=summary.of(label, variant, Phase.COLD),
+        load=summary.of(label, variant, Phase.LOAD),
+        knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
+        why_not=None if accepted else (why_not(measured) or "no measured run"),
+        quality=quality_text(measured),
+        **_cost(bundle, variant, accepted),
+    )
 
 
 def _shown(o: Option, verdict: Any = None) -> str:
@@ -289,15 +278,67 @@ def decision_sentences(
                 f"{o.name} was faster (median {formats.seconds(o.warm.median)}) but "
                 f"{state} ({o.why_not}): it does not reach the same goal (R5.7)."
             )
-    few = [o for o in accepted if o.warm.n < PROTOCOL_REPEATS]
+    few = [o for o in accepted if o.warm.n < MIN_REPEATS]
     if few:
         out.append(
-            "Fewer than 5 timed warm runs for "
+            f"Fewer than {MIN_REPEATS} timed warm runs for "
             + ", ".join(f"{o.name} ({o.warm.n})" for o in few)
             + ": the protocol measures each variant five times (R3.4); read these with care."
         )
     for bundle, note in dict.fromkeys((o.bundle, o.lot_note) for o in accepted if o.lot_note):
         out.append(f"{bundle}: {note}.")
+    return out
+
+
+def _speed(time: float | None, base: float | None, reference: str) -> str:
+    if not time or not base:
+        return "no timed warm run to compare"
+    ratio, word = (base / time, "faster") if base >= time else (time / base, "slower")
+    return f"{ratio:.2f}× {word} per corpus than {reference} (warm medians)"
+
+
+def _gate(quality: Mapping[str, Any], value: float | None, base: float | None) -> str:
+    """``macro_f1 0.812 < 0.847 − 0.01``: the variant's median against the reference's less the
+    tolerance, and the threshold where it is not met (R1.3)."""
+    metric, tolerance, threshold = (quality.get(k) for k in ("metric", "tolerance", "threshold"))
+    if value is None or base is None or tolerance is None:
+        return "quality not recorded"
+    sign = "≥" if value >= base - float(tolerance) else "<"
+    text = f"{metric} {formats.number(value)} {sign} {formats.number(base)} − {float(tolerance):g}"
+    if threshold is not None and value < float(threshold):
+        text += f", below the threshold {formats.number(float(threshold))}"
+    return text
+
+
+def optimisation_sentences(bundle: Any, summary: Summary) -> list[str]:
+    """One sentence per variant when the knob is how the model is run (compile, attention,
+    quantization, threads), read from the report's one summary; empty for other knobs."""
+    knob, quality = bundle.declared("knob"), bundle.declared("quality") or {}
+    reference = str(quality.get("reference_variant") or "")
+    if knob not in LATER_DEFAULTS or not reference:
+        return []
+    values = {str(v.get("id")): v.get(knob) for v in bundle.declared("variants") or []}
+
+    def facts(variant: str) -> tuple[float | None, float | None, bool | None]:
+        """(warm median, median quality over its timed measured runs, accepted)."""
+        phases = [summary.of(bundle.label, variant, str(p)) for p in MEASURED_PHASES]
+        found = [v for p in phases if p for v in p.values("quality_value")]
+        warm = summary.of(bundle.label, variant, str(Phase.WARM))
+        verdict = next((p.verdict for p in phases if p and p.acceptance), None)
+        return warm.median if warm else None, statistics.median(found) if found else None, verdict
+
+    base_time, base_quality, _ = facts(reference)
+    out = []
+    for variant, value in values.items():
+        if variant == reference:
+            continue
+        time, measured, accepted = facts(variant)
+        verdict = {True: "accepted", False: "refused"}.get(accepted, "acceptance not recorded")
+        out.append(
+            f"{variant} ({knob}={value}): {_speed(time, base_time, reference)}; "
+            f"{verdict}: {_gate(quality, measured, base_quality)} (reference {reference}, R1.3, "
+            "R5.7)."
+        )
     return out
 
 
@@ -316,18 +357,12 @@ def placeholder_sentences(options: Sequence[Option]) -> list[str]:
 def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) -> DecisionView:
     """The decision view of bundles already loaded (and of their summary, when computed)."""
     summary = summary or summary_of(bundles)
-    options = [option for bundle in bundles for option in bundle_options(bundle, summary)]
+    loaded = {b.label: b for b in bundles}  # variants in the summary's (declared) order
+    options = [_option(loaded[b], v, summary) for b, v in summary.variants() if b in loaded]
     check = conditions_check([o.conditions for o in options if o.conditions])
     optimised = [line for b in bundles for line in optimisation_sentences(b, summary)]
     sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
     return DecisionView(options, sentences, check)
-
-
-def decision_view(
-    bundle_dirs: Sequence[str | os.PathLike[str]], *, allow_mismatch: bool = False
-) -> DecisionView:
-    """The decision view over bundle folders (unlike bundles refused, R2.1)."""
-    return decision_view_of(load_bundles(list(bundle_dirs), allow_mismatch=allow_mismatch))
 
 
 def _memory_text(option: Option) -> str:
@@ -338,8 +373,7 @@ def _memory_text(option: Option) -> str:
     return f"{formats.size_bytes(allocated)} allocated, {formats.size_bytes(reserved)} reserved"
 
 
-# The first screen holds the whole table (1400 × 900): compact cells, and the words that
-# carry the answer kept on one line.
+# The first screen (1400 × 900) holds the whole table: compact cells, the answer on one line.
 _TABLE_STYLE = (
     "<style>#decision-table{font-size:12px;line-height:1.25}"
     "#decision-table td,#decision-table th{padding:3px 6px}</style>"
@@ -416,7 +450,7 @@ def outlier_lines(options: Sequence[Option]) -> list[str]:
             lines.append(
                 f"{o.name}, warm run {o.warm.runs[i]}: {formats.seconds(value)}"
                 + (f", {formats.number(ratio)}× its variant's median" if ratio else "")
-                + f" (fence {formats.seconds(fence.high_seconds)}). "  # type: ignore[union-attr]
+                + f" (fence {formats.seconds(fence)}). "
                 + (
                     f"Recorded then: {seen.text()}."
                     if seen is not None

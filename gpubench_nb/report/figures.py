@@ -62,8 +62,7 @@ def _facets(phases: Sequence[str], width: float, height: float, title: str) -> t
 def _phase_facet(
     ax: Axes, summary: Summary, phase: str, rate: bool, bundles: list[str], variants: list[str]
 ) -> list[float]:
-    """One phase's runs: a tick per variant, a slot per bundle beside it, failures counted;
-    returns the values drawn."""
+    """One phase's runs: a tick per variant, a slot per bundle, failures counted; values drawn."""
     width = 0.7 / len(bundles)  # each bundle gets its own slot beside the variant's tick
     labels, drawn = [], []
     for i, variant in enumerate(variants):
@@ -149,8 +148,7 @@ def elapsed_figure(rows: Rows | Summary) -> Figure | None:
 
 
 def throughput_figure(rows: Rows | Summary) -> Figure | None:
-    """Texts per second (expected IDs / elapsed seconds) for cold and warm; load has none.
-    The runs ringed are the outliers of their durations, as on every other screen."""
+    """Texts per second (expected IDs / elapsed) for cold and warm; outliers ringed as elsewhere."""
     title = "Throughput per variant and phase (expected IDs / elapsed seconds)"
     return _runs_figure(summarise(rows), True, MEASURED_PHASES, "texts per second", title)
 

@@ -1,9 +1,10 @@
-"""90_report's tables and text over loaded bundles, and its HTML; the notebook is a thin shell,
-reading relative bundle folders from the kernel's working directory."""
+"""90_report's tables and text (economics, user text escaped) and HTML; the notebook is a shell."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -13,11 +14,16 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
+from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
+from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
-from gpubench_nb.protocol.bundle import REPORT_NAME
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
+from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
+from gpubench_nb.protocol.outputs import check_output
+from gpubench_nb.protocol.records import MEASURED_PHASES, BreakEvenPair, OfferEconomics, Phase
+from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.bundles import (  # the notebook reads every function from here
     Bundle,
     comparability_problems,
@@ -30,11 +36,6 @@ from gpubench_nb.report.decision import decision_frame as decision_frame
 from gpubench_nb.report.decision import decision_html as decision_html
 from gpubench_nb.report.decision import decision_view_of as decision_view_of
 from gpubench_nb.report.decision import quality_text
-from gpubench_nb.report.economics import break_even_markdown as break_even_markdown
-from gpubench_nb.report.economics import economics_markdown as economics_markdown
-from gpubench_nb.report.economics import economics_table as economics_table
-from gpubench_nb.report.economics import ledger_markdown
-from gpubench_nb.report.escape import md_code, md_text
 from gpubench_nb.report.stats import (
     COLD_FIRST_RATIO,
     MEMORY_COLUMNS,
@@ -74,6 +75,26 @@ _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
 """  # the lab template has no alt text; each figure cell carries its own in metadata "alt"
 
 
+# Markdown punctuation that could make a link (``[x](javascript:...)``), code or emphasis; `<`
+# and `&` are HTML-escaped first, so raw HTML and autolinks cannot form either.
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_\[\]])")
+
+
+def md_text(value: Any) -> str:
+    """``value`` as literal text in Markdown: HTML escaped, link, code and emphasis punctuation
+    backslashed, line breaks folded (a newline could start a heading or end a list item)."""
+    text = html.escape(" ".join(str(value).split()), quote=False)
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", text)
+
+
+def md_code(value: Any) -> str:
+    """``value`` as an inline code span, its fence longer than any run of backticks inside."""
+    text = " ".join(str(value).split())
+    fence = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def display_setup() -> None:
     """Show every row and the whole of every cell: pandas cuts both by default (R3.6)."""
     for name in ("max_rows", "max_columns", "max_colwidth", "width"):
@@ -105,16 +126,6 @@ def _short(revision: str | None) -> str | None:
     return revision if revision is None or len(revision) <= 16 else f"{revision[:16]}…"
 
 
-def _quality_rule(bundle: Bundle) -> str | None:
-    quality = bundle.declared("quality") or {}
-    if not quality:
-        return None
-    return (
-        f"{quality.get('metric')} ≥ {quality.get('threshold')}; drop ≤ "
-        f"{quality.get('tolerance')} vs {quality.get('reference_variant') or 'the reference'}"
-    )
-
-
 # (header label, CSV column): the rows' distinct values, else environment.json's
 _RECORDED = (("GPU model (used)", "gpu_model"), ("GPUs used", "gpu_count"), ("device", "device"),
              ("driver", "driver_version"), ("CUDA/ROCm runtime", "runtime_version"),
@@ -128,14 +139,18 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     """Protocol and environment, one column per bundle (R1.1, R2.3, R2.4, R3.1, R3.4)."""
     columns = {}
     for b in bundles:
-        env = b.environment
+        env, quality = b.environment, b.declared("quality") or {}
+        repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
         columns[b.label] = {
             "bundle folder": str(b.path),
             "experiment_id": b.lock.get("experiment_id") or _distinct(b, "experiment_id"),
             "knob (the one varied setting, R2.1)": b.declared("knob"),
             **{f"{n} revision": _short(b.compared(f"{n}_revision")) for n in _REVISIONS},
             "code revision": env.get("code_revision"),
-            "quality rule (R1.3)": _quality_rule(b),
+            "quality rule (R1.3)": f"{quality.get('metric')} ≥ {quality.get('threshold')}; drop ≤ "
+            f"{quality.get('tolerance')} vs {quality.get('reference_variant') or 'the reference'}"
+            if quality
+            else None,
             "seed": b.declared("seed") or _distinct(b, "seed"),
             **{label: _distinct(b, key) or env.get(key) for label, key in _RECORDED},
             "GPUs visible (not necessarily used, R2.5)": env.get("visible_gpu_count"),
@@ -144,7 +159,9 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             "timer scope (R3.1)": b.compared("timer_scope"),
             "warm-up iterations": b.declared("timing", "warmup_iterations")
             or _distinct(b, "warmup_iterations"),
-            "repeats": _repeats(b),
+            "repeats": f"{repeats}: fewer than the {MIN_REPEATS} of R3.4, because: {reason}"
+            if reason
+            else repeats,
             "order (R3.4)": b.declared("timing", "order"),
             "order seed": b.declared("timing", "order_seed"),
             **_truncation(b),
@@ -152,12 +169,6 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
     frame = pd.DataFrame(columns)
     frame.index.name = "field (revisions: first 16 hex digits, full in protocol.lock.json)"
     return shown(frame)
-
-
-def _repeats(b: Bundle) -> Any:
-    """The declared repeats, with the declared reason when fewer than R3.4's five."""
-    repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
-    return f"{repeats}: fewer than the 5 of R3.4, because: {reason}" if reason else repeats
 
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
@@ -228,11 +239,9 @@ def warnings_markdown(rows: Rows | Summary) -> str:
 
 def _by_phase(phases: Sequence[PhaseSummary], cells: Any) -> pd.DataFrame:
     """One row per (bundle, variant, phase) of ``phases``, ``cells(phase)`` its columns."""
-    return table([{**_keys(p), **cells(p)} for p in phases], ["bundle", "variant", "phase"])
-
-
-def _keys(p: PhaseSummary) -> dict[str, str]:
-    return {"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase}
+    keys = [{"bundle": p.bundle, "variant": p.variant_id, "phase": p.phase} for p in phases]
+    records = [{**k, **cells(p)} for k, p in zip(keys, phases, strict=True)]
+    return table(records, ["bundle", "variant", "phase"])
 
 
 def summary_table(rows: Rows | Summary) -> pd.DataFrame:
@@ -259,8 +268,7 @@ def _summary_cells(s: PhaseSummary) -> dict[str, Any]:
 
 
 def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per measured phase: median tokens per second (``tokens_processed`` / elapsed) and each run's
-    off-label answers (R1.5); a sentence when no run counted tokens."""
+    """Per measured phase: median tokens/s and each run's off-label answers (R1.5); or a line."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES]
     if not any(r.get("tokens_processed") is not None for p in phases for r in p.rows):
         return "No backend of these bundles counted tokens: throughput is per text only."
@@ -268,16 +276,14 @@ def token_table(rows: Rows | Summary) -> pd.DataFrame | str:
 
 
 def _token_cells(p: PhaseSummary) -> dict[str, Any]:
-    tokens = p.tokens_per_second
     return {
-        "tokens/s (median)": formats.rate(tokens, "tokens/s") if tokens else None,
+        "tokens/s (median)": formats.rate(p.tokens_per_second, "tokens/s"),
         "off-label answers per run": ", ".join(map(str, p.off_label)) or None,
     }
 
 
 def conditions_table(rows: Rows | Summary) -> pd.DataFrame | str:
-    """Per measured phase: the machine's load, other busy processes and the CPU threads of its
-    runs, as each run.json recorded them (R2.5); a sentence when none did."""
+    """Per measured phase: load, busy processes, CPU threads as run.json recorded them (R2.5)."""
     phases = [p for p in summarise(rows).phases if p.phase in MEASURED_PHASES and p.machine]
     if not phases:
         return "No run recorded the machine's conditions."
@@ -386,9 +392,145 @@ def failures_table(rows: Rows | Summary) -> pd.DataFrame | str:
     return shown(table(records, ["bundle", "variant", "phase", "run"]))
 
 
+def economics_table(bundles: Sequence[Bundle]) -> pd.DataFrame | None:
+    """Per bundle and offer: the package total and the cost per accepted corpus per variant,
+    as economics.json holds them (never re-derived here, R5.3, R5.7)."""
+    records = []
+    for b in bundles:
+        for offer in b.economics.offers if b.economics else ():
+            owner = b.attribution(offer)
+            record = {
+                "bundle": b.label,
+                "offer": offer.offer_id,
+                "declared offer": offer.declared,
+                "offer GPU": offer.gpu_model or "none (CPU-only)",
+                "days": offer.days,
+                "lots": offer.lots,
+                "package total (USD)": formats.price(
+                    offer.package_total_usd_minor, placeholder=offer.placeholder
+                ),
+                "measured on this hardware?": owner.reason
+                + (f"; {owner.lot_note}" if owner.lot_note else ""),
+            }
+            for cell in offer.cells:
+                cost = cell.cost_per_accepted_usd_minor
+                if not owner.attributable:
+                    text = NOT_MEASURED
+                elif cost is not None:
+                    text = formats.price(cost, placeholder=offer.placeholder)
+                else:
+                    text = "none (not accepted)"
+                record[f"{cell.variant_id}: USD per accepted corpus"] = text
+            records.append(record)
+    return shown(table(records, ["bundle", "offer"])) if records else None
+
+
+def economics_markdown(bundles: Sequence[Bundle]) -> str:
+    """The unit of work and what is and is not computed, per bundle (R5.3, R5.4, R5.5)."""
+    lines = [f"**How costs are attributed.** {ATTRIBUTION_RULE}"]
+    for b in bundles:
+        data = b.economics
+        if data is None:
+            lines.append(
+                f"**{md_text(b.label)}**: no economics.json in the bundle: no package is priced."
+            )
+            continue
+        lines.append(f"**{md_text(b.label)}**: {md_text(data.note or '')}")
+        if data.unit_of_work:
+            lines.append(f"Unit of work (R5.4): {md_text(data.unit_of_work)}.")
+        if not data.offers:
+            lines.append("No offer was priced (no pricing section declared, R5.5).")
+        examples = [o.offer_id for o in data.offers if o.placeholder]
+        if examples:
+            lines.append(
+                f"**Placeholder prices ({', '.join(examples)}):** the offers table marks these "
+                "prices as invented examples (`placeholder: true`), so each is shown as "
+                f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
+                f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
+            )
+    return "\n\n".join(lines)
+
+
+def break_even_markdown(bundles: Sequence[Bundle]) -> str:
+    """Per bundle, each threshold of economics.json as a sentence (R5.3); only an offer whose
+    hardware accepted the corpus is a reference (R5.7). A threshold, never a forecast (R5.5)."""
+    lines, reasons = [], []
+    for b in bundles:
+        data = b.economics
+        offers = {o.offer_id: o for o in data.offers} if data else {}
+        found = data.break_even_pairs if data else ()
+        pairs = [
+            p
+            for p in found
+            if p.reference in offers and b.attribution(offers[p.reference]).attributable
+        ]
+        if pairs:
+            lines += [f"**{md_text(b.label)}**", *(_break_even(p, offers) for p in pairs), ""]
+            continue
+        why = (data.break_even_reason if data else None) or (
+            "no offer's hardware accepted the corpus: no measured cost per result to beat"
+            if found
+            else "economics.json records no break-even threshold"
+        )
+        reasons.append(f"- {md_text(b.label)}: {md_text(why)}.")
+    return "\n".join(lines + reasons).strip() or "No bundle was priced: no break-even threshold."
+
+
+def _break_even(pair: BreakEvenPair, offers: Mapping[str, OfferEconomics]) -> str:
+    """A's package costs less per accepted corpus than B's single corpus once A delivers N."""
+    challenger, reference = md_text(pair.challenger), md_text(pair.reference)
+    ch, ref = offers.get(pair.challenger), offers[pair.reference]
+    ref_price = formats.price(ref.package_total_usd_minor, placeholder=ref.placeholder)
+    needed = pair.accepted_corpora_needed
+    ch_price = formats.price(
+        ch.package_total_usd_minor if ch else None, placeholder=bool(ch and ch.placeholder)
+    )
+    corpora = "accepted corpus" if needed == 1 else "accepted corpora"
+    return (
+        f"- {challenger}'s package ({ch_price}) costs less per accepted corpus than "
+        f"{reference}'s single measured corpus ({ref_price}) once {challenger} delivers "
+        f"**{formats.count(needed)}** {corpora} (a threshold, not a forecast)."
+    )
+
+
+def ledger_markdown(ledger_path: str | None) -> str:
+    """The rental ledger, when the report was given one: the measured count and what was left
+    out, never an estimate (R5.3, R5.5). An empty string when none was given."""
+    if not ledger_path:
+        return ""
+    from gpubench_nb.economics.ledger import read_ledger
+
+    data = read_ledger(ledger_path)
+    window = data["window"]
+    lines = [
+        "## The rental ledger: accepted corpora counted on the rented machine",
+        "",
+        f"**{md_text(data['statement'])}**",
+        "",
+        f"- Package window: {md_text(window['start_utc'])} to {md_text(window['end_utc'])} "
+        f"({md_text(window['status'])}, as of {md_text(window['as_of_utc'])}).",
+        f"- Machine: host {md_text(data['machine'].get('hostname') or '—')}, GPUs "
+        f"{md_text(', '.join(data['machine'].get('gpu_uuids') or []) or '—')} "
+        f"(from {md_text(data['machine'].get('source'))}).",
+        f"- Distinct accepted corpora: {formats.count(data['accepted_corpora'])} "
+        "(a corpus repeated, reordered, or benchmarked in several experiments counts once; R5.3).",
+    ]
+    key = "corpus_identity" if "accepted_corpus_identities" in data else "corpus_revision"
+    for entry in (
+        data.get("accepted_corpus_identities") or data.get("accepted_corpus_revisions") or []
+    ):
+        lines.append(
+            f"  - {md_code(str(entry[key])[:16] + '…')} accepted in {len(entry['bundles'])} "
+            f"bundle(s): {', '.join(md_code(b) for b in entry['bundles'])}"
+        )
+    left = data.get("left_out") or []
+    lines.append(f"- Left out: {len(left)} bundle(s)" + (":" if left else "."))
+    lines += [f"  - {md_code(entry['bundle'])}: {md_text(entry['reason'])}" for entry in left]
+    return "\n".join(lines)
+
+
 def executed_notebook(out_html: str | os.PathLike[str]) -> Path:
-    """Where the executed 90_report behind ``out_html`` is kept: the record of what made the
-    HTML, in ``notebooks/`` beside it (a bundle's own, R5.6), open it to rerun a cell."""
+    """Where the executed 90_report behind ``out_html`` is kept: ``notebooks/`` beside it (R5.6)."""
     out_html = Path(out_html).resolve()
     name = NOTEBOOK_NAME if out_html.name == REPORT_NAME else f"{REPORT_STEP}-{out_html.stem}.ipynb"
     return out_html.parent / "notebooks" / name
@@ -449,8 +591,33 @@ def render_report(
         exclude_output_prompt=True,
         embed_images=True,
     )
-    html, _ = exporter.from_notebook_node(
+    page, _ = exporter.from_notebook_node(
         notebook, resources={"metadata": {"name": "gpubench-nb report"}}
     )
-    write_text_atomic(out_html, html)
+    write_text_atomic(out_html, page)
     return out_html
+
+
+def render_comparison(
+    bundle_dirs: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    allow_mismatch: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
+) -> Path:
+    """`gpubench-nb report`: 90_report over ``bundle_dirs`` into ``out`` (default: beside the first
+    bundle), refused before any kernel by the output guard or a bundle being written (R5.6)."""
+    bundles = [Path(b) for b in bundle_dirs]
+    default = comparison_report_path(bundles)
+    target = Path(out) if out else default
+    ledgers = [Path(ledger)] if ledger and Path(ledger).is_file() else []  # else refused on read
+    check_output(
+        target,
+        option="--out",
+        inputs=[*bundles, *ledgers],
+        instead=f"use the default {default} (a bundle's own report.html is written by "
+        "`gpubench-nb run`)",
+    )
+    for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
+        refuse_if_written(bundle)
+    return render_report(bundles, target, allow_mismatch=allow_mismatch, ledger=ledger)

@@ -15,7 +15,7 @@ import pandas as pd
 from gpubench_nb.formats import NOT_RECORDED, number
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
-from gpubench_nb.report.conditions import RunConditions, VariantConditions, over_runs
+from gpubench_nb.report.conditions import VariantConditions, over_runs
 from gpubench_nb.report.verdict import outlier_indices
 
 # baseline_allocated_bytes, baseline_reserved_bytes, peak_allocated_bytes, peak_reserved_bytes
@@ -51,10 +51,8 @@ class PhaseSummary:
     rows: tuple[Mapping[str, Any], ...]  # every row of the group, failed ones included
     acceptance: VariantAcceptance | None  # the variant's verdict (protocol.quality, R1.5)
 
-    @property
-    def verdict(self) -> bool | None:
-        """Accepted or not (protocol.quality); None: acceptance not recorded (R4.3)."""
-        return self.acceptance.verdict if self.acceptance else None
+    # accepted or not (protocol.quality); None: acceptance not recorded (R4.3)
+    verdict = property(lambda self: self.acceptance.verdict if self.acceptance else None)
 
     @cached_property
     def timed(self) -> tuple[Mapping[str, Any], ...]:
@@ -118,10 +116,8 @@ class PhaseSummary:
         """Positions in ``seconds`` above the variant's fence: THE outlier marks (R3.6)."""
         return tuple(outlier_indices(self.seconds))
 
-    @property
-    def conditions(self) -> tuple[RunConditions | None, ...]:
-        """What each timed run's record saw around it, aligned with ``seconds`` (R2.5)."""
-        return tuple(r.get("conditions") for r in self.timed)
+    # what each timed run's record saw around it, aligned with ``seconds`` (R2.5)
+    conditions = property(lambda self: tuple(r.get("conditions") for r in self.timed))
 
     @property
     def machine(self) -> VariantConditions | None:
@@ -184,8 +180,7 @@ class Summary:
 
 
 def summarise(rows: Rows | Summary) -> Summary:
-    """The one summary of ``rows``, bundles and variants in first-seen order, phases load, cold,
-    warm (R3.2), acceptance from protocol.quality (R1.5)."""
+    """The one summary of ``rows``: first-seen order, phases in R3.2's order, acceptance (R1.5)."""
     if isinstance(rows, Summary):
         return rows
     records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
@@ -218,8 +213,7 @@ def anchor_warnings(rows: Rows | Summary) -> list[str]:
 
 
 def clock_warnings(rows: Rows | Summary) -> list[str]:
-    """Runs whose timed pass was throttled or ran well below the GPU's maximum clock, as
-    sampled by NVML during the pass (run.json ``gpu_telemetry.flags``)."""
+    """Runs throttled or well below the GPU's top clock in their timed pass (NVML, run.json)."""
     return [
         f"{r['bundle']} / {r['variant_id']} / {r['phase']} run {r['run_index']}: "
         f"{r['gpu_clock_flags']}. The time is kept (R3.6); it was measured at a lower clock (R2.5)."
@@ -229,8 +223,7 @@ def clock_warnings(rows: Rows | Summary) -> list[str]:
 
 
 def memory_phases(rows: Rows | Summary) -> list[PhaseSummary]:
-    """The groups with a memory reading: on CPU nothing was recorded, and nothing is shown as
-    zero (R4.3). Allocated and reserved stay separate, never added (R3.9)."""
+    """The groups with a memory reading, none shown as zero on CPU (R4.3); never summed (R3.9)."""
     return [p for p in summarise(rows).phases if any(p.values(n) for n in MEMORY_COLUMNS)]
 
 

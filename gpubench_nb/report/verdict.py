@@ -32,32 +32,21 @@ RULE_TEXT = (
 )
 
 
-@dataclass(frozen=True)
-class Fence:
-    """The time above which a run of one variant is an outlier (kept and marked, R3.6)."""
-
-    median_seconds: float
-    high_seconds: float
-
-    def clip(self, value: float) -> float:
-        return min(value, self.high_seconds)
-
-
-def outlier_fence(values: Sequence[float]) -> Fence | None:
-    """Median + OUTLIER_K × scaled MAD (floored at MAD_FLOOR_SHARE of the median); None when
-    fewer than MIN_RUNS_FOR_FENCE runs were timed."""
+def outlier_fence(values: Sequence[float]) -> float | None:
+    """The time above which a run is an outlier, kept and marked (R3.6): median + OUTLIER_K ×
+    scaled MAD (floored at MAD_FLOOR_SHARE of the median); None below MIN_RUNS_FOR_FENCE runs."""
     if len(values) < MIN_RUNS_FOR_FENCE:
         return None
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
     spread = max(MAD_SCALE * mad, MAD_FLOOR_SHARE * abs(median))
-    return Fence(median, median + OUTLIER_K * spread)
+    return median + OUTLIER_K * spread
 
 
 def outlier_indices(values: Sequence[float]) -> list[int]:
     """Positions of the runs beyond their variant's fence (empty when no fence exists)."""
     fence = outlier_fence(values)
-    return [] if fence is None else [i for i, v in enumerate(values) if v > fence.high_seconds]
+    return [] if fence is None else [i for i, v in enumerate(values) if v > fence]
 
 
 def smallest_p(n_a: int, n_b: int) -> float:
@@ -122,7 +111,7 @@ def compare_runs(a: Sequence[float], b: Sequence[float]) -> Comparison:
 
 def _capped(values: list[float]) -> list[float]:
     fence = outlier_fence(values)
-    return values if fence is None else [fence.clip(v) for v in values]
+    return values if fence is None else [min(v, fence) for v in values]
 
 
 EXACT_MAX = 8  # scipy's rule: exact while one sample is this small and nothing is tied

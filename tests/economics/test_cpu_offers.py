@@ -92,7 +92,8 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
     end-to-end tests' (tests/pipeline/test_pipeline.py)."""
     from gpubench_nb.engine.environment import cpu_model
     from gpubench_nb.pipeline.orchestrate import run_experiment
-    from gpubench_nb.report.decision import decision_frame, decision_view
+    from gpubench_nb.report.bundles import load_bundles
+    from gpubench_nb.report.decision import decision_frame, decision_view_of
     from tests.support.in_process import steps_in_process
 
     here = cpu_model()
@@ -126,10 +127,10 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
     with steps_in_process():
         bundle = run_experiment(experiment, output_dir=tmp_path / "out").bundle_dir
 
-    options = decision_view([bundle]).options
+    options = decision_view_of(load_bundles([bundle])).options
     assert options and all(o.offer_id == "here" for o in options)
     assert [o.cost_per_accepted_usd_minor for o in options] == [2000] * len(options)
-    assert "USD 20.00" in decision_frame(decision_view([bundle])).to_string()
+    assert "USD 20.00" in decision_frame(decision_view_of(load_bundles([bundle]))).to_string()
     economics = yaml.safe_load((bundle / "economics.json").read_text(encoding="utf-8"))
     basis = {o["offer_id"]: o["attribution"]["basis"] for o in economics["offers"]}
     assert basis == {"here": "cpu model", "elsewhere": "none", "h100": "none"}
@@ -138,7 +139,7 @@ def test_a_cpu_offer_of_this_machine_prices_a_real_cpu_bundle(
     experiment.write_text(yaml.safe_dump(declaration), encoding="utf-8")
     with steps_in_process():
         run_experiment(experiment, output_dir=tmp_path / "out")
-    options = decision_view([bundle]).options
+    options = decision_view_of(load_bundles([bundle])).options
     assert {(o.offer_id, o.cost_per_accepted_usd_minor, o.placeholder) for o in options} == {
         (MACHINE_OFFER_ID, 3000, True)
     }

@@ -16,21 +16,25 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from gpubench_nb.engine.backends import (
-    BuildSpec,
-    build_bow,
-    build_minilm,
     build_model,
     device_errors,
     fingerprints_for,
     load_backend,
-    minilm_source_dir,
     resolve_device,
 )
-from gpubench_nb.engine.backends import build as build_module
 from gpubench_nb.engine.backends.base import batch_order, check_precision, native_bf16
-from gpubench_nb.engine.backends.presets import macro_f1, select_subset
+from gpubench_nb.engine.backends.bow import build_bow
+from gpubench_nb.engine.backends.minilm import build_minilm
+from gpubench_nb.engine.backends.presets import (
+    BuildSpec,
+    macro_f1,
+    minilm_source_dir,
+    select_subset,
+)
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.errors import BackendError, ProtocolError
+from gpubench_nb.protocol import corpus
+from gpubench_nb.protocol import splits as splits_module
 from gpubench_nb.protocol.fingerprint import sha256_file, sha256_files
 from tests.support.models import tiny_bert_folder
 
@@ -585,8 +589,8 @@ def small_exp(splits, tmp_path, monkeypatch):
         name: SimpleNamespace(texts=tuple(t), labels=tuple(y), revision=f"rev-{name}")
         for name, (t, y) in splits.items()
     }
-    monkeypatch.setattr(build_module, "_load_split", lambda exp, split: corpora[split])
-    monkeypatch.setattr(build_module, "_check_disjoint", lambda exp, train, tune: None)
+    monkeypatch.setattr(corpus, "load_experiment_corpus", lambda exp, split: corpora[split])
+    monkeypatch.setattr(splits_module, "check_disjoint", lambda eval, others: None)
     return SimpleNamespace(
         model=SimpleNamespace(backend="bow", path=tmp_path / "models" / "bow", build=SMALL_BOW),
         tokenizer=SimpleNamespace(path=tmp_path / "models" / "bow"),

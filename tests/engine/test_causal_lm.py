@@ -285,14 +285,16 @@ def hook(event, args):
         if path.is_absolute() and folder in path.resolve().parents:
             opened.add(str(path.resolve()))
 sys.addaudithook(hook)
-from gpubench_nb.engine.backends import load_backend, revision_files
+from gpubench_nb.engine.backends import load_backend
+from gpubench_nb.engine.backends.registry import fingerprinted_files
 from gpubench_nb.protocol.prompting import PromptSpec
 prompt = PromptSpec(template="text : {text} section :", chat_template=True,
     verbalisations=(" games", " net"), decision="generate", length_normalisation="none",
     max_new_tokens=2, stop=(), normalise=("strip",))
 model = SimpleNamespace(backend="causal_lm", path=folder, build={}, prompt=prompt)
 tok = SimpleNamespace(path=folder)
-listed = {str(p.resolve()) for files in revision_files(model, tok) for p in files}
+listed = {str(p.resolve()) for files in fingerprinted_files(model, tok)[0] for p in files}
+opened.clear()  # the hashing's opens: only the load's count
 load_backend(model, tok, classes=("games", "net"), device="cpu", precision="fp32")
 print(json.dumps({"opened": sorted(opened), "unlisted": sorted(opened - listed)}))
 """

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpubench_nb.engine.backends import BuildSpec, build_minilm
+from gpubench_nb.engine.backends.minilm import build_minilm
+from gpubench_nb.engine.backends.presets import BuildSpec
 from gpubench_nb.errors import BackendError
 
 

@@ -14,8 +14,8 @@ from gpubench_nb.protocol.experiment_spec import BACKENDS
 
 def test_the_registry_names_exactly_the_declared_backends() -> None:
     assert tuple(REGISTRY) == BACKENDS
-    assert registry.PRESETS == ("bow", "minilm")
-    assert registry.USER_FOLDERS == ("hf", "causal_lm")
+    assert [name for name, entry in REGISTRY.items() if entry.preset] == ["bow", "minilm"]
+    assert [name for name, entry in REGISTRY.items() if not entry.preset] == ["hf", "causal_lm"]
     assert [name for name, entry in REGISTRY.items() if entry.prompt] == ["causal_lm"]
 
 

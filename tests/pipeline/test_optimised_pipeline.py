@@ -19,7 +19,7 @@ from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
 from gpubench_nb.protocol.experiment_spec import ModelSpec, TokenizerSpec
 from gpubench_nb.report.bundles import load_bundles, summary_of
-from gpubench_nb.report.optimised import optimisation_sentences
+from gpubench_nb.report.decision import optimisation_sentences
 from tests.support.in_process import steps_in_process
 from tests.support.models import quick_compiles, tiny_bert_folder
 

@@ -87,7 +87,7 @@ def test_a_signal_to_run_is_heard_like_ctrl_c(tmp_path: Path, data_dir: Path, na
 
 
 def test_report_refuses_a_bundle_a_run_holds(tmp_path: Path) -> None:
-    from gpubench_nb.report.comparison import render_comparison
+    from gpubench_nb.report.render import render_comparison
 
     bundle = tmp_path / "out" / "b"
     bundle.mkdir(parents=True)

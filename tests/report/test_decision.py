@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from gpubench_nb.report.bundles import load_bundles
 from gpubench_nb.report.decision import (
     DecisionView,
     Option,
     decision_frame,
     decision_html,
     decision_sentences,
-    decision_view,
+    decision_view_of,
     placeholder_sentences,
 )
 from gpubench_nb.report.stats import summarise
@@ -145,7 +146,7 @@ def test_nothing_accepted_names_no_option() -> None:
 def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     gpu = write_bundle(tmp_path, "gpu", gpu=True)
     cpu = write_bundle(tmp_path, "cpu", gpu=False, scale=4.0)
-    view = decision_view([gpu, cpu])  # folders, as a campaign passes them
+    view = decision_view_of(load_bundles([gpu, cpu]))  # folders, as a campaign passes them
     assert [(o.variant_id, o.accepted) for o in view.options] == [
         ("b1", True), ("b4", True), ("b8", False), ("b1", True), ("b4", True), ("b8", False),
     ]  # fmt: skip

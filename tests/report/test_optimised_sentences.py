@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench_nb.report.bundles import Bundle, summary_of
-from gpubench_nb.report.decision import decision_view_of
-from gpubench_nb.report.optimised import optimisation_sentences
+from gpubench_nb.report.decision import decision_view_of, optimisation_sentences
 
 
 def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[dict]:

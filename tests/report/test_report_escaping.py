@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb.report import render as report
-from gpubench_nb.report.escape import md_code, md_text
+from gpubench_nb.report.render import md_code, md_text
 from tests.support.golden import LEDGER, write_bundle
 
 PAYLOAD = "<img src=x onerror=alert(1)>"

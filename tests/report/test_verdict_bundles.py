@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb.pipeline.orchestrate import run_experiment
-from gpubench_nb.report.decision import decision_frame, decision_view
+from gpubench_nb.report.bundles import load_bundles
+from gpubench_nb.report.decision import decision_frame, decision_view_of
 from tests.support.experiments import bow_experiment
 from tests.support.in_process import steps_in_process
 
@@ -98,7 +99,7 @@ def _fastest(view) -> str:
 
 
 def test_one_slow_run_does_not_flip_a_clear_median_gap(delayed: Path) -> None:
-    view = decision_view([delayed])
+    view = decision_view_of(load_bundles([delayed]))
     warm = {o.variant_id: o.warm.seconds for o in view.options}
     assert min(warm["b8"][:4]) >= 0.2 and max(warm["b8"]) >= 6.0  # the delays were timed
     assert max(warm["b8"]) > min(warm["b1"])  # min–max ranges overlap (the old rule's trap)
@@ -132,7 +133,7 @@ def test_one_slow_run_does_not_flip_a_clear_median_gap(delayed: Path) -> None:
 
 
 def test_the_same_distribution_is_not_distinguishable(delayed: Path) -> None:
-    sentence = _fastest(decision_view([delayed]))
+    sentence = _fastest(decision_view_of(load_bundles([delayed])))
     assert re.search(
         r"Not distinguishable from verdict · cpu / b16 \([^;]+; p = 0\.841 > α = 0\.05, "
         r"5 \+ 5 runs[^:]*\): these runs do not show which is faster\.",
@@ -141,7 +142,7 @@ def test_the_same_distribution_is_not_distinguishable(delayed: Path) -> None:
 
 
 def test_fewer_runs_than_the_rule_needs_says_so(short: Path) -> None:
-    sentence = _fastest(decision_view([short]))
+    sentence = _fastest(decision_view_of(load_bundles([short])))
     assert re.search(
         r"Too few runs to decide against verdict-short · cpu / b(1|16) \([^;]+; 2 \+ 2 runs: "
         r"the smallest p the exact test can give is 0\.333 > α = 0\.05\)\.",
@@ -153,7 +154,7 @@ def test_fewer_runs_than_the_rule_needs_says_so(short: Path) -> None:
 def test_placeholder_prices_are_marked_in_a_real_bundle(delayed: Path) -> None:
     economics = json.loads((delayed / "economics.json").read_text(encoding="utf-8"))
     assert all(offer["placeholder"] for offer in economics["offers"])
-    frame = decision_frame(decision_view([delayed]))
+    frame = decision_frame(decision_view_of(load_bundles([delayed])))
     for cell in frame["declared package"]:
         assert cell.startswith("USD 420.00 [PLACEHOLDER, not a quote]")
     assert set(frame["per accepted corpus"]) <= {

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gpubench_nb.engine.backends import minilm_source_dir
+from gpubench_nb.engine.backends.presets import minilm_source_dir
 from gpubench_nb.engine.backends.tokenization import tokenizer_files
 
 

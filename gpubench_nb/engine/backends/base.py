@@ -75,13 +75,9 @@ def resolve_device(device: str) -> torch.device:
     return torch.device("cuda", index)
 
 
-def native_bf16(device: torch.device, cuda: Any = None) -> bool:
+def native_bf16(device: torch.device, cuda: Any) -> bool:
     """Whether the selected ``device`` (not the current one) runs bf16 natively; not
     ``torch.cuda.is_bf16_supported()``, which counts slow emulation and allocates a probe tensor."""
-    if cuda is None:
-        import torch
-
-        cuda = torch.cuda
     with cuda.device(device):
         try:
             return bool(cuda.is_bf16_supported(including_emulation=False))
@@ -92,12 +88,11 @@ def native_bf16(device: torch.device, cuda: Any = None) -> bool:
 def check_precision(backend: str, device: torch.device, precision: str, cuda: Any = None) -> None:
     """Refuse, before loading, a precision the device cannot run natively; runs no model, as the
     first forward of a cold process is the timed cold pass (R3.2, R3.6)."""
-    torch_dtype(precision)
-    if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
-        if cuda is None:
-            import torch
+    import torch
 
-            cuda = torch.cuda
+    torch_dtype(precision)
+    cuda = torch.cuda if cuda is None else cuda
+    if precision == "bf16" and device.type == "cuda" and not native_bf16(device, cuda):
         raise BackendError(
             f"backend {backend}: precision bf16 is not supported natively by "
             f"{cuda.get_device_name(device)} ({device}); declare fp16 or fp32 (a precision "
@@ -143,15 +138,28 @@ def padded(
     return ids, mask
 
 
+def positions(mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token among its row's real tokens; pads get 0 (they are masked)."""
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
 def padded_batches(
-    tokenized: Tokenized, batch: int, batching: str, pad_id: int, device: torch.device
+    tokenized: Tokenized,
+    batch: int,
+    batching: str,
+    pad_id: int,
+    device: torch.device,
+    left: bool = False,
 ) -> list[Batch]:
-    """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device."""
+    """``input_ids`` + ``attention_mask`` padded to the longest text of each batch, on device;
+    ``left`` (decoders) adds ``position_ids`` from the mask: a batch answers as batch 1 (R2.1)."""
     batches = []
     for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
-        ids, mask = padded([tokenized.input_ids[i] for i in indices], pad_id)
-        tensors = {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
-        batches.append(Batch(indices=indices, tensors=tensors))
+        ids, mask = padded([tokenized.input_ids[i] for i in indices], pad_id, left=left)
+        tensors = {"input_ids": ids, "attention_mask": mask}
+        if left:
+            tensors["position_ids"] = positions(mask)
+        batches.append(Batch(indices, {k: v.to(device) for k, v in tensors.items()}))
     return batches
 
 
@@ -252,7 +260,7 @@ class Backend:
 
     def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """Logits in the model's own label order."""
-        raise NotImplementedError
+        return self.module(**tensors)
 
     def _open(self, spec: LoadSpec) -> None:
         """Set the folders, classes, device and precision, the tokenizer (read once) and both

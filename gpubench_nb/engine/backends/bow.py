@@ -23,12 +23,10 @@ from gpubench_nb.engine.backends.presets import (
     BuildSpec,
     build_subsets,
     built_report,
-    copy_tokenizer,
     macro_f1,
     preset_metadata,
     staged_build,
     wordpiece_dir,
-    write_metadata,
 )
 from gpubench_nb.engine.backends.tokenization import TextTokenizer, tokenizer_files
 from gpubench_nb.protocol.experiment import build_options
@@ -115,8 +113,8 @@ def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
     tokenizer_dir = wordpiece_dir()
     tokenizer = TextTokenizer(tokenizer_dir, plain=True)  # no transformers for WordPiece
     subsets = build_subsets(spec, opts)
-    x_train = tokenizer.tokenize(subsets.train(spec.train_texts), spec.context).input_ids
-    x_tune = tokenizer.tokenize(subsets.tune(spec.tune_texts), spec.context).input_ids
+    x_train = tokenizer.tokenize(subsets.train_texts, spec.context).input_ids
+    x_tune = tokenizer.tokenize(subsets.tune_texts, spec.context).input_ids
     shape = (tokenizer.vocab_size, opts["dim"], len(spec.classes))
     best_state, scores = _train(
         x_train, subsets.y_train, x_tune, subsets.y_tune, shape, opts, spec.seed
@@ -133,11 +131,9 @@ def build_bow(spec: BuildSpec, out_dir: Path) -> BuildReport:
         train_count=len(x_train),
         tune_count=len(x_tune),
     )
-    with staged_build(out_dir) as staged:
+    with staged_build(out_dir, tokenizer_dir, metadata) as staged:
         weights = {k: v.contiguous() for k, v in best_state.items()}
         save_file(weights, str(staged / WEIGHTS_FILE))
-        copy_tokenizer(tokenizer_dir, staged)
-        write_metadata(staged, metadata)
     return built_report(out_dir, started, metadata)
 
 
@@ -210,9 +206,6 @@ class BowBackend(Backend):
             Batch(indices=indices, tensors=bags([ids[i] for i in indices], self.device))
             for indices in batch_order([len(row) for row in ids], batch, batching)
         ]
-
-    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.module(**tensors)
 
 
 BACKEND = BowBackend

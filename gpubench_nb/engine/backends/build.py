@@ -4,80 +4,50 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gpubench_nb.engine.backends.base import METADATA_FILE, read_metadata
-from gpubench_nb.engine.backends.presets import BuildSpec
-from gpubench_nb.engine.backends.registry import PRESETS, backend_entry
+from gpubench_nb.engine.backends.presets import BuildSpec, declaration
+from gpubench_nb.engine.backends.registry import backend_entry
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment import build_options
+from gpubench_nb.protocol.experiment_spec import PRESET_BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
 
 DEFAULT_CONTEXT = 128
 
 
-def _setting(settings: Any, name: str) -> Any:
-    """A field of a Settings object or of a settings mapping; None when absent."""
-    if isinstance(settings, Mapping):
-        return settings.get(name)
-    return getattr(settings, name, None)
-
-
-def declared_context(exp: Any) -> int:
-    """The context the model is built with: the fixed one, else the largest variant's."""
-    fixed = _setting(exp.fixed, "context")
-    if fixed is not None:
-        return int(fixed)
-    contexts = (_setting(v.settings, "context") for v in getattr(exp, "variants", ()))
-    return max((int(c) for c in contexts if c is not None), default=DEFAULT_CONTEXT)
-
-
-def _load_split(exp: Any, split: str) -> Any:
-    from gpubench_nb.protocol.corpus import load_experiment_corpus
-
-    return load_experiment_corpus(exp, split)
-
-
-def _check_disjoint(exp: Any, train: Any, tune: Any) -> None:
-    """R1.4: never build on an item of the evaluation corpus."""
-    from gpubench_nb.protocol.splits import check_disjoint
-
-    check_disjoint(_load_split(exp, "eval"), {"train": train, "tune": tune})
-
-
-def _json(value: Any) -> Any:
-    """``value`` as it reads back from gpubench_model.json (tuples become lists)."""
-    return json.loads(json.dumps(value, sort_keys=True))
-
-
 def build_model(exp: Any, *, force: bool = False) -> Path:
     """Build the preset declared by ``exp`` at ``exp.model.path``; a folder built from the same
     declaration is reused, another replaced only with ``force`` (R1.1)."""
+    from gpubench_nb.protocol.corpus import load_experiment_corpus
+    from gpubench_nb.protocol.splits import check_disjoint
+
     backend = exp.model.backend
     entry = backend_entry(backend)
     if not entry.preset:
         raise BackendError(
             f"model.backend {backend!r} has nothing to build: build-model builds the presets "
-            f"{list(PRESETS)}; an hf model is a folder the user brings (model.path)"
+            f"{list(PRESET_BACKENDS)}; an hf model is a folder the user brings (model.path)"
         )
     preset = entry.module()  # its preset_source and build_preset
     options = build_options(backend, exp.model.build)
     source, source_files = preset.preset_source()
-    train = _load_split(exp, "train")
-    tune = _load_split(exp, "tune")
-    _check_disjoint(exp, train, tune)
-    context = declared_context(exp)
+    train, tune = load_experiment_corpus(exp, "train"), load_experiment_corpus(exp, "tune")
+    check_disjoint(load_experiment_corpus(exp, "eval"), {"train": train, "tune": tune})  # R1.4
+    largest = max((v.settings.context for v in exp.variants), default=DEFAULT_CONTEXT)
+    context = int(exp.fixed.get("context") or largest)  # the fixed context, else the largest
     provenance = {
         "train_revision": train.revision,
         "tune_revision": tune.revision,
         "classes": list(exp.classes),
         "source_revision": sha256_files(source_files, source),
     }
-    expected = _json(
-        {"backend": backend, "seed": exp.seed, "context": context, "options": options, **provenance}
-    )
+    splits = (train.texts, train.labels, tune.texts, tune.labels)
+    spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
+    # as it reads back from gpubench_model.json (tuples become lists)
+    expected = json.loads(json.dumps(declaration(spec, backend, options), sort_keys=True))
     out_dir = Path(exp.model.path)
     if out_dir.exists():
         try:
@@ -88,8 +58,6 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
             return out_dir
         _refuse_unless_forced(out_dir, recorded, expected, force)
 
-    splits = (train.texts, train.labels, tune.texts, tune.labels)
-    spec = BuildSpec(*splits, exp.classes, exp.seed, context, options, provenance)
     preset.build_preset(spec, out_dir)
     return out_dir
 

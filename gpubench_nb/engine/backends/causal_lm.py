@@ -1,6 +1,5 @@
-"""The ``causal_lm`` backend: a local causal LM prompted per text, ``loglik`` (likeliest
-verbalisation) or ``generate`` (greedy, normalised; else off-label, R1.5). Left padding with
-``position_ids``: a batch answers as batch 1 (R2.1)."""
+"""A local causal LM prompted per text: ``loglik`` (likeliest verbalisation) or ``generate``
+(greedy, normalised; else off-label, R1.5); left padded with ``position_ids`` (R2.1)."""
 
 from __future__ import annotations
 
@@ -12,8 +11,8 @@ from gpubench_nb.engine.backends.base import (
     Batch,
     LoadSpec,
     Tokenized,
-    batch_order,
-    padded,
+    padded_batches,
+    positions,
     torch_dtype,
 )
 from gpubench_nb.engine.backends.hf import TransformersBackend, from_pretrained, max_context
@@ -28,17 +27,6 @@ if TYPE_CHECKING:
 AUTO_CLASSES = ("AutoModelForCausalLM", "GenerationConfig")  # imported before the load clock
 MODEL_MAPPING = "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"  # (imports.py, R3.2; as hf.py)
 OFF_LABEL = -1  # predict()'s index for an answer outside the declared classes
-
-
-def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> dict[str, torch.Tensor]:
-    """``input_ids``, ``attention_mask`` and ``position_ids`` (0.. per row, from the mask)."""
-    ids, mask = padded(rows, pad_id, left=True)
-    return {"input_ids": ids, "attention_mask": mask, "position_ids": positions(mask)}
-
-
-def positions(mask: torch.Tensor) -> torch.Tensor:
-    """Position of each token among its row's real tokens; pads get 0 (they are masked)."""
-    return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
 class CausalLmBackend(TransformersBackend):
@@ -83,11 +71,7 @@ class CausalLmBackend(TransformersBackend):
 
     def batches(self, tokenized: Tokenized, batch: int, batching: str) -> list[Batch]:
         """Left-padded prompts with their position ids, on the device."""
-        out = []
-        for indices in batch_order([len(ids) for ids in tokenized.input_ids], batch, batching):
-            tensors = left_padded([tokenized.input_ids[i] for i in indices], self.tokenizer.pad_id)
-            out.append(Batch(indices, {k: v.to(self.device) for k, v in tensors.items()}))
-        return out
+        return padded_batches(tokenized, batch, batching, self.tokenizer.pad_id, self.device, True)
 
     def predict(self, batch: Batch) -> torch.Tensor:
         """Class indices in declared order; OFF_LABEL for an off-label generated answer."""

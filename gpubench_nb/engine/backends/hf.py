@@ -79,14 +79,12 @@ def max_context(config: Any, tokenizer: TextTokenizer) -> int | None:
     return min((int(x) for x in limits if isinstance(x, int) and 0 < x < 1_000_000), default=None)
 
 
-# Decoder-only sequence classifiers (GPT-2, Llama, ...): transformers reads their logits at the
-# rightmost token that is not ``config.pad_token_id``; so rows are padded on the right with that
-# id, or, without one, read here at the last real token: any batch answers as batch 1 (R2.1).
-
-
 @dataclass(frozen=True)
 class DecoderPadding:
-    """How a decoder classifier's batches are padded (right) and its logits read."""
+    """How a decoder classifier (GPT-2, Llama, ...) is padded and read: transformers reads its
+    logits at the rightmost token that is not ``config.pad_token_id``, so rows are padded on the
+    right with that id, or, without one, read at the last real token: any batch answers as batch 1
+    (R2.1)."""
 
     pad_id: int
     read_last_real_token: bool  # config.pad_token_id is None

@@ -1,6 +1,5 @@
-"""Import every module a backend's load will use before the load clock, timed as ``import_seconds``,
-so ``load_seconds`` is reading and placing weights only (R3.2). A ``plain_tokenizer`` backend with
-the shipped WordPiece files never imports transformers."""
+"""Import what a backend's load uses before its clock (``import_seconds``), so ``load_seconds`` is
+reading and placing weights only (R3.2); the shipped WordPiece files never import transformers."""
 
 from __future__ import annotations
 
@@ -49,12 +48,10 @@ def _transformers_class(name: Any) -> None:
 
 
 def _tokenizer_class(name: str) -> None:
-    try:
+    with contextlib.suppress(ImportError, AttributeError, ValueError):
         from transformers.models.auto.tokenization_auto import tokenizer_class_from_name
 
         tokenizer_class_from_name(name)
-    except (ImportError, AttributeError, ValueError):
-        pass
 
 
 def _model_classes(module: ModuleType, model_path: Path) -> list[str]:
@@ -111,10 +108,10 @@ def import_backend_modules(model: Any, tokenizer: Any) -> list[str]:
     asked.append("transformers")
     for name in _TOKENIZER_SUPPORT:
         _optional(name)
-    classes = _tokenizer_classes(tokenizer.path)
-    classes += _model_classes(module, model.path) if module else []
+    tokenizer_classes = _tokenizer_classes(tokenizer.path)
+    classes = tokenizer_classes + (_model_classes(module, model.path) if module else [])
     for name in classes:
         _transformers_class(name)
-    for name in _tokenizer_classes(tokenizer.path)[1:]:  # as AutoTokenizer will look it up
+    for name in tokenizer_classes[1:]:  # as AutoTokenizer will look it up
         _tokenizer_class(name)
     return asked + [f"transformers.{n}" for n in classes]

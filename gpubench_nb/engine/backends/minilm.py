@@ -102,8 +102,8 @@ def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
     head = torch.nn.Linear(encoder.config.hidden_size, len(classes)).to(device)
     module = minilm_module(encoder, head)
     embed = (tokenizer, spec.context, opts["embed_batch"], device)
-    x_train = _embed(module, subsets.train(spec.train_texts), *embed)
-    x_tune = _embed(module, subsets.tune(spec.tune_texts), *embed)
+    x_train = _embed(module, subsets.train_texts, *embed)
+    x_tune = _embed(module, subsets.tune_texts, *embed)
     scores, unconverged, tune_score, chosen = _fit_head(
         x_train, subsets.y_train, x_tune, subsets.y_tune, len(classes), opts, spec.seed
     )
@@ -123,12 +123,10 @@ def build_minilm(spec: presets.BuildSpec, out_dir: Path) -> presets.BuildReport:
         train_count=len(subsets.y_train),
         tune_count=len(subsets.y_tune),
     )
-    with presets.staged_build(out_dir) as staged:
+    with presets.staged_build(out_dir, source, metadata) as staged:
         for name in ENCODER_FILES:  # verbatim: the encoder's fingerprint stays the package's
             shutil.copyfile(source / name, staged / name)
         save_file({"weight": weight, "bias": bias}, str(staged / HEAD_FILE))
-        presets.copy_tokenizer(source, staged)
-        presets.write_metadata(staged, metadata)
     return presets.built_report(out_dir, started, metadata)
 
 
@@ -205,9 +203,6 @@ class MinilmBackend(TransformersBackend):
         head.load_state_dict(state)
         self.module = minilm_module(encoder, head).to(device=device, dtype=dtype).eval()
         self._max_context = max_context(encoder.config, self.tokenizer)
-
-    def forward(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.module(**tensors)
 
 
 BACKEND = MinilmBackend

@@ -125,13 +125,16 @@ def macro_f1(gold: Sequence[int], predicted: Sequence[int], n_classes: int) -> f
 
 
 @contextmanager
-def staged_build(out_dir: Path) -> Iterator[Path]:
-    """A sibling folder to build into, replacing ``out_dir`` only when the block completes."""
+def staged_build(out_dir: Path, tokenizer_dir: Path, metadata: Mapping[str, Any]) -> Iterator[Path]:
+    """A sibling folder to write the weights into; the tokenizer and metadata are added after the
+    block, and the folder replaces ``out_dir`` only when all is written."""
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.building-", dir=out_dir.parent))
     try:
         yield staged
+        copy_tokenizer(tokenizer_dir, staged)
+        write_metadata(staged, metadata)
     except BaseException:
         shutil.rmtree(staged, ignore_errors=True)
         raise
@@ -157,43 +160,37 @@ def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
 
 @dataclass(frozen=True)
 class Subsets:
-    """The train and tune positions a preset is built on, with their class indices."""
+    """The train and tune texts a preset is built on, with their class indices."""
 
-    keep_train: list[int]
+    train_texts: list[str]
     y_train: list[int]
-    keep_tune: list[int]
+    tune_texts: list[str]
     y_tune: list[int]
-
-    def train(self, texts: Sequence[str]) -> list[str]:
-        return [texts[i] for i in self.keep_train]
-
-    def tune(self, texts: Sequence[str]) -> list[str]:
-        return [texts[i] for i in self.keep_tune]
 
 
 def build_subsets(spec: BuildSpec, options: Mapping[str, Any]) -> Subsets:
     """Labels as class indices (R1.3) and the subsets ``options`` asks for."""
-    y_train = encode_labels(spec.train_labels, spec.classes, "train")
-    y_tune = encode_labels(spec.tune_labels, spec.classes, "tune")
-    keep_train = select_subset(y_train, options["train_limit"], options["subset"])
-    keep_tune = select_subset(y_tune, options["tune_limit"], options["subset"])
-    return Subsets(
-        keep_train, [y_train[i] for i in keep_train], keep_tune, [y_tune[i] for i in keep_tune]
-    )
+    parts: list[list[Any]] = []
+    for split in ("train", "tune"):
+        texts, labels = getattr(spec, f"{split}_texts"), getattr(spec, f"{split}_labels")
+        y = encode_labels(labels, spec.classes, split)
+        keep = select_subset(y, options[f"{split}_limit"], options["subset"])
+        parts += [[texts[i] for i in keep], [y[i] for i in keep]]
+    return Subsets(*parts)
+
+
+def declaration(spec: BuildSpec, backend: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """What a build is reused on (R1.1): backend, seed, context, options and provenance."""
+    fixed = {"backend": backend, "seed": spec.seed, "context": spec.context, "options": options}
+    return {**fixed, **dict(spec.provenance or {})}
 
 
 def preset_metadata(
     spec: BuildSpec, backend: str, options: Mapping[str, Any], **facts: Any
 ) -> dict[str, Any]:
     """gpubench_model.json's data: backend, classes, the declaration built from and ``facts``."""
-    declaration = {
-        "backend": backend,
-        "seed": spec.seed,
-        "context": spec.context,
-        "options": options,
-        **dict(spec.provenance or {}),
-    }
-    return {"backend": backend, "classes": list(spec.classes), "declaration": declaration, **facts}
+    declared = declaration(spec, backend, options)
+    return {"backend": backend, "classes": list(spec.classes), "declaration": declared, **facts}
 
 
 def built_report(out_dir: Path, started: float, metadata: dict[str, Any]) -> BuildReport:

@@ -1,6 +1,5 @@
-"""The backend registry: one entry per declared ``model.backend`` name, its module (``BACKEND``,
-``model_files`` for R1.1, preset builders) imported only when asked; nothing else dispatches on the
-name (R2.1)."""
+"""One entry per declared ``model.backend`` name, its module (``BACKEND``, ``model_files`` for R1.1,
+preset builders) imported only when asked; nothing else dispatches on the name (R2.1)."""
 
 from __future__ import annotations
 
@@ -20,11 +19,7 @@ from gpubench_nb.engine.backends.base import (
 )
 from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import (
-    BACKENDS,
-    PRESET_BACKENDS,
-    USER_BACKENDS,
-)
+from gpubench_nb.protocol.experiment_spec import BACKENDS, PRESET_BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
 from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
 
@@ -65,8 +60,6 @@ class BackendEntry:
 
 
 REGISTRY: dict[str, BackendEntry] = {name: BackendEntry(name) for name in BACKENDS}
-PRESETS = PRESET_BACKENDS
-USER_FOLDERS = USER_BACKENDS
 
 
 def backend_entry(name: str) -> BackendEntry:
@@ -89,10 +82,9 @@ def load_backend(
     precision: str,
     revisions: tuple[str, str] | None = None,
 ) -> Backend:
-    """Load ``model`` with ``tokenizer`` on ``device``, each file read once, labels mapped to
-    ``classes`` by name (R1.3); ``revisions`` taken beforehand keep hashing out of load time (R3.2,
-    R1.1). Runs no forward; an unrunnable precision is refused before any read; out of memory
-    propagates (R5.8), any other failure is a BackendError."""
+    """Load ``model`` with ``tokenizer`` on ``device``, labels mapped to ``classes`` by name (R1.3),
+    no forward; ``revisions`` taken beforehand keep hashing out of load time (R3.2, R1.1). Out of
+    memory propagates (R5.8), any other failure is a BackendError."""
     import torch
 
     from gpubench_nb.engine.backends.device_errors import as_backend_error
@@ -118,25 +110,16 @@ def load_backend(
         ) from exc
 
 
-def revision_files(model: Any, tokenizer: Any) -> tuple[list[Path], list[Path]]:
-    """The model files and the tokenizer files whose SHA-256 are the two revisions (R1.1):
-    every file load_backend (and transformers under it) reads in each folder."""
-    entry = backend_entry(model.backend)
-    model_dir = require_folder(model.path, "model.path")
-    tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
-    return entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
-
-
 def fingerprinted_files(
     model: Any, tokenizer: Any
 ) -> tuple[tuple[list[Path], list[Path]], tuple[str, str]]:
-    """The files each revision covers, and ``(model_revision, tokenizer_revision)``: their
-    SHA-256, without loading them (R1.1). One listing serves the hash and the load after it."""
-    model_files, tokenizer_files = revision_files(model, tokenizer)
-    return (model_files, tokenizer_files), (
-        sha256_files(model_files, Path(model.path)),
-        sha256_files(tokenizer_files, Path(tokenizer.path)),
-    )
+    """The files each revision covers (every file load_backend, and transformers under it, reads),
+    and ``(model_revision, tokenizer_revision)``: their SHA-256, without loading them (R1.1)."""
+    entry = backend_entry(model.backend)
+    model_dir = require_folder(model.path, "model.path")
+    tokenizer_dir = require_folder(tokenizer.path, "tokenizer.path")
+    files = entry.model_files(model_dir), tokenizer_files(tokenizer_dir)
+    return files, (sha256_files(files[0], model_dir), sha256_files(files[1], tokenizer_dir))
 
 
 def fingerprints_for(model: Any, tokenizer: Any) -> tuple[str, str]:
