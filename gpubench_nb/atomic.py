@@ -7,6 +7,7 @@ import json
 import os
 import stat
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +16,10 @@ from gpubench_nb.errors import disk_full, storage_error
 
 def _current_umask() -> int:
     """The process umask: read from /proc where it is shown (no window where it is changed)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
+    with suppress(OSError, ValueError), open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
     mask = os.umask(0o077)  # elsewhere it can only be read by setting it; set it back at once
     os.umask(mask)
     return mask
@@ -40,7 +38,6 @@ def give_plain_modes(root: Path) -> None:
     """Give ``root`` and everything under it the modes plain ``mkdir``/``open`` would (a folder
     staged with ``mkdtemp`` is 0700; a model folder is meant for colleagues too)."""
     mask = _current_umask()
-    root = Path(root)
     for folder, _, files in os.walk(root):
         os.chmod(folder, 0o777 & ~mask)
         for name in files:
@@ -48,8 +45,7 @@ def give_plain_modes(root: Path) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old or the new file, never a mix, with
-    the mode a plain ``open()`` would give it."""
+    """Write ``text`` so that readers see the old or the new file, never a mix (plain mode)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

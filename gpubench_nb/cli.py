@@ -48,8 +48,7 @@ def _run(args: argparse.Namespace) -> None:
             summary = run_with_progress(**_given(args), stream=sys.stderr)
     except KeyboardInterrupt:
         terminate_children()  # no kernel goes on writing into the run to be redone
-        # The stopped kernels' client tasks then end in DeadKernelError, which asyncio would
-        # print as a traceback at exit: expected after a stop, and nothing a user can act on.
+        # the stopped kernels' client tasks end in DeadKernelError: no traceback for that at exit
         logging.getLogger("asyncio").setLevel(logging.CRITICAL)
         raise
     print(summary)
@@ -165,8 +164,7 @@ def _campaign_report(args: argparse.Namespace) -> None:
     print(f"report written: {Path(campaign_report(**_given(args))).resolve()}")
 
 
-# The one library call of each command, by the name its parser gives (cli_parser.py); a
-# handler returns its exit code, None for 0.
+# Each command's one library call, by its parser's name; a handler returns its exit code (None: 0)
 HANDLERS: dict[str, Callable[[argparse.Namespace], int | None]] = {
     "validate": _validate,
     "build-model": _build_model,
@@ -220,10 +218,7 @@ def _os_error_text(exc: OSError) -> str | None:
     if isinstance(exc, IsADirectoryError):
         return f"{exc.filename} is a folder where a file is expected; give the file's path"
     if isinstance(exc, NotADirectoryError):
-        return (
-            f"{exc.filename}: a part of this path is a file where a folder is expected; give a "
-            "folder path"
-        )
+        return f"{exc.filename}: a part of this path is a file, not a folder; give a folder path"
     # shutil's copies name the source first and the file being written second
     where = exc.filename2 or exc.filename or "a file of this command"
     return str(storage_error(exc, where)) if disk_full(exc) else None

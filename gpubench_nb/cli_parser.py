@@ -5,33 +5,30 @@ from __future__ import annotations
 
 import argparse
 import math
+from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
 
-def _metric_value(text: str) -> float:
-    """A value of the declared metric: finite and within [0, 1] (every metric in METRICS is)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number; e.g. 0.81") from None
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is outside the metric's range [0, 1] (R1.3); give the reference value, "
-            "e.g. 0.81"
-        )
-    return value
+def _within(cast: type, low: float, high: float, expected: str) -> Callable[[str], Any]:
+    """An argparse type: a finite ``cast`` value in [low, high], else what is ``expected``."""
+
+    def parse(text: str) -> Any:
+        with suppress(ValueError):
+            value = cast(text)
+            if math.isfinite(value) and low <= value <= high:
+                return value
+        raise argparse.ArgumentTypeError(f"{text!r}: {expected}")
+
+    return parse
 
 
-def _positive_int(text: str) -> int:
-    """A whole number >= 1 (seconds, counts)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+# every metric in METRICS is within [0, 1]
+_metric_value = _within(
+    float, 0.0, 1.0, "the reference value must be in the metric's range [0, 1] (R1.3), e.g. 0.81"
+)
+_positive_int = _within(int, 1, math.inf, "must be at least 1 (a whole number: seconds, counts)")
 
 
 SCHEMA_FILES = ("experiment", "offers", "campaign")
@@ -66,8 +63,7 @@ def _arg(*names: str, **options: Any) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 @dataclass(frozen=True)
 class Command:
-    """A subcommand: summary, description, one example, arguments (``_arg``) and actions (its
-    own subcommands, like `campaign run`)."""
+    """A subcommand; ``actions``: its own subcommands, like `campaign run`."""
 
     name: str
     summary: str

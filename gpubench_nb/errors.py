@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 from pathlib import Path
 
 
@@ -61,8 +62,6 @@ class StorageError(GpubenchError):
 
 def disk_full(exc: BaseException) -> bool:
     """True when ``exc`` is the disk refusing a write (full, file too large, quota)."""
-    import errno
-
     names = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", 122)}
     return isinstance(exc, OSError) and exc.errno in names
 

@@ -15,11 +15,8 @@ def _missing(value: object) -> bool:
 
 
 def number(value: float | int | None, digits: int = 3) -> str:
-    """``digits`` significant digits, thousands separators, never scientific notation.
-
-    Whole numbers of 1,000 and more keep every integer digit (30,421, not 3.04e+04): rounding
-    the integer part away would hide a difference a reader can see in the raw CSV.
-    """
+    """``digits`` significant digits, thousands separators, never scientific notation; every
+    integer digit kept (30,421, not 3.04e+04: the raw CSV shows them)."""
     if _missing(value):
         return NOT_RECORDED
     if isinstance(value, bool):
@@ -38,8 +35,7 @@ def number(value: float | int | None, digits: int = 3) -> str:
     rounded = round(value, decimals)
     if rounded != 0 and math.floor(math.log10(abs(rounded))) > exponent:  # 9.996 -> 10.0
         decimals = max(decimals - 1, 0)
-    text = format(Decimal(repr(round(value, decimals))), f",.{max(decimals, 0)}f")
-    return text
+    return format(Decimal(repr(round(value, decimals))), f",.{max(decimals, 0)}f")
 
 
 def count(value: int | None, unit: str = "") -> str:
@@ -88,8 +84,7 @@ def size_bytes(value: int | float | None) -> str:
     """Memory in binary units: ``512 B``, ``120 MiB``, ``1.50 GiB`` (2^10 steps)."""
     if _missing(value):
         return NOT_RECORDED
-    value = float(value)
-    unit = 0
+    value, unit = float(value), 0
     while abs(value) >= 1024 and unit < len(_BINARY_UNITS) - 1:
         value /= 1024
         unit += 1

@@ -1,9 +1,7 @@
-"""The shipped notebooks (package data, never written to: R5.6) and the kernels that run them.
-
-Kernels gpubench-nb starts use IPC in a private 0700 folder (no TCP warning, no socket shared
-between users) and skip the interpreter's teardown; ``python -m gpubench_nb.kernel install``
-writes a kernelspec for other clients whose launcher drops only the TCP warning.
-"""
+"""The shipped notebooks (package data, never written to: R5.6) and the kernels that run them:
+over IPC in a private 0700 folder (no TCP warning, no socket shared between users), without the
+interpreter's teardown; ``python -m gpubench_nb.kernel install`` writes a kernelspec for other
+clients, whose launcher drops only the TCP warning."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ from typing import Any
 from gpubench_nb.errors import GpubenchError, disk_full, storage_error
 
 NOTEBOOKS_PACKAGE = "gpubench_nb.notebooks"
-# The notebook steps: each ships as "<step>.ipynb", is kept in the bundle under that name, and
-# names its bundle writer (R5.6). Every stage asks these names here.
+# The notebook steps, asked here by every stage: "<step>.ipynb" shipped and kept, its writer (R5.6)
 STEPS = ("00_environment", "10_measure", "20_quality", "30_economics", "90_report", "memory_mlp")
 ENVIRONMENT_STEP, MEASURE_STEP, QUALITY_STEP, ECONOMICS_STEP, REPORT_STEP, MEMORY_STEP = STEPS
 STAGE_NOTEBOOKS = tuple(f"{step}.ipynb" for step in STEPS)
@@ -186,24 +183,21 @@ def papermill_options() -> dict[str, Any]:
     return {"kernel_manager_class": kernel_manager_class()}
 
 
-def _keep_but_tcp_warning(record: logging.LogRecord) -> bool:
-    """A log filter: drops ipykernel's TCP-encryption notice, and only it."""
-    return not str(record.msg).startswith(TCP_WARNING)
-
-
-def _keep_but_shutdown_interrupt(record: logging.LogRecord) -> bool:
-    """A log filter: drops the "KeyboardInterrupt caught in kernel." that jupyter_client's SIGINT
-    before each shutdown logs at ERROR in kernels gpubench-nb starts (a cell reports its own)."""
-    return str(record.msg).rstrip(".") != SHUTDOWN_INTERRUPT
+def _keep(record: logging.LogRecord) -> bool:
+    """A log filter: drops ipykernel's TCP notice and, in kernels gpubench-nb starts, the ERROR
+    "KeyboardInterrupt caught in kernel." of the SIGINT before each shutdown; nothing else."""
+    text = str(record.msg)
+    ours = os.environ.get(FAST_EXIT) == "1"
+    return not text.startswith(TCP_WARNING) and not (
+        ours and text.rstrip(".") == SHUTDOWN_INTERRUPT
+    )
 
 
 def launch() -> None:
     """Start an ipykernel (what ``ipykernel_launcher`` does) without the TCP notice."""
     if sys.path and sys.path[0] in ("", str(Path.cwd())):
         del sys.path[0]  # as ipykernel_launcher does; the kernel puts the cwd back itself
-    logging.getLogger("IPKernelApp").addFilter(_keep_but_tcp_warning)
-    if os.environ.get(FAST_EXIT) == "1":  # a kernel gpubench-nb started
-        logging.getLogger("IPKernelApp").addFilter(_keep_but_shutdown_interrupt)
+    logging.getLogger("IPKernelApp").addFilter(_keep)
     from ipykernel import kernelapp
 
     kernelapp.launch_new_instance()

@@ -90,16 +90,15 @@ def test_run_refused_part_way_closes_progress_at_the_real_count(
 ) -> None:
     # issue 16.4: 1 of 3 runs finished, then a refusal: the bar ends at 1/3, not 100 %, and
     # the refusal is printed after it.
-    from types import SimpleNamespace
-
     from gpubench_nb.errors import ProtocolError
     from gpubench_nb.pipeline import orchestrate
+    from gpubench_nb.pipeline.schedule import ScheduledRun
 
     def refused_part_way(*args, on_progress, **kwargs):
-        run = SimpleNamespace(variant_id="b1", phase="cold", run_index=1)
+        run = ScheduledRun(1, "b1", "cold", 1)
         on_progress(run, 1, 3)
         on_progress(run, 2, 3)  # the first run is finished
-        on_progress(SimpleNamespace(variant_id="b4", phase="cold", run_index=1), 2, 3)
+        on_progress(ScheduledRun(2, "b4", "cold", 1), 2, 3)
         raise ProtocolError("10_measure refused: fixed.context: 128 -> 8", rule="R1.3")
 
     monkeypatch.setattr(orchestrate, "run_experiment", refused_part_way)

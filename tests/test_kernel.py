@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gpubench_nb.kernel import TCP_WARNING, _keep_but_tcp_warning, install
+from gpubench_nb.kernel import FAST_EXIT, TCP_WARNING, _keep, install
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -115,7 +115,7 @@ def test_plain_papermill_with_the_installed_kernelspec_prints_no_tcp_warning(
 
 
 def test_the_filter_drops_that_one_message_only() -> None:
-    keep = _keep_but_tcp_warning
+    keep = _keep
 
     def record(message: str) -> logging.LogRecord:
         return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, (), None)
@@ -125,16 +125,19 @@ def test_the_filter_drops_that_one_message_only() -> None:
     assert keep(record("WARNING: something else"))
 
 
-def test_our_kernels_drop_the_shutdown_interrupt_line_only() -> None:
+def test_our_kernels_drop_the_shutdown_interrupt_line_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SIGINT jupyter_client sends before shutdown_request made ipykernel log an ERROR
     into the bundle's kernel log now and then (issue 25): dropped, that line alone."""
-    from gpubench_nb.kernel import SHUTDOWN_INTERRUPT, _keep_but_shutdown_interrupt
+    from gpubench_nb.kernel import SHUTDOWN_INTERRUPT
 
-    keep = _keep_but_shutdown_interrupt
+    keep = _keep
 
     def record(message: str) -> logging.LogRecord:
         return logging.LogRecord("IPKernelApp", logging.ERROR, __file__, 1, message, (), None)
 
+    monkeypatch.delenv(FAST_EXIT, raising=False)
+    assert keep(record(SHUTDOWN_INTERRUPT + "."))  # another client's kernel: kept
+    monkeypatch.setenv(FAST_EXIT, "1")
     assert not keep(record(SHUTDOWN_INTERRUPT + "."))  # the shell's line
     assert not keep(record(SHUTDOWN_INTERRUPT))  # the control thread's
     assert keep(record("Exception in message handler:"))

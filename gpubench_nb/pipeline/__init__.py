@@ -1,2 +1,1 @@
-"""papermill orchestration: the schedule, one kernel per run, the rows each run leaves, and the
-notebook steps (environment, quality)."""
+"""papermill orchestration: the schedule, one kernel per run, the rows each run leaves."""

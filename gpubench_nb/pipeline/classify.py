@@ -44,36 +44,28 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
     """The reference variant's median quality in a verified (R5.6) benchmark bundle of the same
     frozen protocol (R1.3)."""
     benchmark = Path(benchmark)
+
+    def refused(what: str, fix: str, rule: str = "R1.3") -> ProtocolError:
+        return ProtocolError(f"--reference-bundle {benchmark}: {what}; fix: {fix}", rule=rule)
+
     if not benchmark.is_dir():
-        raise ProtocolError(
-            f"--reference-bundle {benchmark}: no such bundle folder; fix: pass the finished "
-            "benchmark of this experiment (outputs/<experiment_id>)",
-            rule="R1.3",
-        )
+        fix = "pass the finished benchmark of this experiment (outputs/<experiment_id>)"
+        raise refused("no such bundle folder", fix)
     if not (benchmark / layout.MANIFEST_NAME).is_file():
-        raise ProtocolError(
-            f"--reference-bundle {benchmark}: not a finished bundle (no {layout.MANIFEST_NAME}); "
-            "fix: finish that benchmark first (gpubench-nb run)",
-            rule="R5.6",
-        )
-    problems = verify_bundle(benchmark)
-    if problems:
+        what = f"not a finished bundle (no {layout.MANIFEST_NAME})"
+        raise refused(what, "finish that benchmark first (gpubench-nb run)", "R5.6")
+    if problems := verify_bundle(benchmark):
         listing = "\n  ".join(problems[:10])
-        raise ProtocolError(
-            f"--reference-bundle {benchmark} fails check-bundle, so its reference quality "
-            f"cannot be trusted:\n  {listing}\nfix: restore the bundle from a copy, or rerun "
-            "the benchmark",
-            rule="R5.6",
-        )
+        what = f"fails check-bundle, so its reference quality cannot be trusted:\n  {listing}"
+        raise refused(what, "restore the bundle from a copy, or rerun the benchmark", "R5.6")
     theirs = read_lock(benchmark)
     lock = theirs if lock is None else lock
     if theirs.get("sha256") != lock.get("sha256"):
-        raise ProtocolError(
-            f"--reference-bundle {benchmark}: its frozen protocol (sha256 "
-            f"{str(theirs.get('sha256'))[:12]}) is not this experiment's ({lock['sha256'][:12]}); "
-            "fix: pass the benchmark bundle of this very experiment",
-            rule="R1.3",
+        what = (
+            f"its frozen protocol (sha256 {str(theirs.get('sha256'))[:12]}) is not this "
+            f"experiment's ({lock['sha256'][:12]})"
         )
+        raise refused(what, "pass the benchmark bundle of this very experiment")
     reference = lock["declaration"]["quality"]["reference_variant"]
     values = [
         r["quality_value"]
@@ -85,11 +77,8 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
         and r.get("quality_value") is not None
     ]
     if not values:
-        raise ProtocolError(
-            f"--reference-bundle {benchmark}: no valid run of the reference variant "
-            f"{reference!r}; fix: finish that benchmark first (gpubench-nb run)",
-            rule="R1.3",
-        )
+        what = f"no valid run of the reference variant {reference!r}"
+        raise refused(what, "finish that benchmark first (gpubench-nb run)")
     return statistics.median(values)
 
 
@@ -119,8 +108,7 @@ def classify(
     check_fault_spec()  # before any folder or kernel, as `run` and campaigns do
     exp = load_experiment(experiment_path)
     exp.variant(variant_id)  # an unknown variant fails before anything is written
-    is_reference = variant_id == exp.quality.reference_variant
-    if not is_reference and reference_bundle is None:
+    if variant_id != exp.quality.reference_variant and reference_bundle is None:
         raise ProtocolError(
             f"variant {variant_id!r} is accepted only within the tolerance below the reference "
             f"variant {exp.quality.reference_variant!r}'s quality; fix: pass --reference-bundle "
@@ -144,14 +132,12 @@ def _classify_into(
 ) -> ClassifyResult:
     """The body of :func:`classify`, inside the folder it reserved."""
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
-    reference_value = None
     if reference_bundle is not None:
-        reference_value = reference_from(Path(reference_bundle), read_lock(bundle_dir))
         write_json_atomic(
             bundle_dir / REFERENCE_NAME,
             {
                 "reference_variant": exp.quality.reference_variant,
-                "reference_value": reference_value,
+                "reference_value": reference_from(Path(reference_bundle), read_lock(bundle_dir)),
                 "from_bundle": str(Path(reference_bundle).resolve()),
             },
         )

@@ -1,11 +1,7 @@
-"""Locate an asynchronous CUDA error in a diagnosis rerun outside the schedule (R3.6).
-
-A CUDA error surfaces at a later synchronisation; after the schedule, each run that failed with
-one is rerun once, untimed, in a fresh process with ``CUDA_LAUNCH_BLOCKING=1`` so the error
-shows at its own batch. No predictions, no row: ``diagnosis.json`` beside the run's run.json.
-
-    python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR
-"""
+"""Locate an asynchronous CUDA error (it surfaces at a later synchronisation) in a diagnosis
+rerun outside the schedule (R3.6): once, untimed, in a fresh process with CUDA_LAUNCH_BLOCKING=1,
+no predictions, no row: ``diagnosis.json`` beside run.json. The process is
+``python -m gpubench_nb.pipeline.diagnose EXPERIMENT VARIANT PHASE RUN_INDEX BUNDLE_DIR``."""
 
 from __future__ import annotations
 
@@ -47,30 +43,30 @@ def diagnose_run(
     env = {**os.environ, **DIAGNOSIS_ENV}
     args = [str(experiment_path), variant_id, phase, str(run_index), str(bundle_dir)]
     command = [sys.executable, "-m", "gpubench_nb.pipeline.diagnose", *args]
-    record = _record(variant_id, phase, run_index)
-    record.update(environment=dict(DIAGNOSIS_ENV), started_utc=utc_now())
+    fields: dict[str, Any] = {"environment": dict(DIAGNOSIS_ENV), "started_utc": utc_now()}
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=timeout_seconds, env=env
         )
         found = [line for line in done.stdout.splitlines() if line.startswith(_TAG)]
         if found:
-            record.update(json.loads(found[-1][len(_TAG) :]))
+            fields.update(json.loads(found[-1][len(_TAG) :]))
         else:
             tail = " ".join(done.stderr.split())[-500:]
-            record.update(reproduced=None, error=f"diagnosis exited {done.returncode}: {tail}")
+            fields.update(reproduced=None, error=f"diagnosis exited {done.returncode}: {tail}")
     except subprocess.TimeoutExpired:
-        record.update(reproduced=None, error=f"diagnosis timed out after {timeout_seconds} s")
-    record["finished_utc"] = utc_now()
+        fields.update(reproduced=None, error=f"diagnosis timed out after {timeout_seconds} s")
+    return _write(bundle_dir, variant_id, phase, run_index, **fields, finished_utc=utc_now())
+
+
+def _write(
+    bundle_dir: Path | str, variant_id: str, phase: str, run_index: int, **fields: Any
+) -> dict[str, Any]:
+    """Write and return a run's diagnosis.json: what it is, of which run, then ``fields``."""
+    of_run = {"variant_id": variant_id, "phase": phase, "run_index": run_index}
+    record = {"kind": KIND, "of_run": of_run, **fields}
     write_json_atomic(run_dir(bundle_dir, variant_id, phase, run_index) / DIAGNOSIS_NAME, record)
     return record
-
-
-def _record(variant_id: str, phase: str, run_index: int) -> dict[str, Any]:
-    return {
-        "kind": KIND,
-        "of_run": {"variant_id": variant_id, "phase": phase, "run_index": run_index},
-    }
 
 
 def diagnose_runs(
@@ -80,30 +76,31 @@ def diagnose_runs(
     budget_seconds: int,
     *,
     clock: Callable[[], float] = time.monotonic,
-    diagnose: Callable[..., dict[str, Any]] | None = None,
+    diagnose: Callable[..., dict[str, Any]] = diagnose_run,
 ) -> list[dict[str, Any]]:
-    """Diagnose the ``(variant, phase, run_index, error)`` runs within ONE budget for all (the
-    run timeout, not one per run): one rerun per (variant, phase, error), since its repeats are
-    the same failure (their ``diagnosis.json`` points to it); each rerun gets what is left of
-    the budget, and a run past it is recorded as not diagnosed, with the reason."""
-    rerun = diagnose_run if diagnose is None else diagnose
+    """Diagnose the ``(variant, phase, run_index, error)`` runs with a device error within ONE
+    budget (the run timeout): one rerun per (variant, phase, error), the repeats pointing to it;
+    a run past the budget is recorded as not diagnosed, with the reason."""
     deadline, done, out = clock() + budget_seconds, {}, []
     for variant_id, phase, run_index, error in failed:
+        if not needs_diagnosis(error):
+            continue
         key, left = (variant_id, phase, error), int(deadline - clock())
         if key in done or left < 1:
             first = done.get(key) or {}
             spent = f"not diagnosed: the diagnosis budget of {budget_seconds} s was spent"
-            record = _record(variant_id, phase, run_index)
-            record.update(
+            record = _write(
+                bundle_dir,
+                variant_id,
+                phase,
+                run_index,
                 reproduced=first.get("reproduced"),
                 located=first.get("located"),
                 same_as=first.get("of_run"),
                 error=None if first else f"{spent} (one run timeout for all failed runs)",
             )
-            folder = run_dir(bundle_dir, variant_id, phase, run_index)
-            write_json_atomic(folder / DIAGNOSIS_NAME, record)
         else:
-            record = done[key] = rerun(
+            record = done[key] = diagnose(
                 experiment_path, variant_id, phase, run_index, bundle_dir, timeout_seconds=left
             )
         out.append(record)

@@ -35,8 +35,7 @@ def refuse_tampered(bundle_dir: Path) -> None:
     """A finished bundle that check-bundle refuses is never resumed nor sealed again (R5.6)."""
     from gpubench_nb.economics.reprice import verify_bundle
 
-    problems = verify_bundle(bundle_dir)
-    if problems:
+    if problems := verify_bundle(bundle_dir):
         listing = "\n  ".join(problems)
         raise BundleError(
             f"{bundle_dir} is a finished bundle that check-bundle refuses:\n  {listing}\nIt "
@@ -73,8 +72,7 @@ def _drop(path: Path, bundle_dir: Path) -> None:
 
 
 def _restore_interrupted(bundle_dir: Path) -> None:
-    """A backup left beside the bundle: a rerun that redid no run did not complete; the sealed
-    bundle is restored."""
+    """A backup left beside the bundle (a rerun that redid no run did not end): restored."""
     shutil.rmtree(_trash(bundle_dir), ignore_errors=True)
     backup = backup_path(bundle_dir)
     if not backup.is_dir():

@@ -1,10 +1,6 @@
-"""A schedule stopped by a signal or Ctrl-C: the run in progress is discarded, recorded,
-redone (R3.6).
-
-scancel and pre-emption (SIGTERM), Slurm's time-limit warning (USR2) and Ctrl-C kill the run in
-progress for reasons outside the model: no row, an event in ``logs/interruptions.jsonl``, and a
-note on the redone run.
-"""
+"""A schedule stopped by scancel or pre-emption (SIGTERM), Slurm's time-limit warning (USR2) or
+Ctrl-C, for reasons outside the model: the run in progress is discarded (no row), recorded in
+``logs/interruptions.jsonl`` and redone with a note (R3.6)."""
 
 from __future__ import annotations
 
@@ -39,23 +35,20 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def stop_on_signals(
-    signals: Sequence[signal.Signals] = STOP_SIGNALS,
-    chain: Sequence[signal.Signals] = (signal.SIGUSR2,),
-) -> Iterator[None]:
-    """Raise :class:`Interrupted` in the main thread on any of ``signals`` (once), handing a
+def stop_on_signals(chain: Sequence[signal.Signals] = (signal.SIGUSR2,)) -> Iterator[None]:
+    """Raise :class:`Interrupted` in the main thread on any STOP_SIGNALS (once), handing a
     ``chain`` signal's previous handler over in ``then``; handlers restored on exit."""
     previous: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, frame: FrameType | None) -> None:
-        for number in signals:  # a second signal must not interrupt the recording
+        for number in STOP_SIGNALS:  # a second signal must not interrupt the recording
             signal.signal(number, signal.SIG_IGN)
         original = previous.get(signal.Signals(signum))
         chained = signum in chain and callable(original)
         then = functools.partial(original, signum, frame) if chained else None
         raise Interrupted(signal.Signals(signum).name, then)
 
-    for number in signals:
+    for number in STOP_SIGNALS:
         previous[number] = signal.signal(number, handler)
     try:
         yield
@@ -86,31 +79,23 @@ def record_interruption(
         "meaning": "the run in progress was discarded, not an observation (R3.6); "
         "it is redone when the schedule resumes",
     }
-    append_text_durable(Path(bundle_dir) / INTERRUPTIONS_LOG, json.dumps(entry) + "\n")
-    stop.note = interruption_text(Path(bundle_dir), entry)
-    return entry
-
-
-def interruption_text(bundle_dir: Path, entry: dict[str, Any]) -> str:
-    """What the terminal says: the run discarded, the runs kept, the log, how to resume."""
-    run, total = entry["run"], entry["runs_total"]
-    running = f"run {run} was discarded (not an observation, R3.6) and will be redone; "
-    done = f"{len(entry['runs_done'])}{'' if total is None else f' of {total}'}"
-    return (
-        f"interrupted by {entry['signal']}: {running if run else ''}{done} runs are done and "
-        f"kept; recorded in {bundle_dir.resolve() / INTERRUPTIONS_LOG}. To resume, run the same "
-        "command again (without --fresh): finished runs are not redone."
+    log = Path(bundle_dir).resolve() / INTERRUPTIONS_LOG
+    append_text_durable(log, json.dumps(entry) + "\n")
+    # what the terminal says: the run discarded, the runs kept, the log, how to resume
+    running = f"run {entry['run']} was discarded (not an observation, R3.6) and will be redone; "
+    total = f" of {len(schedule)}" if schedule else ""
+    stop.note = (
+        f"interrupted by {stop.signal_name}: {running if entry['run'] else ''}"
+        f"{len(entry['runs_done'])}{total} runs are done and kept; recorded in {log}. To resume, "
+        "run the same command again (without --fresh): finished runs are not redone."
     )
+    return entry
 
 
 def read_interruptions(bundle_dir: Path) -> list[dict[str, Any]]:
     """Every recorded interruption of the bundle, oldest first (a torn last line is skipped)."""
-    try:
-        lines = (Path(bundle_dir) / INTERRUPTIONS_LOG).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in lines:
+    path, out = Path(bundle_dir) / INTERRUPTIONS_LOG, []
+    for line in path.read_text(encoding="utf-8").splitlines() if path.exists() else []:
         with suppress(json.JSONDecodeError):
             out.append(json.loads(line))
     return [entry for entry in out if isinstance(entry, dict)]
@@ -133,8 +118,7 @@ def interruption_note(entries: Sequence[dict[str, Any]]) -> str | None:
 
 
 def terminate_children(sig: int = signal.SIGTERM) -> list[int]:
-    """Signal every descendant (the kernels), deepest first, so none goes on writing into a
-    run to be redone; Linux /proc only."""
+    """Signal every descendant (the kernels), deepest first: none writes into a run to redo."""
     found: list[int] = []
 
     def walk(pid: int) -> None:

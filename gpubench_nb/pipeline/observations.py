@@ -35,12 +35,9 @@ def rows_for_run(
     record: RunRecord | None,
     failure: str | None = None,
 ) -> list[dict[str, Any]]:
-    """The rows of one scheduled run from its run.json: ``load`` + ``cold``, or ``warm``.
-
-    ``record`` is None when the kernel died before writing it; ``failure``: an event seen from
-    outside (dead kernel, timeout). A failed pass keeps its row, elapsed empty, never 0 (R3.6,
-    R5.8); precision, batch and context are as the run applied them, never as declared (R4.3).
-    """
+    """The rows of one run from its run.json (None: the kernel died first): ``load`` + ``cold``,
+    or ``warm``. ``failure``: seen from outside (dead kernel, timeout). A failed pass keeps its
+    row, elapsed empty, never 0 (R3.6, R5.8); settings as the run applied them (R4.3)."""
     record = record or RunRecord()
     environment = record.environment or EnvironmentRecord()
     base = empty_row()
@@ -71,28 +68,21 @@ def rows_for_run(
     )
     error = _join(record.error, failure)
     event = f"FAILED: {error}" if error else None
-    rows = []
-    if run.phase == Phase.COLD:
-        load = dict(
-            base,
-            phase=Phase.LOAD,
-            elapsed_seconds=record.load_seconds,
-            **_memory(record.load_memory),
-        )
-        load["notes"] = _join(
-            "load: weights + tokenizer onto the device, its own phase (R3.2); fingerprinting "
-            "and CUDA context creation excluded" + _figures(record),
-            event if record.load_seconds is None else None,
-            context_note,
-        )
-        rows.append(load)
     measured = dict(
         base,
         phase=run.phase,
         warmup_iterations=record.warmup_iterations,
         elapsed_seconds=None if error else record.elapsed_seconds,
+        notes=_join(event, truncation, context_note),  # the notes state the scope (R3.1)
         **_memory(record.memory),
     )
-    measured["notes"] = _join(event, truncation, context_note)  # the notes state the scope (R3.1)
-    rows.append(measured)
-    return rows
+    if run.phase != Phase.COLD:
+        return [measured]
+    load_notes = _join(
+        "load: weights + tokenizer onto the device, its own phase (R3.2); fingerprinting "
+        "and CUDA context creation excluded" + _figures(record),
+        event if record.load_seconds is None else None,
+        context_note,
+    )
+    load = dict(base, phase=Phase.LOAD, elapsed_seconds=record.load_seconds, notes=load_notes)
+    return [load | _memory(record.load_memory), measured]

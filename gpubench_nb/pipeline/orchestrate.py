@@ -1,9 +1,7 @@
 """papermill orchestration: an experiment YAML to an accepted, audited bundle (R3.2, R3.4, R3.7).
 
-Each scheduled run executes ``notebooks/10_measure.ipynb`` in its own fresh kernel, so every
-cold run really is a first pass in a new process and every run is isolated from the others.
-The CSV is the ledger of what is done: a rerun skips every run that already has its rows.
-"""
+Each scheduled run gets a fresh kernel (a cold run is a real first pass, isolated from the others);
+the CSV is the ledger of what is done: a rerun skips every run that already has its rows."""
 
 from __future__ import annotations
 
@@ -33,7 +31,7 @@ from gpubench_nb.kernel import (
     papermill_options,
 )
 from gpubench_nb.pipeline import guard
-from gpubench_nb.pipeline.diagnose import diagnose_runs, needs_diagnosis
+from gpubench_nb.pipeline.diagnose import diagnose_runs
 from gpubench_nb.pipeline.interrupt import (
     Interrupted,
     interruption_note,
@@ -50,7 +48,6 @@ from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
-KERNEL_NAME = "python3"
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
 KERNEL_LOG = "logs/kernels.stderr.log"
 
@@ -88,7 +85,7 @@ def execute_notebook(name: str, output: Path, parameters: dict[str, Any], timeou
                 str(notebook_path(name)),
                 str(output),
                 parameters=parameters,
-                kernel_name=KERNEL_NAME,
+                kernel_name="python3",
                 execution_timeout=timeout,
                 progress_bar=False,
                 cwd=str(Path.cwd()),  # never the installed package's folder
@@ -161,13 +158,12 @@ def _done_keys(bundle_dir: Path) -> set[str]:
     }
 
 
-def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord | None:
-    """The run's run.json (records.RunRecord), or None when the run left no usable record: the
-    row then says so (R3.6), it is never dropped."""
+def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
+    """The run's run.json, else an empty record: the row then says so, never dropped (R3.6)."""
     try:
         return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
-        return None
+        return RunRecord()
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
@@ -176,7 +172,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
     interrupted = Counter(str(event.get("run")) for event in read_interruptions(bundle_dir))
     entries = []
     for run in runs:
-        record = (_read_record(bundle_dir, run) if run.key in done else None) or RunRecord()
+        record = _read_record(bundle_dir, run) if run.key in done else RunRecord()
         entries.append(
             {
                 **asdict(run),
@@ -186,16 +182,9 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
                 **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
             }
         )
-    write_json_atomic(
-        bundle_dir / layout.SCHEDULE_NAME,
-        {
-            "experiment_id": experiment.experiment_id,
-            "order": experiment.timing.order,
-            "order_seed": experiment.timing.order_seed,
-            "repeats": experiment.timing.repeats,
-            "runs": entries,
-        },
-    )
+    timing = {key: getattr(experiment.timing, key) for key in ("order", "order_seed", "repeats")}
+    schedule = {"experiment_id": experiment.experiment_id, **timing, "runs": entries}
+    write_json_atomic(bundle_dir / layout.SCHEDULE_NAME, schedule)
 
 
 def run_one(
@@ -222,12 +211,11 @@ def run_one(
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)
-    if failure and record and record.error and record.status != "running":
+    if failure and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
-    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
-    earlier = [e for e in read_interruptions(bundle_dir) if e.get("run") == run.key]
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
-    note = interruption_note(earlier)
+    # R3.6: earlier attempts stopped by a signal were discarded; this row says so
+    note = interruption_note([e for e in read_interruptions(bundle_dir) if e.get("run") == run.key])
     for row in rows if note else ():
         row["notes"] = f"{row['notes']} | {note}" if row["notes"] else note
     append_rows(bundle_dir / layout.CSV_NAME, rows)
@@ -246,13 +234,10 @@ def run_experiment(
     bundle_dir: str | Path | None = None,
     pricing: dict[str, Any] | None = None,
 ) -> PipelineResult:
-    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report.
-
-    ``on_progress(run, number, total)`` is called before each run and after it with
-    ``number + 1``. ``protocol``: a frozen lock this machine must match (R1.3); ``bundle_dir``
-    replaces ``<output_dir>/<experiment_id>``; ``pricing`` replaces the (unfrozen) section.
-    Refusals raise a ``GpubenchError``.
-    """
+    """The whole chain, resumable: freeze, environment, schedule, quality, economics, report;
+    refusals raise a ``GpubenchError``. ``on_progress(run, number, total)``: before each run and
+    after it with ``number + 1``. ``protocol``: a frozen lock this machine must match (R1.3);
+    ``bundle_dir`` replaces ``<output_dir>/<experiment_id>``; ``pricing`` the unfrozen section."""
     check_fault_spec()  # before the first kernel (each kernel would refuse it: a failed row)
     experiment = load_experiment(experiment_path)
     for variant_id in variants or []:
@@ -285,7 +270,11 @@ def run_experiment(
                 experiment, bundle_dir, fingerprints, schedule, todo, run_timeout_seconds,
                 on_progress,
             )  # fmt: skip
-            _diagnose_device_errors(experiment, bundle_dir, todo, run_timeout_seconds)
+            failed = [
+                (run.variant_id, run.phase, run.run_index, _read_record(bundle_dir, run).error)
+                for run in todo
+            ]  # those with a device error are rerun to locate it (pipeline.diagnose)
+            diagnose_runs(experiment.source, bundle_dir, failed, run_timeout_seconds)
             step(QUALITY_STEP)
             step(ECONOMICS_STEP, **({"pricing": pricing} if pricing is not None else {}))
             report_path = _render_report(bundle_dir)
@@ -323,18 +312,6 @@ def _run_schedule(
             raise stop from None
         write_schedule(bundle_dir, experiment, schedule)
         on_progress(run, number + 1, len(todo))  # `number` runs are finished
-
-
-def _diagnose_device_errors(
-    experiment: Experiment, bundle_dir: Path, todo: list[ScheduledRun], timeout_seconds: int
-) -> None:
-    """Locate asynchronous CUDA errors after the schedule (pipeline.diagnose), in one timeout."""
-    failed = []
-    for run in todo:
-        record = _read_record(bundle_dir, run)
-        if record is not None and needs_diagnosis(record.error):
-            failed.append((run.variant_id, run.phase, run.run_index, str(record.error)))
-    diagnose_runs(experiment.source, bundle_dir, failed, timeout_seconds)
 
 
 def _render_report(bundle_dir: Path) -> Path | None:

@@ -33,9 +33,7 @@ def run_with_progress(
     finally:  # closed at the real count; a refusal is printed after it
         progress.close(finished)
     verdicts = variant_acceptance(result.rows)  # the one rule (R1.5, R5.7)
-    return summary_text(
-        result.rows, result.bundle_dir, result.report_path, verdicts=verdicts, phases=PHASES
-    )
+    return summary_text(result.rows, result.bundle_dir, result.report_path, verdicts=verdicts)
 
 
 def progress_for(stream: TextIO) -> ProgressBar | ProgressLines:
@@ -68,8 +66,7 @@ class ProgressBar:
 
 
 class ProgressLines:
-    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` when a run finishes (wall time
-    between the calls before and after it, kernel start included)."""
+    """``on_progress`` for a log: ``[ 4/30] b1 warm 1  3.71 s`` as a run ends (kernel start in)."""
 
     def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
@@ -77,9 +74,8 @@ class ProgressLines:
         self.running: tuple[str, float] | None = None  # (run key, start time)
 
     def __call__(self, run: ScheduledRun, number: int, total: int) -> None:
-        key = f"{run.variant_id}/{run.phase}-{run.run_index}"
-        if self.running is None or self.running[0] != key:  # called before the run
-            self.running = (key, self.clock())
+        if self.running is None or self.running[0] != run.key:  # called before the run
+            self.running = (run.key, self.clock())
             return
         wall_seconds = self.clock() - self.running[1]
         self.running = None
@@ -105,23 +101,20 @@ def summary_text(
     report: Path | None,
     *,
     verdicts: Mapping[str, VariantAcceptance],
-    phases: Sequence[str],
 ) -> str:
-    """Per variant and phase (in ``phases`` order): n, failures, median and min–max elapsed
-    (formats.seconds_range, as the report); then each variant's verdict from ``verdicts``."""
+    """Per variant and phase: n, failures, median (min – max) as the report; each verdict."""
     lines = [
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
     ]
     for variant in dict.fromkeys(row["variant_id"] for row in rows):
-        for phase in phases:
+        for phase in PHASES:
             mine = [r for r in rows if r["variant_id"] == variant and r["phase"] == phase]
             times = [r["elapsed_seconds"] for r in mine if r["elapsed_seconds"] is not None]
-            shown = NOT_RECORDED
-            if times:
-                shown = seconds_range(statistics.median(times), min(times), max(times))
             if mine:
-                failed = len(mine) - len(times)
+                failed, shown = len(mine) - len(times), NOT_RECORDED
+                if times:
+                    shown = seconds_range(statistics.median(times), min(times), max(times))
                 lines.append(f"{variant:<10}{phase:<7}{len(mine):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(

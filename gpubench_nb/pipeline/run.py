@@ -32,8 +32,7 @@ from gpubench_nb.protocol.writer import bundle_writer
 
 
 def _check_run(phase: str, run_index: int) -> None:
-    """A phase and run index that can be scheduled, or a ProtocolError: declaration errors are
-    raised, never rows."""
+    """A schedulable phase and run index, or a ProtocolError (a declaration error: never a row)."""
     if phase not in MEASURED_PHASES:
         raise ProtocolError(
             f"phase {phase!r} is not one of {list(map(str, MEASURED_PHASES))}; load is timed "
@@ -51,17 +50,11 @@ def execute_run(
     run_index: int,
     bundle_dir: Path | str,
 ) -> RunRecord:
-    """Run one scheduled (variant, phase, run_index) in this process and write its run.json.
-
-    ``cold``: load, then one measured pass. ``warm``: load, ``timing.warmup_iterations``
-    unrecorded passes, then one measured pass (R3.2, R3.4). Loading and every pass are observed:
-    a failure (unsupported precision, OOM, any exception) is written to run.json with
-    ``error`` set and elapsed empty (R3.6, R5.8), and no predictions.jsonl is left. Only
-    declaration errors raise: a bad experiment YAML, variant, phase, run index, GPUBENCH_FAULT
-    (``ProtocolError``), a declaration or a corpus, model or tokenizer file that differs from the
-    bundle's ``protocol.lock.json`` (``ProtocolError``, R1.3), an unreadable corpus
-    (``CorpusError``), or another writer holding the bundle (``BundleError``).
-    """
+    """Run one scheduled (variant, phase, run_index) here: load, the declared warm-up passes
+    (``warm`` only), one measured pass (R3.2, R3.4); write its run.json. A failure (OOM, any
+    exception) is observed: ``error`` set, elapsed empty, no predictions.jsonl (R3.6, R5.8).
+    Only declaration errors raise: ``ProtocolError`` (the YAML, ids, GPUBENCH_FAULT, or a file
+    unlike the lock, R1.3), ``CorpusError``, ``BundleError`` (another writer)."""
     with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
         return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
 
@@ -79,8 +72,7 @@ def _execute_run(
     thread_variables(settings.threads)  # before torch starts its thread pools (R2.1)
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
     corpus = load_experiment_corpus(exp, "eval")
-    # R1.3: the declaration parsed above and the corpus read are the frozen ones, or nothing
-    # runs; from here on only this checked `exp` is used.
+    # R1.3: the declaration and the corpus read are the frozen ones, or nothing runs
     require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
     out = run_dir(bundle_dir, variant_id, phase, run_index)

@@ -1,9 +1,6 @@
-"""The run schedule (R3.2, R3.4, R3.7): which variant runs which phase, in which order.
-
-Every scheduled run is one fresh process; a round holds, per phase (cold, then warm), one run
-of every variant: in declared order (``alternating``) or shuffled by ``timing.order_seed``
-(``drawn``: blocked randomisation, so a slow drift of the machine cannot fall on one variant).
-"""
+"""The run schedule (R3.2, R3.4, R3.7): per round and phase (cold, then warm) one fresh-process
+run of every variant, in declared order (``alternating``) or shuffled by ``timing.order_seed``
+(``drawn``: blocked randomisation, so a slow drift of the machine cannot fall on one variant)."""
 
 from __future__ import annotations
 

@@ -4,9 +4,9 @@ else (``make demo > log``, CI, nohup), never carriage-return frames in a log."""
 from __future__ import annotations
 
 import io
-from types import SimpleNamespace
 
 from gpubench_nb.pipeline.progress import ProgressBar, ProgressLines, progress_for
+from gpubench_nb.pipeline.schedule import ScheduledRun
 
 
 class _Terminal(io.StringIO):
@@ -17,7 +17,7 @@ class _Terminal(io.StringIO):
 def _drive(progress, runs: list[tuple[str, str, int]]) -> None:
     """What run_experiment does: a call before each run and one after it (number + 1)."""
     for number, (variant, phase, index) in enumerate(runs, start=1):
-        run = SimpleNamespace(variant_id=variant, phase=phase, run_index=index)
+        run = ScheduledRun(number, variant, phase, index)
         progress(run, number, len(runs))
         progress(run, number + 1, len(runs))
 
@@ -43,10 +43,10 @@ def test_a_log_gets_one_plain_line_per_finished_run() -> None:
 def test_an_unfinished_run_prints_no_line() -> None:
     stream = io.StringIO()
     progress = ProgressLines(stream)
-    run = SimpleNamespace(variant_id="b1", phase="cold", run_index=1)
+    run = ScheduledRun(1, "b1", "cold", 1)
     progress(run, 1, 3)
     progress(run, 2, 3)
-    progress(SimpleNamespace(variant_id="b4", phase="cold", run_index=1), 2, 3)  # interrupted
+    progress(ScheduledRun(2, "b4", "cold", 1), 2, 3)  # interrupted
     progress.close(False)
     [line] = stream.getvalue().splitlines()  # the finished run only
     assert line.startswith("[1/3] b1 cold 1  ")

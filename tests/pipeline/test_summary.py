@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpubench_nb.pipeline.progress import summary_text
-from gpubench_nb.protocol.records import PHASES
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,6 @@ def test_the_summary_shows_seconds_with_units_not_six_decimals() -> None:
         Path("/tmp/b"),
         None,
         verdicts={"b1": _Verdict(True, 4, 4)},
-        phases=PHASES,
     )
     assert "0.039416" not in text and "0.038916–0.040643" not in text  # the old six decimals
     warm = next(line for line in text.splitlines() if line.startswith("b1        warm"))
@@ -51,7 +49,6 @@ def test_a_phase_without_any_time_shows_a_dash() -> None:
         Path("/tmp/b"),
         None,
         verdicts={"b1": _Verdict(None, 0, 1)},
-        phases=PHASES,
     )
     warm = next(line for line in text.splitlines() if line.startswith("b1        warm"))
     assert warm.endswith("—") and "acceptance not recorded" in text

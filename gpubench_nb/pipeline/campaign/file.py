@@ -1,8 +1,6 @@
-"""The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1).
-
-Each target stands for one offer (R5.1, R5.2) and is reached ``local``ly, through ``slurm`` or
-by hand (``manual``: ``run --protocol`` on a rented box). Read as records: every problem is
-listed at once, an unknown key names the nearest valid one."""
+"""The campaign file: one experiment, frozen once, measured on several targets (R1.3, R5.1),
+each standing for one offer (R5.2), reached ``local``ly, through ``slurm`` or by hand
+(``manual``: ``run --protocol`` on a rented box). Read as records: every problem listed at once."""
 
 from __future__ import annotations
 
@@ -241,8 +239,7 @@ class Campaign(_Section):
 def load_campaign(path: str | Path) -> Campaign:
     """Load and validate a campaign file and its experiment; one ProtocolError lists every fault."""
     source = Path(path).resolve()
-    # The one YAML reader (R1.3): a key given twice is refused, not "the last one wins", with
-    # the experiment file's size, alias and depth limits.
+    # the one YAML reader (R1.3): a key given twice refused; the experiment's size, depth limits
     raw = read_yaml(source, what="campaign", error=ProtocolError, rule="R1.3")
     return Campaign.from_dict(raw, str(source))
 

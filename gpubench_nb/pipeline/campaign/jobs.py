@@ -1,8 +1,5 @@
-"""A campaign target as a submitit job: the executor, the job itself, and what it left behind.
-
-submitit is the job engine (Slurm, or ``local`` / ``debug`` here); each job runs
-``run_experiment`` into its own bundle with the campaign's frozen lock (R1.3), on whole GPUs.
-"""
+"""A campaign target as a submitit job (Slurm, or ``local`` / ``debug`` here): its executor, the
+job (``run_experiment`` into its own bundle, frozen lock, R1.3, whole GPUs), its result."""
 
 from __future__ import annotations
 
@@ -109,8 +106,7 @@ def executor_for(target: Target, folder: Path, local_executor: str = "local") ->
         raise GpubenchError(f"local executor {local_executor!r} is not one of {LOCAL_EXECUTORS}")
     executor = submitit.AutoExecutor(folder=folder, cluster=local_executor)
     if local_executor == "local":
-        # the first setup line sends the shell's stderr into the job's .err log (its PID is the
-        # job id), so a failed setup line is read there, as under Slurm
+        # the shell's stderr into the job's .err log (PID = job id): a failed setup line shows there
         head, _, tail = str(job_paths(folder, "@").stderr).partition("@")
         into_log = f"exec 2>>{shlex.quote(head)}$${shlex.quote(tail)}"
         executor.update_parameters(

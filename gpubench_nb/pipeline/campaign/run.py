@@ -1,8 +1,5 @@
-"""`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3).
-
-Slurm targets are submitted together; local ones run one after the other (they would share the
-machine). Running the campaign again resumes what is missing.
-"""
+"""`campaign run`: freeze once, one submitit job per target, each into its own bundle (R1.3);
+Slurm targets all at once, local ones one after the other (one machine); a rerun resumes."""
 
 from __future__ import annotations
 
@@ -56,17 +53,6 @@ class CampaignResult:
         )
 
 
-def _jobs_module() -> Any:
-    try:
-        from gpubench_nb.pipeline.campaign import jobs as campaign_jobs
-    except ImportError as exc:
-        raise GpubenchError(
-            f"campaigns submit their jobs with submitit, which is not installed ({exc}). Fix: "
-            "pip install 'gpubench-nb[slurm]' (or pip install 'submitit>=1.5')"
-        ) from None
-    return campaign_jobs
-
-
 @contextmanager
 def _one_runner(campaign_dir: Path) -> Iterator[None]:
     """One `campaign run` at a time per campaign: a second would submit every job twice."""
@@ -100,7 +86,13 @@ def run_campaign(
     campaign = load_campaign(path)
     chosen = [campaign.target(t) for t in targets] if targets else list(campaign.targets)
     forced = {campaign.target(t).id for t in resubmit or []}
-    jobs = _jobs_module()
+    try:
+        from gpubench_nb.pipeline.campaign import jobs
+    except ImportError as exc:
+        raise GpubenchError(
+            f"campaigns submit their jobs with submitit, which is not installed ({exc}). Fix: "
+            "pip install 'gpubench-nb[slurm]' (or pip install 'submitit>=1.5')"
+        ) from None
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
     # The one output guard (R5.6), for --output-dir and the campaign's own folder
     check_output_folder(Path(output_dir), option="--output-dir")

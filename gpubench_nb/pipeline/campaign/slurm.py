@@ -1,14 +1,12 @@
-"""What Slurm says about a job, with or without accounting, and why a job ended without result.
-
-``sacct`` answers only where accounting is on; else ``scontrol show job`` (kept for MinJobAge
-after the end), then ``squeue``; a job none of them lists has ended. When no tool answers the
-state is UNKNOWN, never submitted twice (``campaign run --resubmit`` says it is gone).
-"""
+"""What Slurm says about a job, and why a job ended without result: ``sacct`` (where accounting
+is on), else ``scontrol show job`` (kept MinJobAge after the end), then ``squeue``; a job none
+lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone)."""
 
 from __future__ import annotations
 
 import subprocess
 import textwrap
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -117,8 +115,7 @@ def job_state(job_id: str) -> JobState:
 
 
 def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
-    """Why the job of campaign.json's ``entry`` left no result: Slurm's state and exit code,
-    how it ended, its .err tail."""
+    """Why the job of ``entry`` left no result: Slurm's state, how it ended, its .err tail."""
     job_id, stderr_log = entry["job_id"], (entry.get("logs") or {}).get("stderr")
     if state is None:  # a local job: no scheduler to ask
         head = f"job {job_id} ended without a result"
@@ -131,10 +128,9 @@ def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
             how = "no accounting here to say how it ended; see its log"
         else:
             how = "its own commands failed (a setup line, the python interpreter, or the job)"
-    try:  # the last non-empty lines of the .err log
+    text = ""
+    with suppress(OSError):  # the last non-empty lines of the .err log
         text = Path(stderr_log).read_text(encoding="utf-8", errors="replace") if stderr_log else ""
-    except OSError:
-        text = ""
     tail = "\n".join(
         [line.rstrip()[:400] for line in text.splitlines() if line.strip()][-ERR_TAIL_LINES:]
     )

@@ -52,8 +52,7 @@ class Progress:
 
 
 def bundle_progress(bundle_dir: Path) -> Progress:
-    schedule = read_json(Path(bundle_dir) / layout.SCHEDULE_NAME, error=None) or {}
-    runs = schedule.get("runs")
+    runs = (read_json(Path(bundle_dir) / layout.SCHEDULE_NAME, error=None) or {}).get("runs")
     lock = read_json(Path(bundle_dir) / LOCK_NAME, error=None) or {}
     return Progress(
         runs_done=sum(1 for run in runs or [] if run.get("status") == "done"),
