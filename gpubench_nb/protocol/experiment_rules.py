@@ -31,6 +31,20 @@ def _rule(spec: Mapping[str, Any]) -> str | None:
     return found[0] if found else None
 
 
+def _fix(spec: Mapping[str, Any]) -> str:
+    """What to write instead, said from the declaration: its values, its bounds or its words."""
+    kind = spec.get("type")
+    if "enum" in spec:
+        return f"use one of {', '.join(map(str, spec['enum']))}"
+    if kind in ("integer", "number"):
+        signs = (("minimum", ">="), ("exclusiveMinimum", ">"), ("maximum", "<="))
+        bounds = " and ".join(f"{sign} {spec[k]}" for k, sign in signs if k in spec)
+        return f"write {'a whole number' if kind == 'integer' else 'a number'} {bounds}".strip()
+    if kind in ("boolean", "array"):
+        return "write true or false" if kind == "boolean" else "write a list: [a, b, ...]"
+    return f"write {spec.get('description', 'a value as docs/REFERENCE.md declares it')}"
+
+
 class Checker:
     """Collects every problem in one file, so the user fixes them in one go; values are checked
     as the declaration (the file's JSON Schema, `gpubench-nb schema`) says, so both agree (R1.3)."""
@@ -87,7 +101,7 @@ class Checker:
             spec = {**spec, "type": next(t for t in spec["type"] if t != "null")}
         if spec.get("pattern") == schema.ID_PATTERN:  # names folders: said as such
             spec = {"why": schema.ID_WHY, "fix": schema.ID_FIX, **spec}
-        fix = spec.get("fix", f"see docs/REFERENCE.md ({spec.get('description', where)})")
+        fix = spec.get("fix") or _fix(spec)
         got, found = declared_value(spec, value, where)
         for rule, path, problem, said in found:
             self.fail(path, problem, said or fix, rule or _rule(spec))

@@ -56,7 +56,9 @@ def test_experiment_notes_that_are_not_text_are_refused(tmp_path: Path) -> None:
     data = declaration(notes=5)
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError, match=r"notes: expected text, got 5\. Fix: see docs/"):
+    with pytest.raises(
+        ProtocolError, match=r"notes: expected text, got 5\. Fix: write free text for the report"
+    ):
         load_experiment(path)
     data["notes"] = None  # no notes at all
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -101,3 +103,30 @@ def test_the_build_options_of_a_loaded_experiment_are_checked_again_as_given() -
 
     frozen = MappingProxyType({"dim": 8, "max_epochs": 1})  # as ModelSpec.build holds them
     assert build_options("bow", frozen)["dim"] == 8
+
+
+@pytest.mark.parametrize(
+    ("key_path", "value", "said"),
+    [
+        ("variants[0].batch", "1", "Fix: write a whole number >= 1"),
+        ("quality.threshold", 1.5, "Fix: write a number >= 0 and <= 1"),
+        ("timing.order", "random", "Fix: use one of alternating, drawn"),
+        ("fixed.device", "gpu", "Fix: write auto, cpu, cuda or cuda:N"),
+        ("seed", 2**40, "Fix: write a whole number >= 0 and <= 4294967295"),
+    ],
+)
+def test_an_experiment_value_refused_says_what_to_write_instead(
+    tmp_path: Path, key_path: str, value: object, said: str
+) -> None:
+    data = declaration()
+    *parents, last = key_path.replace("[0]", ".0").split(".")
+    node = data
+    for part in parents:
+        node = node[int(part) if part.isdigit() else part]
+    node[last] = value
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError) as caught:
+        load_experiment(path)
+    (line,) = [s for s in str(caught.value).splitlines() if f": {key_path}: " in s]
+    assert said in line

@@ -122,7 +122,7 @@ def test_one_failure_in_every_variant_is_said_once_with_its_fields(tmp_path: Pat
     message = _error(tmp_path, data)
     assert message.count("must be an integer >= 1") == 1
     assert (
-        "variants[0].batch: must be an integer >= 1, got '1'. Fix: see docs/REFERENCE.md" in message
+        "variants[0].batch: must be an integer >= 1, got '1'. Fix: write a whole number" in message
     )
     assert message.split("\n")[0].endswith(
         "; the same in 4 fields (fields variants[0].batch, variants[1].batch, "
