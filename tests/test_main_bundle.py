@@ -25,7 +25,7 @@ from gpubench_nb.protocol.records import (
 from gpubench_nb.protocol.results import read_rows
 from gpubench_nb.report.bundles import load_bundles
 from gpubench_nb.report.decision import decision_view_of
-from gpubench_nb.report.render import economics_table
+from gpubench_nb.report.economics import economics_table
 
 FIXTURE = Path(__file__).parent / "fixtures" / "main-bundle"
 

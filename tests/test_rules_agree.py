@@ -33,7 +33,7 @@ from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import COLUMNS, read_rows
 from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.decision import decision_view_of
-from gpubench_nb.report.render import economics_table
+from gpubench_nb.report.economics import economics_table
 
 OFFERS_YAML = """\
 offers:

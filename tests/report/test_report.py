@@ -16,6 +16,7 @@ from matplotlib.collections import PathCollection
 from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
+from gpubench_nb.report import economics as costs
 from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
@@ -217,7 +218,7 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
 
 def test_economics_and_faster_but_not_accepted(gpu_bundle: Path) -> None:
     bundles = report.load_bundles([gpu_bundle])
-    table = report.economics_table(bundles)
+    table = costs.economics_table(bundles)
     # The corpus was accepted on an H100: the B200 package shows its total, no cost (R5.7).
     offer = table.loc[(bundles[0].label, "b200-pair")]
     assert offer["package total (USD)"] == "USD 2,500.05"  # formats.usd, the one USD format
@@ -242,7 +243,7 @@ def test_reads_economics_json_as_written_by_economics(tmp_path: Path, gpu_bundle
     pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
     economics.write_bundle_economics(gpu_bundle, pricing)  # replaces the golden economics.json
     bundles = report.load_bundles([gpu_bundle])
-    row = report.economics_table(bundles).loc[(bundles[0].label, "one")]
+    row = costs.economics_table(bundles).loc[(bundles[0].label, "one")]
     assert row["package total (USD)"] == "USD 84.00" and row["lots"] == 2  # 4200 x 2 lots (R5.1)
     assert row["b1: USD per accepted corpus"] == "USD 84.00"  # one accepted corpus, not five (R5.3)
     assert row["b8: USD per accepted corpus"].startswith("none")
@@ -262,7 +263,7 @@ def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bu
     )
     pricing = SimpleNamespace(offers=offers, offer="one", days=7, lots=2, gpus=None)
     economics.write_bundle_economics(gpu_bundle, pricing)
-    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    text = costs.break_even_markdown(report.load_bundles([gpu_bundle]))
     # By hand, totals 8400 and 20000 cents: two needs n with 20000 / n < 8400, so n = 3
     # (20000 / 2 = 10000 is not below 8400). The corpus was accepted on an H100: only "one"
     # measured a corpus, so "two" has no cost per result for "one" to beat (R5.7).
@@ -276,14 +277,14 @@ def test_break_even_thresholds_as_economics_computes_them(tmp_path: Path, gpu_bu
 
 def test_break_even_ignores_a_reference_that_measured_nothing(gpu_bundle: Path) -> None:
     # The golden economics.json lists both directions; b200-pair's GPU never ran this corpus.
-    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    text = costs.break_even_markdown(report.load_bundles([gpu_bundle]))
     assert "once b200-pair delivers **3** accepted corpora" in text
     assert "once h100-example delivers" not in text
 
 
 def test_break_even_says_why_there_is_none(tmp_path: Path, gpu_bundle: Path) -> None:
     economics.write_bundle_economics(gpu_bundle, None)  # no pricing section declared
-    text = report.break_even_markdown(report.load_bundles([gpu_bundle]))
+    text = costs.break_even_markdown(report.load_bundles([gpu_bundle]))
     assert "no pricing section declared" in text
 
 
@@ -393,14 +394,14 @@ def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
 def test_ledger_markdown_shows_the_count_and_what_was_left_out(tmp_path: Path) -> None:
     path = tmp_path / "ledger.json"
     path.write_text(json.dumps(LEDGER), encoding="utf-8")
-    text = report.ledger_markdown(str(path))
+    text = costs.ledger_markdown(str(path))
     assert "2 distinct accepted corpora so far" in text
     assert "Distinct accepted corpora: 2" in text
     assert "`outputs/x`: another machine" in text
-    assert report.ledger_markdown("") == ""
+    assert costs.ledger_markdown("") == ""
     path.write_text("{}", encoding="utf-8")
     with pytest.raises(EconomicsError, match=r"R5\.3: .*not a ledger"):
-        report.ledger_markdown(str(path))
+        costs.ledger_markdown(str(path))
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from gpubench_nb.report import economics as costs
 from gpubench_nb.report import render as report
-from gpubench_nb.report.render import md_code, md_text
+from gpubench_nb.report.escape import md_code, md_text
 from tests.support.golden import LEDGER, write_bundle
 
 PAYLOAD = "<img src=x onerror=alert(1)>"
@@ -70,11 +71,11 @@ def test_every_markdown_section_escapes_user_strings(tmp_path: Path) -> None:
     rows = report.summary_of(bundles)
     texts = [
         report.title_markdown(bundles),
-        report.economics_markdown(bundles),
-        report.break_even_markdown(bundles),
+        costs.economics_markdown(bundles),
+        costs.break_even_markdown(bundles),
         report.memory_note(rows),
         report.warnings_markdown(rows),
-        report.ledger_markdown(str(_ledger(tmp_path))),
+        costs.ledger_markdown(str(_ledger(tmp_path))),
     ]
     for text in texts:
         assert not LIVE.search(rendered(text)), text
