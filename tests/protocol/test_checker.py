@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import yaml
-
-from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.experiment import load_experiment
-from tests.support.experiments import declaration
+from tests.support.experiments import declaration, refusal
 
 
 def _declaration() -> dict:
@@ -17,11 +12,7 @@ def _declaration() -> dict:
 
 
 def _lines(tmp_path: Path, data: dict) -> list[str]:
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError) as caught:
-        load_experiment(path)
-    return str(caught.value).splitlines()
+    return refusal(tmp_path, data).splitlines()
 
 
 def test_a_missing_key_cites_the_rule_of_its_declaration_and_is_said_once(tmp_path) -> None:

@@ -13,7 +13,7 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.records import Record, key
-from tests.support.experiments import declaration
+from tests.support.experiments import declaration, refusal
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -65,32 +65,24 @@ def test_experiment_notes_that_are_not_text_are_refused(tmp_path: Path) -> None:
     assert load_experiment(path).notes == ""
 
 
-def _refusal(tmp_path: Path, data: dict) -> str:
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError) as caught:
-        load_experiment(path)
-    return str(caught.value)
-
-
 def test_a_required_key_written_empty_is_said_once(tmp_path: Path) -> None:
     data = declaration()
     data["timing"]["scope"] = None  # written `scope:`, not left out
-    said = _refusal(tmp_path, data)
+    said = refusal(tmp_path, data)
     assert "R3.1: " in said and "timing.scope: must not be empty. Fix: declare it" in said
     assert said.count("timing.scope") == 1
 
 
 def test_a_section_that_is_not_a_mapping_and_build_options_are_refused(tmp_path: Path) -> None:
-    assert "tokenizer: expected an object, got ['x']" in _refusal(
+    assert "tokenizer: expected an object, got ['x']" in refusal(
         tmp_path, declaration(tokenizer=["x"])
     )
     hf = declaration(model={"backend": "hf", "build": {"dim": 8}})
-    assert "model.build: hf takes no build options. Fix: remove model.build" in _refusal(
+    assert "model.build: hf takes no build options. Fix: remove model.build" in refusal(
         tmp_path, hf
     )
     bow = declaration(model={"build": {"dim": 0, "subset": "all", "dimm": 1}})
-    said = _refusal(tmp_path, bow)
+    said = refusal(tmp_path, bow)
     assert "model.build.dim: must be an integer >= 1, got 0" in said
     assert "model.build.subset: must be one of stratified, first, got 'all'" in said
     assert "model.build.dimm: unknown key. Fix: did you mean 'dim'?" in said
@@ -124,9 +116,5 @@ def test_an_experiment_value_refused_says_what_to_write_instead(
     for part in parents:
         node = node[int(part) if part.isdigit() else part]
     node[last] = value
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError) as caught:
-        load_experiment(path)
-    (line,) = [s for s in str(caught.value).splitlines() if f": {key_path}: " in s]
+    (line,) = [s for s in refusal(tmp_path, data).splitlines() if f": {key_path}: " in s]
     assert said in line

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-import yaml
-
-from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.experiment import load_experiment
-from tests.support.experiments import declaration
+from tests.support.experiments import declaration, refusal
 
 _DECLARATION = declaration(corpus={"train": None})
 
@@ -17,11 +12,7 @@ _DECLARATION = declaration(corpus={"train": None})
 def _error(tmp_path: Path, experiment_id: str, variant_id: str = "b4") -> str:
     data = {**_DECLARATION, "experiment_id": experiment_id}
     data["variants"] = [{"id": "b1", "batch": 1}, {"id": variant_id, "batch": 4}]
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError) as caught:
-        load_experiment(path)
-    return str(caught.value)
+    return refusal(tmp_path, data)
 
 
 def test_an_unsafe_identifier_names_the_rule_for_folder_names(tmp_path: Path) -> None:
@@ -37,10 +28,6 @@ def test_a_long_identifier_says_its_length_and_the_limit(tmp_path: Path) -> None
 
 def test_a_seed_beyond_numpy_names_the_range_and_r1_1(tmp_path: Path) -> None:
     data = {**_DECLARATION, "seed": 2**32}
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    with pytest.raises(ProtocolError) as caught:
-        load_experiment(path)
-    message = str(caught.value)
+    message = refusal(tmp_path, data)
     assert "R1.1:" in message
     assert "seed: must be an integer >= 0 and <= 4294967295, got 4294967296" in message

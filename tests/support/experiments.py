@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from gpubench_nb.errors import BackendError
+from gpubench_nb.errors import BackendError, ProtocolError
 from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import freeze
@@ -82,6 +82,18 @@ def declaration(**sections: Any) -> dict[str, Any]:
         "timing": {"scope": "processing", "warmup_iterations": 1},
     }
     return _updated(data, sections)
+
+
+def refusal(folder: Path, data: dict[str, Any]) -> str:
+    """The ProtocolError ``load_experiment`` raises for ``data`` written as ``folder/exp.yaml``;
+    an accepted declaration fails the test."""
+    path = Path(folder) / "exp.yaml"
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    try:
+        load_experiment(path)
+    except ProtocolError as exc:
+        return str(exc)
+    raise AssertionError(f"{path}: accepted, but a ProtocolError was expected")
 
 
 def _updated(data: dict[str, Any], sections: dict[str, Any]) -> dict[str, Any]:
