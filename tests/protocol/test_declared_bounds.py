@@ -105,6 +105,7 @@ def test_the_build_options_of_a_loaded_experiment_are_checked_again_as_given() -
         ("timing.order", "random", "Fix: use one of alternating, drawn"),
         ("fixed.device", "gpu", "Fix: write auto, cpu, cuda or cuda:N"),
         ("seed", 2**40, "Fix: write a whole number >= 0 and <= 4294967295"),
+        ("classes", "a, b", "Fix: write a list: [a, b, ...]"),
     ],
 )
 def test_an_experiment_value_refused_says_what_to_write_instead(
