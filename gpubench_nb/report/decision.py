@@ -310,7 +310,7 @@ def _gate(quality: Mapping[str, Any], value: float | None, base: float | None) -
     return text
 
 
-def optimisation_sentences(bundle: Any, summary: Summary) -> list[str]:
+def optimisation_sentences(bundle: Bundle, summary: Summary) -> list[str]:
     """One sentence per variant when the knob is how the model is run (compile, attention,
     quantization, threads), read from the report's one summary; empty for other knobs."""
     knob, quality = bundle.declared("knob"), bundle.declared("quality") or {}
@@ -324,7 +324,8 @@ def optimisation_sentences(bundle: Any, summary: Summary) -> list[str]:
         phases = [summary.of(bundle.label, variant, str(p)) for p in MEASURED_PHASES]
         found = [v for p in phases if p for v in p.values("quality_value")]
         warm = summary.of(bundle.label, variant, str(Phase.WARM))
-        verdict = next((p.verdict for p in phases if p and p.acceptance), None)
+        acceptance = summary.acceptance(bundle.label, variant)
+        verdict = acceptance.verdict if acceptance else None
         return warm.median if warm else None, statistics.median(found) if found else None, verdict
 
     base_time, base_quality, _ = facts(reference)

@@ -25,7 +25,7 @@ from gpubench_nb.pipeline.interrupt import (
     stop_on_signals,
 )
 from gpubench_nb.protocol.results import read_rows
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import stop_experiment
 
 
 def test_sigterm_becomes_interrupted_and_the_old_handlers_come_back() -> None:
@@ -53,19 +53,9 @@ def test_usr2_is_handed_to_the_requeue_handler_after_the_record() -> None:
 
 
 def _experiment(folder: Path, data_dir: Path) -> Path:
-    """20 texts, one variant, one cold and one warm run; its bow model built once per session."""
-    return bow_experiment(
-        folder,
-        "stop",
-        data_dir=data_dir,
-        eval_texts=(20, 3),
-        train=(400, 3),
-        tune=(100, 3),
-        batches=(4,),
-        seed=3,
-        quality={"metric": "accuracy", "threshold": 0.0, "tolerance": 1.0},
-        fixed={"context": 32},
-    )
+    """20 texts, one variant, one cold and one warm run."""
+    quality = {"metric": "accuracy", "threshold": 0.0, "tolerance": 1.0}
+    return stop_experiment(folder, data_dir, seed=3, quality=quality)
 
 
 def _fake_kernels(monkeypatch: pytest.MonkeyPatch, interrupt_key: str | None) -> list[str]:

@@ -16,7 +16,7 @@ import pytest
 from gpubench_nb.errors import BundleError
 from gpubench_nb.pipeline.interrupt import read_interruptions
 from gpubench_nb.protocol.writer import holder_path, refuse_if_written
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import stop_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,19 +54,8 @@ CHILD = textwrap.dedent(
 
 
 def _experiment(folder: Path, data_dir: Path) -> Path:
-    """One variant, one repeat; its bow model copied from the session's build (no child
-    builds one)."""
-    return bow_experiment(
-        folder,
-        "stop",
-        data_dir=data_dir,
-        eval_texts=(20, 3),
-        train=(400, 3),
-        tune=(100, 3),
-        batches=(4,),
-        fixed={"context": 32},
-        timing={"repeats_reason": "unit test"},
-    )
+    """One variant, one repeat."""
+    return stop_experiment(folder, data_dir, timing={"repeats_reason": "unit test"})
 
 
 @pytest.mark.parametrize("name", ["SIGTERM", "SIGUSR2"])

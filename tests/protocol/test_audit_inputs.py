@@ -23,6 +23,7 @@ from gpubench_nb.protocol.lock import LOCK_NAME, freeze
 from gpubench_nb.protocol.quality import fill_quality
 from gpubench_nb.protocol.results import write_rows_atomic
 from gpubench_nb.protocol.results_schema import empty_row
+from tests.support.experiments import declaration
 
 CLASSES = ("a", "b")
 # Unusual but valid: non-ASCII, commas, quotes, '#', spaces inside, a backslash, an emoji.
@@ -71,26 +72,15 @@ def build_bundle(tmp_path: Path, ids: list[str]) -> Path:
     corpus_path.write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in items), encoding="utf-8"
     )
-    declaration = {
-        "experiment_id": "ids",
-        "seed": 7,
-        "corpus": {"path": "eval.jsonl"},
-        "classes": list(CLASSES),
-        "quality": {
-            "metric": "accuracy",
-            "threshold": 0.5,
-            "tolerance": 0.1,
-            "reference_variant": "b1",
-        },
-        "model": {"backend": "bow", "path": "model"},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64},
-        "knob": "batch",
-        "variants": [{"id": "b1", "batch": 1}],
-        "timing": {"scope": "processing", "warmup_iterations": 1},
-    }
+    data = declaration(
+        experiment_id="ids",
+        corpus={"train": None},
+        classes=list(CLASSES),
+        quality={"metric": "accuracy", "tolerance": 0.1},
+        variants=[{"id": "b1", "batch": 1}],
+    )
     source = tmp_path / "exp.yaml"
-    source.write_text(yaml.safe_dump(declaration), encoding="utf-8")
+    source.write_text(yaml.safe_dump(data), encoding="utf-8")
     exp = load_experiment(source)
     corpus = load_experiment_corpus(exp)
     bundle = tmp_path / "outputs" / "ids"

@@ -11,30 +11,22 @@ import yaml
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import canonical_sha256
+from tests.support.experiments import declaration
 
 
 def _declaration(**changes) -> dict:
-    data = {
-        "experiment_id": "opt",
-        "seed": 7,
-        "corpus": {"path": "eval.jsonl"},
-        "classes": ["a", "b"],
-        "quality": {
-            "metric": "macro_f1",
-            "threshold": 0.5,
-            "tolerance": 0.02,
-            "reference_variant": "q0",
-        },
-        "model": {"backend": "hf", "path": "model"},
-        "tokenizer": {"path": "model"},
-        "fixed": {"precision": "fp32", "context": 64, "batch": 8, "device": "cpu"},
-        "knob": "quantization",
-        "variants": [
+    data = declaration(
+        experiment_id="opt",
+        corpus={"train": None},
+        quality={"reference_variant": "q0"},
+        model={"backend": "hf"},
+        fixed={"batch": 8, "device": "cpu"},
+        knob="quantization",
+        variants=[
             {"id": "q0", "quantization": "none"},
             {"id": "q8", "quantization": "int8_dynamic"},
         ],
-        "timing": {"scope": "processing", "warmup_iterations": 1},
-    }
+    )
     data.update(changes)
     data["fixed"] = {k: v for k, v in data["fixed"].items() if k != data["knob"]}
     return data

@@ -186,6 +186,22 @@ def bow_experiment(
 _BUILT: dict[str, Path] = {}
 
 
+def stop_experiment(folder: Path, data_dir: Path, **sections: Any) -> Path:
+    """The signal tests' experiment: 20 texts, one variant at batch 4, context 32, its bow model
+    copied from the session's build; ``sections`` as in ``bow_experiment``."""
+    return bow_experiment(
+        folder,
+        "stop",
+        data_dir=data_dir,
+        eval_texts=(20, 3),
+        train=(400, 3),
+        tune=(100, 3),
+        batches=(4,),
+        fixed={"context": 32},
+        **sections,
+    )
+
+
 def _built_model(experiment: Path) -> Path:
     """The bow model ``experiment`` declares, built once per session in a folder of its own
     (removed at exit) for each build declaration: seed, context, options, classes, splits."""
