@@ -36,13 +36,10 @@ def economics_notebook(
     pricing_override: Mapping[str, Any] | None = None,
 ) -> dict[str, pandas.DataFrame]:
     """30_economics: economics.json for the declared (or campaign override) offer; its tables."""
-    from gpubench_nb.protocol.experiment import load_experiment
-    from gpubench_nb.protocol.lock import require_frozen
-    from gpubench_nb.protocol.writer import bundle_writer
+    from gpubench_nb.protocol.writer import frozen_step
 
-    with bundle_writer(bundle_dir, ECONOMICS_STEP, step=True):
-        experiment = load_experiment(experiment_path)
-        require_frozen(bundle_dir, experiment, step=ECONOMICS_STEP)  # R1.3; pricing is not frozen
+    # R1.3: the frozen declaration; pricing is not frozen
+    with frozen_step(experiment_path, bundle_dir, ECONOMICS_STEP) as (experiment, _):
         pricing = _pricing(experiment.pricing, pricing_override)
         return economics_tables(price_bundle(Path(bundle_dir), pricing))
 

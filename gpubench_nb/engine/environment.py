@@ -340,14 +340,10 @@ def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[s
     the frozen declaration (R1.3)."""
     from gpubench_nb.engine.backends import resolve_device
     from gpubench_nb.kernel import ENVIRONMENT_STEP
-    from gpubench_nb.protocol.experiment import load_experiment
-    from gpubench_nb.protocol.lock import require_frozen
     from gpubench_nb.protocol.records import write_environment
-    from gpubench_nb.protocol.writer import bundle_writer
+    from gpubench_nb.protocol.writer import frozen_step
 
-    with bundle_writer(bundle_dir, ENVIRONMENT_STEP, step=True):
-        exp = load_experiment(experiment)
-        require_frozen(bundle_dir, exp, step=ENVIRONMENT_STEP)
+    with frozen_step(experiment, bundle_dir, ENVIRONMENT_STEP) as (exp, _):
         environment = capture_environment(resolve_device(exp.fixed.get("device", "auto")))
         write_environment(Path(bundle_dir), environment)
         return environment

@@ -4,7 +4,6 @@ bundle (no warm-up, no repeats) that the rental ledger counts (R1.5, R5.3, R5.6)
 from __future__ import annotations
 
 import shutil
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,8 @@ from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
-from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_json
+from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality, reference_median
+from gpubench_nb.protocol.records import Phase, read_json
 from gpubench_nb.protocol.results import append_rows, read_rows
 
 CLASSIFY_NOTE = (
@@ -67,19 +66,11 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
         )
         raise refused(what, "pass the benchmark bundle of this very experiment")
     reference = lock["declaration"]["quality"]["reference_variant"]
-    values = [
-        r["quality_value"]
-        for r in read_rows(benchmark / layout.CSV_NAME)
-        if r["variant_id"] == reference
-        and r["phase"] in MEASURED_PHASES
-        and r.get("ids_match") is True
-        and r.get("format_valid") is True
-        and r.get("quality_value") is not None
-    ]
-    if not values:
+    value = reference_median(read_rows(benchmark / layout.CSV_NAME), reference)
+    if value is None:
         what = f"no valid run of the reference variant {reference!r}"
         raise refused(what, "finish that benchmark first (gpubench-nb run)")
-    return statistics.median(values)
+    return value
 
 
 def _reserve_bundle_dir(output_dir: Path, experiment_id: str, variant_id: str) -> Path:

@@ -47,6 +47,7 @@ from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
 from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
+from gpubench_nb.protocol.status import RunStatus, ScheduleStatus
 
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
 KERNEL_LOG = "logs/kernels.stderr.log"
@@ -176,7 +177,7 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
         entries.append(
             {
                 **asdict(run),
-                "status": "done" if run.key in done else "pending",
+                "status": ScheduleStatus.DONE if run.key in done else ScheduleStatus.PENDING,
                 "pid": record.pid,
                 "error": record.error,
                 **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
@@ -211,7 +212,7 @@ def run_one(
         last_line = (str(exc).strip().splitlines() or [""])[-1]
         failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
     record = _read_record(bundle_dir, run)
-    if failure and record.error and record.status != "running":
+    if failure and record.error and record.status != RunStatus.RUNNING:
         failure = None  # the run recorded its own failure; don't say it twice
     rows = rows_for_run(experiment, fingerprints, run, record, failure)
     # R3.6: earlier attempts stopped by a signal were discarded; this row says so

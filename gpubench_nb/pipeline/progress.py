@@ -4,7 +4,6 @@ else one line per finished run), then its one-screen summary (R3.5; verdicts by 
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -16,6 +15,7 @@ from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol.outputs import check_output_folder
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import PHASES
+from gpubench_nb.report.stats import summarise
 
 
 def run_with_progress(
@@ -107,15 +107,12 @@ def summary_text(
         f"bundle: {bundle_dir}",
         f"{'variant':<10}{'phase':<7}{'n':>3}{'failed':>8}  time: median (min – max)",
     ]
-    for variant in dict.fromkeys(row["variant_id"] for row in rows):
-        for phase in PHASES:
-            mine = [r for r in rows if r["variant_id"] == variant and r["phase"] == phase]
-            times = [r["elapsed_seconds"] for r in mine if r["elapsed_seconds"] is not None]
-            if mine:
-                failed, shown = len(mine) - len(times), NOT_RECORDED
-                if times:
-                    shown = seconds_range(statistics.median(times), min(times), max(times))
-                lines.append(f"{variant:<10}{phase:<7}{len(mine):>3}{failed:>8}  {shown}")
+    summary = summarise(rows)  # the report's one summary (R3.5)
+    for bundle, variant in summary.variants():
+        for phase in filter(None, (summary.of(bundle, variant, p) for p in PHASES)):
+            shown = seconds_range(phase.median, phase.low, phase.high) if phase.n else NOT_RECORDED
+            failed = len(phase.failed_runs)
+            lines.append(f"{variant:<10}{phase.phase:<7}{len(phase.rows):>3}{failed:>8}  {shown}")
         verdict = verdicts[variant]
         lines.append(
             f"{variant:<10}{_SHOWN[verdict.verdict]} ({verdict.accepted_runs}"

@@ -19,6 +19,8 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
 from gpubench_nb.protocol.clock import utc_now
+from gpubench_nb.protocol.corpus import Corpus
+from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
@@ -28,7 +30,8 @@ from gpubench_nb.protocol.records import (
     running_record,
     write_run,
 )
-from gpubench_nb.protocol.writer import bundle_writer
+from gpubench_nb.protocol.status import RunStatus
+from gpubench_nb.protocol.writer import frozen_step
 
 
 def _check_run(phase: str, run_index: int) -> None:
@@ -55,25 +58,21 @@ def execute_run(
     exception) is observed: ``error`` set, elapsed empty, no predictions.jsonl (R3.6, R5.8).
     Only declaration errors raise: ``ProtocolError`` (the YAML, ids, GPUBENCH_FAULT, or a file
     unlike the lock, R1.3), ``CorpusError``, ``BundleError`` (another writer)."""
-    with bundle_writer(bundle_dir, f"{MEASURE_STEP} {variant_id} {phase} {run_index}", step=True):
-        return _execute_run(experiment_path, variant_id, phase, run_index, bundle_dir)
+    started = utc_now()
+    _check_run(phase, run_index)
+    name = f"{MEASURE_STEP} {variant_id} {phase} {run_index}"
+    # R1.3: the declaration and the corpus read are the frozen ones, or nothing runs
+    with frozen_step(experiment_path, bundle_dir, MEASURE_STEP, name=name, corpus=True) as read:
+        return _execute_run(*read, (variant_id, phase, run_index), bundle_dir, started)
 
 
 def _execute_run(
-    experiment_path: Path | str, variant_id: str, phase: str, run_index: int, bundle_dir: Path | str
+    exp: Experiment, corpus: Corpus, run: tuple[str, str, int], bundle_dir: Path | str, started: str
 ) -> RunRecord:
-    from gpubench_nb.protocol.corpus import load_experiment_corpus
-    from gpubench_nb.protocol.experiment import load_experiment
-
-    started = utc_now()
-    _check_run(phase, run_index)
-    exp = load_experiment(experiment_path)
+    variant_id, phase, run_index = run
     settings = exp.variant(variant_id).settings
     thread_variables(settings.threads)  # before torch starts its thread pools (R2.1)
     plan = FaultPlan.from_env(variant=variant_id, phase=phase, run=run_index)
-    corpus = load_experiment_corpus(exp, "eval")
-    # R1.3: the declaration and the corpus read are the frozen ones, or nothing runs
-    require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=MEASURE_STEP)
     warmups = exp.timing.warmup_iterations if phase == Phase.WARM else 0
     out = run_dir(bundle_dir, variant_id, phase, run_index)
     out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +81,7 @@ def _execute_run(
     record = write_run(
         out,
         running_record(
-            (variant_id, phase, run_index),
+            run,
             settings,
             experiment_id=exp.experiment_id,
             scope=exp.timing.scope,
@@ -99,7 +98,7 @@ def _execute_run(
             require_frozen(bundle_dir, exp, fingerprints, step=MEASURE_STEP)
         except ProtocolError as exc:
             predictions.unlink(missing_ok=True)
-            refused = {"status": "refused", "error": str(exc), "notes": str(exc)}
+            refused = {"status": RunStatus.REFUSED, "error": str(exc), "notes": str(exc)}
             write_run(out, replace(record, **refused, finished_utc=utc_now()))
             raise
 
@@ -128,7 +127,7 @@ def _execute_run(
             **(loaded.record or {}),
             **(result.record() if result is not None else {}),
             generation=prompt.options() if prompt is not None else None,
-            status="failed" if (result or loaded).error else "finished",
+            status=RunStatus.FAILED if (result or loaded).error else RunStatus.FINISHED,
             finished_utc=utc_now(),
             notes=notes,
             environment=EnvironmentRecord.from_dict(env),

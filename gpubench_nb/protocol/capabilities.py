@@ -12,17 +12,15 @@ from typing import Any
 from gpubench_nb.protocol import schema
 
 _ENGINE = "gpubench_nb.engine"
-_ANY: tuple[str, ...] = ()  # every backend
 
 
 @dataclass(frozen=True)
 class Needs:
-    """``values`` of a setting run only where the setting ``on`` is one of ``allowed``; for
-    ``device`` its type (cpu, cuda), ``auto`` judged where it runs (engine.optimise)."""
+    """``values`` of a setting run only where each setting ``where`` names is one of its values
+    (``device``: its type, cpu or cuda; ``auto`` is judged where it runs, engine.optimise)."""
 
     values: tuple[Any, ...]
-    on: str
-    allowed: tuple[Any, ...]
+    where: Mapping[str, tuple[Any, ...]]
     problem: str  # "{value}" is the value refused
     fix: str
 
@@ -40,7 +38,7 @@ class Setting:
     values: Mapping[str, Any]
     old_default: Any = None  # None: every lock declares it
     optimisation: bool = False
-    backends: tuple[str, ...] = _ANY
+    backends: tuple[str, ...] = ()  # (): every backend
     backend_problem: str = "backend {backend} cannot apply it"
     needs: tuple[Needs, ...] = ()
     packages: Mapping[Any, tuple[str, str]] = field(default_factory=dict)  # value: (module, pip)
@@ -81,7 +79,7 @@ class BackendSpec:
         declared = tuple(s.values.get("enum", ()))
         if s.backends and self.name not in s.backends:
             return (s.default,)
-        needs = [n for n in s.needs if n.on == "device" and device not in n.allowed]
+        needs = [n for n in s.needs if device not in n.where.get("device", (device,))]
         return tuple(v for v in declared if not any(v in n.values for n in needs))
 
 
@@ -138,12 +136,8 @@ SETTING_SPECS = (
                     ("auto", "eager", "sdpa", "flash_attention_2"), default="auto"),
         old_default="auto", optimisation=True, backends=TRANSFORMERS_BACKENDS,
         backend_problem="backend {backend} has no transformers attention to choose",
-        needs=(
-            Needs(("flash_attention_2",), "device", ("cuda",),
-                  "{value} runs on CUDA in fp16 or bf16 only", "use sdpa"),
-            Needs(("flash_attention_2",), "precision", ("fp16", "bf16"),
-                  "{value} runs on CUDA in fp16 or bf16 only", "use sdpa"),
-        ),
+        needs=(Needs(("flash_attention_2",), {"device": ("cuda",), "precision": ("fp16", "bf16")},
+                     "{value} runs on CUDA in fp16 or bf16 only", "use sdpa"),),
         packages={"flash_attention_2": ("flash_attn", "pip install flash-attn")},
         apply=f"{_OPTIMISE}:apply_attention",
     ),
@@ -153,16 +147,13 @@ SETTING_SPECS = (
                     default="none"),
         old_default="none", optimisation=True,
         needs=(
-            Needs(("int8_dynamic",), "device", ("cpu",),
+            Needs(("int8_dynamic",), {"device": ("cpu",), "precision": ("fp32",)},
                   "{value} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
                   "declare device: cpu and precision: fp32, or a torchao scheme on CUDA"),
-            Needs(("int8_dynamic",), "precision", ("fp32",),
-                  "{value} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
-                  "declare device: cpu and precision: fp32, or a torchao scheme on CUDA"),
-            Needs(_TORCHAO, "device", ("cuda",), "{value} (torchao) is run on CUDA devices here",
+            Needs(_TORCHAO, {"device": ("cuda",)}, "{value} (torchao) is run on CUDA devices here",
                   "declare a CUDA device, or int8_dynamic on the CPU"),
-            Needs(("int4_weight_only",), "precision", ("bf16",),
-                  "{value} packs bf16 weights", "fix precision bf16"),
+            Needs(("int4_weight_only",), {"precision": ("bf16",)}, "{value} packs bf16 weights",
+                  "fix precision bf16"),
         ),
         packages=dict.fromkeys(_TORCHAO, _TORCHAO_PIP),
         apply=f"{_OPTIMISE}:apply_quantization", check=f"{_OPTIMISE}:fp8_capability",
@@ -187,14 +178,12 @@ OPTIMISATIONS = tuple(s.name for s in SETTING_SPECS if s.optimisation)
 
 def declaration(s: Setting) -> dict[str, Any]:
     """The JSON Schema of ``s``'s values, its description saying where each value runs."""
-    where = {", ".join(n.values): "/".join(n.allowed) for n in s.needs if n.on == "device"}
+    where = {
+        ", ".join(n.values): "/".join(n.where["device"]) for n in s.needs if "device" in n.where
+    }
     said = "; ".join(f"{values}: {devices}" for values, devices in where.items())
     description = s.values["description"] + (f" ({said})" if said else "")
     return {**s.values, "description": description}
-
-
-def _device_type(device: str) -> str:
-    return "cuda" if device.startswith("cuda") else device
 
 
 def refusals(
@@ -211,9 +200,9 @@ def refusals(
         if s.backends and backend not in s.backends:
             fix = f"use {s.name}: {s.default}, or a backend among {', '.join(s.backends)}"
             found.append((s.name, s.backend_problem.format(backend=backend), fix))
-        for n in s.needs:
-            other = getattr(settings, n.on)
-            other = _device_type(other) if n.on == "device" else other
-            if value in n.values and other != "auto" and other not in n.allowed:
+        for n in (n for n in s.needs if value in n.values):
+            others = {k: str(getattr(settings, k)) for k in n.where}
+            others = {k: "cuda" if v.startswith("cuda") else v for k, v in others.items()}
+            if any(v not in ("auto", *n.where[k]) for k, v in others.items()):
                 found.append((s.name, n.problem.format(value=value), n.fix))
     return list(dict.fromkeys(found))

@@ -53,15 +53,14 @@ def assess_runs(
     median valid quality, or ``reference_value`` (R1.3)."""
     measured = [row for row in rows if row["phase"] in MEASURED_PHASES]
     predictions = {run_key(row): _folder(bundle_dir, row) / PREDICTIONS_NAME for row in measured}
-    reference_values = []
-    for row in measured:
-        path = predictions[run_key(row)]
-        if row["variant_id"] == quality.reference_variant and path.exists():
-            report = check_predictions(corpus, path, classes, quality)
-            if report.quality_value is not None:
-                reference_values.append(report.quality_value)
-    if reference_values:
-        reference_value = statistics.median(reference_values)
+    judged = [
+        {**row, "quality_value": check_predictions(corpus, path, classes, quality).quality_value}
+        for row in measured
+        if row["variant_id"] == quality.reference_variant
+        and (path := predictions[run_key(row)]).exists()
+    ]
+    found = reference_median(judged, quality.reference_variant)
+    reference_value = reference_value if found is None else found
     reports = {
         key: check_predictions(corpus, path, classes, quality, reference_value)
         if path.exists()
@@ -69,6 +68,19 @@ def assess_runs(
         for key, path in predictions.items()
     }
     return QualityOutcome(reference_value, reports)
+
+
+def reference_median(rows: Sequence[Mapping[str, Any]], reference_variant: str) -> float | None:
+    """The base of every run's tolerance (R1.3): the median quality of the reference variant's
+    measured runs that have one (IDs matched, format valid); None when none has."""
+    values = [
+        float(r["quality_value"])
+        for r in rows
+        if r["variant_id"] == reference_variant
+        and r["phase"] in MEASURED_PHASES
+        and r.get("quality_value") is not None
+    ]
+    return statistics.median(values) if values else None
 
 
 def kept_reference_value(bundle_dir: Path) -> float | None:

@@ -23,21 +23,15 @@ from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NAME
 from gpubench_nb.protocol.capabilities import SETTING_SPECS
+from gpubench_nb.protocol.status import RunStatus, Status
 
 
-class Phase(str, Enum):
-    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up;
-    written as its value (``cold``) everywhere (``enum.StrEnum`` needs Python 3.11)."""
+class Phase(Status):
+    """A run's phase (R3.2): loading, the first pass in a new process, a pass after warm-up."""
 
     LOAD = "load"
     COLD = "cold"
     WARM = "warm"
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
 
 
 PHASES: tuple[Phase, ...] = (Phase.LOAD, Phase.COLD, Phase.WARM)  # the order tables use
@@ -555,7 +549,7 @@ def running_record(
         phase=Phase(phase),
         run_index=run_index,
         pid=os.getpid(),
-        status="running",
+        status=RunStatus.RUNNING,
         started_utc=started,
         scope=scope,
         warmup_iterations=warmups,

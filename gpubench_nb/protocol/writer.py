@@ -136,3 +136,28 @@ def bundle_writer(
         if read_holder(bundle_dir).get("token") == token:
             holder_path(bundle_dir).unlink(missing_ok=True)
         lock.release()
+
+
+@contextmanager
+def frozen_step(
+    experiment: str | Path,
+    bundle_dir: Path | str,
+    step: str,
+    *,
+    name: str | None = None,
+    corpus: bool | None = None,
+) -> Iterator[tuple[Any, Any]]:
+    """A notebook step's preamble, written once: this process the bundle's one writer (``name``:
+    the holder's words, default ``step``), the experiment loaded and refused unless it, and the
+    eval corpus where one is read (``corpus``: True with texts, False IDs and labels only), are
+    the frozen ones (R1.3, R1.1); yields ``(experiment, corpus or None)``."""
+    from gpubench_nb.protocol.corpus import load_experiment_corpus
+    from gpubench_nb.protocol.experiment import load_experiment
+    from gpubench_nb.protocol.lock import require_frozen
+
+    with bundle_writer(bundle_dir, name or step, step=True):
+        exp = load_experiment(experiment)
+        read = None if corpus is None else load_experiment_corpus(exp, "eval", texts=corpus)
+        files = None if read is None else {"corpus_revision": read.revision}
+        require_frozen(bundle_dir, exp, files, step=step)
+        yield exp, read

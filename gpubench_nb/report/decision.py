@@ -4,7 +4,6 @@ fastest option only where report.verdict and conditions allow (R2.5)."""
 from __future__ import annotations
 
 import html
-import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
 from gpubench_nb.protocol.capabilities import OPTIMISATIONS
 from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.protocol.records import Phase
 from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
@@ -97,24 +96,29 @@ def why_not(runs: Sequence[Mapping[str, Any]]) -> str | None:
     return "; ".join(f"{reason} ({n} of {total} runs)" for reason, n in reasons.items()) or None
 
 
-def quality_text(runs: Sequence[Mapping[str, Any]]) -> str | None:
-    """The declared metric's median over the measured runs against its threshold (R1.5); the
-    sign is what the runs' checks recorded (≥ all met, < none met, vs otherwise)."""
-    values = [float(r["quality_value"]) for r in runs if r.get("quality_value") is not None]
-    if not values:
+def _recorded(runs: Sequence[Mapping[str, Any]], check: str) -> str:
+    """``≥`` when every judged run passed ``check`` (checks.json: meets_threshold,
+    within_tolerance), ``<`` when none did, ``vs`` otherwise: never judged again here (R1.5)."""
+    met = frozenset(r.get(check) for r in runs if r.get("quality_value") is not None)
+    return {frozenset({True}): "≥", frozenset({False}): "<"}.get(met, "vs")
+
+
+def quality_text(summary: Summary, bundle: str, variant: str) -> str | None:
+    """The declared metric's median (min – max) over the measured runs against its threshold,
+    the sign as the runs' checks recorded it (R1.5)."""
+    runs, found = summary.measured(bundle, variant), summary.quality(bundle, variant)
+    if found is None:
         return None
     metric = next((r.get("quality_metric") for r in runs if r.get("quality_metric")), "quality")
     threshold = next(
         (r.get("quality_threshold") for r in runs if r.get("quality_threshold") is not None), None
     )
-    low, high = min(values), max(values)
+    median, low, high = found
     spread = "" if low == high else f" ({formats.number(low)} – {formats.number(high)})"
-    text = f"{metric} {formats.number(statistics.median(values))}{spread}"
+    text = f"{metric} {formats.number(median)}{spread}"
     if threshold is None:
         return text
-    met = {r.get("meets_threshold") for r in runs if r.get("quality_value") is not None}
-    sign = {frozenset({True}): "≥", frozenset({False}): "<"}.get(frozenset(met), "vs")
-    return f"{text} {sign} {formats.number(float(threshold))}"
+    return f"{text} {_recorded(runs, 'meets_threshold')} {formats.number(float(threshold))}"
 
 
 def _cost(bundle: Bundle, variant: str, accepted: bool | None) -> dict[str, Any]:
@@ -154,7 +158,7 @@ def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
         load=summary.of(label, variant, Phase.LOAD),
         knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
         why_not=None if accepted else (why_not(measured) or "no measured run"),
-        quality=quality_text(measured),
+        quality=quality_text(summary, label, variant),
         **_cost(bundle, variant, accepted),
     )
 
@@ -297,15 +301,17 @@ def _speed(time: float | None, base: float | None, reference: str) -> str:
     return f"{ratio:.2f}× {word} per corpus than {reference} (warm medians)"
 
 
-def _gate(quality: Mapping[str, Any], value: float | None, base: float | None) -> str:
-    """``macro_f1 0.812 < 0.847 − 0.01``: the variant's median against the reference's less the
-    tolerance, and the threshold where it is not met (R1.3)."""
+def _gate(
+    quality: Mapping[str, Any], runs: Sequence[Mapping[str, Any]], value: Any, base: Any
+) -> str:
+    """``macro_f1 0.812 < 0.847 − 0.01``: the variant's median quality against the recorded
+    reference value less the tolerance; each sign as the runs' checks recorded it (R1.3, R1.5)."""
     metric, tolerance, threshold = (quality.get(k) for k in ("metric", "tolerance", "threshold"))
     if value is None or base is None or tolerance is None:
         return "quality not recorded"
-    sign = "≥" if value >= base - float(tolerance) else "<"
+    sign = _recorded(runs, "within_tolerance")
     text = f"{metric} {formats.number(value)} {sign} {formats.number(base)} − {float(tolerance):g}"
-    if threshold is not None and value < float(threshold):
+    if threshold is not None and _recorded(runs, "meets_threshold") != "≥":
         text += f", below the threshold {formats.number(float(threshold))}"
     return text
 
@@ -319,26 +325,25 @@ def optimisation_sentences(bundle: Bundle, summary: Summary) -> list[str]:
         return []
     values = {str(v.get("id")): v.get(knob) for v in bundle.declared("variants") or []}
 
-    def facts(variant: str) -> tuple[float | None, float | None, bool | None]:
-        """(warm median, median quality over its timed measured runs, accepted)."""
-        phases = [summary.of(bundle.label, variant, str(p)) for p in MEASURED_PHASES]
-        found = [v for p in phases if p for v in p.values("quality_value")]
-        warm = summary.of(bundle.label, variant, str(Phase.WARM))
-        acceptance = summary.acceptance(bundle.label, variant)
-        verdict = acceptance.verdict if acceptance else None
-        return warm.median if warm else None, statistics.median(found) if found else None, verdict
+    def warm(variant: str) -> float | None:
+        found = summary.of(bundle.label, variant, str(Phase.WARM))
+        return found.median if found else None
 
-    base_time, base_quality, _ = facts(reference)
+    base = summary.reference_value(bundle.label)
     out = []
     for variant, value in values.items():
         if variant == reference:
             continue
-        time, measured, accepted = facts(variant)
+        acceptance = summary.acceptance(bundle.label, variant)
+        accepted = acceptance.verdict if acceptance else None
         verdict = {True: "accepted", False: "refused"}.get(accepted, "acceptance not recorded")
+        measured = summary.quality(bundle.label, variant)
+        gate = _gate(
+            quality, summary.measured(bundle.label, variant), measured and measured[0], base
+        )
         out.append(
-            f"{variant} ({knob}={value}): {_speed(time, base_time, reference)}; "
-            f"{verdict}: {_gate(quality, measured, base_quality)} (reference {reference}, R1.3, "
-            "R5.7)."
+            f"{variant} ({knob}={value}): {_speed(warm(variant), warm(reference), reference)}; "
+            f"{verdict}: {gate} (reference {reference}, R1.3, R5.7)."
         )
     return out
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ from gpubench_nb.report.stats import (
     Rows,
     Summary,
     memory_phases,
+    spread,
     summarise,
 )
 from gpubench_nb.report.verdict import OUTLIER_K
@@ -166,10 +166,9 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
     for ax, phase in zip(axes, phases, strict=True):
         part = [g for g in groups if g.phase == phase]
         for k, name in enumerate(MEMORY_COLUMNS):
-            values = [[v / _MIB for v in g.values(name)] or [math.nan] for g in part]
-            medians = [statistics.median(v) for v in values]
-            low = [m - min(v) for m, v in zip(medians, values, strict=True)]
-            high = [max(v) - m for m, v in zip(medians, values, strict=True)]
+            found = [spread([v / _MIB for v in g.values(name)]) or (math.nan,) * 3 for g in part]
+            medians = [median for median, _, _ in found]
+            low, high = [m - lo for m, lo, _ in found], [hi - m for m, _, hi in found]
             xs = [i + (k - 1.5) * bar for i in range(len(part))]
             ax.bar(xs, medians, width=bar, color=_READING_COLOURS[name], label=name)
             ax.errorbar(xs, medians, yerr=[low, high], fmt="none", ecolor="black", capsize=2)

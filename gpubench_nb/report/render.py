@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from gpubench_nb.report.stats import (
     failed,
     memory_phases,
     shown,
+    spread,
     summarise,
     table,
 )
@@ -297,10 +297,8 @@ _MEMORY_NOTE = (
 
 
 def _mib(values: list[float]) -> str:
-    if not values:
-        return NOT_RECORDED
-    low, high = min(values) / 2**20, max(values) / 2**20
-    return f"{statistics.median(values) / 2**20:.1f} ({low:.1f}–{high:.1f})"
+    found = spread([v / 2**20 for v in values])
+    return f"{found[0]:.1f} ({found[1]:.1f}–{found[2]:.1f})" if found else NOT_RECORDED
 
 
 def memory_table(rows: Rows | Summary) -> pd.DataFrame | None:
@@ -333,7 +331,7 @@ def acceptance_table(rows: Rows | Summary) -> pd.DataFrame:
                 if acceptance
                 else NOT_RECORDED,
                 **{label: _checked(runs, key) for key, label in _ACCEPTANCE_LABELS.items()},
-                "quality: median (min–max)": quality_text(runs) or NOT_RECORDED,
+                "quality: median (min–max)": quality_text(summary, bundle, variant) or NOT_RECORDED,
                 "runs not accepted": ", ".join(refused) or "none",
             }
         )

@@ -36,6 +36,11 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
+def spread(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """``(median, min, max)`` of ``values`` (R3.5: medians and ranges, never p95); None: none."""
+    return (statistics.median(values), min(values), max(values)) if values else None
+
+
 def failed(row: Mapping[str, Any]) -> bool:
     """No elapsed time, or the run recorded an error (OOM, crash): a failed observation."""
     return row.get("elapsed_seconds") is None or bool(row.get("error"))
@@ -172,6 +177,18 @@ class Summary:
         """Every row of the variant's measured passes (cold, warm), failed ones included."""
         phases = [self.of(bundle, variant, phase) for phase in MEASURED_PHASES]
         return [r for p in phases if p for r in p.rows]
+
+    def quality(self, bundle: str, variant: str) -> tuple[float, float, float] | None:
+        """``spread`` of the declared metric over the variant's measured runs (R1.5)."""
+        runs = self.measured(bundle, variant)
+        return spread(
+            [float(r["quality_value"]) for r in runs if r.get("quality_value") is not None]
+        )
+
+    def reference_value(self, bundle: str) -> float | None:
+        """The reference value the bundle's runs were judged against (checks.json, R1.3)."""
+        found = (r.get("reference_value") for r in self.rows if r["bundle"] == bundle)
+        return next((float(v) for v in found if v is not None), None)
 
     def acceptance(self, bundle: str, variant: str) -> VariantAcceptance | None:
         """protocol.quality's verdict on the variant (the same on each of its phases, R1.5)."""

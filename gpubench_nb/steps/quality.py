@@ -7,20 +7,14 @@ from pathlib import Path
 import pandas as pd
 
 from gpubench_nb.kernel import QUALITY_STEP
-from gpubench_nb.protocol.corpus import load_experiment_corpus
-from gpubench_nb.protocol.experiment import load_experiment
-from gpubench_nb.protocol.lock import require_frozen
 from gpubench_nb.protocol.quality import accepted, fill_quality
-from gpubench_nb.protocol.writer import bundle_writer
+from gpubench_nb.protocol.writer import frozen_step
 
 
 def step(experiment: str | Path, bundle_dir: str | Path) -> pd.DataFrame:
     """Write every run's checks.json and the acceptance columns; one table row per run."""
-    with bundle_writer(bundle_dir, QUALITY_STEP, step=True):
-        exp = load_experiment(experiment)
-        corpus = load_experiment_corpus(exp, "eval", texts=False)  # acceptance: IDs, labels
-        # R1.3, R1.1: the declaration and the corpus read are the frozen ones, or nothing runs.
-        require_frozen(bundle_dir, exp, {"corpus_revision": corpus.revision}, step=QUALITY_STEP)
+    # acceptance reads IDs and labels: they and the declaration are the frozen ones (R1.3, R1.1)
+    with frozen_step(experiment, bundle_dir, QUALITY_STEP, corpus=False) as (exp, corpus):
         outcome = fill_quality(Path(bundle_dir), corpus, exp.classes, exp.quality)
     return pd.DataFrame(
         {

@@ -82,7 +82,7 @@ def test_a_new_settings_conditions_are_read_from_its_entry() -> None:
         optimisation=True,
         backends=("bow", "minilm", "hf"),
         needs=(
-            Needs(("onnxruntime",), "compile", ("none",), "{value} runs no torch.compile",
+            Needs(("onnxruntime",), {"compile": ("none",)}, "{value} runs no torch.compile",
                   "declare compile: none"),
         ),
     )  # fmt: skip
@@ -112,7 +112,7 @@ from gpubench_nb.protocol import capabilities as c
 runtime = c.Setting(
     "runtime", {"enum": ["torch", "onnxruntime"], "default": "torch", "description": "runtime"},
     old_default="torch", optimisation=True, backends=("bow", "minilm", "hf"),
-    needs=(c.Needs(("onnxruntime",), "compile", ("none",), "{value}: no compile", "none"),),
+    needs=(c.Needs(("onnxruntime",), {"compile": ("none",)}, "{value}: no compile", "none"),),
 )
 c.SETTING_SPECS = (*c.SETTING_SPECS, runtime)
 c.SETTINGS_BY_NAME = {s.name: s for s in c.SETTING_SPECS}

@@ -9,7 +9,10 @@ from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.decision import decision_view_of, optimisation_sentences
 
 
-def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[dict]:
+def _rows(
+    variant: str, seconds: float, quality: float, accepted: bool, reference: float = 0.847
+) -> list[dict]:
+    """Rows as a bundle gives them: the checks each run recorded (checks.json, R1.6)."""
     return [
         {
             "bundle": "b",
@@ -19,6 +22,9 @@ def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[
             "elapsed_seconds": seconds * (1.1 if phase == "cold" else 1.0),
             "quality_value": quality,
             "corpus_accepted": accepted,
+            "reference_value": reference,
+            "meets_threshold": True,
+            "within_tolerance": accepted,
             "error": None,
         }
         for phase in ("cold", "warm")
@@ -26,20 +32,20 @@ def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[
     ]
 
 
-def _bundle(knob: str = "quantization") -> Bundle:
+def _bundle(knob: str = "quantization", rows: list[dict] | None = None) -> Bundle:
     lock = {
         "declaration": {
             "knob": knob,
             "quality": {
                 "metric": "macro_f1",
-                "threshold": 0.7,
-                "tolerance": 0.01,
+                "threshold": 0.2,
+                "tolerance": 0.1 if rows else 0.01,
                 "reference_variant": "q0",
             },
             "variants": [{"id": "q0", knob: "none"}, {"id": "q8", knob: "int8_dynamic"}],
         }
     }
-    rows = _rows("q0", 0.9, 0.847, True) + _rows("q8", 0.5, 0.812, False)
+    rows = rows or _rows("q0", 0.9, 0.847, True) + _rows("q8", 0.5, 0.812, False)
     return Bundle(path=Path("b"), label="b", lock=lock, environment={}, economics=None, rows=rows)
 
 
@@ -56,3 +62,14 @@ def test_a_quantised_variant_refused_by_the_tolerance_reads_at_a_glance() -> Non
 
 def test_other_knobs_get_no_optimisation_sentence() -> None:
     assert optimisation_sentences(_bundle("batch"), summary_of([_bundle("batch")])) == []
+
+
+def test_the_sentence_says_what_acceptance_decided_at_the_bound() -> None:
+    """0.3 against 0.4 − 0.1 is within the tolerance by R1.5's slack (0.4 − 0.1 is
+    0.30000000000000004 in floats): the run's recorded check, not a second judgement."""
+    rows = _rows("q0", 0.9, 0.4, True, 0.4) + _rows("q8", 0.5, 0.3, True, 0.4)
+    bundle = _bundle(rows=rows)
+    assert optimisation_sentences(bundle, summary_of([bundle])) == [
+        "q8 (quantization=int8_dynamic): 1.80× faster per corpus than q0 (warm medians); "
+        "accepted: macro_f1 0.300 ≥ 0.400 − 0.1 (reference q0, R1.3, R5.7)."
+    ]

@@ -30,6 +30,7 @@ from gpubench_nb.pipeline.orchestrate import DEFAULT_RUN_TIMEOUT_SECONDS, prepar
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
+from gpubench_nb.protocol.status import JOB_OUT, TargetState
 
 GUARD_NAME = ".campaign-run.lock"
 
@@ -43,7 +44,7 @@ class CampaignResult:
     @property
     def failed(self) -> bool:
         """Whether any target failed (a later `campaign run` resumes it)."""
-        return any(state == "failed" for state in self.states.values())
+        return any(state == TargetState.FAILED for state in self.states.values())
 
     def states_text(self) -> str:
         """One ``target: state`` line per target, with its bundle's absolute path."""
@@ -136,7 +137,7 @@ def run_campaign(
                 runner.wait(target, poll_seconds)
         states = {t.id: runner.entry(t)["state"] for t in campaign.targets}
     report = None
-    if all(state == "completed" for state in states.values()):
+    if all(state == TargetState.COMPLETED for state in states.values()):
         from gpubench_nb.pipeline.campaign.view import campaign_report
 
         report = campaign_report(path, output_dir=output_dir)
@@ -164,7 +165,7 @@ class _Runner:
         write_state(self.dir, self.state)
 
     def entry(self, target: Target) -> dict[str, Any]:
-        entry = self.state["targets"].setdefault(target.id, {"state": "pending"})
+        entry = self.state["targets"].setdefault(target.id, {"state": TargetState.PENDING})
         entry["reach"] = target.reach
         entry["bundle"] = str(self.dir / target.id)
         return entry
@@ -180,15 +181,15 @@ class _Runner:
             # a new offer re-prices the bundle (no run is redone); how it is reached is moot now
             target.reach == "manual" or entry.get("priced_with") == target.offer.pricing()
         ):
-            if entry["state"] != "completed":
-                entry.update(state="completed", error=None, finished_utc=utc_now())
+            if entry["state"] != TargetState.COMPLETED:
+                entry.update(state=TargetState.COMPLETED, error=None, finished_utc=utc_now())
                 entry["priced_with"] = target.offer.pricing()
             return False
         if target.reach == "manual":
-            entry["state"] = "manual"
+            entry["state"] = TargetState.MANUAL
             self.echo(_manual_instructions(self.campaign, target, self.dir))
             return False
-        if entry["state"] in ("submitted", "running") and entry.get("job_id") and not force:
+        if entry["state"] in JOB_OUT and entry.get("job_id") and not force:
             return not self._still_live(target, entry)
         return True
 
@@ -196,7 +197,7 @@ class _Runner:
         outcome, slurm, alive = self.jobs.job_now(self.folder(target), entry)
         if outcome is not None:
             self._finish(target, outcome)
-            return entry["state"] == "completed"
+            return entry["state"] == TargetState.COMPLETED
         if slurm is not None:
             entry["slurm_state"] = slurm.describe()
         if alive:  # left running by a killed `campaign run`, or UNKNOWN: never submit twice
@@ -237,7 +238,7 @@ class _Runner:
         except Exception as exc:  # sbatch refused it, no srun here, a bad partition ...
             entry.update(job_id=None, logs=None)
             return self._fail(target, f"submission failed: {type(exc).__name__}: {exc}".strip())
-        entry.update(job_id=str(submitted.job_id), state="submitted")
+        entry.update(job_id=str(submitted.job_id), state=TargetState.SUBMITTED)
         paths = self.jobs.job_paths(self.folder(target), submitted.job_id)
         if executor_kind != "debug":
             entry["logs"] = {"stdout": str(paths.stdout), "stderr": str(paths.stderr)}
@@ -250,7 +251,7 @@ class _Runner:
     def wait_local_leftover(self, target: Target, poll_seconds: float) -> None:
         """Wait for a local job left running by a killed `campaign run` before starting more."""
         entry = self.entry(target)
-        if entry["state"] not in ("submitted", "running") or target.id in self.live:
+        if entry["state"] not in JOB_OUT or target.id in self.live:
             return
         self.echo(f"{target.id}: waiting for job {entry['job_id']} left by an earlier run")
         while self.jobs.process_alive(int(entry["job_id"])):
@@ -261,7 +262,7 @@ class _Runner:
         """Wait for this target's job of this run, then record how it ended."""
         entry = self.entry(target)
         job = self.live.get(target.id)
-        if entry["state"] not in ("submitted", "running"):
+        if entry["state"] not in JOB_OUT:
             return
         if job is None and entry.get("executor") == "slurm":  # submitted by an earlier run
             job = self.jobs.submitit.SlurmJob(folder=self.folder(target), job_id=entry["job_id"])
@@ -269,7 +270,7 @@ class _Runner:
             return
         if entry["executor"] == "debug":
             return self._finish(target, self._run_debug(job))
-        entry["state"] = "running" if entry["executor"] == "local" else entry["state"]
+        entry["state"] = TargetState.RUNNING if entry["executor"] == "local" else entry["state"]
         self.save()
         slurm = None
         try:
@@ -322,7 +323,7 @@ class _Runner:
         if not progress.complete(self.lock_sha256):
             return self._fail(target, f"the job returned but its bundle is incomplete: {progress}")
         entry = self.entry(target)
-        entry.update(state="completed", error=None, finished_utc=utc_now())
+        entry.update(state=TargetState.COMPLETED, error=None, finished_utc=utc_now())
         entry["priced_with"] = target.offer.pricing()
         entry.pop("slurm_state", None)  # a last "RUNNING" seen while waiting says nothing now
         self._note_interruptions(target)
@@ -354,7 +355,7 @@ class _Runner:
                 f"interrupted ({what}): an interrupted run is discarded (not an "
                 f"observation, R3.6) and redone on resume; {error}"
             )
-        entry.update(state="failed", error=error, finished_utc=utc_now())
+        entry.update(state=TargetState.FAILED, error=error, finished_utc=utc_now())
         logs = entry.get("logs") or {}
         where = f"; log: {logs.get('stderr')}" if logs else ""
         self.echo(f"{target.id}: FAILED: {error.splitlines()[0] if error else ''}{where}")

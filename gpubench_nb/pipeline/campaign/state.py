@@ -12,6 +12,7 @@ from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.lock import LOCK_NAME
 from gpubench_nb.protocol.records import read_json
+from gpubench_nb.protocol.status import ScheduleStatus
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
@@ -55,7 +56,7 @@ def bundle_progress(bundle_dir: Path) -> Progress:
     runs = (read_json(Path(bundle_dir) / layout.SCHEDULE_NAME, error=None) or {}).get("runs")
     lock = read_json(Path(bundle_dir) / LOCK_NAME, error=None) or {}
     return Progress(
-        runs_done=sum(1 for run in runs or [] if run.get("status") == "done"),
+        runs_done=sum(1 for run in runs or [] if run.get("status") == ScheduleStatus.DONE),
         runs_total=len(runs) if isinstance(runs, list) else None,
         sealed=(Path(bundle_dir) / layout.MANIFEST_NAME).is_file(),
         lock_sha256=lock.get("sha256"),

@@ -20,6 +20,7 @@ from gpubench_nb.pipeline.campaign.state import (
 from gpubench_nb.protocol.bundle import REPORT_NAME
 from gpubench_nb.protocol.lock import LOCK_NAME, read_lock
 from gpubench_nb.protocol.outputs import check_output
+from gpubench_nb.protocol.status import JOB_OUT, TargetState
 from gpubench_nb.protocol.writer import refuse_if_written
 
 
@@ -64,8 +65,9 @@ def _opened(path: str | Path, output_dir: str | Path) -> tuple[Campaign, Path, s
 def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, str | None]:
     """The state now (job engine asked, nothing written) and, for a job that ended without a
     result since `campaign run` last looked, why (Slurm's state, exit code, .err tail)."""
-    recorded = entry.get("state") or ("manual" if reach == "manual" else "pending")
-    if recorded not in ("submitted", "running") or not entry.get("job_id"):
+    unset = TargetState.MANUAL if reach == "manual" else TargetState.PENDING
+    recorded = entry.get("state") or unset
+    if recorded not in JOB_OUT or not entry.get("job_id"):
         return recorded, None
     try:
         from gpubench_nb.pipeline.campaign import jobs
@@ -74,9 +76,9 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
     outcome, slurm, alive = jobs.job_now(folder, entry)
     if outcome is not None:
         ok = "finished (ok; `campaign run` records it)"
-        return (ok, None) if outcome.ok else ("failed", outcome.error)
+        return (ok, None) if outcome.ok else (TargetState.FAILED, outcome.error)
     if alive:
-        return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else "running"), None
+        return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else TargetState.RUNNING), None
     state = f"failed (Slurm: {slurm.describe()})" if slurm else "failed (ended without a result)"
     return state, ended_without_result(entry, slurm)
 
