@@ -52,9 +52,9 @@ def _point(o: Option, bundle: Bundle | None, priced: bool) -> Point:
     runtime = (declared or [{}])[0].get("runtime") or ((run and run.data) or {}).get("runtime")
     runtime = (runtime.get("name") if isinstance(runtime, Mapping) else runtime) or "torch"
     settings = [o.knob, None if (o.knob or "").startswith("runtime=") else f"runtime={runtime}"]
-    try:
-        classes = {c: i for i, c in enumerate((bundle and bundle.declared("classes")) or [])}
-        found = read_predictions(folder / PREDICTIONS_NAME, classes) if folder else None
+    try:  # without the declared classes every label would read alike: no count, not a zero
+        index = {c: i for i, c in enumerate((bundle and bundle.declared("classes")) or [])}
+        found = read_predictions(folder / PREDICTIONS_NAME, index) if folder and index else None
     except PredictionsError:
         found = None
     values = [v for p in (o.cold, o.warm) if p for v in p.values("quality_value")]

@@ -166,6 +166,11 @@ def test_answers_changed_against_the_reference_from_the_kept_predictions(tmp_pat
     front = _frontier(bundle)
     assert [p.changed for p in front.points] == ["reference", "3 of 20 vs b1"]
     assert frontier_frame(front).iloc[1]["answers changed (first kept run)"] == "3 of 20 vs b1"
+    lock = bundle / "protocol.lock.json"  # no declared classes: no count, never a false zero
+    data = json.loads(lock.read_text(encoding="utf-8"))
+    del data["declaration"]["classes"]
+    lock.write_text(json.dumps(data), encoding="utf-8")
+    assert [p.changed for p in _frontier(bundle).points] == ["reference", "—"]
 
 
 def test_labels_name_knob_runtime_and_offer_old_bundles_mean_torch(tmp_path: Path) -> None:
