@@ -215,8 +215,9 @@ def frontier_figure(front: Frontier) -> Figure | None:
         ax.xaxis.set_minor_formatter(NullFormatter())
     shown = FuncFormatter(lambda v, _: formats.number(v) if front.priced else formats.seconds(v))
     ax.xaxis.set_major_formatter(shown)  # never scientific notation (formats)
-    unit = "USD per accepted corpus (refused: package total)" if front.priced else "median warm"
-    ax.set(xlabel=f"{unit}{'' if front.priced else ' time per corpus'}, lower is better "
+    example = f" [{formats.PLACEHOLDER_MARK}]" * any(p.option.placeholder for _, p in drawn)
+    unit = f"USD per accepted corpus{example} (refused: package total)" * front.priced
+    ax.set(xlabel=f"{unit or 'median warm time per corpus'}, lower is better "
            f"({ax.get_xscale()} scale)",
            ylabel=f"{front.metric}, median, higher is better")  # fmt: skip
     fig.suptitle("The options: the frontier starred and joined; refused options grey, never on it")

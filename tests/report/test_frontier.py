@@ -105,6 +105,10 @@ def test_a_refused_option_cheaper_and_faster_than_all_is_greyed_with_its_reason(
     ticks = [t.get_text() for t in ax.get_xticklabels()]  # USD 10 and 420: a log axis
     assert ax.get_xscale() == "log" and "10.0" in ticks and "100" in ticks
     assert not any("e+" in t or "$" in t or "×" in t for t in ticks)  # no scientific notation
+    assert (
+        ax.get_xlabel()
+        == "USD per accepted corpus (refused: package total), lower is better (log scale)"
+    )
 
 
 def test_time_axis_orders_only_what_the_verdict_separates() -> None:
