@@ -87,6 +87,8 @@ def test_a_refused_option_cheaper_and_faster_than_all_is_greyed_with_its_reason(
     refused = _option("b8", (0.10,) * 5, 0.60, accepted=False, package=1_000)
     front = _front(_option("b1", SLOW, 0.80), refused)
     assert _marked(front) == ["b1"]  # R5.7: a refused option does not reach the same goal
+    by_time = _front(_option("b1", SLOW, 0.80, cost=None), refused)  # no price: warm time
+    assert _marked(by_time) == ["b1"] and by_time.points[1].x == 0.10  # 8× faster, still off it
     placed = front.points[1]
     assert placed.x == 1_000 and not placed.on_frontier  # drawn at its package total
     row = frontier_frame(front).iloc[1]
