@@ -57,13 +57,14 @@ def _point(o: Option, bundle: Bundle | None, priced: bool) -> Point:
         found = read_predictions(folder / PREDICTIONS_NAME, index) if folder and index else None
     except PredictionsError:
         found = None
-    values = [v for p in (o.cold, o.warm) if p for v in p.values("quality_value")]
+    # the declared metric over the measured runs, as the decision table's quality (R1.5)
+    rows = [r for p in (o.cold, o.warm) if p for r in p.rows if r.get("quality_value") is not None]
     cost = o.cost_per_accepted_usd_minor if o.accepted else o.package_total_usd_minor
     return Point(
         o,
         f"{o.variant_id} ({', '.join(s for s in settings if s)}) · {o.offer_id or 'no offer'}",
         cost if priced else o.warm.median,
-        statistics.median(values) if values else None,
+        statistics.median(float(r["quality_value"]) for r in rows) if rows else None,
         dict(zip(found.ids, found.labels, strict=True)) if found else None,
     )
 
