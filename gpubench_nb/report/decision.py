@@ -49,6 +49,7 @@ class Option:
     cost_note: str | None = None  # why there is no cost per accepted corpus
     lot_note: str | None = None  # GPUs billed but not used (R2.5)
     quality: str | None = None  # "macro_f1 0.781 ≥ 0.70"
+    quality_median: float | None = None  # the declared metric over the measured runs (R1.5)
     placeholder: bool = False  # the declared offer's prices are examples, not a quote
 
     bundle = property(lambda self: self.warm.bundle)
@@ -159,6 +160,7 @@ def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
         knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
         why_not=None if accepted else (why_not(measured) or "no measured run"),
         quality=quality_text(summary, label, variant),
+        quality_median=(summary.quality(label, variant) or (None,))[0],
         **_cost(bundle, variant, accepted),
     )
 

@@ -5,7 +5,6 @@ separates them and conditions allow (R2.5, R3.5). Facts are report.decision's, n
 from __future__ import annotations
 
 import html
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -57,14 +56,12 @@ def _point(o: Option, bundle: Bundle | None, priced: bool) -> Point:
         found = read_predictions(folder / PREDICTIONS_NAME, index) if folder and index else None
     except PredictionsError:
         found = None
-    # the declared metric over the measured runs, as the decision table's quality (R1.5)
-    rows = [r for p in (o.cold, o.warm) if p for r in p.rows if r.get("quality_value") is not None]
     cost = o.cost_per_accepted_usd_minor if o.accepted else o.package_total_usd_minor
     return Point(
         o,
         f"{o.variant_id} ({', '.join(s for s in settings if s)}) · {o.offer_id or 'no offer'}",
         cost if priced else o.warm.median,
-        statistics.median(float(r["quality_value"]) for r in rows) if rows else None,
+        o.quality_median,  # the decision table's: Summary.quality (R1.5)
         dict(zip(found.ids, found.labels, strict=True)) if found else None,
     )
 

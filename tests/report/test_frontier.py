@@ -45,6 +45,7 @@ def _option(
         warm=summarise(rows).phases[0],
         knob=f"batch={variant[1:]}",
         why_not=None if accepted else REFUSED,
+        quality_median=quality,  # as decision's _option reads it from Summary.quality
         offer_id="h100",
         package_total_usd_minor=changes.pop("package", 42_000),
         cost_per_accepted_usd_minor=cost if accepted else None,
