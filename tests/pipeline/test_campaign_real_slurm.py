@@ -16,7 +16,6 @@ except under ``CI=true``, where it fails instead.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -42,26 +41,10 @@ REPO = Path(__file__).resolve().parents[2]
 ROUND_TIMEOUT_SECONDS = 420
 
 
-def _unavailable(reason: str) -> None:
-    """Skip with the reason; on CI (CI=true) the real Slurm is required: fail instead."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but a real Slurm could not be started: {reason}")
-    pytest.skip(f"no real Slurm here: {reason}")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_cluster.Cluster]:
-    root = tmp_path_factory.mktemp("slurm")
-    try:
-        started = slurm_cluster.start(root)
-    except slurm_cluster.Unavailable as exc:
-        _unavailable(str(exc))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SLURM_CONF", str(started.conf))
-        try:
-            yield started
-        finally:  # every daemon stops, whatever the tests did
-            started.stop()
+    with slurm_cluster.running(tmp_path_factory.mktemp("slurm")) as started:
+        yield started  # every daemon stops, whatever the tests did
 
 
 def _study(folder: Path, data_dir: Path) -> Path:

@@ -15,7 +15,13 @@ from typing import Any
 from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
-from gpubench_nb.pipeline.campaign.slurm import ENDED, JobState, ended_without_result, job_state
+from gpubench_nb.pipeline.campaign.slurm import (
+    ENDED,
+    JobState,
+    ended_without_result,
+    job_state,
+    node_reason,
+)
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -200,6 +206,7 @@ class _Runner:
         if slurm is not None:
             entry["slurm_state"] = slurm.describe()
         if alive:  # left running by a killed `campaign run`, or UNKNOWN: never submit twice
+            self.echo(f"{target.id}: job {entry['job_id']}: {entry.get('slurm_state', 'running')}")
             return True
         self._settle(target, entry["job_id"], slurm)
         return False
@@ -301,8 +308,14 @@ class _Runner:
                         return None
                     time.sleep(min(poll_seconds, 1.0))
                 return slurm
-            if entry.get("slurm_state") != slurm.describe():
+            if slurm.restarts > int(entry.get("restarts") or 0):  # requeued: say where it was
+                where = node_reason(entry["node"]) if entry.get("node") else "on an unknown node"
+                entry.update(restarts=slurm.restarts, requeued=f"requeued by Slurm after {where}")
+                self.echo(f"{target.id}: job {job_id} {entry['requeued']}")
+            entry["node"] = slurm.node or entry.get("node")
+            if entry.get("slurm_state") != slurm.describe():  # said once per change, not per poll
                 entry["slurm_state"] = slurm.describe()
+                self.echo(f"{target.id}: job {job_id}: {entry['slurm_state']}")
                 self.save()
             time.sleep(poll_seconds)
         return None

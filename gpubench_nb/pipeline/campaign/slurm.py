@@ -1,13 +1,15 @@
 """What Slurm says about a job, and why a job ended without result: ``sacct`` (where accounting
 is on), else ``scontrol show job`` (kept MinJobAge after the end), then ``squeue``; a job none
-lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone)."""
+lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone);
+a controller that does not answer is said so, and its answer reused a few seconds."""
 
 from __future__ import annotations
 
 import subprocess
 import textwrap
+import time
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,13 @@ ENDED = "ENDED"  # no longer known to the controller, and no accounting to say h
 UNKNOWN = "UNKNOWN"
 TOOL_TIMEOUT_SECONDS = 30
 ERR_TAIL_LINES = 12
+UNREACHABLE = "controller unreachable"
+UNREACHABLE_FIX = (
+    "the job is neither marked failed nor submitted again; when `scontrol ping` answers, "
+    "`campaign status` or `campaign run` again (a waiting `campaign run` goes on by itself)"
+)
+REUSE_SECONDS = 10.0  # each tool waits ~MessageTimeout x2 for a controller that is down
+_DOWN: list[tuple[float, JobState]] = []  # the last "unreachable" answer and when it came
 
 
 @dataclass(frozen=True)
@@ -33,6 +42,8 @@ class JobState:
     reason: str | None = None
     source: str = "none"  # sacct | scontrol | squeue | none
     detail: str | None = None  # why no tool answered (UNKNOWN)
+    node: str | None = None  # where it runs, or ran last (scontrol)
+    restarts: int = 0  # times Slurm requeued it (a node failure, pre-emption)
 
     @property
     def live(self) -> bool:
@@ -88,7 +99,9 @@ def _from_scontrol(job_id: str) -> tuple[JobState | None, bool, str]:
     if not fields.get("JobState"):
         return None, False, "scontrol: no JobState in its answer"
     found = JobState(fields["JobState"], fields.get("ExitCode"), fields.get("Reason"), "scontrol")
-    return found, False, ""
+    node = fields.get("BatchHost") or fields.get("NodeList") or None
+    restarts = int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else 0
+    return replace(found, node=node, restarts=restarts), False, ""
 
 
 def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
@@ -103,15 +116,32 @@ def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
 def job_state(job_id: str) -> JobState:
     """Slurm's word on ``job_id``: sacct, else scontrol, else squeue (see the module doc). Each
     asks one tool: (state, gone: the controller no longer knows the job, why no state)."""
+    if _DOWN and time.monotonic() - _DOWN[-1][0] < REUSE_SECONDS:
+        return _DOWN[-1][1]
     gone, whys = False, []
     for ask in (_from_sacct, _from_scontrol, _from_squeue):
         found, ended, why = ask(job_id)
         if found is not None:
             return found
         gone, whys = gone or ended, [*whys, why]
+        if "unable to contact slurm controller" in why.lower():  # the next tool would wait too
+            _DOWN[:] = [
+                (
+                    time.monotonic(),
+                    JobState(UNKNOWN, detail=f"{UNREACHABLE} ({why}): {UNREACHABLE_FIX}"),
+                )
+            ]
+            return _DOWN[-1][1]
     if gone:
         return JobState(ENDED, None, "no longer known to the controller", "scontrol/squeue")
     return JobState(UNKNOWN, detail="; ".join(whys))
+
+
+def node_reason(node: str) -> str:
+    """What Slurm says of ``node`` now: its state and why it is out of service (``sinfo``)."""
+    out = _run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"])[1].strip().splitlines()
+    state, _, reason = (out[0] if out else "unknown|").partition("|")
+    return f"node {node} {state}: {reason if reason not in ('', 'none') else 'no reason given'}"
 
 
 def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
@@ -124,6 +154,7 @@ def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
         head = f"Slurm job {job_id} ended without a result: {state.describe()}"
         if state.state in STOPPED_FROM_OUTSIDE:
             how = "stopped from outside (scancel, pre-emption, time limit or node failure)"
+            how += f"; {node_reason(state.node)}" if state.node else ""
         elif state.state == ENDED:
             how = "no accounting here to say how it ended; see its log"
         else:
