@@ -195,7 +195,10 @@ def story(
         cluster.run("scontrol", "update", f"nodename={nodes['node-down']}", "state=resume")
         # node-killed (--no-requeue) ends NODE_FAIL once the controller finds its node dead
         status = lambda: campaign_status(spread, output_dir=run.out)  # noqa: E731
-        run.until(lambda: status()[2]["state"].startswith("failed"), "node-killed's NODE_FAIL")
+        seen["status, one failed"] = run.until(
+            lambda: (rows := status())[2]["state"].startswith("failed") and rows,
+            "node-killed's NODE_FAIL",
+        )
         seen["times"]["node failed"] = time.monotonic() - started
         seen["half-written"] = verification(spread_dir / "node-killed", _lock(spread_dir))
         try:
@@ -208,7 +211,6 @@ def story(
         run.start("again", spread)
         run.until(lambda: run.entry("spread", "node-killed").get("history"), "the resubmission")
         seen["failed entry"] = run.entry("spread", "node-killed")["history"][0]
-        seen["status, one failed"] = status()
         cluster.start_slurmd(nodes["node-killed"])  # back in service (ReturnToService=1)
         seen["again"], seen["beside"] = run.finish("again"), run.finish("beside")
         seen["times"]["both campaigns finished"] = time.monotonic() - started
@@ -216,6 +218,7 @@ def story(
         run.stop()
     seen["status, end"] = campaign_status(spread, output_dir=run.out)
     print(f"\nthree-node Slurm story: {seen['times']} (s)")
+    print(status_table(seen["status, one failed"]))
     print(status_table(seen["status, end"]))
     print(status_table(campaign_status(beside, output_dir=run.out)))
     yield seen
@@ -344,7 +347,8 @@ def test_status_says_what_happened_in_one_line_per_target(story: dict[str, Any])
     assert [row.split()[0] for row in rows] == ["on-a", "node-down", "node-killed"]
     said = {line.split(":")[0]: line for line in notes if not line.startswith(" ")}
     assert "requeued by Slurm after node" in said["node-down"]
-    assert "NODE_FAIL" in said["node-killed"]
+    assert "NODE_FAIL" in said["node-killed"] and "Not responding" in said["node-killed"]
+    assert rows[2].split()[5] == "failed"
 
 
 def test_no_daemon_outlives_the_cluster(cluster: slurm_cluster.Cluster) -> None:

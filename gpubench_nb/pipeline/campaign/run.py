@@ -300,16 +300,8 @@ class _Runner:
         entry = self.entry(target)
         while self.jobs.read_outcome(self.folder(target), job_id) is None:
             slurm = job_state(job_id)
-            if not slurm.live:
-                entry["slurm_state"] = slurm.describe()
-                # a job that ended well may show its result file a moment later (shared disk)
-                for _ in range(3 if slurm.state in ("COMPLETED", ENDED) else 0):
-                    if self.jobs.read_outcome(self.folder(target), job_id) is not None:
-                        return None
-                    time.sleep(min(poll_seconds, 1.0))
-                return slurm
             if slurm.restarts > int(entry.get("restarts") or 0):  # requeued: say where it was
-                where = node_reason(entry["node"]) if entry.get("node") else "on an unknown node"
+                where = node_reason(entry.get("node"))
                 entry.update(restarts=slurm.restarts, requeued=f"requeued by Slurm after {where}")
                 self.echo(f"{target.id}: job {job_id} {entry['requeued']}")
             entry["node"] = slurm.node or entry.get("node")
@@ -317,6 +309,13 @@ class _Runner:
                 entry["slurm_state"] = slurm.describe()
                 self.echo(f"{target.id}: job {job_id}: {entry['slurm_state']}")
                 self.save()
+            if not slurm.live:
+                # a job that ended well may show its result file a moment later (shared disk)
+                for _ in range(3 if slurm.state in ("COMPLETED", ENDED) else 0):
+                    if self.jobs.read_outcome(self.folder(target), job_id) is not None:
+                        return None
+                    time.sleep(min(poll_seconds, 1.0))
+                return slurm
             time.sleep(poll_seconds)
         return None
 

@@ -1,7 +1,6 @@
 """What Slurm says about a job, and why a job ended without result: ``sacct`` (where accounting
 is on), else ``scontrol show job`` (kept MinJobAge after the end), then ``squeue``; a job none
-lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone);
-a controller that does not answer is said so, and its answer reused a few seconds."""
+lists has ended. No tool answering: UNKNOWN, never submitted twice (``--resubmit`` says gone)."""
 
 from __future__ import annotations
 
@@ -25,12 +24,8 @@ UNKNOWN = "UNKNOWN"
 TOOL_TIMEOUT_SECONDS = 30
 ERR_TAIL_LINES = 12
 UNREACHABLE = "controller unreachable"
-UNREACHABLE_FIX = (
-    "the job is neither marked failed nor submitted again; when `scontrol ping` answers, "
-    "`campaign status` or `campaign run` again (a waiting `campaign run` goes on by itself)"
-)
-REUSE_SECONDS = 10.0  # each tool waits ~MessageTimeout x2 for a controller that is down
-_DOWN: list[tuple[float, JobState]] = []  # the last "unreachable" answer and when it came
+REUSE_SECONDS = 10.0  # a controller that is down: each tool waits ~2 MessageTimeout to say so
+_DOWN: list[tuple[float, JobState]] = []  # that answer, reused for the other jobs meanwhile
 
 
 @dataclass(frozen=True)
@@ -125,20 +120,23 @@ def job_state(job_id: str) -> JobState:
             return found
         gone, whys = gone or ended, [*whys, why]
         if "unable to contact slurm controller" in why.lower():  # the next tool would wait too
-            _DOWN[:] = [
-                (
-                    time.monotonic(),
-                    JobState(UNKNOWN, detail=f"{UNREACHABLE} ({why}): {UNREACHABLE_FIX}"),
-                )
-            ]
-            return _DOWN[-1][1]
+            fix = "when `scontrol ping` answers, `campaign status` or `campaign run` again"
+            down = JobState(
+                UNKNOWN,
+                detail=f"{UNREACHABLE} ({why}): the job is neither marked "
+                f"failed nor submitted again; {fix} (a waiting run goes on by itself)",
+            )
+            _DOWN[:] = [(time.monotonic(), down)]
+            return down
     if gone:
         return JobState(ENDED, None, "no longer known to the controller", "scontrol/squeue")
     return JobState(UNKNOWN, detail="; ".join(whys))
 
 
-def node_reason(node: str) -> str:
+def node_reason(node: str | None) -> str:
     """What Slurm says of ``node`` now: its state and why it is out of service (``sinfo``)."""
+    if not node:
+        return "an unknown node"
     out = _run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"])[1].strip().splitlines()
     state, _, reason = (out[0] if out else "unknown|").partition("|")
     return f"node {node} {state}: {reason if reason not in ('', 'none') else 'no reason given'}"
