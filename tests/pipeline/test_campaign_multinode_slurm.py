@@ -345,7 +345,9 @@ def test_status_says_what_happened_in_one_line_per_target(story: dict[str, Any])
     header, rows, notes = table[0], table[1:4], table[4:]
     assert header.split()[:6] == ["target", "reach", "offer", "job", "node", "state"]
     assert [row.split()[0] for row in rows] == ["on-a", "node-down", "node-killed"]
-    said = {line.split(":")[0]: line for line in notes if not line.startswith(" ")}
+    said: dict[str, str] = {}  # the first line below the table of each target says it all
+    for line in notes:
+        said.setdefault(line.split(":")[0], line)
     assert "requeued by Slurm after node" in said["node-down"]
     assert "NODE_FAIL" in said["node-killed"] and "Not responding" in said["node-killed"]
     assert rows[2].split()[5] == "failed"
