@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO))
 
 from gpubench_nb.pipeline.campaign import jobs, run, slurm, view  # noqa: E402
 from tests.support import slurm_cluster  # noqa: E402
-from tests.support.experiments import DATA_DIR, bow_experiment  # noqa: E402
+from tests.support.experiments import DATA_DIR, campaign_experiment  # noqa: E402
 
 
 @dataclass
@@ -123,16 +123,8 @@ def main() -> None:
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="campaign-scale-"))
     folder, out = root / "study", root / "study" / "outputs"
-    bow_experiment(
-        folder,
-        "scale",
-        data_dir=DATA_DIR,
-        eval_texts=(40, 16),
-        train=(1000, 3),
-        tune=(200, 3),
-        batches=(4,),
-        quality={"threshold": 0.1},
-        timing={"repeats_reason": "campaign overhead benchmark, one cold and one warm run"},
+    campaign_experiment(
+        folder, "scale", DATA_DIR, "campaign overhead benchmark, one cold + one warm"
     )
     with slurm_cluster.running(root / "slurm", slurm_cluster.THREE_NODES) as cluster:
         os.environ.update(SLURM_CONF=str(cluster.conf))

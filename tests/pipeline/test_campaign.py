@@ -34,7 +34,7 @@ from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import read_rows
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import campaign_experiment
 from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
@@ -43,17 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _experiment(folder: Path, data_dir: Path, offers: Path) -> Path:
     pricing = {"offers": str(offers), "offer": "h200-example", "days": 30, "lots": 1}
-    return bow_experiment(
-        folder,
-        "camp",
-        data_dir=data_dir,
-        eval_texts=(40, 16),
-        train=(1000, 3),
-        tune=(200, 3),
-        batches=(4,),
-        quality={"threshold": 0.1},
-        timing={"repeats_reason": "test campaign, two targets"},
-        pricing=pricing,
+    return campaign_experiment(
+        folder, "camp", data_dir, "test campaign, two targets", pricing=pricing
     )
 
 

@@ -38,7 +38,7 @@ from gpubench_nb.pipeline.campaign.view import campaign_report, campaign_status,
 from gpubench_nb.protocol.bundle import MANIFEST_NAME
 from gpubench_nb.protocol.results import read_rows
 from tests.support import slurm_cluster
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import campaign_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
@@ -68,17 +68,7 @@ def _target(
 
 def _campaigns(folder: Path, data_dir: Path) -> tuple[Path, Path]:
     """The tiny bow experiment (1 cold + 1 warm run) and two campaigns of it, one offers table."""
-    bow_experiment(
-        folder,
-        "multinode",
-        data_dir=data_dir,
-        eval_texts=(40, 16),
-        train=(1000, 3),
-        tune=(200, 3),
-        batches=(4,),
-        quality={"threshold": 0.1},
-        timing={"repeats_reason": "real-Slurm test, one cold and one warm run"},
-    )
+    campaign_experiment(folder, "multinode", data_dir, "real-Slurm test, one cold and one warm run")
     offers = str(REPO / "parameters" / "offers.yaml")
     spread = [
         _target("on-a", "a", folder),
