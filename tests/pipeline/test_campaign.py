@@ -401,6 +401,23 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
     assert len(calls.read_text().splitlines()) == 4
 
 
+def _cpu_node_campaign(
+    study: dict[str, Path], bin_dir: Path, tools: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """Stand-in Slurm ``tools`` first on PATH; the study's campaign with one CPU target."""
+    for name, text in tools.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    node = {
+        "id": "cpu-node",
+        "offer": {"id": "h100-example", "days": 7, "lots": 1},
+        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
+    }
+    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
+    return {**data, "targets": [node]}
+
+
 def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
     study: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -417,17 +434,8 @@ def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
         "scontrol": '#!/bin/sh\necho "JobId=$4 JobState=FAILED Reason=NonZeroExitCode '
         'ExitCode=2:0"\n',
     }
-    for name, text in tools.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    node = {
-        "id": "cpu-node",
-        "offer": {"id": "h100-example", "days": 7, "lots": 1},
-        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
-    }
-    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
-    data.update(campaign_id="noacct", targets=[node])
+    data = _cpu_node_campaign(study, bin_dir, tools, monkeypatch)
+    data.update(campaign_id="noacct")
     campaign = study["folder"] / "campaign-noacct.yaml"
     campaign.write_text(yaml.safe_dump(data), encoding="utf-8")
     first = run_campaign(campaign, output_dir=study["out"], wait=False, echo=lambda _: None)
@@ -471,18 +479,9 @@ def test_a_controller_that_does_not_answer_is_waited_for_never_failed_nor_resubm
         "scontrol": f"#!/bin/sh\n{down}\nexit 1\n",
         "squeue": f"#!/bin/sh\n{down}\nexit 1\n",
     }
-    for name, text in tools.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setattr(slurm, "_DOWN", [])  # no answer of another test reused
-    node = {
-        "id": "cpu-node",
-        "offer": {"id": "h100-example", "days": 7, "lots": 1},
-        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
-    }
-    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
-    data.update(campaign_id="ctld-down", targets=[node])
+    data = _cpu_node_campaign(study, bin_dir, tools, monkeypatch)
+    data.update(campaign_id="ctld-down")
     campaign = study["folder"] / "campaign-ctld-down.yaml"
     campaign.write_text(yaml.safe_dump(data), encoding="utf-8")
     run_campaign(campaign, output_dir=study["out"], wait=False, echo=lambda _: None)
