@@ -39,9 +39,10 @@ NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5
 
 
-def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
-    """``pid -> (command name, utime + stime in clock ticks)`` for every readable process."""
-    out: dict[int, tuple[str, int]] = {}
+def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
+    """``pid -> (command name, utime + stime in clock ticks, parent pid, CPU it last ran on)``
+    for every readable process."""
+    out: dict[int, tuple[str, int, int, int]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -50,10 +51,38 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
             head, _, rest = text.rpartition(")")
             fields = rest.split()
             ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            cpu = int(fields[36]) if len(fields) > 36 else -1  # processor (field 39)
+            out[int(entry.name)] = (head.partition("(")[2], ticks, int(fields[1]), cpu)
         except (OSError, IndexError, ValueError):  # ended while we looked, or unreadable
             continue
-        out[int(entry.name)] = (head.partition("(")[2], ticks)
     return out
+
+
+def usable_cpus() -> tuple[frozenset[int], float]:
+    """The CPUs this process may run on (``sched_getaffinity``) and how many it may use: their
+    count, capped by its cgroup v2 quota (``cpu.max``) where readable."""
+    mine = frozenset(os.sched_getaffinity(0))
+    count: float = len(mine)
+    with contextlib.suppress(OSError, ValueError):
+        group = Path("/proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
+        limit = Path("/sys/fs/cgroup", group.lstrip("/"), "cpu.max").read_text(encoding="utf-8")
+        quota, period = limit.split()
+        count = min(count, int(quota) / int(period)) if quota != "max" else count
+    return mine, round(count, 2)
+
+
+def _own_tree(procs: dict[int, tuple[str, int, int, int]], me: int) -> set[int]:
+    """This process, the processes that started it (the tool's command) and those it started:
+    the tool's own load, never counted against it."""
+
+    def line(pid: int) -> list[int]:
+        seen: list[int] = []
+        while pid in procs and pid not in seen:
+            seen.append(pid)
+            pid = procs[pid][2]
+        return seen
+
+    return {me, *line(me), *(pid for pid in procs if me in line(pid))}
 
 
 def load_average() -> list[float] | None:
@@ -68,7 +97,7 @@ def load_average_1min() -> float | None:
     return (load_average() or [None])[0]
 
 
-def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[str, int]], float]:
+def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, Any], float]:
     return _cpu_ticks(proc), clock()
 
 
@@ -87,15 +116,19 @@ def cpu_activity(
     own_pid: int | None = None,
     ticks_per_second: int | None = None,
     load_average: Callable[[], float | None] = load_average_1min,
+    cpus: Callable[[], tuple[frozenset[int], float]] = usable_cpus,
 ) -> dict[str, Any]:
-    """1-minute load average and the other processes busy over the window (top 5); the window
-    runs since the previous reading, or ``window_seconds`` slept here."""
+    """1-minute load average, the other processes busy over the window (top 5) and the CPU share
+    (in CPUs) of all others last seen on this process's CPUs, beside how many it may use; the
+    window runs since the previous reading, or ``window_seconds`` slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")
+    mine, usable = cpus()
     record: dict[str, Any] = {
         "load_average_1min": load_average(),
         "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
         "window_seconds": window_seconds,
         "busy_processes": NOT_OBSERVABLE,
     }
@@ -114,15 +147,17 @@ def cpu_activity(
     record["window_seconds"] = round(elapsed, 3)
     if elapsed < MIN_WINDOW_SECONDS:
         return record
-    busy = []
-    for pid, (name, ticks) in after.items():
-        if pid == me or pid not in before:
+    busy, others, own = [], 0.0, _own_tree(after, me)
+    for pid, (name, ticks, _, cpu) in after.items():
+        if pid in own:
             continue
-        share = (ticks - before[pid][1]) / hz / elapsed
+        # one started during the window spent all its ticks in it; one that ended is not seen
+        share = (ticks - before.get(pid, (name, 0))[1]) / hz / elapsed
+        others += share if cpu in mine else 0
         if share >= NOTABLE_SHARE:
             busy.append({"pid": pid, "name": name, "cpu_share": round(share, 2)})
     busy.sort(key=lambda p: -p["cpu_share"])
-    record["busy_processes"] = busy[:TOP]
+    record.update(busy_processes=busy[:TOP], others_cpu_share=round(others, 2))
     return record
 
 
@@ -135,7 +170,10 @@ def activity_text(record: dict[str, Any] | None) -> str:
     if isinstance(busy, list):
         shares = (f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
         busy_text = ", ".join(shares) or "none"
-    return f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"
+    text = f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"
+    if (others := record.get("others_cpu_share")) is not None:
+        text += f" others_on_my_cpus={others:.2f} of {record.get('cpus_usable')} usable"
+    return text
 
 
 def devices_used(model: Any) -> list[Any]:

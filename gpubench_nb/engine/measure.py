@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -332,9 +331,12 @@ class SyncTracker:
 
 
 def _quietly(sampler: Any, method: str, *args: Any) -> None:
-    if sampler is not None:
-        with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
+    """Telemetry never turns a pass into a failure; its own failure is recorded as that (R3.6)."""
+    try:
+        if sampler is not None:
             getattr(sampler, method)(*args)
+    except Exception as exc:
+        sampler.failure = f"sampler {method}() raised {type(exc).__name__}: {exc}"[:200]
 
 
 def _telemetry(sampler: Any) -> dict | None:

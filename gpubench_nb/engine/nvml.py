@@ -12,6 +12,9 @@ NOT_OBSERVABLE = "not observable"  # the engine's word for a figure it cannot re
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
 
 
+LOAD_ERRORS: list[str] = []  # why the last load_nvml() found none, said where that matters
+
+
 def load_nvml() -> Any | None:
     """The initialised ``pynvml`` module, or None (no NVIDIA driver, ROCm, CPU machine)."""
     try:
@@ -19,7 +22,8 @@ def load_nvml() -> Any | None:
 
         pynvml.nvmlInit()
         return pynvml
-    except Exception:
+    except Exception as exc:
+        LOAD_ERRORS[:] = [f"{type(exc).__name__}: {exc}"[:160]]
         return None
 
 

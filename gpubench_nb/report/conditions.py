@@ -12,6 +12,9 @@ from typing import Any
 
 HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
 DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
+# Where the busy survey saw it (cpu_activity's others_cpu_share), the load rules give way to it:
+# other processes took this share of the CPUs the run may use: not the machine it was meant to be
+CONTENDED_SHARE = 0.25
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -31,6 +34,15 @@ class RunConditions:
     threads: str | None = None  # "2 torch threads, OMP/MKL unset"; None: not recorded
     threads_fixed: bool | None = None  # OMP/MKL_NUM_THREADS or a declared threads setting
     throttled: bool = False  # NVML saw a throttling clock-event reason during the timed pass
+    others_share: float | None = None  # CPUs other processes used on the run's, over the run
+    cpus_usable: float | None = None  # its affinity, capped by its cgroup quota
+
+    @property
+    def contended(self) -> bool | None:
+        """Others took CONTENDED_SHARE of the CPUs the run may use; None: not surveyed."""
+        if self.others_share is None or not self.cpus_usable:
+            return None
+        return self.others_share >= CONTENDED_SHARE * self.cpus_usable
 
     @property
     def load_max(self) -> float | None:
@@ -44,6 +56,8 @@ class RunConditions:
         parts = [
             load + (f" ({self.cpu_count} cores)" if self.cpu_count else ""),
             busy or f"busy processes {NOT_OBSERVABLE}",
+            self.contended is not None
+            and f"others used {self.others_share:.2f} of its {self.cpus_usable:g} usable CPUs",
             self.gpu_processes and f"other GPU processes: {', '.join(self.gpu_processes)}",
             self.threads,
             *self.gpu,
@@ -122,6 +136,9 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     threads, fixed = _threads(run, env)
     gpu_processes = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
+    windows = [(a.get("others_cpu_share"), a.get("window_seconds")) for a in (start, end)]
+    windows = [(s, w) for s, w in windows if isinstance(s, float | int) and w]
+    seconds = sum(w for _, w in windows)
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
@@ -133,6 +150,8 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         threads=threads,
         threads_fixed=fixed,
         throttled=bool(_telemetry(run).get("throttled")),
+        others_share=sum(s * w for s, w in windows) / seconds if windows else None,
+        cpus_usable=end.get("cpus_usable") or start.get("cpus_usable"),
     )
 
 
@@ -153,10 +172,14 @@ class VariantConditions:
     threads: tuple[str, ...] = ()  # the distinct thread settings of its runs
     threads_fixed: bool | None = None  # every run fixed its threads; None: not recorded
     throttled_runs: int = 0
+    contended_runs: int | None = None  # None: no run surveyed the others on its CPUs
 
     @property
     def heavy(self) -> bool:
-        """The 1-minute load exceeded HEAVY_LOAD_PER_CORE per core during some run."""
+        """Others took CONTENDED_SHARE of the run's usable CPUs during some run, or (where not
+        surveyed) the 1-minute load exceeded HEAVY_LOAD_PER_CORE per core."""
+        if self.contended_runs is not None:
+            return self.contended_runs > 0
         limit = HEAVY_LOAD_PER_CORE * (self.cpu_count or 0)
         return bool(self.cpu_count) and self.load_max is not None and self.load_max > limit
 
@@ -174,6 +197,8 @@ class VariantConditions:
             parts[1] += f" ({', '.join(self.busy_names)})" if self.busy_names else ""
         if self.gpu_process_runs:
             parts.append(f"other GPU processes {self.gpu_process_runs}/{self.runs} runs")
+        if self.contended_runs:
+            parts.append(f"others on its CPUs {self.contended_runs}/{self.runs} runs")
         if self.throttled_runs:
             parts.append(f"GPU throttled {self.throttled_runs}/{self.runs} runs")
         return "; ".join(parts)
@@ -199,6 +224,9 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
         threads=tuple(dict.fromkeys(c.threads for c in runs if c.threads)),
         threads_fixed=all(fixed) if fixed else None,
         throttled_runs=sum(1 for c in runs if c.throttled),
+        contended_runs=None
+        if all(c.contended is None for c in runs)
+        else sum(1 for c in runs if c.contended),
     )
 
 
@@ -227,19 +255,37 @@ class ConditionsCheck:
 
 
 def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
-    """What withholds a speed comparison (R2.5): heavy load unless every such variant fixed its
-    threads (free threads of a batched variant fight for busy cores), load differing between
-    variants, another GPU process during some variants only, a throttled GPU."""
+    """What withholds a speed comparison (R2.5): heavy load (others on the runs' CPUs where the
+    busy survey saw them, else the load average) unless every such variant fixed its threads
+    (free threads of a batched variant fight for busy cores), load differing between variants
+    (where not surveyed), another GPU process during some variants only, a throttled GPU."""
     heavy = [v for v in variants if v.heavy]
-    per_core = [v.load_median / v.cpu_count for v in variants if v.load_median and v.cpu_count]
+    per_core = [
+        v.load_median / v.cpu_count
+        for v in variants
+        if v.load_median and v.cpu_count and v.contended_runs is None
+    ]
     spread = max(per_core) - min(per_core) if per_core else 0.0
     found: list[tuple[str, bool]] = []
     if heavy:
         free = not all(v.threads_fixed for v in heavy)
-        named = ", ".join(f"{v.bundle} / {v.variant_id} (max {v.load_max:.2f})" for v in heavy)
+        lead = (
+            f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use"
+            if any(v.contended_runs is not None for v in heavy)
+            else f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core"
+        )
+        named = ", ".join(
+            f"{v.bundle} / {v.variant_id} ("
+            + (
+                f"max {v.load_max:.2f})"
+                if v.contended_runs is None
+                else f"{v.contended_runs}/{v.runs} runs)"
+            )
+            for v in heavy
+        )
         found.append((
-            f"heavy load: the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core "
-            f"during {named}" + (", with threads not fixed" if free else ", threads fixed"),
+            f"heavy load: {lead} during {named}"
+            + (", with threads not fixed" if free else ", threads fixed"),
             free,
         ))  # fmt: skip
     if spread > DIFFERENT_LOAD_PER_CORE:

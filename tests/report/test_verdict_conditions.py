@@ -3,6 +3,7 @@ same run on every screen (R3.6): the time plot, the throughput plot and the tabl
 
 from __future__ import annotations
 
+import pytest
 from matplotlib.collections import PathCollection
 
 from gpubench_nb.report import figures
@@ -148,3 +149,44 @@ def test_load_is_compared_per_core_across_machines() -> None:
     """A 64-core box at load 3 is as quiet as a 2-core one at 0.2: no withheld verdict."""
     view = _view(QUIET_B1, QUIET_B32, _load(0.2), RunConditions(3.0, 3.0, 64))
     assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
+
+
+def _surveyed(others: float, cpus: float = 2, *, load: float = 0.2, fixed=False) -> RunConditions:
+    """A run whose busy survey saw ``others`` CPUs used by other processes on its ``cpus``."""
+    return RunConditions(
+        load, load, 2, (), None, threads_fixed=fixed, others_share=others, cpus_usable=cpus
+    )
+
+
+def test_the_tools_own_load_is_not_counted_against_it() -> None:
+    """Load 2.1 on 2 cores from its own threads withheld the verdict; the survey saw no other."""
+    own = _surveyed(0.0, load=2.1)
+    view = _view(QUIET_B1, QUIET_B32, own, own)
+    assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
+    assert _view(QUIET_B1, QUIET_B32, _load(2.1), _load(2.1)).check.withheld  # not surveyed
+
+
+def test_a_burst_during_one_variant_withholds_the_verdict() -> None:
+    """Others took a whole CPU of 2 during b32's runs only, at an unremarkable load average."""
+    view = _view(QUIET_B1, QUIET_B32, _surveyed(0.05), _surveyed(1.0))
+    sentence = _speed(view)
+    assert sentence.startswith("Verdict withheld") and "heavy load: other processes used 25%" in (
+        sentence
+    )
+    assert "box / b32 (5/5 runs), with threads not fixed" in sentence
+    assert "others on its CPUs 5/5 runs" in " ".join(o.conditions.text() for o in view.options)
+    fixed = _view(QUIET_B1, QUIET_B32, _surveyed(0.05, fixed=True), _surveyed(1.0, fixed=True))
+    assert not fixed.check.withheld and "threads fixed" in (fixed.check.banner() or "")
+
+
+def test_the_survey_counts_the_cpus_the_run_may_use() -> None:
+    """Half a CPU of others: nothing on 64 usable CPUs, contention on the one CPU of taskset."""
+    assert _surveyed(0.5, 64).contended is False and _surveyed(0.5, 1).contended is True
+    env = {
+        "cpu_activity_start": {"others_cpu_share": 0.1, "window_seconds": 3.0, "cpus_usable": 1},
+        "cpu_activity_end": {"others_cpu_share": 0.9, "window_seconds": 1.0, "cpus_usable": 1},
+    }
+    seen = run_conditions({"environment": env})
+    assert seen.others_share == pytest.approx(0.3) and seen.cpus_usable == 1  # over the run
+    assert seen.contended and "others used 0.30 of its 1 usable CPUs" in seen.text()
+    assert run_conditions({"environment": {}}).contended is None  # an older record
