@@ -9,13 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gpubench_nb.engine.nvml import (
-    LOAD_ERRORS,
-    NOT_OBSERVABLE,
-    handle_for,
-    load_nvml,
-    parent_gpu,
-)
+from gpubench_nb.engine.nvml import LOAD_ERROR, NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
 
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
@@ -245,9 +239,7 @@ def summarise(
     sm = _stats([s.get("sm_clock_mhz") for s in kept])
     powers = [s["power_watts"] for s in samples if isinstance(s.get("power_watts"), float)]
     read_error = next((e for e in errors if e.startswith("nvmlDeviceGetTotalEnergy")), None)
-    joules, window, energy_reason = check_energy(
-        *energy, powers, power_limit_watts, failure or read_error
-    )
+    joules, window, why = check_energy(*energy, powers, power_limit_watts, failure or read_error)
     throttled = [name for name in seen if name not in BENIGN]
     low = (
         isinstance(sm, dict)
@@ -276,7 +268,7 @@ def summarise(
         "clock_event_reasons": seen if masks else NOT_OBSERVABLE,
         "energy_joules": joules,
         "energy_window_seconds": window,
-        "energy_reason": energy_reason,
+        "energy_reason": why,
         "errors": list(errors),
         "failure": failure,  # the sampler failed: clocks and energy unknown, no fact of the pass
         "throttled": bool(throttled),
@@ -299,9 +291,7 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
     )
     sm, reasons = record.get("sm_clock_mhz"), record.get("clock_event_reasons")
     if record.get("failure"):
-        text = (
-            f"gpu during the pass: not sampled, no flag (the sampler failed: {record['failure']})"
-        )
+        text = f"gpu during the pass: not sampled (the sampler failed: {record['failure']})"
     elif not record.get("samples"):
         text = (
             f"gpu during the pass: 0 samples in the span (the pass was shorter than the "
@@ -335,8 +325,7 @@ def sampler_for(device: Any) -> ClockSampler:
         return ClockSampler(None, None)
     nvml = load_nvml()
     if nvml is None:
-        why = "; ".join(LOAD_ERRORS) or "no error given"
-        reason = f"NVML cannot be loaded on {device} ({why})"
+        reason = f"NVML cannot be loaded on {device} ({'; '.join(LOAD_ERROR) or 'no error'})"
         return ClockSampler(None, None, reason=reason)
     handle = handle_for(nvml, device.index if device.index is not None else 0)
     if handle is None:

@@ -40,8 +40,7 @@ TOP = 5
 
 
 def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
-    """``pid -> (command name, utime + stime in clock ticks, parent pid, CPU it last ran on)``
-    for every readable process."""
+    """``pid -> (name, utime + stime ticks, parent pid, CPU last run on)``, readable processes."""
     out: dict[int, tuple[str, int, int, int]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
@@ -71,18 +70,13 @@ def usable_cpus() -> tuple[frozenset[int], float]:
     return mine, round(count, 2)
 
 
-def _own_tree(procs: dict[int, tuple[str, int, int, int]], me: int) -> set[int]:
-    """This process, the processes that started it (the tool's command) and those it started:
-    the tool's own load, never counted against it."""
-
-    def line(pid: int) -> list[int]:
-        seen: list[int] = []
-        while pid in procs and pid not in seen:
-            seen.append(pid)
-            pid = procs[pid][2]
-        return seen
-
-    return {me, *line(me), *(pid for pid in procs if me in line(pid))}
+def _line(procs: dict[int, tuple[str, int, int, int]], pid: int) -> list[int]:
+    """``pid`` and the processes that started it, up the tree."""
+    seen: list[int] = []
+    while pid in procs and pid not in seen:
+        seen.append(pid)
+        pid = procs[pid][2]
+    return seen
 
 
 def load_average() -> list[float] | None:
@@ -147,7 +141,9 @@ def cpu_activity(
     record["window_seconds"] = round(elapsed, 3)
     if elapsed < MIN_WINDOW_SECONDS:
         return record
-    busy, others, own = [], 0.0, _own_tree(after, me)
+    # the tool's own load is never counted: this process, what started it, what it started
+    own = {me, *_line(after, me), *(pid for pid in after if me in _line(after, pid))}
+    busy, others = [], 0.0
     for pid, (name, ticks, _, cpu) in after.items():
         if pid in own:
             continue

@@ -10,9 +10,7 @@ from typing import Any
 
 NOT_OBSERVABLE = "not observable"  # the engine's word for a figure it cannot read
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
-
-
-LOAD_ERRORS: list[str] = []  # why the last load_nvml() found none, said where that matters
+LOAD_ERROR: list[str] = []  # why the last load_nvml() found none, said where that matters
 
 
 def load_nvml() -> Any | None:
@@ -23,7 +21,7 @@ def load_nvml() -> Any | None:
         pynvml.nvmlInit()
         return pynvml
     except Exception as exc:
-        LOAD_ERRORS[:] = [f"{type(exc).__name__}: {exc}"[:160]]
+        LOAD_ERROR[:] = [f"{type(exc).__name__}: {exc}"[:160]]
         return None
 
 

@@ -95,10 +95,9 @@ def residency(paths: Iterable[Path], *, probe: Mincore | None | str = "libc") ->
 def residency_text(record: dict[str, Any] | None) -> str:
     """The `notes` form: ``weights resident at load start: 100.0 % of 90.9 MB``."""
     if not record or not record.get("observable"):
-        why = {f["error"] for f in (record or {}).get("files", []) if "error" in f}
-        return f"weights resident in page cache at load start: {NOT_OBSERVABLE}" + (
-            f" ({'; '.join(sorted(why))})" if why else ""
-        )
+        errors = {f.get("error") for f in (record or {}).get("files", [])} - {None}
+        why = "".join(f" ({e})" for e in sorted(errors))  # a check that failed says why (R3.6)
+        return f"weights resident in page cache at load start: {NOT_OBSERVABLE}{why}"
     return (
         "weights resident in page cache at load start: "
         f"{100 * record['resident_fraction']:.1f} % of {record['size_bytes']} B"

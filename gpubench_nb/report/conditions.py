@@ -12,9 +12,7 @@ from typing import Any
 
 HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
 DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
-# Where the busy survey saw it (cpu_activity's others_cpu_share), the load rules give way to it:
-# other processes took this share of the CPUs the run may use: not the machine it was meant to be
-CONTENDED_SHARE = 0.25
+CONTENDED_SHARE = 0.25  # others took this of a run's usable CPUs (the survey, before the loads)
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -34,15 +32,7 @@ class RunConditions:
     threads: str | None = None  # "2 torch threads, OMP/MKL unset"; None: not recorded
     threads_fixed: bool | None = None  # OMP/MKL_NUM_THREADS or a declared threads setting
     throttled: bool = False  # NVML saw a throttling clock-event reason during the timed pass
-    others_share: float | None = None  # CPUs other processes used on the run's, over the run
-    cpus_usable: float | None = None  # its affinity, capped by its cgroup quota
-
-    @property
-    def contended(self) -> bool | None:
-        """Others took CONTENDED_SHARE of the CPUs the run may use; None: not surveyed."""
-        if self.others_share is None or not self.cpus_usable:
-            return None
-        return self.others_share >= CONTENDED_SHARE * self.cpus_usable
+    others: float | None = None  # the share of its usable CPUs others took; None: not surveyed
 
     @property
     def load_max(self) -> float | None:
@@ -56,8 +46,7 @@ class RunConditions:
         parts = [
             load + (f" ({self.cpu_count} cores)" if self.cpu_count else ""),
             busy or f"busy processes {NOT_OBSERVABLE}",
-            self.contended is not None
-            and f"others used {self.others_share:.2f} of its {self.cpus_usable:g} usable CPUs",
+            self.others is not None and f"others took {self.others:.0%} of its usable CPUs",
             self.gpu_processes and f"other GPU processes: {', '.join(self.gpu_processes)}",
             self.threads,
             *self.gpu,
@@ -136,9 +125,11 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     threads, fixed = _threads(run, env)
     gpu_processes = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
-    windows = [(a.get("others_cpu_share"), a.get("window_seconds")) for a in (start, end)]
-    windows = [(s, w) for s, w in windows if isinstance(s, float | int) and w]
-    seconds = sum(w for _, w in windows)
+    surveyed = [
+        (a.get("others_cpu_share"), a.get("cpus_usable"), a.get("window_seconds"))
+        for a in (start, end)
+    ]
+    windows = [(s / n, w) for s, n, w in surveyed if isinstance(s, float | int) and n and w]
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
@@ -150,8 +141,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         threads=threads,
         threads_fixed=fixed,
         throttled=bool(_telemetry(run).get("throttled")),
-        others_share=sum(s * w for s, w in windows) / seconds if windows else None,
-        cpus_usable=end.get("cpus_usable") or start.get("cpus_usable"),
+        others=sum(s * w for s, w in windows) / sum(w for _, w in windows) if windows else None,
     )
 
 
@@ -225,8 +215,8 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
         threads_fixed=all(fixed) if fixed else None,
         throttled_runs=sum(1 for c in runs if c.throttled),
         contended_runs=None
-        if all(c.contended is None for c in runs)
-        else sum(1 for c in runs if c.contended),
+        if all(c.others is None for c in runs)
+        else sum(1 for c in runs if (c.others or 0) >= CONTENDED_SHARE),
     )
 
 
@@ -260,11 +250,8 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
     (free threads of a batched variant fight for busy cores), load differing between variants
     (where not surveyed), another GPU process during some variants only, a throttled GPU."""
     heavy = [v for v in variants if v.heavy]
-    per_core = [
-        v.load_median / v.cpu_count
-        for v in variants
-        if v.load_median and v.cpu_count and v.contended_runs is None
-    ]
+    loads = [v for v in variants if v.contended_runs is None]  # not surveyed: the load rule
+    per_core = [v.load_median / v.cpu_count for v in loads if v.load_median and v.cpu_count]
     spread = max(per_core) - min(per_core) if per_core else 0.0
     found: list[tuple[str, bool]] = []
     if heavy:

@@ -5,6 +5,7 @@ its sibling, never the tool's own load; the busy process ends by itself within B
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -62,9 +63,12 @@ def test_a_run_beside_a_busy_process_on_its_only_core_withholds_the_verdict(
         busy.kill()
         busy.wait()
     assert done.returncode == 0, done.stderr[-3000:]
-    view = decision_view_of(load_bundles([Path(done.stdout.strip().splitlines()[-1])]))
+    bundle = Path(done.stdout.strip().splitlines()[-1])
+    run = json.loads((bundle / "runs" / "b8" / "warm-1" / "run.json").read_text(encoding="utf-8"))
+    assert run["environment"]["cpu_activity_end"]["cpus_usable"] == 1  # its affinity, not 2+
+    view = decision_view_of(load_bundles([bundle]))
     machine = " ".join(o.conditions.text() for o in view.options if o.conditions)
-    assert "of its 1 usable CPUs" in machine  # the affinity, not the machine's CPUs
+    assert "others on its CPUs 2/2 runs" in machine
     assert any("heavy load: other processes used 25%" in w for w in view.check.withheld)
     sentence = next(s for s in view.sentences if "median warm time per corpus" in s)
     assert sentence.startswith("Verdict withheld")

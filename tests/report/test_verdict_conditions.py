@@ -8,7 +8,7 @@ from matplotlib.collections import PathCollection
 
 from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
-from gpubench_nb.report.conditions import RunConditions, run_conditions
+from gpubench_nb.report.conditions import RunConditions, over_runs, run_conditions
 from gpubench_nb.report.conditions import conditions_check as check_of
 from gpubench_nb.report.decision import DecisionView, Option, decision_frame, decision_sentences
 from gpubench_nb.report.stats import summarise
@@ -151,11 +151,9 @@ def test_load_is_compared_per_core_across_machines() -> None:
     assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
 
 
-def _surveyed(others: float, cpus: float = 2, *, load: float = 0.2, fixed=False) -> RunConditions:
-    """A run whose busy survey saw ``others`` CPUs used by other processes on its ``cpus``."""
-    return RunConditions(
-        load, load, 2, (), None, threads_fixed=fixed, others_share=others, cpus_usable=cpus
-    )
+def _surveyed(others: float, *, load: float = 0.2, fixed: bool = False) -> RunConditions:
+    """A run whose busy survey saw other processes take ``others`` of the CPUs it may use."""
+    return RunConditions(load, load, 2, (), None, threads_fixed=fixed, others=others)
 
 
 def test_the_tools_own_load_is_not_counted_against_it() -> None:
@@ -180,13 +178,24 @@ def test_a_burst_during_one_variant_withholds_the_verdict() -> None:
 
 
 def test_the_survey_counts_the_cpus_the_run_may_use() -> None:
-    """Half a CPU of others: nothing on 64 usable CPUs, contention on the one CPU of taskset."""
-    assert _surveyed(0.5, 64).contended is False and _surveyed(0.5, 1).contended is True
-    env = {
-        "cpu_activity_start": {"others_cpu_share": 0.1, "window_seconds": 3.0, "cpus_usable": 1},
-        "cpu_activity_end": {"others_cpu_share": 0.9, "window_seconds": 1.0, "cpus_usable": 1},
-    }
-    seen = run_conditions({"environment": env})
-    assert seen.others_share == pytest.approx(0.3) and seen.cpus_usable == 1  # over the run
-    assert seen.contended and "others used 0.30 of its 1 usable CPUs" in seen.text()
-    assert run_conditions({"environment": {}}).contended is None  # an older record
+    """Half a CPU of others over the run: nothing on 64 usable CPUs, contention on the one CPU
+    that ``taskset -c 0`` leaves; the start's window (from the kernel's start) and the end's
+    (the passes) are weighed by their length."""
+
+    def env(share: float, cpus: float) -> dict:
+        return {
+            "cpu_activity_start": {"others_cpu_share": 0.2 * share, "cpus_usable": cpus,
+                                   "window_seconds": 3.0},
+            "cpu_activity_end": {"others_cpu_share": 3.4 * share, "cpus_usable": cpus,
+                                 "window_seconds": 1.0},
+        }  # fmt: skip
+
+    alone = run_conditions({"environment": env(0.5, 1)})
+    assert alone.others == pytest.approx(0.5) and "others took 50% of its usable CPUs" in (
+        alone.text()
+    )
+    wide = run_conditions({"environment": env(0.5, 64)})
+    assert wide.others == pytest.approx(0.5 / 64)
+    checks = [check_of([over_runs("box", v, [c] * 5) for v in ("b1", "b8")]) for c in (alone, wide)]
+    assert checks[0].withheld and not checks[1].problems
+    assert run_conditions({"environment": {}}).others is None  # an older record: the load rule
