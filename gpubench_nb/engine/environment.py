@@ -70,13 +70,9 @@ def usable_cpus() -> tuple[frozenset[int], float]:
     return mine, round(count, 2)
 
 
-def _line(procs: dict[int, tuple[str, int, int, int]], pid: int) -> list[int]:
+def _line(procs: dict[int, Any], pid: int, seen: tuple[int, ...] = ()) -> tuple[int, ...]:
     """``pid`` and the processes that started it, up the tree."""
-    seen: list[int] = []
-    while pid in procs and pid not in seen:
-        seen.append(pid)
-        pid = procs[pid][2]
-    return seen
+    return seen if pid not in procs or pid in seen else _line(procs, procs[pid][2], (*seen, pid))
 
 
 def load_average() -> list[float] | None:
@@ -91,12 +87,8 @@ def load_average_1min() -> float | None:
     return (load_average() or [None])[0]
 
 
-def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, Any], float]:
-    return _cpu_ticks(proc), clock()
-
-
 try:  # the first window's start: this module's import, early in a run's kernel
-    _LAST = {"/proc": _snapshot(Path("/proc"), time.monotonic)}
+    _LAST = {"/proc": (_cpu_ticks(Path("/proc")), time.monotonic())}
 except OSError:  # pragma: no cover - no /proc (not Linux)
     _LAST = {}
 
@@ -128,12 +120,12 @@ def cpu_activity(
     }
     try:
         if window_seconds is not None:
-            before, started = _snapshot(proc, clock)
+            before, started = _cpu_ticks(proc), clock()
             sleep(window_seconds)
         else:
             previous = _LAST.get(str(proc))
             before, started = previous if previous is not None else ({}, clock())
-        after, now = _snapshot(proc, clock)
+        after, now = _cpu_ticks(proc), clock()
     except OSError:
         return record
     _LAST[str(proc)] = (after, now)
@@ -166,10 +158,7 @@ def activity_text(record: dict[str, Any] | None) -> str:
     if isinstance(busy, list):
         shares = (f"pid {p['pid']} {p['name']} ({p['cpu_share']:.2f} core)" for p in busy)
         busy_text = ", ".join(shares) or "none"
-    text = f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"
-    if (others := record.get("others_cpu_share")) is not None:
-        text += f" others_on_my_cpus={others:.2f} of {record.get('cpus_usable')} usable"
-    return text
+    return f"load1={'n/a' if load is None else f'{load:.2f}'} busy_cpu={busy_text}"
 
 
 def devices_used(model: Any) -> list[Any]:

@@ -13,6 +13,10 @@ from typing import Any
 HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
 DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
 CONTENDED_SHARE = 0.25  # others took this of a run's usable CPUs (the survey, before the loads)
+HEAVY_LOAD = (  # not surveyed / surveyed
+    f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core",
+    f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use",
+)
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -125,10 +129,9 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     threads, fixed = _threads(run, env)
     gpu_processes = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
-    surveyed = [
-        (a.get("others_cpu_share"), a.get("cpus_usable"), a.get("window_seconds"))
-        for a in (start, end)
-    ]
+    surveyed = (
+        map(a.get, ("others_cpu_share", "cpus_usable", "window_seconds")) for a in (start, end)
+    )
     windows = [(s / n, w) for s, n, w in surveyed if isinstance(s, float | int) and n and w]
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
@@ -165,13 +168,13 @@ class VariantConditions:
     contended_runs: int | None = None  # None: no run surveyed the others on its CPUs
 
     @property
-    def heavy(self) -> bool:
-        """Others took CONTENDED_SHARE of the run's usable CPUs during some run, or (where not
-        surveyed) the 1-minute load exceeded HEAVY_LOAD_PER_CORE per core."""
+    def heavy(self) -> str | None:
+        """Its heavy load, or None: runs where others took CONTENDED_SHARE of the usable CPUs, or
+        (not surveyed) a 1-minute load above HEAVY_LOAD_PER_CORE per core (HEAVY_LOAD says)."""
         if self.contended_runs is not None:
-            return self.contended_runs > 0
-        limit = HEAVY_LOAD_PER_CORE * (self.cpu_count or 0)
-        return bool(self.cpu_count) and self.load_max is not None and self.load_max > limit
+            return f"{self.contended_runs}/{self.runs} runs" if self.contended_runs else None
+        over = bool(self.cpu_count) and (self.load_max or 0) > HEAVY_LOAD_PER_CORE * self.cpu_count
+        return f"max {self.load_max:.2f}" if over else None
 
     def text(self) -> str:
         """Short, for the decision table: ``load 1.20, max 3.10 (2 cores); others busy 4/5``."""
@@ -200,6 +203,7 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
     names: Counter[str] = Counter(name.split(" (")[0] for c in runs for name in (c.busy or ()))
     cores = [c.cpu_count for c in runs if c.cpu_count]
     fixed = [c.threads_fixed for c in runs if c.threads_fixed is not None]
+    surveyed = any(c.others is not None for c in runs)  # the busy survey on its usable CPUs
     return VariantConditions(
         bundle=bundle,
         variant_id=variant,
@@ -214,9 +218,7 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
         threads=tuple(dict.fromkeys(c.threads for c in runs if c.threads)),
         threads_fixed=all(fixed) if fixed else None,
         throttled_runs=sum(1 for c in runs if c.throttled),
-        contended_runs=None
-        if all(c.others is None for c in runs)
-        else sum(1 for c in runs if (c.others or 0) >= CONTENDED_SHARE),
+        contended_runs=sum((c.others or 0) >= CONTENDED_SHARE for c in runs) if surveyed else None,
     )
 
 
@@ -256,20 +258,8 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
     found: list[tuple[str, bool]] = []
     if heavy:
         free = not all(v.threads_fixed for v in heavy)
-        lead = (
-            f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use"
-            if any(v.contended_runs is not None for v in heavy)
-            else f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core"
-        )
-        named = ", ".join(
-            f"{v.bundle} / {v.variant_id} ("
-            + (
-                f"max {v.load_max:.2f})"
-                if v.contended_runs is None
-                else f"{v.contended_runs}/{v.runs} runs)"
-            )
-            for v in heavy
-        )
+        lead = HEAVY_LOAD[any(v.contended_runs is not None for v in heavy)]
+        named = ", ".join(f"{v.bundle} / {v.variant_id} ({v.heavy})" for v in heavy)
         found.append((
             f"heavy load: {lead} during {named}"
             + (", with threads not fixed" if free else ", threads fixed"),
