@@ -13,9 +13,8 @@ from gpubench_nb.engine.nvml import LOAD_ERROR, NOT_OBSERVABLE, handle_for, load
 
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
-# The energy counter is believed within [0.5 x min, 1.5 x max] of the power sampled over its
-# window, times that window (the power limit only where no power was sampled): a reading twice
-# the truth is refused even on a 30 ms pass (docs/TIMING.md).
+# The energy counter is believed within [0.5 x min, 1.5 x max] power sampled (else the limit) x
+# its window: a reading twice the truth is refused even on a 30 ms pass (docs/TIMING.md).
 ENERGY_BOUNDS = (0.5, 1.5)
 # NVML clock-event (throttle) reason bits, nvml.h (nvmlClocksEventReason*).
 REASONS = {
@@ -135,7 +134,6 @@ class ClockSampler:
         except Exception as exc:  # e.g. a container's pids limit: the pass runs unsampled
             self._thread = None
             self.failure = f"sampler thread not started: {type(exc).__name__}: {exc}"
-            self._note(self.failure)
         self.energy_start = self._energy()
 
     def stop(self, span: tuple[int, int] | None = None) -> None:
@@ -182,9 +180,8 @@ def check_energy(
     power_limit_watts: float | None = None,
     failure: str | None = None,
 ) -> tuple[Any, float | None, str | None]:
-    """(joules or "not observable", window seconds, reason): the counter's difference between
-    two ``(clock ns, mJ)`` reads, kept only if monotonic and within ENERGY_BOUNDS of the power
-    sampled (``failure``: why a read is missing, said as that failure)."""
+    """(joules or "not observable", window seconds, reason): the counter's difference between two
+    ``(clock ns, mJ)`` reads, kept if monotonic and within ENERGY_BOUNDS (``failure``: no read)."""
     if not start or not end or not all(isinstance(r[1], int) for r in (start, end)):
         return NOT_OBSERVABLE, None, f"the energy counter was not read: {failure or 'no answer'}"
     joules, seconds = (end[1] - start[1]) / 1000, (end[0] - start[0]) / 1e9
@@ -298,17 +295,13 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
             f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no flag)"
         )
     else:
-        sm_text = (
-            f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
-            if isinstance(sm, dict)
-            else NOT_OBSERVABLE
-        )
-        reasons_text = (
-            ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
-        )
+        sm_text = NOT_OBSERVABLE
+        if isinstance(sm, dict):
+            sm_text = f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
+        seen = ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
         text = (
             f"gpu during the pass ({record.get('samples')} samples in the span): SM clock "
-            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}"
+            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {seen}"
         )
     text += f", energy {energy_text}"
     if record.get("errors"):

@@ -50,8 +50,7 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
             head, _, rest = text.rpartition(")")
             fields = rest.split()
             ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
-            cpu = int(fields[36]) if len(fields) > 36 else -1  # processor (field 39)
-            out[int(entry.name)] = (head.partition("(")[2], ticks, int(fields[1]), cpu)
+            out[int(entry.name)] = (head.partition("(")[2], ticks, int(fields[1]), int(fields[36]))
         except (OSError, IndexError, ValueError):  # ended while we looked, or unreadable
             continue
     return out
@@ -64,9 +63,8 @@ def usable_cpus() -> tuple[frozenset[int], float]:
     count: float = len(mine)
     with contextlib.suppress(OSError, ValueError):
         group = Path("/proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
-        limit = Path("/sys/fs/cgroup", group.lstrip("/"), "cpu.max").read_text(encoding="utf-8")
-        quota, period = limit.split()
-        count = min(count, int(quota) / int(period)) if quota != "max" else count
+        quota, period = Path("/sys/fs/cgroup", group.lstrip("/"), "cpu.max").read_text().split()
+        count = min(count, int(quota) / int(period))  # "max" (no quota): a ValueError
     return mine, round(count, 2)
 
 
@@ -104,9 +102,8 @@ def cpu_activity(
     load_average: Callable[[], float | None] = load_average_1min,
     cpus: Callable[[], tuple[frozenset[int], float]] = usable_cpus,
 ) -> dict[str, Any]:
-    """1-minute load average, the other processes busy over the window (top 5) and the CPU share
-    (in CPUs) of all others last seen on this process's CPUs, beside how many it may use; the
-    window runs since the previous reading, or ``window_seconds`` slept here."""
+    """1-minute load average, the others busy over the window (top 5), the CPUs' worth all others
+    took on this process's CPUs; the window runs since the previous reading, or is slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")

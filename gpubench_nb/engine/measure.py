@@ -331,11 +331,10 @@ class SyncTracker:
 
 
 def _quietly(sampler: Any, method: str, *args: Any) -> None:
-    """Telemetry never turns a pass into a failure; its own failure is recorded as that (R3.6)."""
     try:
         if sampler is not None:
             getattr(sampler, method)(*args)
-    except Exception as exc:
+    except Exception as exc:  # never a failed pass: recorded as the sampler's failure (R3.6)
         sampler.failure = f"sampler {method}() raised {type(exc).__name__}: {exc}"[:200]
 
 

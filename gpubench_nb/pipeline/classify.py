@@ -141,8 +141,7 @@ def _classify_into(
                 "from_bundle": str(Path(reference_bundle).resolve()),
             },
         )
-    # the run first: its import_seconds and CUDA context start in this process, before the
-    # environment's probe imports torch (R3.2)
+    # the run first: its import clock and CUDA context come before the environment's (R3.2)
     record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
     record_environment(exp.source, bundle_dir)
     run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)

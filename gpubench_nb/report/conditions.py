@@ -13,10 +13,6 @@ from typing import Any
 HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
 DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
 CONTENDED_SHARE = 0.25  # others took this of a run's usable CPUs (the survey, before the loads)
-HEAVY_LOAD = (  # not surveyed / surveyed
-    f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core",
-    f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use",
-)
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -169,8 +165,7 @@ class VariantConditions:
 
     @property
     def heavy(self) -> str | None:
-        """Its heavy load, or None: runs where others took CONTENDED_SHARE of the usable CPUs, or
-        (not surveyed) a 1-minute load above HEAVY_LOAD_PER_CORE per core (HEAVY_LOAD says)."""
+        """Its contended runs (busy survey), else its load above HEAVY_LOAD_PER_CORE; or None."""
         if self.contended_runs is not None:
             return f"{self.contended_runs}/{self.runs} runs" if self.contended_runs else None
         over = bool(self.cpu_count) and (self.load_max or 0) > HEAVY_LOAD_PER_CORE * self.cpu_count
@@ -247,10 +242,9 @@ class ConditionsCheck:
 
 
 def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
-    """What withholds a speed comparison (R2.5): heavy load (others on the runs' CPUs where the
-    busy survey saw them, else the load average) unless every such variant fixed its threads
-    (free threads of a batched variant fight for busy cores), load differing between variants
-    (where not surveyed), another GPU process during some variants only, a throttled GPU."""
+    """What withholds a speed comparison (R2.5): heavy load (the busy survey, else the load average)
+    unless every such variant fixed its threads (free threads fight for busy cores), load differing
+    (not surveyed), another GPU process during some variants only, a throttled GPU."""
     heavy = [v for v in variants if v.heavy]
     loads = [v for v in variants if v.contended_runs is None]  # not surveyed: the load rule
     per_core = [v.load_median / v.cpu_count for v in loads if v.load_median and v.cpu_count]
@@ -258,7 +252,9 @@ def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
     found: list[tuple[str, bool]] = []
     if heavy:
         free = not all(v.threads_fixed for v in heavy)
-        lead = HEAVY_LOAD[any(v.contended_runs is not None for v in heavy)]
+        lead = f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core"
+        if any(v.contended_runs is not None for v in heavy):
+            lead = f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use"
         named = ", ".join(f"{v.bundle} / {v.variant_id} ({v.heavy})" for v in heavy)
         found.append((
             f"heavy load: {lead} during {named}"

@@ -171,7 +171,7 @@ def test_a_refused_thread_start_leaves_the_pass_ok_and_says_so(monkeypatch) -> N
     sampler.stop()
     monkeypatch.undo()
     summary = sampler.summary()
-    assert "sampler thread not started: RuntimeError" in " ".join(summary["errors"])
+    assert summary["failure"].startswith("sampler thread not started: RuntimeError")
 
 
 def test_a_non_number_from_nvml_is_recorded_not_raised() -> None:
