@@ -59,8 +59,7 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
 def usable_cpus() -> tuple[frozenset[int], float]:
     """The CPUs this process may run on (``sched_getaffinity``) and how many it may use: their
     count, capped by its cgroup v2 quota (``cpu.max``) where readable."""
-    mine = frozenset(os.sched_getaffinity(0))
-    count: float = len(mine)
+    count: float = len(mine := frozenset(os.sched_getaffinity(0)))
     with contextlib.suppress(OSError, ValueError):
         group = Path("/proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
         quota, period = Path("/sys/fs/cgroup", group.lstrip("/"), "cpu.max").read_text().split()
@@ -136,8 +135,7 @@ def cpu_activity(
     for pid, (name, ticks, _, cpu) in after.items():
         if pid in own:
             continue
-        # one started during the window spent all its ticks in it; one that ended is not seen
-        share = (ticks - before.get(pid, (name, 0))[1]) / hz / elapsed
+        share = (ticks - before.get(pid, (name, 0))[1]) / hz / elapsed  # new: all ticks in it
         others += share if cpu in mine else 0
         if share >= NOTABLE_SHARE:
             busy.append({"pid": pid, "name": name, "cpu_share": round(share, 2)})
