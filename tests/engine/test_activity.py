@@ -21,13 +21,23 @@ def _stat(
     (folder / "stat").write_text(f"{pid} ({name}) {' '.join(fields)}\n", encoding="utf-8")
 
 
+def _window(proc: Path, seconds: float, sleep, **given) -> dict:
+    """cpu_activity over a window of ``seconds`` in which ``sleep`` rewrites the fake /proc, as
+    pid 10 at 100 ticks per second."""
+    now = iter([0.0, seconds])
+    clock = lambda: next(now)  # noqa: E731
+    return cpu_activity(
+        window_seconds=seconds, proc=proc, sleep=sleep, clock=clock, own_pid=10,
+        ticks_per_second=100, **given,
+    )  # fmt: skip
+
+
 def test_busy_foreign_processes_are_found_and_self_is_excluded(tmp_path) -> None:
     proc = tmp_path / "proc"
     proc.mkdir()
     (proc / "self").mkdir()  # non-numeric entries are ignored
     for pid, name in ((10, "me"), (20, "bench (x) y"), (30, "idle"), (40, "half")):
         _stat(proc, pid, name, 100, 100)
-    now = iter([0.0, 2.0])
 
     def sleep(seconds: float) -> None:  # two seconds pass; 100 ticks per second
         _stat(proc, 10, "me", 300, 100)  # ourselves, busy: never listed
@@ -36,15 +46,7 @@ def test_busy_foreign_processes_are_found_and_self_is_excluded(tmp_path) -> None
         _stat(proc, 40, "half", 150, 150)  # 0.5 core
         _stat(proc, 50, "new", 60, 0)  # started during the window: all its ticks are in it
 
-    record = cpu_activity(
-        window_seconds=2.0,
-        proc=proc,
-        sleep=sleep,
-        clock=lambda: next(now),
-        own_pid=10,
-        ticks_per_second=100,
-        load_average=lambda: 3.5,
-    )
+    record = _window(proc, 2.0, sleep, load_average=lambda: 3.5)
     assert record["load_average_1min"] == 3.5
     assert record["busy_processes"] == [
         {"pid": 20, "name": "bench (x) y", "cpu_share": 1.5},
@@ -159,21 +161,13 @@ def test_only_others_on_my_cpus_count_and_the_tools_own_load_never(tmp_path) -> 
     strangers = {20: ("busy-here", 1, 1), 30: ("busy-elsewhere", 1, 3)}
     for pid, (name, parent, cpu) in {**family, **strangers}.items():
         _stat(proc, pid, name, 0, 0, ppid=parent, cpu=cpu)
-    now = iter([0.0, 1.0])
 
     def sleep(seconds: float) -> None:  # one second at 100 ticks per second: 1 core each
         for pid, (name, parent, cpu) in {**family, **strangers}.items():
             _stat(proc, pid, name, 100, 0, ppid=parent, cpu=cpu)
 
-    record = cpu_activity(
-        window_seconds=1.0,
-        proc=proc,
-        sleep=sleep,
-        clock=lambda: next(now),
-        own_pid=10,
-        ticks_per_second=100,
-        cpus=lambda: (frozenset({0, 1}), 1.5),  # two CPUs in its affinity, a 1.5-CPU quota
-    )
+    # two CPUs in its affinity, a 1.5-CPU quota
+    record = _window(proc, 1.0, sleep, cpus=lambda: (frozenset({0, 1}), 1.5))
     assert sorted(p["pid"] for p in record["busy_processes"]) == [20, 30]
     assert record["others_cpu_share"] == 1.0 and record["cpus_usable"] == 1.5
 
