@@ -56,13 +56,13 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
     return out
 
 
-def usable_cpus() -> tuple[frozenset[int], float]:
+def usable_cpus(root: Path = Path("/")) -> tuple[frozenset[int], float]:
     """The CPUs this process may run on (``sched_getaffinity``) and how many it may use: their
     count, capped by its cgroup v2 quota (``cpu.max``) where readable."""
     count: float = len(mine := frozenset(os.sched_getaffinity(0)))
     with contextlib.suppress(OSError, ValueError):
-        group = Path("/proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
-        quota, period = Path("/sys/fs/cgroup", group.lstrip("/"), "cpu.max").read_text().split()
+        group = (root / "proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
+        quota, period = (root / f"sys/fs/cgroup/{group.strip('/')}/cpu.max").read_text().split()
         count = min(count, int(quota) / int(period))  # "max" (no quota): a ValueError
     return mine, round(count, 2)
 

@@ -172,10 +172,18 @@ def test_only_others_on_my_cpus_count_and_the_tools_own_load_never(tmp_path) -> 
     assert record["others_cpu_share"] == 1.0 and record["cpus_usable"] == 1.5
 
 
-def test_usable_cpus_are_this_process_affinity_at_most() -> None:
+def test_usable_cpus_are_the_affinity_capped_by_the_cgroup_quota(tmp_path) -> None:
     import os
 
     from gpubench_nb.engine.environment import usable_cpus
 
     mine, usable = usable_cpus()
     assert mine == frozenset(os.sched_getaffinity(0)) and 0 < usable <= len(mine)
+    (tmp_path / "proc/self").mkdir(parents=True)
+    (tmp_path / "proc/self/cgroup").write_text("0::/job_7/step_0\n", encoding="utf-8")
+    (tmp_path / "sys/fs/cgroup/job_7/step_0").mkdir(parents=True)
+    quota = tmp_path / "sys/fs/cgroup/job_7/step_0/cpu.max"
+    quota.write_text("50000 100000\n", encoding="utf-8")  # half a CPU
+    assert usable_cpus(tmp_path) == (mine, 0.5)
+    quota.write_text("max 100000\n", encoding="utf-8")  # no quota: the affinity
+    assert usable_cpus(tmp_path) == (mine, len(mine))
