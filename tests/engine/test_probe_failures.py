@@ -15,7 +15,7 @@ from gpubench_nb.engine import clocks
 from gpubench_nb.engine.clocks import NOT_OBSERVABLE, ClockSampler
 from gpubench_nb.engine.measure import measure_pass
 from gpubench_nb.protocol.records import GpuTelemetry
-from tests.engine.test_telemetry_faults import ExplodingSampler, FakeNvml, TinyBackend
+from tests.support.telemetry import ExplodingSampler, FakeNvml, TinyBackend
 
 SHORT_PASS = "shorter than the"
 GUESSED = "pre-Volta"
