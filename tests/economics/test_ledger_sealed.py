@@ -253,12 +253,13 @@ def test_a_bundle_from_main_verifies_and_counts_by_its_kept_corpus(tmp_path: Pat
 
     from gpubench_nb.economics.ledger import _corpus_identity
     from gpubench_nb.protocol.audit import check_bundle, kept_corpus, seal_problems
+    from gpubench_nb.protocol.lock import LockRecord
 
     bundle = Path(shutil.copytree(MAIN_BUNDLE, tmp_path / "main-bundle"))
     lock = json.loads((bundle / "protocol.lock.json").read_text(encoding="utf-8"))
     assert "corpus_identity" not in lock and "lock_sha256" not in lock
     assert seal_problems(bundle) == [] and check_bundle(bundle) == []
     kept = kept_corpus(bundle, lock["declaration"])
-    assert _corpus_identity(bundle, lock) == corpus_identity(kept.items)
+    assert _corpus_identity(bundle, LockRecord.from_dict(lock)) == corpus_identity(kept.items)
     reordered = list(reversed(kept.items))
-    assert _corpus_identity(bundle, lock) == corpus_identity(reordered)
+    assert _corpus_identity(bundle, LockRecord.from_dict(lock)) == corpus_identity(reordered)
