@@ -28,6 +28,7 @@ from gpubench_nb.protocol.bundle import (
     RUN_NAME,
     SCHEDULE_NAME,
 )
+from gpubench_nb.protocol.capabilities import SETTING_SPECS
 
 
 class Phase(str, Enum):
@@ -636,7 +637,9 @@ def running_record(
     """run.json while the run is in progress: the settings it applies, every figure empty and
     the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
     variant_id, phase, run_index = run
-    declared = ("precision", "batch", "context", "batching", "compile", "attention", "quantization")
+    # each setting an engine function applies is recorded by name (protocol.capabilities)
+    applied = (s.name for s in SETTING_SPECS if s.apply)
+    declared = ("precision", "batch", "context", "batching", *applied)
     return RunRecord(
         **{name: getattr(settings, name) for name in declared},
         declared_device=settings.device,
