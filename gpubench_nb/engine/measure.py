@@ -26,7 +26,7 @@ from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
 from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
-from gpubench_nb.protocol.records import GpuTelemetry
+from gpubench_nb.protocol.records import GpuTelemetry, PassPart
 
 
 def check_scope(scope: str) -> str:
@@ -68,23 +68,24 @@ class PassResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def record(self) -> dict[str, Any]:
-        """run.json's pass fields (same keys): what the measured pass observed (R3.6, R3.8)."""
-        return {
-            "elapsed_seconds": self.elapsed_seconds,
-            "memory": self.memory.to_dict(),
-            "truncated_texts": self.truncated_texts,
-            "dropped_tokens": self.dropped_tokens,
-            "item_count": self.item_count,
-            "tokens_processed": self.tokens_processed,
-            "off_label_answers": self.off_label_answers,
-            "predictions": None if self.predictions_path is None else self.predictions_path.name,
-            "error": self.error,
-            "out_of_memory": self.out_of_memory,
-            "gpu_telemetry": None
-            if self.gpu_telemetry is None
-            else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
-        }
+    def record(self) -> PassPart:
+        """run.json's pass fields: what the measured pass observed (R3.6, R3.8)."""
+        telemetry = self.gpu_telemetry
+        return PassPart(
+            elapsed_seconds=self.elapsed_seconds,
+            memory=self.memory.to_dict(),
+            truncated_texts=self.truncated_texts,
+            dropped_tokens=self.dropped_tokens,
+            item_count=self.item_count,
+            tokens_processed=self.tokens_processed,
+            off_label_answers=self.off_label_answers,
+            predictions=None if self.predictions_path is None else self.predictions_path.name,
+            error=self.error,
+            out_of_memory=self.out_of_memory,
+            gpu_telemetry=None
+            if telemetry is None
+            else GpuTelemetry.from_dict(telemetry, "gpu_telemetry"),
+        )
 
 
 def prediction_lines(ids: Sequence[str], labels: Sequence[str]) -> str:
