@@ -207,7 +207,8 @@ class _Runner:
         if slurm is not None:
             entry["slurm_state"] = slurm.describe()
         if alive:  # left running by a killed `campaign run`, or UNKNOWN: never submit twice
-            self.echo(f"{target.id}: job {entry['job_id']}: {entry.get('slurm_state', TargetState.RUNNING)}")
+            state = entry.get("slurm_state", TargetState.RUNNING)
+            self.echo(f"{target.id}: job {entry['job_id']}: {state}")
             return True
         self._settle(target, entry["job_id"], slurm)
         return False
