@@ -29,16 +29,36 @@ REAL_QUOTE_HOWTO = (
     "package_price_usd_minor, say who quoted them and when in provider, and remove "
     "'placeholder: true' from that offer in the offers table"
 )
+
+
+def real_quote_howto(offer_ids: Any) -> str:
+    """Where the placeholder prices of ``offer_ids`` come from and how to get a real cost: a
+    table's offer is edited there; the tool's own example is in no table (R5.1)."""
+    table = [i for i in offer_ids if i != MACHINE_OFFER_ID]
+    said = [f"{', '.join(table)}: from the offers table; {REAL_QUOTE_HOWTO}"] if table else []
+    if MACHINE_OFFER_ID in offer_ids:
+        said.append(
+            f"{MACHINE_OFFER_ID}: written by gpubench-nb for the machine the bundle ran on, in "
+            "no offers table; to price a real package, name in pricing.offer an offer of your "
+            "offers table that holds the provider's quote"
+        )
+    return "; ".join(said)
+
+
 _PRICE = schema.integer(
     "US cents for the whole package of one lot (USD 1,234.56: 123456)",
     rule="R4.2",
     fix=f"give the whole-package price of each of {_DAYS} days in whole US cents >= 1 (write "
     "USD 1,234.56 as 123456; 0 is not a price, R5.1)",
 )
+# Exactly the keys 3, 7, 30: text in JSON, integers after yaml.safe_load, so a standard validator
+# (jsonschema) of either sees them through propertyNames, the price through additionalProperties.
 _PRICES = schema.section(
-    "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS},
-    required=[str(d) for d in DURATIONS_DAYS],
-)  # fmt: skip
+    "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS}
+) | {
+    "required": [], "additionalProperties": _PRICE, "minProperties": 3, "maxProperties": 3,
+    "propertyNames": {"enum": [*DURATIONS_DAYS, *map(str, DURATIONS_DAYS)]},
+}  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +124,9 @@ class Offer(Record):
                 f"write {named}: <the model name as environment.json records it>",
             )
         prices = {int(days): cents for days, cents in self.package_price_usd_minor.items()}
-        return replace(self, package_price_usd_minor={d: prices[d] for d in DURATIONS_DAYS})
+        for days in [d for d in DURATIONS_DAYS if d not in prices]:
+            where.at(f"package_price_usd_minor.{days}").fail("missing", _PRICE["fix"])
+        return replace(self, package_price_usd_minor={d: prices.get(d) for d in DURATIONS_DAYS})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,15 +184,23 @@ def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str 
     )
 
 
-def resolve_offer(offers: Mapping[str, Offer], name: str) -> Offer:
-    """The offer with id ``name``, or the only id starting with ``name + '-'`` (``b200``)."""
+def resolve_offer(offers: Mapping[str, Offer], name: str, source: Any = "") -> Offer:
+    """The offer with id ``name``, or the only id starting with ``name + '-'`` (``b200``), of
+    the table read from ``source`` (named in the error)."""
     if name in offers:
         return offers[name]
     matches = [offer for offer_id, offer in offers.items() if offer_id.startswith(f"{name}-")]
     if len(matches) == 1:
         return matches[0]
     kind = "ambiguous" if matches else "unknown"
-    raise EconomicsError(f"{kind} offer {name!r}; valid values: {', '.join(offers)}", rule="R5.1")
+    why = f"{kind} offer {name!r}" + (f" in {source}" if source else "")
+    if name == MACHINE_OFFER_ID:  # no table holds it
+        why = (
+            f"{name!r} is in no offers table ({source or 'this one'} included): gpubench-nb "
+            "writes it, with invented prices, for the machine a bundle ran on when an "
+            "experiment's pricing.offer names it; here name an offer of the table"
+        )
+    raise EconomicsError(f"{why}; valid values: {', '.join(offers)}", rule="R5.1")
 
 
 @dataclass(frozen=True)
@@ -239,7 +269,7 @@ def package_quote(
     if offer.placeholder:
         notes.append(
             f"PLACEHOLDER: {offer.id}'s prices are invented examples, not a quote; "
-            f"{REAL_QUOTE_HOWTO}."
+            f"{real_quote_howto([offer.id])}."
         )
     return PackageQuote(
         offer_id=offer.id,

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import math
 import statistics
 from collections.abc import Sequence
@@ -31,6 +34,19 @@ _READING_COLOURS = dict(
 _MIB = 2**20
 
 
+class ReportFigure(Figure):
+    """A figure shown as a PNG with its alt text: HTML exports (nbconvert on the plain papermill
+    route included) warn of an image without one, and a reader who cannot see it needs it."""
+
+    alt = ""
+
+    def _repr_html_(self) -> str:
+        png = io.BytesIO()
+        self.savefig(png, format="png")
+        data = base64.b64encode(png.getvalue()).decode("ascii")
+        return f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}">'
+
+
 def _runs_figure(
     summary: Summary, rate: bool, phases: Sequence[str], ylabel: str, title: str
 ) -> Figure | None:
@@ -49,9 +65,11 @@ def _runs_figure(
 
 
 def _facets(phases: Sequence[str], width: float, height: float, title: str) -> tuple[Figure, Any]:
-    """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2)."""
-    fig = Figure(figsize=(1.2 + width * len(phases), height), layout="constrained")
+    """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2);
+    its alt text says what is drawn."""
+    fig = ReportFigure(figsize=(1.2 + width * len(phases), height), layout="constrained")
     fig.suptitle(title)
+    fig.alt = f"{title}, one facet per phase ({', '.join(phases)}): " + _ALT[title]
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     for ax, phase in zip(axes, phases, strict=True):
         ax.set_title(phase)
@@ -141,16 +159,27 @@ def _legend_handles(bundles: Sequence[str]) -> list[Line2D]:
     return handles
 
 
+_RUNS = "every run a point, the median a tick, the min-max a line, outliers ringed and named"
+_ELAPSED, _THROUGHPUT, _MEMORY = (
+    "Elapsed time per variant and phase",
+    "Throughput per variant and phase (expected IDs / elapsed seconds)",
+    "PyTorch allocator memory: baselines and peaks, side by side (not additive)",
+)
+_ALT = {  # what each figure draws, as its alt text
+    _ELAPSED: f"seconds per pass, {_RUNS}; a logarithmic axis where values span over 10x",
+    _THROUGHPUT: f"texts per second, {_RUNS}",
+    _MEMORY: "MiB per variant, baseline and peak, allocated and reserved, never summed",
+}
+
+
 def elapsed_figure(rows: Rows | Summary) -> Figure | None:
     """Elapsed seconds per variant, one facet per phase: load, cold, warm (R3.2, R3.5)."""
-    title = "Elapsed time per variant and phase"
-    return _runs_figure(summarise(rows), False, PHASES, "seconds per pass", title)
+    return _runs_figure(summarise(rows), False, PHASES, "seconds per pass", _ELAPSED)
 
 
 def throughput_figure(rows: Rows | Summary) -> Figure | None:
     """Texts per second (expected IDs / elapsed) for cold and warm; outliers ringed as elsewhere."""
-    title = "Throughput per variant and phase (expected IDs / elapsed seconds)"
-    return _runs_figure(summarise(rows), True, MEASURED_PHASES, "texts per second", title)
+    return _runs_figure(summarise(rows), True, MEASURED_PHASES, "texts per second", _THROUGHPUT)
 
 
 def memory_figure(rows: Rows | Summary) -> Figure | None:
@@ -160,8 +189,7 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
         return None
     phases = [p for p in PHASES if any(g.phase == p for g in groups)]
     several = len({g.bundle for g in groups}) > 1
-    title = "PyTorch allocator memory: baselines and peaks, side by side (not additive)"
-    fig, axes = _facets(phases, 4.2, 4.4, title)
+    fig, axes = _facets(phases, 4.2, 4.4, _MEMORY)
     bar = 0.8 / len(MEMORY_COLUMNS)
     for ax, phase in zip(axes, phases, strict=True):
         part = [g for g in groups if g.phase == phase]

@@ -64,13 +64,7 @@ _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block data_png scoped -%}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
- alt="{{ (cell | get_metadata('alt')) or 'a figure of this report' | escape_html }}">
-</div>
-{%- endblock data_png -%}
-"""  # the lab template has no alt text; each figure cell carries its own in metadata "alt"
+"""  # figures are HTML images with their alt text (report.figures.ReportFigure)
 
 
 def display_setup() -> None:

@@ -108,6 +108,15 @@ class PhaseSummary:
         """The median of a column over the timed runs that recorded it (energy, memory)."""
         return _median(self.values(column))
 
+    @property
+    def optimisation_seconds(self) -> dict[str, float]:
+        """Each optimisation step's median seconds (``compile``: run.json's compile_seconds)
+        over the timed runs that recorded it, whatever steps the runs record (R3.2)."""
+        steps = [r.get("optimisation_seconds") or {} for r in self.timed]
+        names = dict.fromkeys(name for step in steps for name in step)
+        found = {n.removesuffix("_seconds"): [s[n] for s in steps if n in s] for n in names}
+        return {name: statistics.median(values) for name, values in found.items()}
+
     def values(self, column: str) -> list[float]:
         return [float(r[column]) for r in self.timed if r.get(column) is not None]
 

@@ -36,7 +36,19 @@ def test_a_last_epoch_choice_is_flagged_and_a_tight_threshold_gets_a_suggestion(
     assert "macro-F1 0.513 on 200 tune items" in text
     assert "epochs = 4 (best on tune, of 4 tried: 1-4)" in text
     assert "edge of the grid" in text and "model.build.max_epochs" in text
-    assert "quality.threshold 0.5 leaves +0.013 below tune" in text and "about 0.46" in text
+    assert "quality.threshold 0.5 is only 0.013 below tune (0.513)" in text
+    assert "about 0.46" in text
+
+
+def test_a_threshold_above_tune_is_said_to_be_above_it_not_a_negative_room_below(
+    tmp_path: Path,
+) -> None:
+    folder = _built(
+        tmp_path, tune_macro_f1=0.776, chosen={"C": 1.0}, tune_macro_f1_by_c={"1.0": 0.776}
+    )
+    text = "\n".join(build_summary(_exp(0.95), folder))
+    assert "quality.threshold 0.95 is 0.174 above tune (0.776)" in text and "about 0.72" in text
+    assert "-0.174" not in text and "below tune;" not in text
 
 
 def test_a_c_inside_its_grid_is_not_flagged_and_a_roomy_threshold_says_so(

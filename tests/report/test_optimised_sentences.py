@@ -6,10 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from gpubench_nb.report.bundles import Bundle, summary_of
+from gpubench_nb.report.conditions import RunConditions
 from gpubench_nb.report.decision import decision_view_of, optimisation_sentences
 
 
-def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[dict]:
+def _rows(variant: str, seconds: float, quality: float, accepted: bool, **more) -> list[dict]:
     return [
         {
             "bundle": "b",
@@ -20,13 +21,14 @@ def _rows(variant: str, seconds: float, quality: float, accepted: bool) -> list[
             "quality_value": quality,
             "corpus_accepted": accepted,
             "error": None,
+            **more,
         }
         for phase in ("cold", "warm")
         for i in (1, 2, 3)
     ]
 
 
-def _bundle(knob: str = "quantization") -> Bundle:
+def _bundle(knob: str = "quantization", **more) -> Bundle:
     lock = {
         "declaration": {
             "knob": knob,
@@ -39,7 +41,7 @@ def _bundle(knob: str = "quantization") -> Bundle:
             "variants": [{"id": "q0", knob: "none"}, {"id": "q8", knob: "int8_dynamic"}],
         }
     }
-    rows = _rows("q0", 0.9, 0.847, True) + _rows("q8", 0.5, 0.812, False)
+    rows = _rows("q0", 0.9, 0.847, True, **more) + _rows("q8", 0.5, 0.812, False, **more)
     return Bundle(path=Path("b"), label="b", lock=lock, environment={}, economics=None, rows=rows)
 
 
@@ -56,3 +58,15 @@ def test_a_quantised_variant_refused_by_the_tolerance_reads_at_a_glance() -> Non
 
 def test_other_knobs_get_no_optimisation_sentence() -> None:
     assert optimisation_sentences(_bundle("batch"), summary_of([_bundle("batch")])) == []
+
+
+def test_no_speed_ratio_stands_beside_a_withheld_verdict() -> None:
+    """Under heavy load with free threads the verdict is withheld (R2.5): the optimisation
+    sentence gives the two medians, labelled as no verdict, never "1.80× faster"."""
+    busy = RunConditions(8.5, 8.5, 2, (), None, threads="2 torch thread(s)", threads_fixed=False)
+    bundle = _bundle(conditions=busy)
+    view = decision_view_of([bundle])
+    assert view.check.withheld
+    (said,) = [s for s in view.sentences if s.startswith("q8 (quantization=int8_dynamic)")]
+    assert "×" not in said and "faster" not in said and "slower" not in said
+    assert "warm median 500 ms, q0's 900 ms (no speed verdict: withheld" in said

@@ -423,7 +423,14 @@ def test_render_report_writes_self_contained_html(rendered: Path) -> None:
     images = re.findall(r"<img[^>]*>", html)
     alts = [m.group(1) for tag in images if (m := re.search(r'alt="([^"]+)"', tag))]
     assert len(alts) == 3 and "No description has been provided" not in html  # accessible
-    assert alts[0].startswith("Elapsed seconds per variant")
+    assert alts[0].startswith("Elapsed time per variant and phase, one facet per phase")
+    # the plain route: nbconvert's own HTML export of the executed notebook finds every alt
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    kept = nbformat.read(rendered.parent / "notebooks" / "90_report.ipynb", as_version=4)
+    plain, _ = HTMLExporter().from_notebook_node(kept)
+    assert plain.count("<img") == 3 and "No description has been provided" not in plain
     assert "report.load_bundles" not in html  # inputs hidden
     assert "Traceback" not in html
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in html  # no warning printed
