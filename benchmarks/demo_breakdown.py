@@ -54,7 +54,6 @@ def breakdown(clone: Path, started: float, ended: float) -> list[tuple[str, floa
     quality = _papermill(notebooks / "20_quality.ipynb")
     economics = _papermill(notebooks / "30_economics.ipynb")
     report = (bundle / "report.html").stat().st_mtime
-    sealed = (bundle / "MANIFEST.sha256").stat().st_mtime
     kernels = sum(end - start for start, end in runs)
     steps = [
         ("install (venv, torch, package, kernelspec)", installed - started),

@@ -23,8 +23,8 @@ from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_ch
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
-    NOT_DISTINGUISHABLE,
     MIN_RUNS_FOR_FENCE,
+    NOT_DISTINGUISHABLE,
     OUTLIER_K,
     RULE_TEXT,
     TOO_FEW,
