@@ -110,9 +110,9 @@ def test_an_unknown_build_option_fails_validate_with_exit_2_naming_the_option(
     # It passed validate (exit 0) and was refused only by build-model.
     text = (ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8")
     path = tmp_path / "demo.yaml"
-    edited = text.replace("build: {}", "build: {epochs: 20, dim: 0, train_limit: null}").replace(
-        "../", f"{ROOT}/"
-    )
+    edited = text.replace(
+        "build: {max_epochs: 12}", "build: {epochs: 20, dim: 0, train_limit: null}"
+    ).replace("../", f"{ROOT}/")
     path.write_text(edited.replace("offers.yaml", f"{ROOT}/parameters/offers.yaml"), "utf-8")
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err

@@ -23,6 +23,11 @@ ROUNDING_RULE = (
 # 30, 90), when pricing.offer names it; attributed by the one rule like any other offer.
 MACHINE_OFFER_ID = "this-machine-example"
 _MACHINE_PRICES = {3: 1500, 7: 3000, 30: 9000}
+MACHINE_OFFER_ORIGIN = (
+    "written by gpubench-nb, with invented prices, for the machine a bundle ran on (an "
+    "experiment's pricing.offer), in no offers table; to price a real package, name an offer "
+    "of your offers table that holds the provider's quote"
+)
 _DAYS = ", ".join(map(str, DURATIONS_DAYS))
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
@@ -32,16 +37,11 @@ REAL_QUOTE_HOWTO = (
 
 
 def real_quote_howto(offer_ids: Any) -> str:
-    """Where the placeholder prices of ``offer_ids`` come from and how to get a real cost: a
-    table's offer is edited there; the tool's own example is in no table (R5.1)."""
+    """Where the placeholder prices of ``offer_ids`` come from, and how to get a real cost."""
     table = [i for i in offer_ids if i != MACHINE_OFFER_ID]
     said = [f"{', '.join(table)}: from the offers table; {REAL_QUOTE_HOWTO}"] if table else []
     if MACHINE_OFFER_ID in offer_ids:
-        said.append(
-            f"{MACHINE_OFFER_ID}: written by gpubench-nb for the machine the bundle ran on, in "
-            "no offers table; to price a real package, name in pricing.offer an offer of your "
-            "offers table that holds the provider's quote"
-        )
+        said.append(f"{MACHINE_OFFER_ID}: {MACHINE_OFFER_ORIGIN}")
     return "; ".join(said)
 
 
@@ -195,11 +195,7 @@ def resolve_offer(offers: Mapping[str, Offer], name: str, source: Any = "") -> O
     kind = "ambiguous" if matches else "unknown"
     why = f"{kind} offer {name!r}" + (f" in {source}" if source else "")
     if name == MACHINE_OFFER_ID:  # no table holds it
-        why = (
-            f"{name!r} is in no offers table ({source or 'this one'} included): gpubench-nb "
-            "writes it, with invented prices, for the machine a bundle ran on when an "
-            "experiment's pricing.offer names it; here name an offer of the table"
-        )
+        why = f"{name!r} is not in {source or 'the offers table'}: {MACHINE_OFFER_ORIGIN}"
     raise EconomicsError(f"{why}; valid values: {', '.join(offers)}", rule="R5.1")
 
 

@@ -161,9 +161,13 @@ def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
 
 
 def _truncated(quality: str | None, runs: Sequence[Mapping[str, Any]]) -> str | None:
-    """The quality, with the most texts one pass truncated beside it (run.json, R2.3)."""
-    most = max((r.get("truncated_texts") or 0 for r in runs), default=0)
-    return f"{quality or formats.NOT_RECORDED}; {most} texts truncated (R2.3)" if most else quality
+    """The quality, with the largest truncation of one pass beside it (run.json, R2.3)."""
+    texts, tokens = (max((r.get(k) or 0 for r in runs), default=0) for k in _CUT)
+    cut = f"{texts} texts cut, {tokens} tokens dropped (R2.3)"
+    return f"{quality or formats.NOT_RECORDED}; {cut}" if texts else quality
+
+
+_CUT = ("truncated_texts", "dropped_tokens")
 
 
 def _shown(o: Option, verdict: Any = None) -> str:

@@ -69,7 +69,7 @@ def _facets(phases: Sequence[str], width: float, height: float, title: str) -> t
     its alt text says what is drawn."""
     fig = ReportFigure(figsize=(1.2 + width * len(phases), height), layout="constrained")
     fig.suptitle(title)
-    fig.alt = f"{title}, one facet per phase ({', '.join(phases)}): " + _ALT[title]
+    fig.alt = f"{title}, one facet per phase ({', '.join(phases)})"
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     for ax, phase in zip(axes, phases, strict=True):
         ax.set_title(phase)
@@ -159,27 +159,16 @@ def _legend_handles(bundles: Sequence[str]) -> list[Line2D]:
     return handles
 
 
-_RUNS = "every run a point, the median a tick, the min-max a line, outliers ringed and named"
-_ELAPSED, _THROUGHPUT, _MEMORY = (
-    "Elapsed time per variant and phase",
-    "Throughput per variant and phase (expected IDs / elapsed seconds)",
-    "PyTorch allocator memory: baselines and peaks, side by side (not additive)",
-)
-_ALT = {  # what each figure draws, as its alt text
-    _ELAPSED: f"seconds per pass, {_RUNS}; a logarithmic axis where values span over 10x",
-    _THROUGHPUT: f"texts per second, {_RUNS}",
-    _MEMORY: "MiB per variant, baseline and peak, allocated and reserved, never summed",
-}
-
-
 def elapsed_figure(rows: Rows | Summary) -> Figure | None:
     """Elapsed seconds per variant, one facet per phase: load, cold, warm (R3.2, R3.5)."""
-    return _runs_figure(summarise(rows), False, PHASES, "seconds per pass", _ELAPSED)
+    title = "Elapsed time per variant and phase"
+    return _runs_figure(summarise(rows), False, PHASES, "seconds per pass", title)
 
 
 def throughput_figure(rows: Rows | Summary) -> Figure | None:
     """Texts per second (expected IDs / elapsed) for cold and warm; outliers ringed as elsewhere."""
-    return _runs_figure(summarise(rows), True, MEASURED_PHASES, "texts per second", _THROUGHPUT)
+    title = "Throughput per variant and phase (expected IDs / elapsed seconds)"
+    return _runs_figure(summarise(rows), True, MEASURED_PHASES, "texts per second", title)
 
 
 def memory_figure(rows: Rows | Summary) -> Figure | None:
@@ -189,7 +178,8 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
         return None
     phases = [p for p in PHASES if any(g.phase == p for g in groups)]
     several = len({g.bundle for g in groups}) > 1
-    fig, axes = _facets(phases, 4.2, 4.4, _MEMORY)
+    title = "PyTorch allocator memory: baselines and peaks, side by side (not additive)"
+    fig, axes = _facets(phases, 4.2, 4.4, title)
     bar = 0.8 / len(MEMORY_COLUMNS)
     for ax, phase in zip(axes, phases, strict=True):
         part = [g for g in groups if g.phase == phase]

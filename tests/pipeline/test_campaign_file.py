@@ -134,8 +134,8 @@ def test_a_target_naming_the_demos_own_offer_is_told_what_it_is_and_what_to_name
     with pytest.raises(ProtocolError) as caught:
         load_campaign(path)
     text = " ".join(str(caught.value).split())
-    assert "'this-machine-example' is in no offers table" in text and str(OFFERS) in text
-    assert "gpubench-nb writes it" in text and "name an offer of the table" in text
+    assert f"'this-machine-example' is not in {OFFERS}: written by gpubench-nb" in text
+    assert "in no offers table" in text and "name an offer of your offers table" in text
     assert "valid values: h100-example" in text and "unknown offer" not in text
 
 

@@ -157,7 +157,10 @@ def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     assert b4["warm per corpus: median (min – max)"] == "500 ms (480 ms – 520 ms), 5 runs"
     assert b4["cold · load (median)"] == "600 ms · 420 ms"
     # the most texts one pass truncated, beside the quality it may cost (R2.3)
-    assert b4["quality vs threshold"] == "macro_f1 0.780 ≥ 0.700; 3 texts truncated (R2.3)"
+    assert (
+        b4["quality vs threshold"]
+        == "macro_f1 0.780 ≥ 0.700; 3 texts cut, 41 tokens dropped (R2.3)"
+    )
     assert b4["warm per text, throughput"] == "500 µs per text; 2,000 texts/s"
     assert b4["peak memory (warm, median)"] == "120 MiB allocated, 184 MiB reserved"
     assert b4["declared package"] == "USD 1,234.56 (h100-example, 7 days × 1 lot(s))"
@@ -205,8 +208,8 @@ def test_the_tools_own_example_offer_is_said_to_be_in_no_table() -> None:
     'placeholder: true' to remove; the sentence says where it comes from and what to do."""
     options = [_option("box", "b1", FIVE_SLOW, placeholder=True, offer_id="this-machine-example")]
     (said,) = placeholder_sentences(options)
-    assert "this-machine-example: written by gpubench-nb for the machine" in said
-    assert "in no offers table" in said and "name in pricing.offer an offer" in said
+    assert "this-machine-example: written by gpubench-nb, with invented prices, for the" in said
+    assert "in no offers table" in said and "name an offer of your offers table" in said
     assert "from that offer in the offers table" not in said
 
 

@@ -211,7 +211,9 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
     assert header.loc["GPUs used", labels[0]] == "1"
     assert header.loc["GPUs visible (not necessarily used, R2.5)", labels[0]] == 2
     assert header.loc["driver", labels[1]] == "—"  # not recorded on CPU, never 0
-    assert header.loc["truncation, b8 (R2.3)", labels[0]] == "3 texts cut, 41 tokens dropped"
+    # the truncation stands beside the variant's quality on the first table (R2.3)
+    b8 = report.decision_frame(report.decision_view_of(bundles)).loc[(labels[0], "b8 (batch=8)")]
+    assert b8["quality vs threshold"].endswith("; 3 texts cut, 41 tokens dropped (R2.3)")
     assert header.loc["model revision", labels[0]] == "m" * 16 + "…"  # full in the lock
     assert len(report.summary_of(bundles).phases) == 18
 
