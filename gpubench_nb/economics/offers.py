@@ -51,13 +51,11 @@ _PRICE = schema.integer(
     fix=f"give the whole-package price of each of {_DAYS} days in whole US cents >= 1 (write "
     "USD 1,234.56 as 123456; 0 is not a price, R5.1)",
 )
-# Exactly the keys 3, 7, 30: text in JSON, integers after yaml.safe_load, so a standard validator
-# (jsonschema) of either sees them through propertyNames, the price through additionalProperties.
-_PRICES = schema.section(
-    "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS}
-) | {
-    "required": [], "additionalProperties": _PRICE, "minProperties": 3, "maxProperties": 3,
+_PRICES = {  # exactly 3, 7, 30: text in JSON, integers after yaml.safe_load (jsonschema: both)
+    "type": "object", "description": "days -> whole-package price of one lot",
+    "properties": {str(d): _PRICE for d in DURATIONS_DAYS}, "additionalProperties": _PRICE,
     "propertyNames": {"enum": [*DURATIONS_DAYS, *map(str, DURATIONS_DAYS)]},
+    "minProperties": 3, "maxProperties": 3,
 }  # fmt: skip
 
 
@@ -185,8 +183,7 @@ def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str 
 
 
 def resolve_offer(offers: Mapping[str, Offer], name: str, source: Any = "") -> Offer:
-    """The offer with id ``name``, or the only id starting with ``name + '-'`` (``b200``), of
-    the table read from ``source`` (named in the error)."""
+    """The offer with id ``name``, or the only one starting with ``name + '-'`` (``b200``)."""
     if name in offers:
         return offers[name]
     matches = [offer for offer_id, offer in offers.items() if offer_id.startswith(f"{name}-")]

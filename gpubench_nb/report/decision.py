@@ -33,6 +33,7 @@ from gpubench_nb.report.verdict import (
 )
 
 TABLE_ID = "decision-table"
+_CUT_COLUMNS = ("truncated_texts", "dropped_tokens")  # run.json's truncation (R2.3)
 
 
 @dataclass(frozen=True)
@@ -162,12 +163,9 @@ def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
 
 def _truncated(quality: str | None, runs: Sequence[Mapping[str, Any]]) -> str | None:
     """The quality, with the largest truncation of one pass beside it (run.json, R2.3)."""
-    texts, tokens = (max((r.get(k) or 0 for r in runs), default=0) for k in _CUT)
+    texts, tokens = (max((r.get(k) or 0 for r in runs), default=0) for k in _CUT_COLUMNS)
     cut = f"{texts} texts cut, {tokens} tokens dropped (R2.3)"
     return f"{quality or formats.NOT_RECORDED}; {cut}" if texts else quality
-
-
-_CUT = ("truncated_texts", "dropped_tokens")
 
 
 def _shown(o: Option, verdict: Any = None) -> str:
@@ -326,8 +324,7 @@ def _gate(quality: Mapping[str, Any], value: float | None, base: float | None) -
 
 def optimisation_sentences(bundle: Bundle, summary: Summary, withheld: bool = False) -> list[str]:
     """One sentence per variant when the knob is how the model is run (compile, attention,
-    quantization, threads), read from the report's one summary; empty for other knobs; no
-    speed ratio where the conditions withheld the verdict."""
+    quantization, threads), read from the report's one summary; empty for other knobs."""
     knob, quality = bundle.declared("knob"), bundle.declared("quality") or {}
     reference = str(quality.get("reference_variant") or "")
     if knob not in LATER_DEFAULTS or not reference:
@@ -376,8 +373,9 @@ def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) 
     loaded = {b.label: b for b in bundles}  # variants in the summary's (declared) order
     options = [_option(loaded[b], v, summary) for b, v in summary.variants() if b in loaded]
     check = conditions_check([o.conditions for o in options if o.conditions])
-    withheld = bool(check.withheld)
-    optimised = [line for b in bundles for line in optimisation_sentences(b, summary, withheld)]
+    optimised = [
+        s for b in bundles for s in optimisation_sentences(b, summary, bool(check.withheld))
+    ]
     sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
     return DecisionView(options, sentences, check)
 

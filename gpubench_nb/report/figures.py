@@ -35,8 +35,7 @@ _MIB = 2**20
 
 
 class ReportFigure(Figure):
-    """A figure shown as a PNG with its alt text: HTML exports (nbconvert on the plain papermill
-    route included) warn of an image without one, and a reader who cannot see it needs it."""
+    """A figure shown as a PNG with its alt text (nbconvert warns of an image without one)."""
 
     alt = ""
 
@@ -65,8 +64,7 @@ def _runs_figure(
 
 
 def _facets(phases: Sequence[str], width: float, height: float, title: str) -> tuple[Figure, Any]:
-    """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2);
-    its alt text says what is drawn."""
+    """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2)."""
     fig = ReportFigure(figsize=(1.2 + width * len(phases), height), layout="constrained")
     fig.suptitle(title)
     fig.alt = f"{title}, one facet per phase ({', '.join(phases)})"

@@ -110,8 +110,7 @@ class PhaseSummary:
 
     @property
     def optimisation_seconds(self) -> dict[str, float]:
-        """Each optimisation step's median seconds (``compile``: run.json's compile_seconds)
-        over the timed runs that recorded it, whatever steps the runs record (R3.2)."""
+        """Each optimisation step's median seconds over the runs that recorded it (R3.2)."""
         steps = [r.get("optimisation_seconds") or {} for r in self.timed]
         names = dict.fromkeys(name for step in steps for name in step)
         found = {n.removesuffix("_seconds"): [s[n] for s in steps if n in s] for n in names}

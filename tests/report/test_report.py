@@ -13,13 +13,13 @@ import nbformat
 import pytest
 from matplotlib.collections import PathCollection
 
-from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import economics as costs
 from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
+from tests.support import economics
 from tests.support.golden import LEDGER, MIB, OOM, write_bundle
 
 CHROMIUM = Path("/usr/bin/chromium")
