@@ -32,7 +32,7 @@ from gpubench_nb.errors import EconomicsError
 from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.quality import variant_acceptance
-from gpubench_nb.protocol.records import Phase
+from gpubench_nb.protocol.records import EnvironmentRecord, Phase
 from gpubench_nb.protocol.results import read_rows
 
 # R5.4: one unit of useful work, declared once, the same for every variant and offer.
@@ -115,7 +115,7 @@ def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def economics_data(
     pricing: PricingSpec | None,
     rows: list[dict[str, Any]],
-    environment: Mapping[str, Any] | None = None,
+    environment: EnvironmentRecord | None = None,
     offers: Mapping[str, Offer] | None = None,
 ) -> dict[str, Any]:
     """``economics.json``'s data, computed in full before anything is written (R5.6)."""

@@ -14,6 +14,6 @@ from gpubench_nb.protocol.records import read_environment, write_economics
 def write_bundle_economics(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any]:
     """Price every offer, write ``economics.json`` alone (not the CSV's columns), return it."""
     rows = read_bundle_rows(Path(bundle_dir) / CSV_NAME)
-    data = economics_data(pricing, rows, read_environment(bundle_dir).to_dict())
+    data = economics_data(pricing, rows, read_environment(bundle_dir))
     write_economics(bundle_dir, data)
     return data
