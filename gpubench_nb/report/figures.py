@@ -210,10 +210,8 @@ def frontier_figure(front: Frontier) -> Figure | None:
         return None
     fig = ReportFigure(figsize=(9, 4.5 + 0.16 * len(drawn)), layout="constrained")
     fig.alt = (
-        "The options as a frontier: each bundle and variant placed by cost per accepted corpus "
-        "(or median warm time where no price applies) against its quality; the accepted options "
-        "nothing else beats on both axes starred and joined by a line; refused options grey "
-        "crosses labelled with their reason."
+        "The options as a frontier: each bundle and variant placed by cost (or warm time) "
+        "against quality; the frontier starred and joined; refused options grey crosses"
     )
     ax, spots, best = fig.subplots(), {}, []
     several = len({p.option.bundle for _, p in drawn}) > 1
