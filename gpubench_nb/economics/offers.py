@@ -38,10 +38,9 @@ REAL_QUOTE_HOWTO = (
 
 def real_quote_howto(offer_ids: Any) -> str:
     """Where the placeholder prices of ``offer_ids`` come from, and how to get a real cost."""
-    table = [i for i in offer_ids if i != MACHINE_OFFER_ID]
-    said = [f"{', '.join(table)}: from the offers table; {REAL_QUOTE_HOWTO}"] if table else []
-    if MACHINE_OFFER_ID in offer_ids:
-        said.append(f"{MACHINE_OFFER_ID}: {MACHINE_OFFER_ORIGIN}")
+    table = ", ".join(i for i in offer_ids if i != MACHINE_OFFER_ID)
+    said = [f"{table}: from the offers table; {REAL_QUOTE_HOWTO}"] * bool(table)
+    said += [f"{MACHINE_OFFER_ID}: {MACHINE_OFFER_ORIGIN}"] * (MACHINE_OFFER_ID in offer_ids)
     return "; ".join(said)
 
 

@@ -219,7 +219,8 @@ def test_compile_and_other_optimisation_seconds_show_beside_cold_and_load() -> N
     rows = [
         {"bundle": "box", "variant_id": "c1", "phase": phase, "run_index": i,
          "elapsed_seconds": 0.5, "corpus_accepted": True,
-         "optimisation_seconds": {"compile_seconds": 70.0 + i, "export_seconds": 2.0}}
+         "optimisation": {"compile_seconds": 70.0 + i, "export_seconds": 2.0, "compile": "x",
+                          "quantize_seconds": None}}
         for phase in ("cold", "warm") for i in (1, 2, 3, 4, 5)
     ]  # fmt: skip
     cold, warm = summarise(rows).phases
