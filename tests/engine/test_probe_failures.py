@@ -35,7 +35,7 @@ def test_a_start_error_is_recorded_in_run_json_and_never_told_as_a_short_pass(tm
     """Mutant: measure's ``_quietly`` swallowing the error (as before): no failure recorded."""
     result = _pass(tmp_path, ExplodingSampler(FakeNvml(), "h0"))
     assert result.ok and result.elapsed_seconds is not None  # telemetry never fails a pass
-    telemetry = result.record()["gpu_telemetry"]
+    telemetry = result.record().gpu_telemetry
     assert isinstance(telemetry, GpuTelemetry)
     written = telemetry.to_dict()  # what run.json holds
     assert written["failure"] == "sampler start() raised RuntimeError: can't start new thread"
