@@ -18,6 +18,12 @@ STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
+# pip byte-compiles every file it installs (~17k, most never imported): --no-compile below, and
+# each process writes the bytecode of what it imports (~2k modules), once, even where the shell
+# sets PYTHONDONTWRITEBYTECODE (then every kernel would compile torch again). No version check.
+unexport PYTHONDONTWRITEBYTECODE
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+PIP := $(BIN)/python -m pip install -q --no-compile
 
 .PHONY: demo test test-fast lint benchmarks clean-outputs wheelhouse
 
@@ -27,15 +33,17 @@ $(BIN)/python:
 # The last step installs the venv's python3 kernelspec, launched without ipykernel's TCP notice
 # (gpubench_nb/kernel.py), so the plain papermill CLI prints no such warning either.
 # PYTHONWARNINGS: setuptools' information-only "Editable installation" notice, not printed.
+# pip >= 21.3 installs a pyproject.toml project editable: an older one is upgraded, a newer one
+# is kept (no index query).
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)" --no-deps) "$(TORCH)"
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e .
+	$(PIP) "pip>=21.3"
+	$(PIP) $(if $(TORCH_INDEX),--index-url "$(TORCH_INDEX)" --no-deps) "$(TORCH)"
+	PYTHONWARNINGS="ignore:Editable installation" $(PIP) -e .
 	$(BIN)/python -m gpubench_nb.kernel install >/dev/null
 	touch $@
 
 $(DEV_STAMP): $(STAMP)
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -e ".[dev,minilm]"
+	PYTHONWARNINGS="ignore:Editable installation" $(PIP) -e ".[dev,minilm]"
 	touch $@
 
 demo: $(STAMP)

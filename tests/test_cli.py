@@ -31,6 +31,23 @@ def test_validate_prints_the_summary(repo_root: Path, capsys: pytest.CaptureFixt
     assert "macro_f1 >= 0.7, drop <= 0.01 vs b1" in out
 
 
+def test_validate_says_what_it_checks_before_the_seconds_torch_takes(
+    repo_root: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compile example sat silent for 74 s while torch started for the machine check: the
+    line saying so is printed (and flushed) before that check begins; the demo needs none."""
+    from gpubench_nb.pipeline import validate
+
+    seen: list[str] = []
+    monkeypatch.setattr(
+        validate, "refuse_unrunnable", lambda exp: seen.append(capsys.readouterr().out)
+    )
+    assert main(["validate", str(repo_root / "parameters" / "bow-compile.yaml")]) == 0
+    assert seen and seen[0].splitlines()[-1].startswith("machine     checking it can run them")
+    assert main(["validate", str(repo_root / "parameters" / "demo.yaml")]) == 0
+    assert "machine     checking" not in seen[-1] + capsys.readouterr().out
+
+
 def test_validate_bad_yaml_exits_2_with_the_field(
     tmp_path: Path, repo_root: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -27,10 +27,41 @@ def test_the_torch_index_serves_torch_only_and_its_dependencies_come_from_the_us
          "TORCH=torch==2.13.0", str(tmp_path / "v" / ".installed")],
         cwd=REPO, capture_output=True, text=True, check=True,
     ).stdout.splitlines()  # fmt: skip
-    installs = [line for line in shown if " -m pip install " in line and "--upgrade" not in line]
+    installs = [line for line in shown if " -m pip install " in line and "pip>=" not in line]
     assert f'--index-url "{index}" --no-deps "torch==2.13.0"' in installs[0]
     assert all("--index-url" not in line for line in installs[1:]), installs  # the usual index
-    assert installs[1].endswith("pip install -q -e .")
+    assert installs[1].endswith("pip install -q --no-compile -e .")
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_demos_install_compiles_what_it_imports_only_and_leaves_jupyterlab_out(
+    tmp_path: Path,
+) -> None:
+    """pip byte-compiled all ~17,000 installed files (most never imported) and installed
+    JupyterLab (~3,400 files no command needs): most of the demo's install. Now every install
+    is --no-compile, pip is upgraded only when too old for an editable pyproject install, and
+    the demo's processes write the bytecode of what they import even under
+    PYTHONDONTWRITEBYTECODE (else each kernel would compile torch again)."""
+    import tomllib
+
+    shown = subprocess.run(
+        ["make", "-n", "-B", f"VENV={tmp_path / 'v'}", "TORCH=torch==2.13.0", "demo"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    ).stdout.splitlines()  # fmt: skip
+    installs = [line for line in shown if " -m pip install " in line]
+    assert len(installs) == 3 and all("--no-compile" in line for line in installs), installs
+    assert '"pip>=21.3"' in installs[0] and "--upgrade" not in " ".join(installs)
+    printed = subprocess.run(
+        ["make", "-s", "-f", "-", "show"], cwd=REPO, capture_output=True, text=True,
+        input=(REPO / "Makefile").read_text(encoding="utf-8")
+        + '\nshow:\n\t@echo "[$$PYTHONDONTWRITEBYTECODE]"\n',
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    ).stdout  # fmt: skip
+    assert printed.strip() == "[]"
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("jupyterlab")]
+    assert project["optional-dependencies"]["lab"] == ["jupyterlab>=4.0"]
 
 
 @pytest.mark.slow

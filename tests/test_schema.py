@@ -43,6 +43,37 @@ def test_every_shipped_yaml_names_its_schema_and_passes_it(path: Path) -> None:
     assert _errors(_kind(path), yaml.safe_load(path.read_text(encoding="utf-8"))) == []
 
 
+@pytest.mark.parametrize("path", PARAMETERS, ids=lambda p: p.name)
+def test_every_shipped_yaml_passes_jsonschema_as_yaml_safe_load_reads_it(path: Path) -> None:
+    """A standard YAML load and a standard validator, with the schema file the YAML names: the
+    package keys 3, 7, 30 read as integers are accepted, not only as the text JSON gives."""
+    document = json.loads((ROOT / "docs" / "schema" / f"{_kind(path)}.json").read_text("utf-8"))
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert [e.message for e in jsonschema.Draft202012Validator(document).iter_errors(data)] == []
+
+
+@pytest.mark.parametrize(
+    ("prices", "wrong"),
+    [
+        ({3: 1, 7: 2}, "not have enough"),
+        ({3: 1, 7: 2, 30: 3, 14: 4}, "14"),
+        ({3: 1, 7: 0, 30: 3}, "0"),
+    ],
+)
+def test_a_package_price_table_of_other_days_or_prices_fails_jsonschema(
+    prices: dict, wrong: str
+) -> None:
+    offers = yaml.safe_load((ROOT / "parameters" / "offers.yaml").read_text(encoding="utf-8"))
+    offers["offers"][0]["package_price_usd_minor"] = prices
+    for data in (offers, json.loads(json.dumps(offers))):  # integer keys, then JSON's text
+        assert wrong in " ".join(_raw_errors(data))
+
+
+def _raw_errors(data: object) -> list[str]:
+    document = schema.document("offers", schemas()["offers"])
+    return [e.message for e in jsonschema.Draft202012Validator(document).iter_errors(data)]
+
+
 def test_the_printed_schema_validates_the_demo_and_rejects_a_misspelled_key(
     capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
@@ -79,9 +110,9 @@ def test_an_unknown_build_option_fails_validate_with_exit_2_naming_the_option(
     # It passed validate (exit 0) and was refused only by build-model.
     text = (ROOT / "parameters" / "demo.yaml").read_text(encoding="utf-8")
     path = tmp_path / "demo.yaml"
-    edited = text.replace("build: {}", "build: {epochs: 20, dim: 0, train_limit: null}").replace(
-        "../", f"{ROOT}/"
-    )
+    edited = text.replace(
+        "build: {max_epochs: 12}", "build: {epochs: 20, dim: 0, train_limit: null}"
+    ).replace("../", f"{ROOT}/")
     path.write_text(edited.replace("offers.yaml", f"{ROOT}/parameters/offers.yaml"), "utf-8")
     assert main(["validate", str(path)]) == 2
     err = capsys.readouterr().err

@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         offers = load_offers(args.offers)
         argument = "--offer"
-        offer = resolve_offer(offers, args.offer)
+        offer = resolve_offer(offers, args.offer, args.offers)
         argument = "--days/--lots/--gpus/--accepted-results"  # checked again, naming the rule
         quote = package_quote(
             offer, args.days, lots=args.lots, gpus=args.gpus, accepted_results=args.accepted_results

@@ -179,7 +179,7 @@ def ledger_report(
             "offers table's path",
             rule="R5.1",
         )
-    offer = resolve_offer(load_offers(offers_path), offer_id)
+    offer = resolve_offer(load_offers(offers_path), offer_id, offers_path)
     machine = machine_from(machines) if machines else None
     ledger = build_ledger(offer, days, lots, parse_start(start), bundle_dirs, machine=machine)
     ledger["offers_file"] = str(Path(offers_path).resolve())  # where its price is re-read

@@ -23,22 +23,39 @@ ROUNDING_RULE = (
 # 30, 90), when pricing.offer names it; attributed by the one rule like any other offer.
 MACHINE_OFFER_ID = "this-machine-example"
 _MACHINE_PRICES = {3: 1500, 7: 3000, 30: 9000}
+MACHINE_OFFER_ORIGIN = (
+    "written by gpubench-nb, with invented prices, for the machine a bundle ran on (an "
+    "experiment's pricing.offer), in no offers table; to price a real package, name an offer "
+    "of your offers table that holds the provider's quote"
+)
 _DAYS = ", ".join(map(str, DURATIONS_DAYS))
 REAL_QUOTE_HOWTO = (
     "to enter a real quote, write the provider's whole-package prices in "
     "package_price_usd_minor, say who quoted them and when in provider, and remove "
     "'placeholder: true' from that offer in the offers table"
 )
+
+
+def real_quote_howto(offer_ids: Any) -> str:
+    """Where the placeholder prices of ``offer_ids`` come from, and how to get a real cost."""
+    table = ", ".join(i for i in offer_ids if i != MACHINE_OFFER_ID)
+    said = [f"{table}: from the offers table; {REAL_QUOTE_HOWTO}"] * bool(table)
+    said += [f"{MACHINE_OFFER_ID}: {MACHINE_OFFER_ORIGIN}"] * (MACHINE_OFFER_ID in offer_ids)
+    return "; ".join(said)
+
+
 _PRICE = schema.integer(
     "US cents for the whole package of one lot (USD 1,234.56: 123456)",
     rule="R4.2",
     fix=f"give the whole-package price of each of {_DAYS} days in whole US cents >= 1 (write "
     "USD 1,234.56 as 123456; 0 is not a price, R5.1)",
 )
-_PRICES = schema.section(
-    "days -> whole-package price of one lot", {str(d): _PRICE for d in DURATIONS_DAYS},
-    required=[str(d) for d in DURATIONS_DAYS],
-)  # fmt: skip
+_PRICES = {  # exactly 3, 7, 30: text in JSON, integers after yaml.safe_load (jsonschema: both)
+    "type": "object", "description": "days -> whole-package price of one lot",
+    "properties": {str(d): _PRICE for d in DURATIONS_DAYS}, "additionalProperties": _PRICE,
+    "propertyNames": {"enum": [*DURATIONS_DAYS, *map(str, DURATIONS_DAYS)]},
+    "minProperties": 3, "maxProperties": 3,
+}  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,7 +121,9 @@ class Offer(Record):
                 f"write {named}: <the model name as environment.json records it>",
             )
         prices = {int(days): cents for days, cents in self.package_price_usd_minor.items()}
-        return replace(self, package_price_usd_minor={d: prices[d] for d in DURATIONS_DAYS})
+        for days in [d for d in DURATIONS_DAYS if d not in prices]:
+            where.at(f"package_price_usd_minor.{days}").fail("missing", _PRICE["fix"])
+        return replace(self, package_price_usd_minor={d: prices.get(d) for d in DURATIONS_DAYS})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -162,15 +181,18 @@ def machine_offer(gpu_models: tuple[str, ...], gpus: int | None, cpu_model: str 
     )
 
 
-def resolve_offer(offers: Mapping[str, Offer], name: str) -> Offer:
-    """The offer with id ``name``, or the only id starting with ``name + '-'`` (``b200``)."""
+def resolve_offer(offers: Mapping[str, Offer], name: str, source: Any = "") -> Offer:
+    """The offer with id ``name``, or the only one starting with ``name + '-'`` (``b200``)."""
     if name in offers:
         return offers[name]
     matches = [offer for offer_id, offer in offers.items() if offer_id.startswith(f"{name}-")]
     if len(matches) == 1:
         return matches[0]
     kind = "ambiguous" if matches else "unknown"
-    raise EconomicsError(f"{kind} offer {name!r}; valid values: {', '.join(offers)}", rule="R5.1")
+    why = f"{kind} offer {name!r}" + (f" in {source}" if source else "")
+    if name == MACHINE_OFFER_ID:  # no table holds it
+        why = f"{name!r} is not in {source or 'the offers table'}: {MACHINE_OFFER_ORIGIN}"
+    raise EconomicsError(f"{why}; valid values: {', '.join(offers)}", rule="R5.1")
 
 
 @dataclass(frozen=True)
@@ -239,7 +261,7 @@ def package_quote(
     if offer.placeholder:
         notes.append(
             f"PLACEHOLDER: {offer.id}'s prices are invented examples, not a quote; "
-            f"{REAL_QUOTE_HOWTO}."
+            f"{real_quote_howto([offer.id])}."
         )
     return PackageQuote(
         offer_id=offer.id,

@@ -53,7 +53,7 @@ def validate_pricing(experiment: Experiment) -> None:
         return
     table = load_offers(pricing.offers)
     if pricing.offer != MACHINE_OFFER_ID:  # that one is written from the recorded machine
-        resolve_offer(table, pricing.offer)
+        resolve_offer(table, pricing.offer, pricing.offers)
     for offer in table.values():  # 30_economics prices every offer of the table
         package_quote(offer, pricing.days, lots=pricing.lots, gpus=pricing.gpus)
 

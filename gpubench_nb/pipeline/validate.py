@@ -36,10 +36,12 @@ def validate_experiment(path: str | Path, out: TextIO) -> Experiment:
             f"            model.path {exp.model.path} is not built yet: `gpubench-nb "
             f"build-model {path}` builds it from the seed (R1.1)"
         )
-    refuse_unrunnable(exp)  # a package, compiler or GPU capability missing here (R2.1)
     say(f"knob        {exp.knob}; fixed {dict(exp.fixed)}")
     variants = ", ".join(f"{v.id} ({exp.knob}={v.knob_value})" for v in exp.variants)
     say(f"variants    {variants}")
+    if any(set(v.settings.optimisations()) - {"threads"} for v in exp.variants):  # torch: seconds
+        say("machine     checking it can run them (starting torch, seconds)...", flush=True)
+    refuse_unrunnable(exp)  # a package, compiler or GPU capability missing here (R2.1)
     say(f"quality     {q.metric} >= {q.threshold}, drop <= {q.tolerance} vs {q.reference_variant}")
     t = exp.timing
     seed = f" (seed {t.order_seed})" if t.order_seed is not None else ""

@@ -115,6 +115,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         **row,
         **{name: getattr(run, name, None) for name in _RUN_KEYS},
         "out_of_memory": bool(run and run.out_of_memory),  # R5.8
+        "optimisation": run.optimisation if run else None,  # compile, quantise, ... (R3.2)
         # what the GPU ran at during the timed pass (engine/clocks.py)
         "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
         "energy_joules": telemetry.joules if telemetry else None,

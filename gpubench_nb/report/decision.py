@@ -13,7 +13,7 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import NOT_MEASURED
-from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
+from gpubench_nb.economics.offers import real_quote_howto
 from gpubench_nb.protocol.capabilities import OPTIMISATIONS
 from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
 from gpubench_nb.protocol.records import Phase
@@ -22,6 +22,7 @@ from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_ch
 from gpubench_nb.report.stats import PhaseSummary, Summary, failed, table
 from gpubench_nb.report.verdict import (
     DISTINGUISHABLE,
+    MIN_RUNS_FOR_FENCE,
     NOT_DISTINGUISHABLE,
     OUTLIER_K,
     RULE_TEXT,
@@ -31,6 +32,7 @@ from gpubench_nb.report.verdict import (
 )
 
 TABLE_ID = "decision-table"
+_CUT_COLUMNS = ("truncated_texts", "dropped_tokens")  # run.json's truncation (R2.3)
 
 
 @dataclass(frozen=True)
@@ -159,10 +161,17 @@ def _option(bundle: Bundle, variant: str, summary: Summary) -> Option:
         load=summary.of(label, variant, Phase.LOAD),
         knob=f"{knob}={values[variant]}" if values.get(variant) is not None else None,
         why_not=None if accepted else (why_not(measured) or "no measured run"),
-        quality=quality_text(summary, label, variant),
+        quality=_truncated(quality_text(summary, label, variant), measured),
         quality_median=(summary.quality(label, variant) or (None,))[0],
         **_cost(bundle, variant, accepted),
     )
+
+
+def _truncated(quality: str | None, runs: Sequence[Mapping[str, Any]]) -> str | None:
+    """The quality, with the largest truncation of one pass beside it (run.json, R2.3)."""
+    texts, tokens = (max((r.get(k) or 0 for r in runs), default=0) for k in _CUT_COLUMNS)
+    cut = f"{texts} texts cut, {tokens} tokens dropped (R2.3)"
+    return f"{quality or formats.NOT_RECORDED}; {cut}" if texts else quality
 
 
 def _shown(o: Option, verdict: Any = None) -> str:
@@ -296,9 +305,12 @@ def decision_sentences(
     return out
 
 
-def _speed(time: float | None, base: float | None, reference: str) -> str:
+def _speed(time: float | None, base: float | None, reference: str, withheld: bool) -> str:
     if not time or not base:
         return "no timed warm run to compare"
+    if withheld:  # no ratio beside a withheld verdict (R2.5)
+        said = f"warm median {formats.seconds(time)}, {reference}'s {formats.seconds(base)}"
+        return f"{said} (no speed verdict: withheld, see above)"
     ratio, word = (base / time, "faster") if base >= time else (time / base, "slower")
     return f"{ratio:.2f}× {word} per corpus than {reference} (warm medians)"
 
@@ -318,7 +330,7 @@ def _gate(
     return text
 
 
-def optimisation_sentences(bundle: Bundle, summary: Summary) -> list[str]:
+def optimisation_sentences(bundle: Bundle, summary: Summary, withheld: bool = False) -> list[str]:
     """One sentence per variant when the knob is how the model is run (compile, attention,
     quantization, threads), read from the report's one summary; empty for other knobs."""
     knob, quality = bundle.declared("knob"), bundle.declared("quality") or {}
@@ -344,7 +356,8 @@ def optimisation_sentences(bundle: Bundle, summary: Summary) -> list[str]:
             quality, summary.measured(bundle.label, variant), measured and measured[0], base
         )
         out.append(
-            f"{variant} ({knob}={value}): {_speed(warm(variant), warm(reference), reference)}; "
+            f"{variant} ({knob}={value}): "
+            f"{_speed(warm(variant), warm(reference), reference, withheld)}; "
             f"{verdict}: {gate} (reference {reference}, R1.3, R5.7)."
         )
     return out
@@ -357,8 +370,8 @@ def placeholder_sentences(options: Sequence[Option]) -> list[str]:
         return []
     return [
         f"Prices marked [{formats.PLACEHOLDER_MARK}] ({', '.join(examples)}) are invented "
-        f"examples from the offers table, not quotes: no cost here is a real cost; "
-        f"{REAL_QUOTE_HOWTO}, then rerun gpubench-nb run (no run is redone)."
+        f"examples, not quotes: no cost here is a real cost. {real_quote_howto(examples)}; "
+        "then rerun gpubench-nb run (no run is redone)."
     ]
 
 
@@ -368,7 +381,9 @@ def decision_view_of(bundles: Sequence[Bundle], summary: Summary | None = None) 
     loaded = {b.label: b for b in bundles}  # variants in the summary's (declared) order
     options = [_option(loaded[b], v, summary) for b, v in summary.variants() if b in loaded]
     check = conditions_check([o.conditions for o in options if o.conditions])
-    optimised = [line for b in bundles for line in optimisation_sentences(b, summary)]
+    optimised = [
+        s for b in bundles for s in optimisation_sentences(b, summary, bool(check.withheld))
+    ]
     sentences = decision_sentences(options, check) + optimised + placeholder_sentences(options)
     return DecisionView(options, sentences, check)
 
@@ -402,6 +417,8 @@ def _warm_text(o: Option) -> str:
     text = f"{formats.seconds_range(o.warm.median, o.warm.low, o.warm.high)}, {o.warm.n} runs"
     if o.warm.outlier_runs:
         text += f"; outlier: run {', '.join(map(str, o.warm.outlier_runs))} (kept, R3.6)"
+    elif o.warm.n < MIN_RUNS_FOR_FENCE:
+        text += f"; too few to mark an outlier ({MIN_RUNS_FOR_FENCE} needed, R3.6)"
     return text
 
 
@@ -429,6 +446,10 @@ def decision_frame(view: DecisionView) -> pd.DataFrame:
             "cold · load (median)": (
                 f"{formats.seconds(o.cold.median if o.cold else None)} · "
                 f"{formats.seconds(o.load.median if o.load else None)}"
+                + "".join(  # compile, quantise, export: outside the load (R3.2)
+                    f" · {step} {formats.seconds(value)}"
+                    for step, value in (o.cold.optimisation_seconds if o.cold else {}).items()
+                )
             ),
             "peak memory (warm, median)": _memory_text(o),
             "machine during warm runs": o.conditions.text()

@@ -9,7 +9,7 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import ATTRIBUTION_RULE, NOT_MEASURED
-from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
+from gpubench_nb.economics.offers import real_quote_howto
 from gpubench_nb.protocol.records import BreakEvenPair, OfferEconomics
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.escape import md_code, md_text
@@ -67,10 +67,10 @@ def economics_markdown(bundles: Sequence[Bundle]) -> str:
         examples = [o.offer_id for o in data.offers if o.placeholder]
         if examples:
             lines.append(
-                f"**Placeholder prices ({', '.join(examples)}):** the offers table marks these "
-                "prices as invented examples (`placeholder: true`), so each is shown as "
-                f"[{formats.PLACEHOLDER_MARK}] and no cost drawn from them is a real cost; "
-                f"{REAL_QUOTE_HOWTO}, then rerun `gpubench-nb run` (no run is redone)."
+                f"**Placeholder prices ({', '.join(examples)}):** invented examples "
+                f"(`placeholder: true`), so each is shown as [{formats.PLACEHOLDER_MARK}] and "
+                f"no cost drawn from them is a real cost. {real_quote_howto(examples)}; then "
+                "rerun `gpubench-nb run` (no run is redone)."
             )
     return "\n\n".join(lines)
 

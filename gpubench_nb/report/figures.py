@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -35,6 +38,18 @@ _READING_COLOURS = dict(
 _MIB = 2**20
 
 
+class ReportFigure(Figure):
+    """A figure shown as a PNG with its alt text (nbconvert warns of an image without one)."""
+
+    alt = ""
+
+    def _repr_html_(self) -> str:
+        png = io.BytesIO()
+        self.savefig(png, format="png")
+        data = base64.b64encode(png.getvalue()).decode("ascii")
+        return f'<img src="data:image/png;base64,{data}" alt="{html.escape(self.alt)}">'
+
+
 def _runs_figure(
     summary: Summary, rate: bool, phases: Sequence[str], ylabel: str, title: str
 ) -> Figure | None:
@@ -54,8 +69,9 @@ def _runs_figure(
 
 def _facets(phases: Sequence[str], width: float, height: float, title: str) -> tuple[Figure, Any]:
     """A figure built without pyplot (nothing registered globally), one facet per phase (R3.2)."""
-    fig = Figure(figsize=(1.2 + width * len(phases), height), layout="constrained")
+    fig = ReportFigure(figsize=(1.2 + width * len(phases), height), layout="constrained")
     fig.suptitle(title)
+    fig.alt = f"{title}, one facet per phase ({', '.join(phases)})"
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     for ax, phase in zip(axes, phases, strict=True):
         ax.set_title(phase)
@@ -191,7 +207,11 @@ def frontier_figure(front: Frontier) -> Figure | None:
     drawn = [(n, p) for n, p in enumerate(front.points, 1) if None not in (p.x, p.quality)]
     if not drawn:
         return None
-    fig = Figure(figsize=(9, 4.5 + 0.16 * len(drawn)), layout="constrained")
+    fig = ReportFigure(figsize=(9, 4.5 + 0.16 * len(drawn)), layout="constrained")
+    fig.alt = (
+        "The options as a frontier: each bundle and variant placed by cost (or warm time) "
+        "against quality; the frontier starred and joined; refused options grey crosses"
+    )
     ax, spots, best = fig.subplots(), {}, []
     several = len({p.option.bundle for _, p in drawn}) > 1
     for n, p in drawn:

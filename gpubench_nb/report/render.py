@@ -17,7 +17,7 @@ from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, pap
 from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
 from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
 from gpubench_nb.protocol.outputs import check_output
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
+from gpubench_nb.protocol.records import MEASURED_PHASES
 from gpubench_nb.protocol.writer import refuse_if_written
 from gpubench_nb.report.bundles import (  # the notebook reads every function from here
     Bundle,
@@ -64,13 +64,7 @@ _SELF_CONTAINED = """{%- extends 'lab/index.html.j2' -%}
 {%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block data_png scoped -%}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
- alt="{{ (cell | get_metadata('alt')) or 'a figure of this report' | escape_html }}">
-</div>
-{%- endblock data_png -%}
-"""  # the lab template has no alt text; each figure cell carries its own in metadata "alt"
+"""  # figures are HTML images with their alt text (report.figures.ReportFigure)
 
 
 def display_setup() -> None:
@@ -82,21 +76,6 @@ def display_setup() -> None:
 def _distinct(bundle: Bundle, name: str) -> str | None:
     values = list(dict.fromkeys(str(r[name]) for r in bundle.rows if r.get(name) is not None))
     return ", ".join(values) or None
-
-
-def _truncation(bundle: Bundle) -> dict[str, str]:
-    """Per variant, the largest truncation of one pass (R2.3); run.json holds the counts."""
-    out = {}
-    for variant in dict.fromkeys(r["variant_id"] for r in bundle.rows):
-        runs = [r for r in bundle.rows if r["variant_id"] == variant and r["phase"] != Phase.LOAD]
-        texts = [r["truncated_texts"] for r in runs if r.get("truncated_texts") is not None]
-        tokens = [r["dropped_tokens"] for r in runs if r.get("dropped_tokens") is not None]
-        out[f"truncation, {variant} (R2.3)"] = (
-            f"{max(texts)} texts cut, {max(tokens) if tokens else '?'} tokens dropped"
-            if texts
-            else NOT_RECORDED
-        )
-    return out
 
 
 def _short(revision: str | None) -> str | None:
@@ -142,7 +121,6 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
             else repeats,
             "order (R3.4)": b.declared("timing", "order"),
             "order seed": b.declared("timing", "order_seed"),
-            **_truncation(b),
         }
     frame = pd.DataFrame(columns)
     frame.index.name = "field (revisions: first 16 hex digits, full in protocol.lock.json)"

@@ -113,6 +113,16 @@ class PhaseSummary:
         """The median of a column over the timed runs that recorded it (energy, memory)."""
         return _median(self.values(column))
 
+    @property
+    def optimisation_seconds(self) -> dict[str, float]:
+        """Each optimisation step's median seconds over the runs that recorded it (R3.2)."""
+        steps = [r.get("optimisation") or {} for r in self.timed]
+        names = dict.fromkeys(n for step in steps for n in step if n.endswith("_seconds"))
+        found = {
+            n.removesuffix("_seconds"): [s[n] for s in steps if s.get(n) is not None] for n in names
+        }
+        return {name: statistics.median(values) for name, values in found.items() if values}
+
     def values(self, column: str) -> list[float]:
         return [float(r[column]) for r in self.timed if r.get(column) is not None]
 

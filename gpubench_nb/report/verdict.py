@@ -19,7 +19,7 @@ ALPHA = 0.05  # two-sided significance level of the exact Mann–Whitney U test
 OUTLIER_K = 3.0
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation of normal data
 MAD_FLOOR_SHARE = 0.01  # the spread never below this share of the median (identical timings)
-MIN_RUNS_FOR_FENCE = 3  # with fewer runs no run can stand out from its variant
+MIN_RUNS_FOR_FENCE = 4  # with 3, the MAD is one gap: a run at 1.2× the median would stand out
 
 DISTINGUISHABLE = "distinguishable"
 NOT_DISTINGUISHABLE = "not distinguishable"

@@ -143,7 +143,10 @@ def test_unknown_offer_and_bad_table_name_the_argument(
 ) -> None:
     code, _, err = run(capsys, "--offers", offers, "--offer", "a100", "--days", "7", "--lots", "1")
     assert code == 2 and err.count("\n") == 1
-    assert "argument --offer: R5.1: unknown offer 'a100'; valid values: h100-test, b200-test" in err
+    said = (
+        f"argument --offer: R5.1: unknown offer 'a100' in {offers}; valid values: h100-test, b200"
+    )
+    assert said in err  # where the offer was looked for: the table's path
     bad = tmp_path / "bad.yaml"
     bad.write_text(OFFERS_YAML.replace("7: 65000", "7: 650.5"), encoding="utf-8")
     code, _, err = run(

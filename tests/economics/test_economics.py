@@ -18,11 +18,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpubench_nb.economics.bundle_economics import (
-    UNIT_OF_WORK,
-    fill_package_columns,
-    write_bundle_economics,
-)
+from gpubench_nb.economics.bundle_economics import UNIT_OF_WORK, fill_package_columns
 from gpubench_nb.economics.offers import (
     ROUNDING_RULE,
     Offer,
@@ -36,6 +32,7 @@ from gpubench_nb.economics.reprice import economics_notebook
 from gpubench_nb.errors import EconomicsError, ResultsError
 from gpubench_nb.protocol.records import FORMAT_VERSION
 from gpubench_nb.protocol.results import COLUMNS
+from tests.support.economics import write_bundle_economics
 from tests.support.ledger import H100, make_offer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -133,6 +133,20 @@ def test_every_problem_is_listed_with_the_nearest_key(tmp_path: Path) -> None:
     assert "'gpu:4' does not request the target's 1 whole GPU(s)" in text
 
 
+def test_a_target_naming_the_demos_own_offer_is_told_what_it_is_and_what_to_name(
+    tmp_path: Path,
+) -> None:
+    """The demo's pricing.offer is made up by the tool for the machine a bundle ran on: a
+    campaign target is told so, where the offers were looked for, and what to write (R5.1)."""
+    path = write_campaign(tmp_path, [local_target("here", offer="this-machine-example")])
+    with pytest.raises(ProtocolError) as caught:
+        load_campaign(path)
+    text = " ".join(str(caught.value).split())
+    assert f"'this-machine-example' is not in {OFFERS}: written by gpubench-nb" in text
+    assert "in no offers table" in text and "name an offer of your offers table" in text
+    assert "valid values: h100-example" in text and "unknown offer" not in text
+
+
 def test_a_target_needs_exactly_one_reach_and_local_needs_its_gpus(tmp_path: Path) -> None:
     both = {**local_target("x"), "manual": {}}
     none = {"id": "y", "offer": {"id": "h100-example", "days": 7, "lots": 1}}

@@ -156,7 +156,11 @@ def test_decision_view_over_golden_bundle_folders(tmp_path: Path) -> None:
     assert b4["accepted"] == "yes"
     assert b4["warm per corpus: median (min – max)"] == "500 ms (480 ms – 520 ms), 5 runs"
     assert b4["cold · load (median)"] == "600 ms · 420 ms"
-    assert b4["quality vs threshold"] == "macro_f1 0.780 ≥ 0.700"  # issue 24 §4
+    # the most texts one pass truncated, beside the quality it may cost (R2.3)
+    assert (
+        b4["quality vs threshold"]
+        == "macro_f1 0.780 ≥ 0.700; 3 texts cut, 41 tokens dropped (R2.3)"
+    )
     assert b4["warm per text, throughput"] == "500 µs per text; 2,000 texts/s"
     assert b4["peak memory (warm, median)"] == "120 MiB allocated, 184 MiB reserved"
     assert b4["declared package"] == "USD 1,234.56 (h100-example, 7 days × 1 lot(s))"
@@ -197,3 +201,42 @@ def test_placeholder_prices_are_marked_and_say_how_to_enter_a_quote() -> None:
     }
     assert set(frame["per accepted corpus"]) == {"USD 420.00 [PLACEHOLDER, not a quote]"}
     assert placeholder_sentences([_option("box", "b1", FIVE_SLOW)]) == []  # a real quote
+
+
+def test_the_tools_own_example_offer_is_said_to_be_in_no_table() -> None:
+    """this-machine-example is written by gpubench-nb for the machine: no offers table holds a
+    'placeholder: true' to remove; the sentence says where it comes from and what to do."""
+    options = [_option("box", "b1", FIVE_SLOW, placeholder=True, offer_id="this-machine-example")]
+    (said,) = placeholder_sentences(options)
+    assert "this-machine-example: written by gpubench-nb, with invented prices, for the" in said
+    assert "in no offers table" in said and "name an offer of your offers table" in said
+    assert "from that offer in the offers table" not in said
+
+
+def test_compile_and_other_optimisation_seconds_show_beside_cold_and_load() -> None:
+    """run.json's optimisation seconds (compile, quantise, export: whatever a run records) are
+    the user's cost of a variant too: their cold median is on the decision table (R3.2)."""
+    rows = [
+        {"bundle": "box", "variant_id": "c1", "phase": phase, "run_index": i,
+         "elapsed_seconds": 0.5, "corpus_accepted": True,
+         "optimisation": {"compile_seconds": 70.0 + i, "export_seconds": 2.0, "compile": "x",
+                          "quantize_seconds": None}}
+        for phase in ("cold", "warm") for i in (1, 2, 3, 4, 5)
+    ]  # fmt: skip
+    cold, warm = summarise(rows).phases
+    assert cold.optimisation_seconds == {"compile": 73.0, "export": 2.0}
+    frame = decision_frame(DecisionView([Option(warm=warm, cold=cold)]))
+    assert frame.iloc[0]["cold · load (median)"] == (
+        "500 ms · — · compile 1 min 13 s · export 2.00 s"
+    )
+
+
+def test_too_few_runs_to_mark_an_outlier_is_said_and_none_is_marked() -> None:
+    """With 3 runs a run at 1.20× the median was marked an outlier: below four runs no
+    fence is drawn, and the table says so (R3.6)."""
+    three = _option("box", "b1", (1.00, 1.00, 1.20))
+    assert three.warm.outlier_runs == ()
+    cell = decision_frame(DecisionView([three])).iloc[0]["warm per corpus: median (min – max)"]
+    assert cell.endswith("3 runs; too few to mark an outlier (4 needed, R3.6)")
+    five = _option("box", "b4", (1.00, 1.00, 1.01, 0.99, 1.60))
+    assert five.warm.outlier_runs == (5,)

@@ -8,11 +8,12 @@ from pathlib import Path
 from gpubench_nb.protocol.lock import LockRecord
 from gpubench_nb.protocol.records import EnvironmentRecord
 from gpubench_nb.report.bundles import Bundle, summary_of
+from gpubench_nb.report.conditions import RunConditions
 from gpubench_nb.report.decision import decision_view_of, optimisation_sentences
 
 
 def _rows(
-    variant: str, seconds: float, quality: float, accepted: bool, reference: float = 0.847
+    variant: str, seconds: float, quality: float, accepted: bool, reference: float = 0.847, **more
 ) -> list[dict]:
     """Rows as a bundle gives them: the checks each run recorded (checks.json, R1.6)."""
     return [
@@ -28,13 +29,14 @@ def _rows(
             "meets_threshold": True,
             "within_tolerance": accepted,
             "error": None,
+            **more,
         }
         for phase in ("cold", "warm")
         for i in (1, 2, 3)
     ]
 
 
-def _bundle(knob: str = "quantization", rows: list[dict] | None = None) -> Bundle:
+def _bundle(knob: str = "quantization", rows: list[dict] | None = None, **more) -> Bundle:
     lock = {
         "declaration": {
             "knob": knob,
@@ -47,7 +49,7 @@ def _bundle(knob: str = "quantization", rows: list[dict] | None = None) -> Bundl
             "variants": [{"id": "q0", knob: "none"}, {"id": "q8", knob: "int8_dynamic"}],
         }
     }
-    rows = rows or _rows("q0", 0.9, 0.847, True) + _rows("q8", 0.5, 0.812, False)
+    rows = rows or _rows("q0", 0.9, 0.847, True, **more) + _rows("q8", 0.5, 0.812, False, **more)
     return Bundle(
         path=Path("b"),
         label="b",
@@ -82,3 +84,15 @@ def test_the_sentence_says_what_acceptance_decided_at_the_bound() -> None:
         "q8 (quantization=int8_dynamic): 1.80× faster per corpus than q0 (warm medians); "
         "accepted: macro_f1 0.300 ≥ 0.400 − 0.1 (reference q0, R1.3, R5.7)."
     ]
+
+
+def test_no_speed_ratio_stands_beside_a_withheld_verdict() -> None:
+    """Under heavy load with free threads the verdict is withheld (R2.5): the optimisation
+    sentence gives the two medians, labelled as no verdict, never "1.80× faster"."""
+    busy = RunConditions(8.5, 8.5, 2, (), None, threads="2 torch thread(s)", threads_fixed=False)
+    bundle = _bundle(conditions=busy)
+    view = decision_view_of([bundle])
+    assert view.check.withheld
+    (said,) = [s for s in view.sentences if s.startswith("q8 (quantization=int8_dynamic)")]
+    assert "×" not in said and "faster" not in said and "slower" not in said
+    assert "warm median 500 ms, q0's 900 ms (no speed verdict: withheld" in said

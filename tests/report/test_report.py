@@ -13,13 +13,13 @@ import nbformat
 import pytest
 from matplotlib.collections import PathCollection
 
-from gpubench_nb.economics import bundle_economics as economics
 from gpubench_nb.errors import BundleError, EconomicsError, ResultsError
 from gpubench_nb.protocol.results import COLUMNS
 from gpubench_nb.report import economics as costs
 from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
 from gpubench_nb.report.stats import COLD_FIRST_RATIO, anchor_warnings, memory_phases, summarise
+from tests.support import economics
 from tests.support.golden import LEDGER, MIB, OOM, write_bundle
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -211,7 +211,9 @@ def test_merge_of_like_bundles_and_header(gpu_bundle: Path, cpu_bundle: Path) ->
     assert header.loc["GPUs used", labels[0]] == "1"
     assert header.loc["GPUs visible (not necessarily used, R2.5)", labels[0]] == 2
     assert header.loc["driver", labels[1]] == "—"  # not recorded on CPU, never 0
-    assert header.loc["truncation, b8 (R2.3)", labels[0]] == "3 texts cut, 41 tokens dropped"
+    # the truncation stands beside the variant's quality on the first table (R2.3)
+    b8 = report.decision_frame(report.decision_view_of(bundles)).loc[(labels[0], "b8 (batch=8)")]
+    assert b8["quality vs threshold"].endswith("; 3 texts cut, 41 tokens dropped (R2.3)")
     assert header.loc["model revision", labels[0]] == "m" * 16 + "…"  # full in the lock
     assert len(report.summary_of(bundles).phases) == 18
 
@@ -424,7 +426,14 @@ def test_render_report_writes_self_contained_html(rendered: Path) -> None:
     alts = [m.group(1) for tag in images if (m := re.search(r'alt="([^"]+)"', tag))]
     assert len(alts) == 4 and "No description has been provided" not in html  # accessible
     assert alts[0].startswith("The options as a frontier: each bundle and variant placed by")
-    assert alts[1].startswith("Elapsed seconds per variant")
+    assert alts[1].startswith("Elapsed time per variant and phase, one facet per phase")
+    # the plain route: nbconvert's own HTML export of the executed notebook finds every alt
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    kept = nbformat.read(rendered.parent / "notebooks" / "90_report.ipynb", as_version=4)
+    plain, _ = HTMLExporter().from_notebook_node(kept)
+    assert plain.count("<img") == 4 and "No description has been provided" not in plain
     # its table and sentence: the CPU bundle is not priced, so time orders, where the rule does
     assert 'id="frontier-table"' in html and "answers changed (first kept run)" in html
     assert '<p class="frontier-sentence">On the frontier (median warm time per corpus' in html

@@ -115,8 +115,9 @@ def build_summary(exp: Any, out_dir: Path) -> list[str]:
     if room is None:
         lines.append(f"threshold   {q.metric} {q.threshold} (tune reports macro-F1 only)")
     elif room < 0.05:
+        where = f"only {room:.3f} below" if room >= 0 else f"{-room:.3f} above"
         lines.append(
-            f"WARNING     quality.threshold {q.threshold} leaves {room:+.3f} below tune; eval "
+            f"WARNING     quality.threshold {q.threshold} is {where} tune ({tune:.3f}); eval "
             f"often scores a few points lower: about {suggested:.2f} leaves room for it"
         )
     else:

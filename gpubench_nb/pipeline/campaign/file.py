@@ -220,7 +220,7 @@ class Campaign(_Section):
                 continue
             offer = target.offer.offer
             try:
-                offer = resolve_offer(table, offer).id if table else offer
+                offer = resolve_offer(table, offer, offers).id if table else offer
             except GpubenchError as exc:  # its message already names R5.1
                 at = where.at(f"targets[{index}] ({target.id}).offer.id")
                 at.fail(str(exc), f"use an id of {offers}", rule="R5.1")
