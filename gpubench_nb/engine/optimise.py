@@ -35,6 +35,8 @@ TORCHAO_CONFIGS = {
     "fp8": "Float8DynamicActivationFloat8WeightConfig",
 }
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+ONNX_MODULES = ("onnxruntime", "onnx", "onnxscript")  # the runtime and its exporter's
+ONNX_INSTALL = "pip install 'gpubench-nb[onnx]' (a GPU server: onnxruntime-gpu, not onnxruntime)"
 
 
 def thread_variables(declared: int | str) -> None:
@@ -264,7 +266,10 @@ def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
     """Apply the declared attention, quantisation and compile mode, timed apart (R3.2) inside
-    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on."""
+    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on. Another runtime
+    applied them in its graph, before the runs (engine/backends/onnx_runtime.py)."""
+    if hasattr(backend, "optimised"):
+        return backend.optimised()
     attention = _attention(backend.module, settings.attention)
     scheme, mode = settings.quantization, settings.compile
     if scheme == "none" and mode == "none":
@@ -329,6 +334,8 @@ def _missing(s: Any, device: Any) -> list[str]:
     import torch
 
     found = []
+    if s.runtime == "onnxruntime" and not all(map(importlib.util.find_spec, ONNX_MODULES)):
+        found.append(f"runtime onnxruntime needs {', '.join(ONNX_MODULES)}: {ONNX_INSTALL}")
     if s.quantization in TORCHAO_CONFIGS and importlib.util.find_spec("torchao") is None:
         found.append(
             f"quantization {s.quantization} needs the torchao package (pip install torchao)"

@@ -201,4 +201,15 @@ def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, s
             "fix precision bf16",
         ),
     ]
+    if getattr(settings, "runtime", "torch") == "onnxruntime":  # the graph exported in fp32
+        rules += [
+            (backend == "causal_lm", "runtime", "a prompted causal_lm generates token by token "
+             "in torch; its generation loop has no ONNX export here", "declare runtime: torch"),
+            *((value != kept, key, f"{key} {value} is torch's; onnxruntime runs the fp32 graph "
+               "exported before the runs", f"declare {key}: {kept}")
+              for key, value, kept in (("compile", settings.compile, "none"), ("attention",
+              attention, "auto"), ("precision", precision, "fp32"))),
+            (scheme not in ("none", *CPU_QUANTIZATIONS), "quantization", f"{scheme} is torchao's",
+             "declare int8_dynamic (onnxruntime's quantize_dynamic) or none"),
+        ]  # fmt: skip
     return [(setting, problem, fix) for refused, setting, problem, fix in rules if refused]

@@ -46,6 +46,7 @@ OUTPUT_FORMATS = ("predictions_jsonl",)
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
 QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
+RUNTIMES = ("torch", "onnxruntime")  # onnxruntime: on the graph exported before the runs
 SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
 IDENTIFIER = schema.text("letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN,
@@ -73,14 +74,18 @@ SETTINGS: Mapping[str, Any] = {
     "threads": {
         "anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}],
         "default": "auto",
-        "description": "CPU threads torch uses (auto: torch's own choice)",
+        "description": "CPU threads of torch, of onnxruntime intra- and inter-op (auto: their own)",
     },
+    "runtime": schema.enum(
+        "what runs the model: torch, or onnxruntime on its ONNX export (pip install "
+        "'gpubench-nb[onnx]')", RUNTIMES, default="torch",
+    ),
 }  # fmt: skip
 SETTING_KEYS = tuple(SETTINGS)
 SETTING_DEFAULTS = {k: v["default"] for k, v in SETTINGS.items() if "default" in v}
 # Settings added after locks were frozen: left out of the lock at their default (R1.3).
 LATER_DEFAULTS = {
-    k: SETTING_DEFAULTS[k] for k in ("compile", "attention", "quantization", "threads")
+    k: SETTING_DEFAULTS[k] for k in ("compile", "attention", "quantization", "threads", "runtime")
 }
 _LIMIT = {"type": ["integer", "null"], "minimum": 1, "default": None}
 _PRESET = {
@@ -221,6 +226,7 @@ class Settings:
     attention: str = "auto"
     quantization: str = "none"
     threads: int | str = "auto"
+    runtime: str = "torch"
 
     def optimisations(self) -> dict[str, Any]:
         """The settings of how the model is run that differ from their defaults (R2.1)."""

@@ -474,6 +474,24 @@ class EnvironmentRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RuntimeRun(Record):
+    """run.json ``runtime``: what ran the model when not torch (engine/backends/onnx_runtime.py):
+    its version, the execution providers its session runs (read back, not only asked), threads,
+    the memory probe that can see it (R3.9) and the export's record (R1.1); absent: torch."""
+
+    RULE = "R2.1"
+    name: str
+    version: str | None = None
+    graph: str | None = None  # the bundle's graph file the session was created from
+    providers: tuple[str, ...] = ()
+    requested_providers: tuple[str, ...] = ()
+    intra_op_threads: int | None = None  # 0: onnxruntime's own choice
+    inter_op_threads: int | None = None
+    memory_probe: str | None = None
+    export: Mapping[str, Any] | None = None  # onnx/export.json: exporter, seconds, opset, axes
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunRecord(Record):
     """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured,
     built once by pipeline/run.py, read by rows, report, ledger and audit (R3.2, R3.6)."""
@@ -528,6 +546,7 @@ class RunRecord(Record):
     out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
     environment: EnvironmentRecord | None = None
+    runtime: RuntimeRun | None = None  # None: torch ran the model
 
 
 def running_record(
