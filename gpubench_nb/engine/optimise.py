@@ -11,7 +11,7 @@ import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from gpubench_nb.engine.memory import (
 )
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_rules import optimisation_problems
+from gpubench_nb.protocol.capabilities import SETTING_SPECS, refusals
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # torchao's configuration class of each CUDA scheme (torchao.quantization.quantize_).
@@ -35,8 +35,6 @@ TORCHAO_CONFIGS = {
     "fp8": "Float8DynamicActivationFloat8WeightConfig",
 }
 CACHE_VARIABLES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-ONNX_MODULES = ("onnxruntime", "onnx", "onnxscript")  # the runtime and its exporter's
-ONNX_INSTALL = "pip install 'gpubench-nb[onnx]' (a GPU server: onnxruntime-gpu, not onnxruntime)"
 
 
 def thread_variables(declared: int | str) -> None:
@@ -96,26 +94,33 @@ class Optimised:
     compiler_cache: dict[str, Any] | None = None
     weight_bytes: int | None = None
     memory: dict[str, Any] = field(default_factory=NOT_RECORDED.to_dict)
+    more: dict[str, Any] = field(default_factory=dict)  # the other settings' fields
+    said: tuple[str, ...] = ()  # one phrase per setting applied, for the notes
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["said"]
+        return {**out, **out.pop("more")}
 
     def note(self) -> str:
         """One `notes` item: the settings applied and their own seconds (R3.2)."""
-        parts = [f"attention {self.attention or 'not applicable'}"]
-        if self.quantization != "none":
-            parts.append(
-                f"quantization {self.quantization} ({self.quantized_layers} Linear layers, "
-                f"{self.quantize_seconds:.3f} s outside the load clock)"
-            )
-        if self.compile != "none":
-            cache = (self.compiler_cache or {}).get("state_at_start", "not recorded")
-            parts.append(
-                f"torch.compile mode {self.compile} ({self.compile_seconds:.3f} s for "
-                f"{self.compiled_graphs} graph(s) on the first batch, outside the load clock "
-                f"and every pass; compiler cache {cache})"
-            )
-        return "R2.1 model run with " + ", ".join(parts)
+        return "R2.1 model run with " + ", ".join(self.said)
+
+
+@dataclass
+class Step:
+    """What the function a setting declares (protocol.capabilities ``apply``) works on: the
+    loaded backend (it may replace its module, or itself), the variant's settings, the device,
+    ``sample()`` (a batch to run once) and the step's stopwatch (R3.2)."""
+
+    backend: Any
+    settings: Any
+    device: Any
+    sample: Callable[[], Any]
+    watch: Stopwatch
+
+
+Applied = tuple[dict[str, Any], str | None]  # run.json's optimisation fields, the notes' phrase
 
 
 @dataclass(frozen=True)
@@ -207,31 +212,37 @@ def close_compiler_cache(cache: dict[str, Any]) -> dict[str, Any]:
     return {**cache, "files_at_end": len(sizes), "bytes_at_end": sum(sizes)}
 
 
-def _attention(module: Any, declared: str) -> str | None:
-    """Set and read back the transformers attention implementation; None for other models."""
-    if "transformers" not in sys.modules:
-        return None
-    from transformers import PreTrainedModel
+def apply_attention(step: Step, declared: str) -> Applied:
+    """Set and read back the transformers attention implementation (None for other models)."""
+    applied = None
+    if "transformers" in sys.modules:
+        from transformers import PreTrainedModel
 
-    model = next((m for m in module.modules() if isinstance(m, PreTrainedModel)), None)
-    if model is None:
-        return None
-    if declared != "auto":
-        model.set_attn_implementation(declared)
-    applied = model.config._attn_implementation
-    if declared != "auto" and applied != declared:
-        raise BackendError(
-            f"attention {declared} was declared but {type(model).__name__} runs {applied} (it "
-            "cannot switch implementation); fix: declare attention: auto",
-            rule="R2.1",
-        )
-    return applied
+        modules = step.backend.module.modules()
+        model = next((m for m in modules if isinstance(m, PreTrainedModel)), None)
+        if model is not None:
+            if declared != "auto":
+                model.set_attn_implementation(declared)
+            applied = model.config._attn_implementation
+            if declared != "auto" and applied != declared:
+                raise BackendError(
+                    f"attention {declared} was declared but {type(model).__name__} runs "
+                    f"{applied} (it cannot switch implementation); fix: declare attention: auto",
+                    rule="R2.1",
+                )
+    return {"attention": applied}, f"attention {applied or 'not applicable'}"
 
 
-def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
-    """``module`` with its Linear layers quantised by ``scheme``, and how many were."""
+def apply_quantization(step: Step, scheme: str) -> Applied:
+    """The Linear layers of the backend's module quantised by ``scheme``, timed apart (R3.2)."""
     import torch
 
+    if scheme == "none":
+        return {}, None
+    if hasattr(step.backend, "quantize"):  # a runtime quantising its own graph (onnxruntime)
+        return step.backend.quantize(step, scheme)
+    step.watch.start()
+    module = step.backend.module
     if scheme == "int8_dynamic":
         with warnings.catch_warnings():  # torch.ao's own deprecation notices, not ours
             warnings.simplefilter("ignore")
@@ -239,18 +250,50 @@ def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
                 module, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
             )
         kind = torch.ao.nn.quantized.dynamic.Linear
-        return module, sum(isinstance(m, kind) for m in module.modules())
-    import torchao.quantization as tq
+        layers = sum(isinstance(m, kind) for m in module.modules())
+    else:
+        import torchao.quantization as tq
 
-    tq.quantize_(module, getattr(tq, TORCHAO_CONFIGS[scheme])())
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    return module, sum(type(m.weight).__module__.startswith("torchao") for m in linears)
+        tq.quantize_(module, getattr(tq, TORCHAO_CONFIGS[scheme])())
+        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+        layers = sum(type(m.weight).__module__.startswith("torchao") for m in linears)
+    step.backend.module = module
+    seconds = step.watch.stop()
+    if not layers:
+        raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
+    said = f"quantization {scheme} ({layers} Linear layers, {seconds:.3f} s outside the load clock)"
+    return {"quantization": scheme, "quantized_layers": layers, "quantize_seconds": seconds}, said
+
+
+def apply_compile(step: Step, mode: str) -> Applied:
+    """torch.compile of the backend's module, compiled on one sample batch in an empty cache,
+    timed apart from the load and every pass (R3.2, R3.7)."""
+    if mode == "none":
+        return {}, None
+    cache = isolated_compiler_cache()
+    batch = step.sample()
+    before = graphs_compiled() or 0
+    step.watch.start()
+    with warnings.catch_warnings():  # torch's own deprecation notices while it compiles
+        warnings.simplefilter("ignore", DeprecationWarning)
+        step.backend.module.compile(mode=mode)
+        step.backend.predict(batch)
+    seconds = step.watch.stop()
+    graphs = (graphs_compiled() or 0) - before
+    said = (
+        f"torch.compile mode {mode} ({seconds:.3f} s for {graphs} graph(s) on the first batch, "
+        f"outside the load clock and every pass; compiler cache {cache['state_at_start']})"
+    )
+    fields = {"compile": mode, "compile_seconds": seconds, "compiled_graphs": graphs}
+    return {**fields, "compiler_cache": cache}, said
 
 
 def weight_bytes(module: Any) -> int:
     """Bytes of the module's state (packed quantised weights included), each tensor once."""
     import torch
 
+    if hasattr(module, "weight_bytes"):  # a runtime's graph (onnxruntime)
+        return module.weight_bytes
     seen: dict[tuple[int, int], int] = {}
     stack = list(module.state_dict().values())
     while stack:
@@ -262,41 +305,36 @@ def weight_bytes(module: Any) -> int:
     return sum(seen.values())
 
 
+def _function(path: str) -> Callable[..., Any]:
+    """The engine function a declaration names as ``module:function``."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
-    """Apply the declared attention, quantisation and compile mode, timed apart (R3.2) inside
-    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on. Another runtime
-    applied them in its graph, before the runs (engine/backends/onnx_runtime.py)."""
-    if hasattr(backend, "optimised"):
-        return backend.optimised()
-    attention = _attention(backend.module, settings.attention)
-    scheme, mode = settings.quantization, settings.compile
-    if scheme == "none" and mode == "none":
-        return Optimised(attention=attention)
-    probe = probe_for(device)
-    watch = Stopwatch(sync=synchronizer(device))
-    probe.begin()
-    done: dict[str, Any] = {"attention": attention, "quantization": scheme, "compile": mode}
-    if scheme != "none":
-        watch.start()
-        backend.module, done["quantized_layers"] = _quantize(backend.module, scheme)
-        done["quantize_seconds"] = watch.stop()
-        if not done["quantized_layers"]:
-            raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
-    if mode != "none":
-        done["compiler_cache"] = isolated_compiler_cache()
-        batch = sample()
-        before = graphs_compiled() or 0
-        watch.start()
-        with warnings.catch_warnings():  # torch's own deprecation notices while it compiles
-            warnings.simplefilter("ignore", DeprecationWarning)
-            backend.module.compile(mode=mode)
-            backend.predict(batch)
-        done["compile_seconds"] = watch.stop()
-        done["compiled_graphs"] = (graphs_compiled() or 0) - before
+    """Apply each declared setting's function (protocol.capabilities), in declaration order,
+    timed apart (R3.2) inside one memory probe (R3.8) when any differs from its default;
+    ``sample()``: a batch to run once (torch.compile compiles on it)."""
+    applied = [s for s in SETTING_SPECS if s.apply]
+    changed = any(getattr(settings, s.name) != s.default for s in applied)
+    probe = getattr(backend, "probe", probe_for)(device)  # a runtime's own (R3.9)
+    step = Step(backend, settings, device, sample, Stopwatch(sync=synchronizer(device)))
+    if changed:
+        probe.begin()
+    done: dict[str, Any] = {}
+    said = []
+    for s in applied:
+        fields, phrase = _function(s.apply)(step, getattr(settings, s.name))
+        done.update(fields)
+        said += [phrase] if phrase else []
+    known = {k: done.pop(k) for k in list(done) if k in Optimised.__dataclass_fields__}
+    if not changed:
+        return Optimised(**known, more=done, said=tuple(said))
     memory: MemoryReading = probe.end()
-    return Optimised(**done, weight_bytes=weight_bytes(backend.module), memory=memory.to_dict())
+    out = Optimised(**known, more=done, said=tuple(said), memory=memory.to_dict())
+    return replace(out, weight_bytes=weight_bytes(step.backend.module))
 
 
 def refuse_unrunnable(exp: Any) -> None:
@@ -322,36 +360,46 @@ def unrunnable(exp: Any) -> list[str]:
             continue
         resolved = type(s)(**{**asdict(s), "device": device.type})
         problems += [
-            f"{variant.id}: {p}; fix: {f}"
-            for _, p, f in optimisation_problems(resolved, exp.model.backend)
+            f"{variant.id}: {p}; fix: {f}" for _, p, f in refusals(resolved, exp.model.backend)
         ]
         problems += [f"{variant.id}: {p}" for p in _missing(s, device)]
     return list(dict.fromkeys(problems))
 
 
 def _missing(s: Any, device: Any) -> list[str]:
-    """The packages, compiler or GPU capability the settings ``s`` need on ``device``."""
+    """The packages, compiler or GPU capability the settings ``s`` need on ``device``, as each
+    setting declares them (protocol.capabilities: ``packages``, ``check``)."""
+    found = []
+    for setting in SETTING_SPECS:
+        value = getattr(s, setting.name)
+        if value == setting.default:
+            continue
+        package = setting.packages.get(value)
+        if package and importlib.util.find_spec(package[0]) is None:
+            found.append(f"{setting.name} {value} needs the {package[0]} package ({package[1]})")
+        if setting.check:
+            found += _function(setting.check)(s, device)
+    return found
+
+
+def fp8_capability(s: Any, device: Any) -> list[str]:
+    """fp8 needs a GPU of compute capability 8.9 or later."""
     import torch
 
-    found = []
-    if s.runtime == "onnxruntime" and not all(map(importlib.util.find_spec, ONNX_MODULES)):
-        found.append(f"runtime onnxruntime needs {', '.join(ONNX_MODULES)}: {ONNX_INSTALL}")
-    if s.quantization in TORCHAO_CONFIGS and importlib.util.find_spec("torchao") is None:
-        found.append(
-            f"quantization {s.quantization} needs the torchao package (pip install torchao)"
-        )
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    if s.quantization == "fp8" and capability is not None and capability < (8, 9):
-        name = torch.cuda.get_device_name(device)
-        found.append(f"fp8 needs compute capability 8.9 or later; {name} has {capability}")
-    if s.attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-        found.append("flash_attention_2 needs the flash-attn package (pip install flash-attn)")
-    if (
-        s.compile != "none"
-        and device.type == "cpu"
-        and not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "clang++"))
-    ):
-        found.append("torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH")
-    if s.compile != "none" and device.type == "cuda" and importlib.util.find_spec("triton") is None:
-        found.append("torch.compile on CUDA needs the triton package")
-    return found
+    if s.quantization != "fp8" or device.type != "cuda":
+        return []
+    capability = torch.cuda.get_device_capability(device)
+    if capability >= (8, 9):
+        return []
+    name = torch.cuda.get_device_name(device)
+    return [f"fp8 needs compute capability 8.9 or later; {name} has {capability}"]
+
+
+def compiler_present(s: Any, device: Any) -> list[str]:
+    """torch.compile needs a C++ compiler on the CPU, triton on CUDA."""
+    compilers = (os.environ.get("CXX", "g++"), "g++", "clang++")
+    if device.type == "cpu" and not any(shutil.which(c) for c in compilers):
+        return ["torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH"]
+    if device.type == "cuda" and importlib.util.find_spec("triton") is None:
+        return ["torch.compile on CUDA needs the triton package"]
+    return []

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.onnx_runtime import memory_probe
+from gpubench_nb.engine.backends.onnx_runtime import GRAPH, memory_probe
 from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
@@ -120,8 +120,8 @@ def load_phase(
         started = time.perf_counter_ns()
         files, revisions = fingerprinted_files(spec.model, spec.tokenizer)
         found = dict(zip(("model_revision", "tokenizer_revision"), revisions, strict=True))
-        if spec.export is not None:  # onnxruntime reads the exported graphs, not the weights
-            files = (sorted(spec.export.glob("*.onnx")), files[1])
+        if spec.export is not None:  # onnxruntime reads the exported graph, not the weights
+            files = ([spec.export / GRAPH], files[1])
             found["onnx_revision"] = sha256_files(files[0], spec.export)
         figures["fingerprint_seconds"] = (time.perf_counter_ns() - started) / 1e9
         if check_frozen is not None:
@@ -175,8 +175,8 @@ def _loaded(device: Any, backend: Any, figures: dict[str, Any], facts: list[str]
     if hasattr(backend, "describe"):
         described = backend.describe()
         figures["backend"] = described
-        if getattr(backend, "runtime", None) is not None:  # onnxruntime: recorded, said
-            figures["runtime"] = backend.record
+        if hasattr(backend, "record"):  # onnxruntime: recorded, said
+            figures["onnx"] = backend.record
             facts.append(backend.note())
         if "generation_config_effective" in described:
             figures["generation_config_effective"] = described["generation_config_effective"]

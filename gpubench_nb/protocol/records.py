@@ -22,6 +22,7 @@ from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NAME
+from gpubench_nb.protocol.capabilities import SETTING_SPECS
 
 
 class Phase(str, Enum):
@@ -474,13 +475,12 @@ class EnvironmentRecord(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RuntimeRun(Record):
-    """run.json ``runtime``: what ran the model when not torch (engine/backends/onnx_runtime.py):
+class OnnxRun(Record):
+    """run.json ``onnx``: the runtime onnxruntime of a run (engine/backends/onnx_runtime.py):
     its version, the execution providers its session runs (read back, not only asked), threads,
     the memory probe that can see it (R3.9) and the export's record (R1.1); absent: torch."""
 
     RULE = "R2.1"
-    name: str
     version: str | None = None
     graph: str | None = None  # the bundle's graph file the session was created from
     providers: tuple[str, ...] = ()
@@ -546,7 +546,8 @@ class RunRecord(Record):
     out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
     environment: EnvironmentRecord | None = None
-    runtime: RuntimeRun | None = None  # None: torch ran the model
+    runtime: str | None = None  # what ran the model, as declared; None: torch (older runs)
+    onnx: OnnxRun | None = None  # runtime onnxruntime: its version, providers, export
 
 
 def running_record(
@@ -562,7 +563,9 @@ def running_record(
     """run.json while the run is in progress: the settings it applies, every figure empty and
     the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
     variant_id, phase, run_index = run
-    declared = ("precision", "batch", "context", "batching", "compile", "attention", "quantization")
+    # each setting an engine function applies is recorded by name (protocol.capabilities)
+    applied = (s.name for s in SETTING_SPECS if s.apply)
+    declared = ("precision", "batch", "context", "batching", *applied)
     return RunRecord(
         **{name: getattr(settings, name) for name in declared},
         declared_device=settings.device,

@@ -9,10 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
-    BATCHINGS,
-    PRECISIONS,
-)
+from gpubench_nb.protocol.experiment_spec import SETTINGS  # the declared vocabulary (R2.1)
 from gpubench_nb.protocol.records import read_json
 
 if TYPE_CHECKING:
@@ -38,7 +35,8 @@ def torch_dtype(precision: str) -> torch.dtype:
     table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     if precision not in table:
         raise BackendError(
-            f"precision {precision!r} is not supported; declare one of {list(PRECISIONS)}"
+            f"precision {precision!r} is not supported; declare one of "
+            f"{SETTINGS['precision']['enum']}"
         )
     return table[precision]
 
@@ -113,7 +111,7 @@ def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     else:
         raise BackendError(
-            f"batching {batching!r} is not supported; use one of {list(BATCHINGS)} "
+            f"batching {batching!r} is not supported; use one of {SETTINGS['batching']['enum']} "
             "(length sorting must be declared, R2.1)",
             rule="R2.1",
         )
