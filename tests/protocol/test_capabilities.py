@@ -20,8 +20,6 @@ from gpubench_nb.protocol.capabilities import (
     BACKENDS_BY_NAME,
     OPTIMISATIONS,
     SETTING_SPECS,
-    Needs,
-    Setting,
     refusals,
 )
 from gpubench_nb.protocol.experiment_spec import SETTINGS, Settings
