@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.onnx_runtime import GRAPH, memory_probe
+from gpubench_nb.engine.backends.onnx_runtime import GRAPH, OnnxBackend, memory_probe
 from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
@@ -145,7 +146,8 @@ def load_phase(
             device=spec.settings.device,
             precision=spec.settings.precision,
             revisions=revisions,
-            runtime=None if spec.export is None else (spec.export, spec.settings),
+            runtime=spec.export
+            and partial(OnnxBackend, folder=spec.export, settings=spec.settings),
         )
         figures["load_seconds"] = watch.stop()
         figures["load_memory"] = probe.end().to_dict()

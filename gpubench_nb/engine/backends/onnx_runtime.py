@@ -64,7 +64,7 @@ def export_for(exp: Any, bundle_dir: Path, texts: list[str]) -> dict[str, str]:
     if OnnxExport.read(folder) is None:
         if (Path(bundle_dir) / LOCK_NAME).exists():  # frozen without it: the lock says so
             return {"onnx_revision": "absent (not exported in this bundle)"}
-        _export(exp, folder, texts)
+        export(exp, folder, texts)
     return {"onnx_revision": sha256_files([folder / GRAPH], folder)}
 
 
@@ -80,7 +80,7 @@ def _quiet() -> Iterator[None]:
         logging.disable(logging.NOTSET)
 
 
-def _export(exp: Any, folder: Path, texts: list[str]) -> None:
+def export(exp: Any, folder: Path, texts: list[str]) -> None:
     """The declared model in fp32 on the CPU, exported with every input axis dynamic, then its
     answers compared with torch's on the first eval items."""
     import onnx
@@ -95,18 +95,21 @@ def _export(exp: Any, folder: Path, texts: list[str]) -> None:
     two = model.batches(model.tokenize(texts[:2], context), 2, "corpus_order")[0].tensors
     module, names, sample = declared_logits(model), list(two), tuple(two.values())
     folder.mkdir(parents=True, exist_ok=True)
+    axes = tuple({d: torch.export.Dim.DYNAMIC for d in range(t.dim())} for t in sample)
     started = time.perf_counter()
     try:
         with _quiet():
             torch.onnx.export(module, sample, str(folder / GRAPH), input_names=names, dynamo=True,
                               output_names=["logits"], opset_version=OPSET, external_data=False,
-                              dynamic_shapes=([{d: torch.export.Dim.DYNAMIC for d in
-                                                range(t.dim())} for t in sample],))  # fmt: skip
+                              dynamic_shapes=(axes,))  # fmt: skip
     except Exception as exc:  # the exporter's errors are many and long: said in one line
+        said = [line for line in str(exc).splitlines() if line.startswith("<class")]
         raise BackendError(f"{EXPORTER} of the {exp.model.backend} model failed: "
-                           f"{str(exc).splitlines()[0][:300]}; fix: declare runtime: torch",
-                           rule="R2.1") from None  # fmt: skip
+                           f"{(said or str(exc).splitlines())[0][:300]}; fix: declare runtime: "
+                           "torch", rule="R2.1") from None  # fmt: skip
     seconds = time.perf_counter() - started
+    decoder = getattr(model, "_decoder", None)  # a decoder classifier pads with its own id
+    pad = None if model.name == "bow" else getattr(decoder, "pad_id", model.tokenizer.pad_id)
     session = _session(folder / GRAPH, "auto", torch.device("cpu"))[0]
     with torch.inference_mode():
         ours = torch.cat([module(*b.tensors.values()) for b in batches])
@@ -115,19 +118,11 @@ def _export(exp: Any, folder: Path, texts: list[str]) -> None:
     OnnxExport.write(folder, OnnxExport(
         exporter=EXPORTER, versions=versions(), opset=OPSET, inputs=tuple(names),
         dynamic_axes={k: [d.dim_param or d.dim_value for d in v] for k, v in shapes.items()},
-        export_seconds=seconds, model_revision=model.model_revision, pad_id=_pad_id(model),
+        export_seconds=seconds, model_revision=model.model_revision, pad_id=pad,
         max_context=model.max_context(), plain_tokenizer=model.plain_tokenizer,
         compared_items=len(ours), answers_changed=int((ours.argmax(-1) != theirs.argmax(-1)).sum()),
         max_logit_difference=float((ours - theirs).abs().max()),
     ))  # fmt: skip
-
-
-def _pad_id(backend: Any) -> int | None:
-    """The id rows are padded with (a decoder classifier's own), None for bags (bow)."""
-    if backend.name == "bow":
-        return None
-    decoder = getattr(backend, "_decoder", None)
-    return backend.tokenizer.pad_id if decoder is None else decoder.pad_id
 
 
 def declared_logits(backend: Any) -> Any:
@@ -180,9 +175,7 @@ class OnnxBackend(Backend):
     def __init__(self, spec: LoadSpec, name: str, folder: Path, settings: Any) -> None:
         export = OnnxExport.read(folder)
         if export is None:
-            raise BackendError(
-                f"{folder}: no ONNX export; run `gpubench-nb run` again", rule="R1.1"
-            )
+            raise BackendError(f"{folder}: no ONNX export; rerun `gpubench-nb run`", rule="R1.1")
         self.name, self.export, self.plain_tokenizer = name, export, export.plain_tokenizer
         self._open(spec)
         self.graph, self.threads = folder / GRAPH, settings.threads
@@ -214,8 +207,7 @@ class OnnxBackend(Backend):
         order = batch_order([len(row) for row in rows], batch, batching)
         return [Batch(indices, bags([rows[i] for i in indices])) for indices in order]
 
-    def probe(self, device: Any) -> RssProbe:
-        """What can observe this runtime's memory (engine.measure asks the backend, R3.9)."""
+    def probe(self, device: Any) -> RssProbe:  # engine.measure asks the backend's (R3.9)
         return memory_probe(device)
 
     def quantize(self, step: Any, scheme: str) -> tuple[dict[str, Any], str]:
@@ -225,20 +217,17 @@ class OnnxBackend(Backend):
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         with tempfile.TemporaryDirectory(prefix="gpubench-onnx-") as folder, _quiet():
+            graph = Path(folder) / GRAPH
             step.watch.start()
-            quantize_dynamic(self.graph, Path(folder) / GRAPH, weight_type=QuantType.QInt8)
-            self.session = _session(Path(folder) / GRAPH, self.threads, self.device)[0]
+            quantize_dynamic(self.graph, graph, weight_type=QuantType.QInt8)
+            self.session = _session(graph, self.threads, self.device)[0]
             seconds = step.watch.stop()
-            nodes = onnx.load(Path(folder) / GRAPH).graph.node
-            self.module = _session_module(self.session, list(self.export.inputs), folder / GRAPH)
-        layers = sum(n.op_type in ("MatMulInteger", "DynamicQuantizeMatMul") for n in nodes)
-        said = (f"quantization {scheme} by onnxruntime ({layers} integer matrix products, "
-                f"{seconds:.3f} s with its session, outside the load clock)")  # fmt: skip
-        return {
-            "quantization": scheme,
-            "quantized_layers": layers,
-            "quantize_seconds": seconds,
-        }, said
+            nodes = [n.op_type for n in onnx.load(graph).graph.node]
+            self.module = _session_module(self.session, list(self.export.inputs), graph)
+        layers = nodes.count("MatMulInteger") + nodes.count("DynamicQuantizeMatMul")
+        done = {"quantization": scheme, "quantized_layers": layers, "quantize_seconds": seconds}
+        return done, (f"quantization {scheme} by onnxruntime ({layers} integer matrix products, "
+                      f"{seconds:.3f} s with its session, outside the load clock)")  # fmt: skip
 
     def note(self) -> str:
         """The runtime of a run, for its notes (the report labels options with it)."""
@@ -286,12 +275,11 @@ def installed(settings: Any, device: Any) -> list[str]:
         return [f"runtime onnxruntime needs {', '.join(missing)}: {INSTALL}"] * bool(missing)
     import onnxruntime
 
-    if (
+    cuda = (
         device.type == "cuda"
         and "CUDAExecutionProvider" not in onnxruntime.get_available_providers()
-    ):
-        return ["runtime onnxruntime on CUDA needs onnxruntime-gpu in place of onnxruntime"]
-    return []
+    )
+    return ["runtime onnxruntime on CUDA needs onnxruntime-gpu in place of onnxruntime"] * cuda
 
 
 def environment(exp: Any, bundle_dir: Path, device: Any) -> dict[str, Any]:
@@ -303,9 +291,8 @@ def environment(exp: Any, bundle_dir: Path, device: Any) -> dict[str, Any]:
     import onnxruntime
 
     used = _session(Path(bundle_dir) / FOLDER / GRAPH, "auto", device)[0].get_providers()
-    offered = onnxruntime.get_available_providers()
-    return {"onnxruntime": {"versions": versions(), "providers": used, "offered": offered,
-                            "export": export.to_dict()}}  # fmt: skip
+    return {"onnxruntime": {"versions": versions(), "providers": used, "export": export.to_dict(),
+                            "offered": onnxruntime.get_available_providers()}}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -65,11 +65,11 @@ def load_backend(
     device: str,
     precision: str,
     revisions: tuple[str, str] | None = None,
-    runtime: tuple[Path, Any] | None = None,
+    runtime: Any = None,
 ) -> Backend:
     """Load ``model`` with ``tokenizer`` on ``device``, labels mapped to ``classes`` by name (R1.3),
     no forward; ``revisions`` taken beforehand keep hashing out of load time (R3.2, R1.1);
-    ``runtime``: (the exported graphs' folder, the settings) where onnxruntime runs them. Out of
+    ``runtime(spec, backend name)`` opens it where another runtime runs it (onnx_runtime). Out of
     memory propagates (R5.8), any other failure is a BackendError."""
     import torch
 
@@ -87,9 +87,7 @@ def load_backend(
         getattr(model, "prompt", None),
     )  # fmt: skip
     if runtime is not None:
-        from gpubench_nb.engine.backends.onnx_runtime import OnnxBackend
-
-        return OnnxBackend(spec, entry.name, *runtime)
+        return runtime(spec, entry.name)
     try:
         return backend_class(spec)
     except (BackendError, torch.cuda.OutOfMemoryError):
