@@ -87,7 +87,9 @@ def test_a_runtime_knob_gives_a_checked_bundle_that_records_what_ran(tmp_path, d
     assert environment["export"]["dynamic_axes"] == export["dynamic_axes"]
     notes = {r["variant_id"]: r["notes"] for r in read_rows(bundle / "resultats-bruts.csv")}
     assert "R2.1 runtime onnxruntime" in notes["v1"] and "runtime onnxruntime" not in notes["v0"]
-    answers = [(bundle / "runs" / v / "cold-1" / "predictions.jsonl").read_text() for v in "01"]
+    answers = [
+        (bundle / "runs" / v / "cold-1" / "predictions.jsonl").read_text() for v in ("v0", "v1")
+    ]
     assert answers[0] == answers[1]
 
     int8 = _hf_runtime(tmp_path, data_dir, "quantization", ["none", "int8_dynamic"],

@@ -35,8 +35,7 @@ NOT_OBSERVABLE = "not observable (onnxruntime's CUDA memory is outside torch's a
 
 @dataclass(frozen=True, kw_only=True)
 class OnnxExport(Record):
-    """``onnx/export.json``: how the bundle's graph was made before the runs (R1.1, R3.2), and how
-    far its answers are from torch's (fp32 both) on the first eval items."""
+    """``onnx/export.json``: how the graph was made (R1.1), its answers against torch's (fp32)."""
 
     NAME = "export.json"
     RULE = "R1.1"
@@ -56,8 +55,7 @@ class OnnxExport(Record):
 
 
 def export_for(exp: Any, bundle_dir: Path, texts: list[str]) -> dict[str, str]:
-    """The lock's ``onnx_revision``: the graph the onnxruntime variants run, exported here once
-    (a resumed bundle keeps its own); nothing when no variant declares onnxruntime (R1.1)."""
+    """The lock's ``onnx_revision``: the graph onnxruntime variants run, exported once (R1.1)."""
     if all(v.settings.runtime != "onnxruntime" for v in exp.variants):
         return {}
     folder = Path(bundle_dir) / FOLDER
@@ -81,8 +79,7 @@ def _quiet() -> Iterator[None]:
 
 
 def export(exp: Any, folder: Path, texts: list[str]) -> None:
-    """The declared model in fp32 on the CPU, exported with every input axis dynamic, then its
-    answers compared with torch's on the first eval items."""
+    """The declared model (fp32, CPU) exported, every input axis dynamic, compared with torch."""
     import onnx
     import torch
 
@@ -126,8 +123,7 @@ def export(exp: Any, folder: Path, texts: list[str]) -> None:
 
 
 def declared_logits(backend: Any) -> Any:
-    """The torch backend's forward as a module of its batch's tensors, logits in the declared
-    class order: the graph's labels are the declared classes (R1.3)."""
+    """The torch backend's forward as a module, logits in the declared class order (R1.3)."""
     import torch
 
     class DeclaredLogits(torch.nn.Module):
@@ -141,8 +137,7 @@ def declared_logits(backend: Any) -> Any:
 
 
 def session_logits(session: Any, names: list[str], tensors: Mapping[str, Any]) -> Any:
-    """One batch through the session: host arrays in (a CUDA provider copies them to the device
-    inside the run), logits out as a torch tensor."""
+    """One batch through the session: host arrays in (CUDA: copied inside the run), logits out."""
     import torch
 
     feed = {name: tensors[name].numpy(force=True) for name in names}
@@ -155,8 +150,7 @@ def versions() -> dict[str, str]:
 
 
 def _session(graph: Path, threads: int | str, device: Any) -> tuple[Any, list[Any], Any]:
-    """An InferenceSession of ``graph`` with the declared threads (intra- and inter-op), and the
-    providers asked for and its options."""
+    """An InferenceSession with the declared threads (intra-, inter-op); providers; options."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -169,8 +163,8 @@ def _session(graph: Path, threads: int | str, device: Any) -> tuple[Any, list[An
 
 
 class OnnxBackend(Backend):
-    """The bundle's graph run by onnxruntime: the torch backend's tokenizer and batches (on the
-    host), an InferenceSession in place of the module, created inside the load clock (R3.2)."""
+    """The bundle's graph run by onnxruntime: the torch backend's tokenizer and batches (host),
+    an InferenceSession in place of the module, created inside the load clock (R3.2)."""
 
     def __init__(self, spec: LoadSpec, name: str, folder: Path, settings: Any) -> None:
         export = OnnxExport.read(folder)
@@ -211,8 +205,7 @@ class OnnxBackend(Backend):
         return memory_probe(device)
 
     def quantize(self, step: Any, scheme: str) -> tuple[dict[str, Any], str]:
-        """int8_dynamic by onnxruntime's quantize_dynamic on the bundle's graph, and the session
-        made anew on its output, timed apart from the load (R3.2) as torch's quantisation is."""
+        """int8_dynamic: onnxruntime's quantize_dynamic, a new session, timed apart (R3.2)."""
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -247,8 +240,7 @@ class OnnxBackend(Backend):
 
 
 def _session_module(session: Any, names: list[str], graph: Path) -> Any:
-    """The session as the module a Backend calls (torch tensors in, logits out), the bytes of
-    its graph as its weights' (engine.optimise.weight_bytes)."""
+    """The session as a Backend's module; its graph's bytes are its weights' (weight_bytes)."""
     import torch
 
     class SessionModule(torch.nn.Module):
@@ -283,8 +275,7 @@ def installed(settings: Any, device: Any) -> list[str]:
 
 
 def environment(exp: Any, bundle_dir: Path, device: Any) -> dict[str, Any]:
-    """environment.json's ``onnxruntime`` (R2.4): versions, the providers this build offers and
-    those a session of the bundle's graph runs on ``device``, the export's opset and axes."""
+    """environment.json's ``onnxruntime`` (R2.4): versions, providers offered and used, export."""
     export = OnnxExport.read(Path(bundle_dir) / FOLDER)
     if export is None:
         return {}
@@ -297,8 +288,8 @@ def environment(exp: Any, bundle_dir: Path, device: Any) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RssReading(MemoryReading):
-    """A phase's process memory, where torch's allocator cannot see onnxruntime's (R3.9): its four
-    allocator readings stay empty (not recorded), never a torch number."""
+    """Process memory (torch's allocator cannot see onnxruntime's, R3.9); its four torch readings
+    stay empty, never a torch number for an onnxruntime run."""
 
     probe: str = RSS
     rss_baseline_bytes: int | None = None
@@ -306,8 +297,7 @@ class RssReading(MemoryReading):
 
 
 class RssProbe:
-    """This process's resident memory around a phase: baseline, then the peak after resetting
-    the kernel's high-water mark (Linux); on CUDA, nothing (NOT_OBSERVABLE)."""
+    """Resident memory: baseline, then the peak after resetting the high-water mark (Linux)."""
 
     def __init__(self, name: str = RSS) -> None:
         self.name, self.baseline = name, None
