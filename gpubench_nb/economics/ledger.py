@@ -29,13 +29,12 @@ from gpubench_nb.protocol.audit import kept_corpus, seal_problems
 from gpubench_nb.protocol.bundle import (
     CSV_NAME,
     ENVIRONMENT_NAME,
-    LOCK_NAME,
     MANIFEST_NAME,
     run_dir,
 )
 from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
 from gpubench_nb.protocol.fingerprint import sha256_file
-from gpubench_nb.protocol.lock import canonical_sha256
+from gpubench_nb.protocol.lock import LockRecord, canonical_sha256
 from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
@@ -145,12 +144,12 @@ def _times(
     return found, unreadable
 
 
-def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
+def _corpus_identity(bundle: Path, lock: LockRecord) -> str:
     """The bundle's corpus identity (R5.3): its lock's, else (an older lock) its kept corpus's."""
-    frozen = lock.get("corpus_identity")
+    frozen = lock.corpus_identity
     if isinstance(frozen, str) and frozen:
         return frozen
-    return kept_corpus(bundle, lock["declaration"]).identity
+    return kept_corpus(bundle, dict(lock.declaration or {})).identity
 
 
 def ledger_report(
@@ -303,7 +302,7 @@ def _examine(
         rows, env = read_rows(path / CSV_NAME), read_environment(path)
     except GpubenchError as exc:  # its message names the file
         return f"unreadable: {_flat(exc)}"
-    owner = attribute(offer, lots, recorded_hardware(rows, env.to_dict()), offer.id)
+    owner = attribute(offer, lots, recorded_hardware(rows, env), offer.id)
     if elsewhere := _same_machine(machine, env) or (None if owner.attributable else owner.reason):
         return elsewhere
     moments, unreadable = _times(path, rows, env)
@@ -318,8 +317,8 @@ def _examine(
             f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
             f"{utc_text(first)} to {utc_text(last)}"
         )
-    lock = read_json(path / LOCK_NAME, error=None) or {}
     try:
+        lock = LockRecord.read(path) or LockRecord()
         identity = _corpus_identity(path, lock)
     except (GpubenchError, KeyError, TypeError) as exc:
         return f"corpus identity cannot be read: {_flat(exc)}"
@@ -327,7 +326,7 @@ def _examine(
     return {
         "bundle": str(path),
         "corpus_identity": identity,
-        "corpus_revision": (lock.get("fingerprints") or {}).get("corpus_revision"),
+        "corpus_revision": lock.corpus_revision,
         "accepted": bool(accepted),
         "accepted_variants": accepted,
         "first_utc": utc_text(first),

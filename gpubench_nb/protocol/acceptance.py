@@ -4,27 +4,31 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, ProtocolError
+from gpubench_nb.protocol.bundle import CHECKS_NAME
 from gpubench_nb.protocol.corpus_file import encodable
 from gpubench_nb.protocol.experiment_spec import METRICS, QUALITY_SLACK, QualitySpec
 from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
 from gpubench_nb.protocol.problems import Problems, failure_kind
+from gpubench_nb.protocol.records import Record
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
 
 
-@dataclass(frozen=True)
-class AcceptanceReport:
+@dataclass(frozen=True, kw_only=True)
+class AcceptanceReport(Record):
     """Everything ``checks.json`` archives (R1.6); the lists are kept in full."""
+
+    NAME = CHECKS_NAME
+    RULE = "R1.6"
 
     expected_count: int
     observed_count: int  # prediction records carrying a string ID, duplicates included
@@ -35,22 +39,19 @@ class AcceptanceReport:
     ids_match: bool
     format_valid: bool
     metric: str
-    quality_value: float | None
+    quality_value: float | None = None
     threshold: float
     tolerance: float
-    reference_value: float | None
-    meets_threshold: bool | None
-    within_tolerance: bool | None
+    reference_value: float | None = None
+    meets_threshold: bool | None = None
+    within_tolerance: bool | None = None
     corpus_accepted: bool
     # Additions to the ARCHITECTURE.md contract, for the audit trail:
-    quality_drop: float | None  # reference_value - quality_value (positive = worse)
+    quality_drop: float | None = None  # reference_value - quality_value (positive = worse)
     bom: bool  # the predictions file started with a UTF-8 BOM (tolerated)
-    in_corpus_order: bool | None  # informational; acceptance compares sets, not order
+    in_corpus_order: bool | None = None  # informational; acceptance compares sets, not order
     corpus_revision: str
     predictions_file: str  # file name only: checks.json lies beside it
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _require_metric(metric: str) -> None:
@@ -220,7 +221,7 @@ def check_predictions(
 
 def write_checks(report: AcceptanceReport, path: Path) -> None:
     """Archive the report as ``checks.json`` beside the predictions (R1.6), atomically."""
-    write_json_atomic(Path(path), report.to_dict())
+    AcceptanceReport.save(path, report)
 
 
 def _lines_text(lines: list[int]) -> str:

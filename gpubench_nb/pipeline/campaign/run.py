@@ -114,13 +114,13 @@ def run_campaign(
                 "target must run it. Restore the experiment, or declare a new campaign_id"
             ) from None
         lock = read_lock(frozen)
-        runner = _Runner(campaign, campaign_dir, lock["sha256"], jobs, local_executor, echo)
+        runner = _Runner(campaign, campaign_dir, lock.sha256 or "", jobs, local_executor, echo)
         runner.state.update(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
             experiment=str(campaign.experiment_path),
             lock=str(frozen / LOCK_NAME),
-            lock_sha256=lock["sha256"],
+            lock_sha256=lock.sha256 or "",
         )
         todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
         runner.save()

@@ -57,7 +57,7 @@ def _opened(path: str | Path, output_dir: str | Path) -> tuple[Campaign, Path, s
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
     frozen = frozen_dir_for(campaign_dir)
-    sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
+    sha256 = read_lock(frozen).sha256 or "" if (frozen / LOCK_NAME).is_file() else ""
     return campaign, campaign_dir, sha256
 
 
