@@ -525,6 +525,7 @@ class EnvironmentRecord(Record):
     load_average_end: tuple[float, ...] | None = None
     cpu_activity_start: CpuActivity | None = None
     cpu_activity_end: CpuActivity | None = None
+    onnxruntime: Mapping[str, Any] | None = None  # its versions, providers, export (onnx_runtime)
 
 
 @dataclass(frozen=True, kw_only=True)
