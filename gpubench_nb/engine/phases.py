@@ -10,7 +10,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.engine.backends.onnx_runtime import GRAPH, OnnxBackend, memory_probe
+from gpubench_nb.engine.backends.onnx_runtime import GRAPH, OnnxBackend, RssProbe
 from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
@@ -132,7 +132,7 @@ def load_phase(
         figures["weight_residency_at_load_start"] = found
         if found is not None:
             facts.append(residency_text(found))
-        probe = probe_for(device) if spec.export is None else memory_probe(device)
+        probe = probe_for(device) if spec.export is None else RssProbe(device)
         watch = Stopwatch(sync=synchronizer(device))
         probe.begin()
         watch.start()

@@ -536,7 +536,6 @@ class OnnxRun(Record):
 
     RULE = "R2.1"
     version: str | None = None
-    graph: str | None = None  # the bundle's graph file the session was created from
     providers: tuple[str, ...] = ()
     requested_providers: tuple[str, ...] = ()
     intra_op_threads: int | None = None  # 0: onnxruntime's own choice

@@ -130,14 +130,14 @@ def test_a_runtime_that_is_not_the_declared_one_is_refused() -> None:
 
 
 def test_the_rss_probe_sees_what_the_process_holds_never_an_allocator_number() -> None:
-    probe = onnx_runtime.memory_probe("cpu")
+    probe = onnx_runtime.RssProbe("cpu")
     probe.begin()
     held = bytearray(64 * 2**20)  # touched: resident
     reading = probe.end()
     del held
     assert reading.rss_peak_bytes - reading.rss_baseline_bytes >= 60 * 2**20
     assert reading.peak_allocated_bytes is None and reading.probe == onnx_runtime.RSS
-    cuda = onnx_runtime.memory_probe("cuda:0")
+    cuda = onnx_runtime.RssProbe("cuda:0")
     cuda.begin()
     assert cuda.end().rss_peak_bytes is None and "not observable" in cuda.end().probe
 

@@ -162,6 +162,47 @@ def _session(graph: Path, threads: int | str, device: Any) -> tuple[Any, list[An
     return ort.InferenceSession(str(graph), options, providers=asked), asked, options
 
 
+@dataclass(frozen=True)
+class RssReading(MemoryReading):
+    """Process memory (torch's allocator cannot see onnxruntime's, R3.9); its four torch readings
+    stay empty, never a torch number for an onnxruntime run."""
+
+    probe: str = RSS
+    rss_baseline_bytes: int | None = None
+    rss_peak_bytes: int | None = None
+
+
+class RssProbe:
+    """Resident memory: baseline, then the peak after resetting the high-water mark (Linux); on
+    CUDA nothing (NOT_OBSERVABLE)."""
+
+    def __init__(self, device: Any) -> None:
+        self.name = RSS if str(device).startswith("cpu") else NOT_OBSERVABLE
+        self.baseline: int | None = None
+
+    def begin(self) -> None:
+        if self.name == RSS:
+            self.baseline = _status("VmRSS")
+            try:
+                Path("/proc/self/clear_refs").write_text("5")  # VmHWM back to the current RSS
+            except OSError:
+                self.name += ": its peak not resettable here, not recorded"
+
+    def end(self) -> MemoryReading:
+        peak = _status("VmHWM") if self.name == RSS and self.baseline is not None else None
+        return RssReading(probe=self.name, rss_baseline_bytes=self.baseline, rss_peak_bytes=peak)
+
+    partial = end
+
+
+def _status(key: str) -> int | None:
+    """A /proc/self/status value in bytes (None off Linux)."""
+    with contextlib.suppress(OSError, StopIteration):
+        lines = Path("/proc/self/status").read_text().splitlines()
+        return int(next(line for line in lines if line.startswith(key)).split()[1]) * 1024
+    return None
+
+
 class OnnxBackend(Backend):
     """The bundle's graph run by onnxruntime: the torch backend's tokenizer and batches (host),
     an InferenceSession in place of the module, created inside the load clock (R3.2)."""
@@ -181,7 +222,7 @@ class OnnxBackend(Backend):
                                "onnxruntime, or declare device: cpu", rule="R2.1")  # fmt: skip
         self.module = _session_module(self.session, list(export.inputs), self.graph)
         self.record = OnnxRun(
-            version=versions()["onnxruntime"], graph=GRAPH, providers=tuple(used),
+            version=versions()["onnxruntime"], providers=tuple(used),
             requested_providers=tuple(str(p) for p in asked), export=export.to_dict(),
             intra_op_threads=options.intra_op_num_threads,
             inter_op_threads=options.inter_op_num_threads,
@@ -201,8 +242,7 @@ class OnnxBackend(Backend):
         order = batch_order([len(row) for row in rows], batch, batching)
         return [Batch(indices, bags([rows[i] for i in indices])) for indices in order]
 
-    def probe(self, device: Any) -> RssProbe:  # engine.measure asks the backend's (R3.9)
-        return memory_probe(device)
+    probe = RssProbe  # engine.measure and engine.optimise ask the backend's (R3.9)
 
     def quantize(self, step: Any, scheme: str) -> tuple[dict[str, Any], str]:
         """int8_dynamic: onnxruntime's quantize_dynamic, a new session, timed apart (R3.2)."""
@@ -284,46 +324,3 @@ def environment(exp: Any, bundle_dir: Path, device: Any) -> dict[str, Any]:
     used = _session(Path(bundle_dir) / FOLDER / GRAPH, "auto", device)[0].get_providers()
     return {"onnxruntime": {"versions": versions(), "providers": used, "export": export.to_dict(),
                             "offered": onnxruntime.get_available_providers()}}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class RssReading(MemoryReading):
-    """Process memory (torch's allocator cannot see onnxruntime's, R3.9); its four torch readings
-    stay empty, never a torch number for an onnxruntime run."""
-
-    probe: str = RSS
-    rss_baseline_bytes: int | None = None
-    rss_peak_bytes: int | None = None
-
-
-class RssProbe:
-    """Resident memory: baseline, then the peak after resetting the high-water mark (Linux)."""
-
-    def __init__(self, name: str = RSS) -> None:
-        self.name, self.baseline = name, None
-
-    def begin(self) -> None:
-        if self.name == RSS:
-            self.baseline = _status("VmRSS")
-            try:
-                Path("/proc/self/clear_refs").write_text("5")  # VmHWM back to the current RSS
-            except OSError:
-                self.name += ": its peak not resettable here, not recorded"
-
-    def end(self) -> MemoryReading:
-        peak = _status("VmHWM") if self.name == RSS and self.baseline is not None else None
-        return RssReading(probe=self.name, rss_baseline_bytes=self.baseline, rss_peak_bytes=peak)
-
-    partial = end
-
-
-def memory_probe(device: Any) -> RssProbe:
-    return RssProbe(RSS if str(device).startswith("cpu") else NOT_OBSERVABLE)
-
-
-def _status(key: str) -> int | None:
-    """A /proc/self/status value in bytes (None off Linux)."""
-    with contextlib.suppress(OSError, StopIteration):
-        lines = Path("/proc/self/status").read_text().splitlines()
-        return int(next(line for line in lines if line.startswith(key)).split()[1]) * 1024
-    return None
