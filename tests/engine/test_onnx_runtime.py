@@ -17,6 +17,7 @@ from gpubench_nb.engine.optimise import refuse_unrunnable
 from gpubench_nb.errors import BackendError
 from gpubench_nb.pipeline.orchestrate import run_experiment
 from gpubench_nb.protocol.audit import check_bundle
+from gpubench_nb.protocol.corpus import load_experiment_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.results import read_rows
 from tests.support.experiments import CLASSES, declaration, subset
@@ -73,6 +74,9 @@ def test_a_runtime_knob_gives_a_checked_bundle_that_records_what_ran(tmp_path, d
     assert export["answers_changed"] == 0 and export["max_logit_difference"] < 1e-4
     assert set(export["dynamic_axes"]) == {"input_ids", "attention_mask"}
     runs = _runs(bundle)
+    assert all(r["status"] == "finished" for r in runs.values()), [
+        r["error"] for r in runs.values()
+    ]
     torch_run, onnx_run = runs["v0/cold-1"], runs["v1/cold-1"]
     assert torch_run["runtime"] == "torch" and torch_run.get("onnx") is None
     assert onnx_run["runtime"] == "onnxruntime" and onnx_run["load_seconds"] > 0
@@ -87,6 +91,11 @@ def test_a_runtime_knob_gives_a_checked_bundle_that_records_what_ran(tmp_path, d
     assert environment["export"]["dynamic_axes"] == export["dynamic_axes"]
     notes = {r["variant_id"]: r["notes"] for r in read_rows(bundle / "resultats-bruts.csv")}
     assert "R2.1 runtime onnxruntime" in notes["v1"] and "runtime onnxruntime" not in notes["v0"]
+    # reproducible: the same versions export the same bytes, so a campaign's machines agree
+    exp = load_experiment(experiment)
+    onnx_runtime.export(exp, tmp_path / "again", load_experiment_corpus(exp, "eval").texts)
+    graphs = [folder / onnx_runtime.GRAPH for folder in (tmp_path / "again", bundle / "onnx")]
+    assert graphs[0].read_bytes() == graphs[1].read_bytes()
     answers = [
         (bundle / "runs" / v / "cold-1" / "predictions.jsonl").read_text() for v in ("v0", "v1")
     ]
@@ -166,7 +175,6 @@ def test_minilm_onnxruntime_answers_as_torch_on_the_demo_corpus(tmp_path, data_d
     data["quality"]["reference_variant"] = "torch"
     exp = load_experiment(_write(tmp_path, data))
     from gpubench_nb.engine.backends import build_model
-    from gpubench_nb.protocol.corpus import load_experiment_corpus
 
     build_model(exp)
     texts = load_experiment_corpus(exp, "eval").texts
