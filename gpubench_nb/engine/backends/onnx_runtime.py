@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import logging
 import tempfile
 import time
@@ -303,8 +304,8 @@ def apply_runtime(step: Any, declared: str) -> tuple[dict[str, Any], str | None]
 def installed(settings: Any, device: Any) -> list[str]:
     """The runtime and its exporter importable here, with the CUDA provider on a GPU (R2.1)."""
     missing = [p for p in PACKAGES[1:] if importlib.util.find_spec(p) is None]
-    if settings.runtime != "onnxruntime" or missing:
-        return [f"runtime onnxruntime needs {', '.join(missing)}: {INSTALL}"] * bool(missing)
+    if settings.runtime != "onnxruntime" or missing:  # checked only where it is declared
+        return [f"runtime onnxruntime needs {', '.join(missing)}: {INSTALL}"][: len(missing)]
     import onnxruntime
 
     cuda = (
