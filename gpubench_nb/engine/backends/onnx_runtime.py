@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import io
 import logging
 import tempfile
 import time
@@ -69,10 +70,10 @@ def export_for(exp: Any, bundle_dir: Path, texts: list[str]) -> dict[str, str]:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """The exporter's and the quantiser's notices (warnings, log lines) kept off the terminal."""
+    """The exporter's and the quantiser's notices (warnings, logs, prints) kept off the terminal."""
     logging.disable(logging.WARNING)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")
             yield
     finally:
