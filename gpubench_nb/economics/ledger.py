@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb import formats
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
 from gpubench_nb.economics.offers import (
     REAL_QUOTE_HOWTO,
@@ -38,11 +37,11 @@ from gpubench_nb.protocol.lock import LockRecord, canonical_sha256
 from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
+    FORMAT_VERSION,
     MEASURED_PHASES,
     EnvironmentRecord,
     Record,
     read_environment,
-    read_json,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows
@@ -184,9 +183,14 @@ def ledger_report(
     machine = machine_from(machines) if machines else None
     ledger = build_ledger(offer, days, lots, parse_start(start), bundle_dirs, machine=machine)
     ledger["offers_file"] = str(Path(offers_path).resolve())  # where its price is re-read
-    ledger = seal_ledger({**ledger, "offers_sha256": sha256_file(offers_path)})
+    stamped = {
+        **ledger,
+        "offers_sha256": sha256_file(offers_path),
+        "format_version": FORMAT_VERSION,
+    }
+    ledger = seal_ledger(stamped)  # the seal covers the version too (R1.3)
     if out:
-        write_json_atomic(Path(out), ledger)
+        LedgerRecord.save(out, ledger)
     return format_ledger(ledger, fmt)
 
 
@@ -390,16 +394,35 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LedgerRecord(Record):
+    """A ledger written by ``gpubench-nb ledger --out`` (R5.3): its counts are checked against
+    its seal, its offers table and itself by ``ledger_problems``."""
+
+    NAME = "ledger"
+    RULE = "R5.3"
+    ERROR = EconomicsError
+    FIX = "write one with gpubench-nb ledger ... --out ledger.json"
+    offer_id: Any
+    accepted_corpora: Any
+    package_total_usd_minor: Any
+    window: Any
+    left_out: Any
+
+
 def read_ledger(path: str | Path) -> dict[str, Any]:
     """A ledger written by ``gpubench-nb ledger --out``, refused unless it is sound (R5.3)."""
-    data = read_json(Path(path), error=None)
-    needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
-    if not isinstance(data, dict) or any(k not in data for k in needed):
+    try:
+        record, why = LedgerRecord.load(path), "missing"
+    except EconomicsError as exc:
+        record, why = None, str(exc).removeprefix("R5.3: ")
+    if record is None:
         raise EconomicsError(
-            f"{path}: not a ledger written by `gpubench-nb ledger --out` (missing or unreadable); "
-            "fix: write one with gpubench-nb ledger ... --out ledger.json",
+            f"{path}: not a ledger written by `gpubench-nb ledger --out` ({why}); "
+            f"fix: {LedgerRecord.FIX}",
             rule="R5.3",
         )
+    data = record.to_dict()
     if problems := ledger_problems(data):
         raise EconomicsError(
             f"{path}: the ledger is not consistent with itself, so it was edited after "

@@ -26,6 +26,7 @@ from gpubench_nb.engine.memory import (
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.capabilities import SETTING_SPECS, refusals
+from gpubench_nb.protocol.records import OptimisationPart
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # torchao's configuration class of each CUDA scheme (torchao.quantization.quantize_).
@@ -128,7 +129,7 @@ class Outcome:
     """The backend to measure (None after a failure), run.json fields, notes' facts and events."""
 
     backend: Any = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: OptimisationPart = field(default_factory=OptimisationPart)
     facts: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
 
@@ -136,13 +137,13 @@ class Outcome:
 def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
     """Threads and optimisations applied to the loaded ``backend`` (None: a failed load); a
     failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
-    record: dict[str, Any] = {}
+    threads: dict[str, Any] = {}
     facts: tuple[str, ...] = ()
     try:
-        record["threads"] = apply_threads(settings.threads)
-        facts += (threads_text(record["threads"]),)
+        threads = apply_threads(settings.threads)
+        facts += (threads_text(threads),)
         if backend is None:
-            return Outcome(None, record, facts)
+            return Outcome(None, OptimisationPart(threads=threads), facts)
 
         def sample() -> Any:
             tokenized = backend.tokenize(list(texts[: settings.batch]), settings.context)
@@ -150,30 +151,30 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 
         done = apply_optimisations(backend, settings, sample, device)
     except Exception as exc:  # not applied as declared: an observation, never a time
-        record["error"] = f"optimisation failed: {failure_text(exc)}"
-        record["out_of_memory"] = is_out_of_memory(exc)
-        rule = "R5.8 out of memory" if record["out_of_memory"] else "R3.6"
-        event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
-        return Outcome(None, record, facts, (event,))
-    record["optimisation"] = done.to_dict()
-    return Outcome(backend, record, (*facts, done.note()))
+        error = f"optimisation failed: {failure_text(exc)}"
+        oom = is_out_of_memory(exc)
+        failed = OptimisationPart(threads=threads or None, error=error, out_of_memory=oom)
+        event = f"{'R5.8 out of memory' if oom else 'R3.6'} applying {settings.optimisations()}"
+        return Outcome(None, failed, facts, (f"{event} failed: no pass was run",))
+    applied = OptimisationPart(threads=threads, optimisation=done.to_dict())
+    return Outcome(backend, applied, (*facts, done.note()))
 
 
 def finish_optimised(
-    record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
+    record: OptimisationPart, settings: Any, phase: str, before: int | None, result: Any
 ) -> Outcome:
     """After the passes: the compiler cache measured and removed, and the graphs compiled in
-    the measured pass and the warm-up (R3.2). ``record``: run.json's fields so far."""
-    out: dict[str, Any] = {}
-    done = record.get("optimisation")
+    the measured pass and the warm-up (R3.2). ``record``: what optimise_phase applied."""
+    out = OptimisationPart()
+    done = record.optimisation
     if done and done.get("compiler_cache"):
         cache = close_compiler_cache(done["compiler_cache"])
-        out["optimisation"] = {**done, "compiler_cache": cache}
+        out = OptimisationPart(optimisation={**done, "compiler_cache": cache})
     measured = getattr(result, "compiled_graphs", None)
     if settings.compile == "none" or measured is None:
         return Outcome(record=out)
     warmup = (graphs_compiled() or 0) - (before or 0) - measured
-    out.update(recompilations=measured, warmup_recompilations=warmup)
+    out = replace(out, recompilations=measured, warmup_recompilations=warmup)
     text = f"recompilations: {measured} graph(s) compiled during the measured pass"
     if phase == "cold":
         text += " (their compile time is inside the cold pass, R3.2)"

@@ -141,8 +141,9 @@ def _classify_into(
                 from_bundle=str(Path(reference_bundle).resolve()),
             ),
         )
-    record_environment(exp.source, bundle_dir)
+    # the run first: its import clock and CUDA context come before the environment's (R3.2)
     record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
+    record_environment(exp.source, bundle_dir)
     run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)
     row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row
     row["notes"] = f"{CLASSIFY_NOTE} | {row['notes']}" if row.get("notes") else CLASSIFY_NOTE

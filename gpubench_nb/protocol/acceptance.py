@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,33 +25,33 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, kw_only=True)
 class AcceptanceReport(Record):
-    """Everything ``checks.json`` archives (R1.6); the lists are kept in full."""
+    """Everything ``checks.json`` archives (R1.6); the lists are kept in full. Built whole by
+    ``check_predictions``; a key an older or hand-made file lacks reads as empty, and
+    check-bundle compares every reported one with its re-derived value."""
 
     NAME = CHECKS_NAME
     RULE = "R1.6"
-
-    expected_count: int
-    observed_count: int  # prediction records carrying a string ID, duplicates included
-    missing_ids: list[str]  # corpus order
-    duplicated_ids: dict[str, list[int]]  # id -> every line it appears on
-    extra_ids: list[str]  # first-appearance order
-    malformed_lines: list[dict[str, Any]]  # {"line": n, "error": "..."}
-    ids_match: bool
-    format_valid: bool
-    metric: str
+    expected_count: int | None = None
+    observed_count: int | None = None  # prediction records carrying a string ID, duplicates in
+    missing_ids: list[str] = field(default_factory=list)  # corpus order
+    duplicated_ids: dict[str, list[int]] = field(default_factory=dict)  # id -> its lines
+    extra_ids: list[str] = field(default_factory=list)  # first-appearance order
+    malformed_lines: list[dict[str, Any]] = field(default_factory=list)  # {"line", "error"}
+    ids_match: bool | None = None
+    format_valid: bool | None = None
+    metric: str | None = None
     quality_value: float | None = None
-    threshold: float
-    tolerance: float
+    threshold: float | None = None
+    tolerance: float | None = None
     reference_value: float | None = None
     meets_threshold: bool | None = None
     within_tolerance: bool | None = None
-    corpus_accepted: bool
-    # Additions to the ARCHITECTURE.md contract, for the audit trail:
+    corpus_accepted: bool = False
     quality_drop: float | None = None  # reference_value - quality_value (positive = worse)
-    bom: bool  # the predictions file started with a UTF-8 BOM (tolerated)
+    bom: bool = False  # the predictions file started with a UTF-8 BOM (tolerated)
     in_corpus_order: bool | None = None  # informational; acceptance compares sets, not order
-    corpus_revision: str
-    predictions_file: str  # file name only: checks.json lies beside it
+    corpus_revision: str | None = None
+    predictions_file: str | None = None  # file name only: checks.json lies beside it
 
 
 def _require_metric(metric: str) -> None:

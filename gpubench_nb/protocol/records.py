@@ -545,9 +545,61 @@ class OnnxRun(Record):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunRecord(Record):
+class _Observed(Record):
+    """What every part of a run may end in: a failure, observed, never a time (R3.6, R5.8)."""
+
+    error: str | None = None
+    out_of_memory: bool = False  # R5.8: the failure was the device out of memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPart(_Observed):
+    """run.json's load fields, as engine/phases.py observed them (R1.1, R3.2, R3.8)."""
+
+    load_seconds: float | None = None
+    load_memory: Mapping[str, Any] | None = None
+    import_seconds: float | None = None  # importing the backend's modules, before the load
+    fingerprint_seconds: float | None = None  # SHA-256 of model + tokenizer, outside the load
+    cuda_context_seconds: float | None = None  # context creation, outside every timer
+    weight_residency_at_load_start: Mapping[str, Any] | None = None  # engine/residency.py
+    model_revision: str | None = None
+    tokenizer_revision: str | None = None
+    backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
+    generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
+    generation_config_folder_overridden: tuple[str, ...] = ()
+    onnx: OnnxRun | None = None  # runtime onnxruntime: its version, providers, export
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimisationPart(_Observed):
+    """run.json's optimisation fields, as engine/optimise.py applied them (R2.1, R3.2)."""
+
+    threads: Any = None  # the CPU threads applied
+    optimisation: Mapping[str, Any] | None = None  # what was applied, each timed apart
+    recompilations: int | None = None  # graphs compiled during the measured pass (R3.2)
+    warmup_recompilations: int | None = None  # ... and during the declared warm-up
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassPart(_Observed):
+    """run.json's fields of the measured pass, as engine/measure.py observed it (R3.6, R3.8)."""
+
+    elapsed_seconds: float | None = None
+    memory: Mapping[str, Any] | None = None  # the pass's R3.8 readings (engine/memory.py)
+    truncated_texts: int | None = None
+    dropped_tokens: int | None = None
+    item_count: int | None = None
+    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
+    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
+    predictions: str | None = None
+    gpu_telemetry: GpuTelemetry | None = None  # the measured pass; None on CPU
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord(PassPart, OptimisationPart, LoadPart):
     """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured,
-    built once by pipeline/run.py, read by rows, report, ledger and audit (R3.2, R3.6)."""
+    its parts (load, optimisation, pass) composed once by pipeline/run.py, read by rows,
+    report, ledger and audit (R3.2, R3.6)."""
 
     NAME = RUN_NAME
     RULE = "R3.6"
@@ -570,37 +622,25 @@ class RunRecord(Record):
     attention: str | None = None
     quantization: str | None = None
     corpus_revision: str | None = None
-    model_revision: str | None = None
-    tokenizer_revision: str | None = None
-    elapsed_seconds: float | None = None
-    load_seconds: float | None = None
-    memory: Mapping[str, Any] | None = None  # the pass's R3.8 readings (engine/memory.py)
-    load_memory: Mapping[str, Any] | None = None
-    import_seconds: float | None = None  # importing the backend's modules, before the load
-    fingerprint_seconds: float | None = None  # SHA-256 of model + tokenizer, outside the load
-    cuda_context_seconds: float | None = None  # context creation, outside every timer
-    weight_residency_at_load_start: Mapping[str, Any] | None = None  # engine/residency.py
-    truncated_texts: int | None = None
-    dropped_tokens: int | None = None
-    item_count: int | None = None
-    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
-    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
-    predictions: str | None = None
-    gpu_telemetry: GpuTelemetry | None = None  # the measured pass; None on CPU
-    backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
-    generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
-    generation_config_folder_overridden: tuple[str, ...] = ()
     generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
-    threads: Any = None  # engine/optimise.py: the CPU threads applied
-    optimisation: Mapping[str, Any] | None = None  # engine/optimise.py: what was applied
-    recompilations: int | None = None  # graphs compiled during the measured pass (R3.2)
-    warmup_recompilations: int | None = None  # ... and during the declared warm-up
-    error: str | None = None
-    out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
     environment: EnvironmentRecord | None = None
     runtime: str | None = None  # what ran the model, as declared; None: torch (older runs)
-    onnx: OnnxRun | None = None  # runtime onnxruntime: its version, providers, export
+
+    def composed(self, *parts: _Observed | None, **more: Any) -> RunRecord:
+        """This record with what each part observed, in order (a value a part left at its
+        default adds nothing), then ``more``; the first failure is the run's (R3.6, R5.8)."""
+        values: dict[str, Any] = {}
+        for part in filter(None, parts):
+            for f in dataclasses.fields(part):
+                value = getattr(part, f.name)
+                if "code" not in f.metadata and value != f.default:
+                    kept = f.name == "error" and values.get("error")
+                    values[f.name] = values["error"] if kept else value
+        failed = values.setdefault("error", None) is not None
+        values.setdefault("out_of_memory", False)
+        status = "failed" if failed else "finished"
+        return dataclasses.replace(self, **{"status": status, **values, **more})
 
 
 def running_record(

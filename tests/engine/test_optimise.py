@@ -15,6 +15,7 @@ from gpubench_nb.engine import optimise
 from gpubench_nb.engine.backends import load_backend
 from gpubench_nb.errors import BackendError
 from gpubench_nb.protocol.experiment_spec import ModelSpec, Settings, TokenizerSpec, Variant
+from gpubench_nb.protocol.records import OptimisationPart
 from tests.support.models import quick_compiles, tiny_bert_folder
 
 CLASSES = ("admin", "games", "mail")
@@ -134,17 +135,20 @@ def test_optimise_phase_records_threads_and_the_optimisation(hf) -> None:
     settings = replace(SETTINGS, quantization="int8_dynamic")
     done = optimise.optimise_phase(hf, torch.device("cpu"), settings, TEXTS)
     assert done.backend is hf and done.events == ()
-    assert done.record["threads"]["intra_op"] == torch.get_num_threads()
-    assert done.record["optimisation"]["quantized_layers"] > 0
+    assert done.record.threads["intra_op"] == torch.get_num_threads()
+    assert done.record.optimisation["quantized_layers"] > 0
     assert done.facts[0].startswith("threads auto") and "int8_dynamic" in done.facts[-1]
     failed_load = optimise.optimise_phase(None, torch.device("cpu"), settings, TEXTS)
-    assert failed_load.backend is None and set(failed_load.record) == {"threads"}
+    assert failed_load.backend is None and failed_load.record == OptimisationPart(
+        threads=failed_load.record.threads
+    )
+    assert failed_load.record.threads
 
 
 def test_a_failed_optimisation_is_an_observation_not_a_time(hf) -> None:
     settings = replace(SETTINGS, attention="nonsense")
     failed = optimise.optimise_phase(hf, torch.device("cpu"), settings, TEXTS)
-    assert failed.backend is None and failed.record["error"].startswith("optimisation failed")
+    assert failed.backend is None and failed.record.error.startswith("optimisation failed")
     assert failed.events[-1].startswith("R3.6 applying {'attention': 'nonsense'} failed")
 
 
@@ -152,17 +156,21 @@ def test_recompilations_say_whether_the_warm_up_covered_them(monkeypatch) -> Non
     for name in optimise.CACHE_VARIABLES:
         monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
     cache = optimise.isolated_compiler_cache()
-    record = {"optimisation": {"compiler_cache": cache}}
+    record = OptimisationPart(optimisation={"compiler_cache": cache})
     compiled = replace(SETTINGS, compile="default")
     monkeypatch.setattr(optimise, "graphs_compiled", lambda: 7)
     cold = optimise.finish_optimised(
         record, compiled, "cold", 6, SimpleNamespace(compiled_graphs=1)
     )
-    assert cold.record["recompilations"] == 1 and cold.record["warmup_recompilations"] == 0
+    assert cold.record.recompilations == 1 and cold.record.warmup_recompilations == 0
     assert "inside the cold pass" in cold.facts[-1]
-    assert cold.record["optimisation"]["compiler_cache"]["files_at_end"] == 0
+    assert cold.record.optimisation["compiler_cache"]["files_at_end"] == 0
     assert not Path(cache["dir"]).exists()  # per run: removed once measured
-    warm = optimise.finish_optimised({}, compiled, "warm", 5, SimpleNamespace(compiled_graphs=0))
-    assert warm.record["warmup_recompilations"] == 2 and "warm-up covered them" in warm.facts[-1]
-    plain = optimise.finish_optimised({}, SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0))
-    assert plain.record == {} and plain.facts == ()
+    warm = optimise.finish_optimised(
+        OptimisationPart(), compiled, "warm", 5, SimpleNamespace(compiled_graphs=0)
+    )
+    assert warm.record.warmup_recompilations == 2 and "warm-up covered them" in warm.facts[-1]
+    plain = optimise.finish_optimised(
+        OptimisationPart(), SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0)
+    )
+    assert plain.record == OptimisationPart() and plain.facts == ()

@@ -21,7 +21,7 @@ from gpubench_nb.protocol.records import (
     ScheduleRecord,
     read_json,
 )
-from tests.protocol.test_sealed_records import MAIN_BUNDLE, resealed
+from tests.support.sealed import MAIN_BUNDLE, resealed
 
 B1_COLD = Path("runs/b1/cold-1")
 

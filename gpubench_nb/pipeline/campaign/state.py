@@ -111,5 +111,6 @@ def record_attempt(entry: dict[str, Any]) -> None:
     kept |= {k: entry.get(k) for k in ("finished_utc", "error", "logs", "target")}
     if interruptions := entry.pop("interruptions", None):  # R3.6: discarded runs stay on record
         kept["interruptions"] = interruptions
+    kept |= {k: entry.pop(k, None) for k in ("node", "requeued", "restarts")}  # of that job
     entry.pop("slurm_state", None)
     entry.setdefault("history", []).append(kept)
