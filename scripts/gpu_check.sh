@@ -10,7 +10,9 @@
 #      scripts/gpu_check_figures.py. Four cold rows, each a real fresh process (bow, MiniLM-shaped
 #      and hf x fp32/bf16/fp16);
 #   3. benchmarks/vs_pipeline.py: one MiniLM-shaped model at b1 and b8 against transformers'
-#      pipeline (same predictions; the speed ratio). The overhead benchmark runs only with
+#      pipeline (same predictions; the speed ratio); benchmarks/onnx_runtime.py --check: the bow
+#      demo on onnxruntime's CUDA execution provider, the provider read back from its session
+#      (skipped without onnxruntime-gpu). The overhead benchmark runs only with
 #      WITH_OVERHEAD=1 (it does not fit the 5 minutes with the rest).
 # Library-only: no papermill, no notebooks, no MiniLM package. It needs torch (the server's CUDA
 # build), transformers, safetensors, numpy, pyyaml, filelock, nvidia-ml-py and pytest: the
@@ -78,6 +80,14 @@ power.limit,clocks.sm,clocks.max.sm,persistence_mode,mig.mode.current --format=c
   if [[ "$DEVICE" == cpu ]]; then quick=(--limit 100 --repeats 1); else quick=(--limit 300 --repeats 3); fi
   step vs-pipeline 45 "$PY" benchmarks/vs_pipeline.py --device "$DEVICE" --batches 1,8 \
     "${quick[@]}"
+  # runtime onnxruntime: the bow demo's graph on the CUDA execution provider (read back from
+  # the session, not only asked for), its answers alike torch's on >= 99.5 % (--check)
+  if "$PY" -c "import onnxruntime, onnxscript" 2>/dev/null; then
+    step onnxruntime-cuda 60 "$PY" benchmarks/onnx_runtime.py --experiment parameters/demo.yaml \
+      --device "$DEVICE" --limit 300 --repeats 1 --check
+  else
+    echo "VERDICT step/onnxruntime-cuda: SKIP (onnxruntime-gpu not installed: scripts/gpu-requirements.txt)"
+  fi
   if [[ "${WITH_OVERHEAD:-0}" == 1 ]]; then
     step overhead 100 "$PY" benchmarks/overhead.py --device "$DEVICE" --batches 1,16 \
       --minilm-limit 300

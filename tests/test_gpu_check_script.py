@@ -112,3 +112,16 @@ def test_optimised_rows_fail_without_their_own_figures(gpu_check) -> None:
     assert gpu_check.optimised_problems(dict(row, optimised=quant)) == [
         "quantization: 0 layers quantised"
     ]
+
+
+def test_the_gpu_check_has_an_onnxruntime_cuda_provider_row() -> None:
+    """runtime onnxruntime on CUDA: the GPU route installs onnxruntime-gpu and the check runs the
+    benchmark with --check, which fails unless the session ran on CUDAExecutionProvider."""
+    root = SCRIPT.parent.parent
+    shell = (root / "scripts" / "gpu_check.sh").read_text(encoding="utf-8")
+    assert "step onnxruntime-cuda" in shell and "benchmarks/onnx_runtime.py" in shell
+    assert '--device "$DEVICE" --limit 300 --repeats 1 --check' in shell
+    assert "onnxruntime-gpu" in (root / "scripts" / "gpu-requirements.txt").read_text()
+    bench = (root / "benchmarks" / "onnx_runtime.py").read_text(encoding="utf-8")
+    assert '"CUDAExecutionProvider" if args.device.startswith("cuda")' in bench
+    assert "record.providers" in bench  # read back from the session, not the providers asked

@@ -357,11 +357,13 @@ def record_environment(experiment: str | Path, bundle_dir: str | Path) -> dict[s
     """00_environment: the machine as observed (R2.4, R2.5) into environment.json, only for
     the frozen declaration (R1.3)."""
     from gpubench_nb.engine.backends import resolve_device
+    from gpubench_nb.engine.backends.onnx_runtime import environment as onnx_environment
     from gpubench_nb.kernel import ENVIRONMENT_STEP
     from gpubench_nb.protocol.records import write_environment
     from gpubench_nb.protocol.writer import frozen_step
 
     with frozen_step(experiment, bundle_dir, ENVIRONMENT_STEP) as (exp, _):
-        environment = capture_environment(resolve_device(exp.fixed.get("device", "auto")))
+        device = resolve_device(exp.fixed.get("device", "auto"))
+        environment = {**capture_environment(device), **onnx_environment(exp, bundle_dir, device)}
         write_environment(Path(bundle_dir), environment)
         return environment

@@ -240,6 +240,8 @@ def apply_quantization(step: Step, scheme: str) -> Applied:
 
     if scheme == "none":
         return {}, None
+    if hasattr(step.backend, "quantize"):  # a runtime quantising its own graph (onnxruntime)
+        return step.backend.quantize(step, scheme)
     step.watch.start()
     module = step.backend.module
     if scheme == "int8_dynamic":
@@ -291,6 +293,8 @@ def weight_bytes(module: Any) -> int:
     """Bytes of the module's state (packed quantised weights included), each tensor once."""
     import torch
 
+    if hasattr(module, "weight_bytes"):  # a runtime's graph (onnxruntime)
+        return module.weight_bytes
     seen: dict[tuple[int, int], int] = {}
     stack = list(module.state_dict().values())
     while stack:
@@ -316,7 +320,7 @@ def apply_optimisations(
     ``sample()``: a batch to run once (torch.compile compiles on it)."""
     applied = [s for s in SETTING_SPECS if s.apply]
     changed = any(getattr(settings, s.name) != s.default for s in applied)
-    probe = probe_for(device)
+    probe = getattr(backend, "probe", probe_for)(device)  # a runtime's own (R3.9)
     step = Step(backend, settings, device, sample, Stopwatch(sync=synchronizer(device)))
     if changed:
         probe.begin()

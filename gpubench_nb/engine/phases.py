@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from gpubench_nb.engine.backends.onnx_runtime import GRAPH, OnnxBackend, RssProbe
 from gpubench_nb.engine.clocks import telemetry_text
 from gpubench_nb.engine.environment import environment_notes
 from gpubench_nb.engine.faults import FaultPlan, trigger
@@ -23,6 +25,7 @@ from gpubench_nb.engine.memory import (
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
+from gpubench_nb.protocol.fingerprint import sha256_files
 from gpubench_nb.protocol.records import LoadPart, Phase
 
 LOAD_SCOPE = (
@@ -44,6 +47,7 @@ class LoadSpec:
     tokenizer: Any  # protocol.experiment_spec.TokenizerSpec
     classes: tuple[str, ...]
     settings: Any  # protocol.experiment_spec.VariantSettings
+    export: Path | None = None  # onnxruntime: the bundle's exported graphs (R1.1)
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ def generation_note(described: dict[str, Any]) -> str | None:
 def load_phase(
     spec: LoadSpec,
     plan: FaultPlan,
-    check_frozen: Callable[[tuple[str, str]], None] | None = None,
+    check_frozen: Callable[[dict[str, str]], None] | None = None,
     imports_started: int | None = None,
 ) -> LoadOutcome:
     """Resolve the device, import, create the CUDA context, fingerprint, then time the load (R3.2,
@@ -106,6 +110,8 @@ def load_phase(
 
         stage = "imports"
         import_backend_modules(spec.model, spec.tokenizer)
+        if spec.export is not None:
+            import onnxruntime  # noqa: F401 - imported before the load clock, as torch is
         figures["import_seconds"] = (time.perf_counter_ns() - started) / 1e9
         from gpubench_nb.engine.backends.registry import fingerprinted_files, load_backend
 
@@ -114,15 +120,19 @@ def load_phase(
         stage = "fingerprinting"
         started = time.perf_counter_ns()
         files, revisions = fingerprinted_files(spec.model, spec.tokenizer)
+        found = dict(zip(("model_revision", "tokenizer_revision"), revisions, strict=True))
+        if spec.export is not None:  # onnxruntime reads the exported graph, not the weights
+            files = ([spec.export / GRAPH], files[1])
+            found["onnx_revision"] = sha256_files(files[0], spec.export)
         figures["fingerprint_seconds"] = (time.perf_counter_ns() - started) / 1e9
         if check_frozen is not None:
-            check_frozen(revisions)
+            check_frozen(found)
         stage = "load"
         found = residency(dict.fromkeys([*files[0], *files[1]]))
         figures["weight_residency_at_load_start"] = found
         if found is not None:
             facts.append(residency_text(found))
-        probe = probe_for(device)
+        probe = probe_for(device) if spec.export is None else RssProbe(device)
         watch = Stopwatch(sync=synchronizer(device))
         probe.begin()
         watch.start()
@@ -136,6 +146,8 @@ def load_phase(
             device=spec.settings.device,
             precision=spec.settings.precision,
             revisions=revisions,
+            runtime=spec.export
+            and partial(OnnxBackend, folder=spec.export, settings=spec.settings),
         )
         figures["load_seconds"] = watch.stop()
         figures["load_memory"] = probe.end().to_dict()
@@ -165,6 +177,9 @@ def _loaded(device: Any, backend: Any, figures: dict[str, Any], facts: list[str]
     if hasattr(backend, "describe"):
         described = backend.describe()
         figures["backend"] = described
+        if hasattr(backend, "record"):  # onnxruntime: recorded, said
+            figures["onnx"] = backend.record
+            facts.append(backend.note())
         if "generation_config_effective" in described:
             figures["generation_config_effective"] = described["generation_config_effective"]
             figures["generation_config_folder_overridden"] = tuple(

@@ -127,6 +127,7 @@ def prepare_bundle(
     ``given_lock`` verbatim (``run --protocol``) when this machine matches it."""
     from gpubench_nb.engine.backends import backend_entry, build_model, fingerprints_for
     from gpubench_nb.engine.backends.model_check import check_declared_model
+    from gpubench_nb.engine.backends.onnx_runtime import export_for
     from gpubench_nb.engine.optimise import refuse_unrunnable
 
     refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
@@ -140,6 +141,7 @@ def prepare_bundle(
     fingerprints.update(zip(("model_revision", "tokenizer_revision"), found, strict=True))
     fingerprints.update((f"{split}_revision", other.revision) for split, other in others.items())
     bundle_dir.mkdir(parents=True, exist_ok=True)
+    fingerprints.update(export_for(experiment, bundle_dir, corpus.texts))  # onnxruntime's graphs
     freeze(bundle_dir, experiment, fingerprints, given=given_lock, corpus_identity=corpus.identity)
     kept = bundle_dir / "protocol"
     if not kept.exists():  # the filled-in protocol and the gold corpus travel with the bundle

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from gpubench_nb.engine.backends.onnx_runtime import FOLDER as ONNX_FOLDER
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.optimise import (
@@ -101,11 +102,9 @@ def _execute_run(
             write_run(out, replace(record, **refused, finished_utc=utc_now()))
             raise
 
-    loaded = load_phase(
-        LoadSpec(exp.model, exp.tokenizer, exp.classes, settings),
-        plan,
-        lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
-    )
+    export = Path(bundle_dir) / ONNX_FOLDER if settings.runtime == "onnxruntime" else None
+    spec = LoadSpec(exp.model, exp.tokenizer, exp.classes, settings, export)
+    loaded = load_phase(spec, plan, refuse)
     # threads, attention, quantisation, compile: after the timed load, timed apart (R3.2)
     tuned = optimise_phase(loaded.backend, loaded.device, settings, corpus.texts)
     env = capture_environment(loaded.device, used=tuned.backend)

@@ -166,9 +166,27 @@ SETTING_SPECS = (
         apply=f"{_OPTIMISE}:apply_compile", check=f"{_OPTIMISE}:compiler_present",
     ),
     Setting(
+        "runtime",
+        schema.enum("what runs the model: torch, or onnxruntime on its ONNX graph exported "
+                    "before the runs", ("torch", "onnxruntime"), default="torch"),
+        old_default="torch", optimisation=True, backends=("bow", "minilm", "hf"),
+        backend_problem="backend {backend} generates its answers in torch; its generation loop "
+                        "has no ONNX export here",
+        needs=tuple(Needs(("onnxruntime",), {key: allowed}, f"{{value}} runs the fp32 graph "
+                          f"exported before the runs: {why}", f"declare {key}: {allowed[-1]}")
+                    for key, allowed, why in (
+            ("compile", ("none",), "torch.compile compiles torch's modules"),
+            ("attention", ("auto",), "its attention is the one the export holds"),
+            ("precision", ("fp32",), "no fp16 or bf16 graph is exported"),
+            ("quantization", ("none", "int8_dynamic"), "onnxruntime quantises int8_dynamic itself"),
+        )),
+        apply=f"{_ENGINE}.backends.onnx_runtime:apply_runtime",
+        check=f"{_ENGINE}.backends.onnx_runtime:installed",
+    ),
+    Setting(
         "threads",
         {"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}], "default": "auto",
-         "description": "CPU threads torch uses (auto: torch's own choice)"},
+         "description": "CPU threads of torch, of onnxruntime intra- and inter-op (auto: theirs)"},
         old_default="auto", optimisation=True,  # applied at process start (engine.optimise)
     ),
 )  # fmt: skip

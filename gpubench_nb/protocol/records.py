@@ -519,6 +519,23 @@ class EnvironmentRecord(Record):
     load_average_end: tuple[float, ...] | None = None
     cpu_activity_start: CpuActivity | None = None
     cpu_activity_end: CpuActivity | None = None
+    onnxruntime: Mapping[str, Any] | None = None  # its versions, providers, export (onnx_runtime)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OnnxRun(Record):
+    """run.json ``onnx``: the runtime onnxruntime of a run (engine/backends/onnx_runtime.py):
+    its version, the execution providers its session runs (read back, not only asked), threads,
+    the memory probe that can see it (R3.9) and the export's record (R1.1); absent: torch."""
+
+    RULE = "R2.1"
+    version: str | None = None
+    providers: tuple[str, ...] = ()
+    requested_providers: tuple[str, ...] = ()
+    intra_op_threads: int | None = None  # 0: onnxruntime's own choice
+    inter_op_threads: int | None = None
+    memory_probe: str | None = None
+    export: Mapping[str, Any] | None = None  # onnx/export.json: exporter, seconds, opset, axes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -544,6 +561,7 @@ class LoadPart(_Observed):
     backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
     generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
     generation_config_folder_overridden: tuple[str, ...] = ()
+    onnx: OnnxRun | None = None  # runtime onnxruntime: its version, providers, export
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -601,6 +619,7 @@ class RunRecord(PassPart, OptimisationPart, LoadPart):
     generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
     notes: str | None = None
     environment: EnvironmentRecord | None = None
+    runtime: str | None = None  # what ran the model, as declared; None: torch (older runs)
 
     def composed(self, *parts: _Observed | None, **more: Any) -> RunRecord:
         """This record with what each part observed, in order (a value a part left at its

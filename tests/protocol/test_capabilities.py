@@ -20,8 +20,6 @@ from gpubench_nb.protocol.capabilities import (
     BACKENDS_BY_NAME,
     OPTIMISATIONS,
     SETTING_SPECS,
-    Needs,
-    Setting,
     refusals,
 )
 from gpubench_nb.protocol.experiment_spec import SETTINGS, Settings
@@ -35,7 +33,7 @@ def test_the_schema_the_record_and_the_report_read_the_one_table() -> None:
     names = [s.name for s in SETTING_SPECS]
     assert list(SETTINGS) == names
     assert set(Settings.__dataclass_fields__) == set(names)
-    assert OPTIMISATIONS == ("attention", "quantization", "compile", "threads")
+    assert OPTIMISATIONS == ("attention", "quantization", "compile", "runtime", "threads")
     assert decision.OPTIMISATIONS is OPTIMISATIONS  # the report's optimisation sentences
     # a setting left out of old locks has the value they imply as its record default (R1.3)
     later = {s.name: s.old_default for s in SETTING_SPECS if s.later}
@@ -74,27 +72,18 @@ def _settings(**values):
     return SimpleNamespace(**{**base, "precision": "fp32", "device": "cpu", **values})
 
 
-def test_a_new_settings_conditions_are_read_from_its_entry() -> None:
-    runtime = Setting(
-        "runtime",
-        {"enum": ["torch", "onnxruntime"], "default": "torch", "description": "the runtime"},
-        old_default="torch",
-        optimisation=True,
-        backends=("bow", "minilm", "hf"),
-        needs=(
-            Needs(("onnxruntime",), {"compile": ("none",)}, "{value} runs no torch.compile",
-                  "declare compile: none"),
-        ),
-    )  # fmt: skip
-    specs = (*SETTING_SPECS, runtime)
-    assert refusals(_settings(runtime="onnxruntime"), "minilm", specs) == []
-    both = refusals(_settings(runtime="onnxruntime", compile="default"), "causal_lm", specs)
-    assert both == [
-        ("runtime", "backend causal_lm cannot apply it",
+def test_the_runtimes_conditions_are_read_from_its_entry() -> None:
+    assert refusals(_settings(runtime="onnxruntime"), "minilm") == []
+    both = refusals(_settings(runtime="onnxruntime", compile="default"), "causal_lm")
+    assert [(k, p.split(";")[0].split(":")[0], f) for k, p, f in both] == [
+        ("runtime", "backend causal_lm generates its answers in torch",
          "use runtime: torch, or a backend among bow, minilm, hf"),
-        ("runtime", "onnxruntime runs no torch.compile", "declare compile: none"),
+        ("runtime", "onnxruntime runs the fp32 graph exported before the runs",
+         "declare compile: none"),
     ]  # fmt: skip
-    assert refusals(_settings(runtime="torch", compile="default"), "causal_lm", specs) == []
+    assert refusals(_settings(runtime="torch", compile="default"), "causal_lm") == []
+    refused = refusals(_settings(runtime="onnxruntime", quantization="int8_weight_only"), "hf")
+    assert ("runtime", "declare quantization: int8_dynamic") in [(k, f) for k, _, f in refused]
 
 
 def test_device_auto_is_judged_where_it_runs() -> None:
@@ -109,21 +98,21 @@ _ADD_A_KNOB = r"""
 import dataclasses, json, sys
 from gpubench_nb.protocol import capabilities as c
 
-runtime = c.Setting(
-    "runtime", {"enum": ["torch", "onnxruntime"], "default": "torch", "description": "runtime"},
-    old_default="torch", optimisation=True, backends=("bow", "minilm", "hf"),
-    needs=(c.Needs(("onnxruntime",), {"compile": ("none",)}, "{value}: no compile", "none"),),
+engine = c.Setting(
+    "engine", {"enum": ["eager", "graph"], "default": "eager", "description": "engine"},
+    old_default="eager", optimisation=True, backends=("bow", "minilm", "hf"),
+    needs=(c.Needs(("graph",), {"compile": ("none",)}, "{value}: no compile", "none"),),
 )
-c.SETTING_SPECS = (*c.SETTING_SPECS, runtime)
+c.SETTING_SPECS = (*c.SETTING_SPECS, engine)
 c.SETTINGS_BY_NAME = {s.name: s for s in c.SETTING_SPECS}
-c.OPTIMISATIONS = (*c.OPTIMISATIONS, "runtime")
+c.OPTIMISATIONS = (*c.OPTIMISATIONS, "engine")
 c.refusals.__defaults__ = (c.SETTING_SPECS,)
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.experiment import load_experiment
 
 exp = load_experiment(sys.argv[1])
 out = {
-    "values": [v.settings.runtime for v in exp.variants],
+    "values": [v.settings.engine for v in exp.variants],
     "optimisations": [v.settings.optimisations() for v in exp.variants],
     "fixed": sorted(exp.normalised()["fixed"]),
 }
@@ -136,7 +125,7 @@ print(json.dumps(out))
 
 
 def test_adding_a_knob_is_one_entry(tmp_path) -> None:
-    """With one more entry in the table (as a runtime would be), and nothing else changed: the
+    """With one more entry in the table (as the runtime is), and nothing else changed: the
     YAML may declare it as the knob, the variants carry it, its default stays out of the lock,
     and its conditions are refused by validate (R2.1, R1.3)."""
     import yaml
@@ -144,8 +133,8 @@ def test_adding_a_knob_is_one_entry(tmp_path) -> None:
     from tests.support.experiments import declaration
 
     def write(name: str, **changes) -> Path:
-        data = declaration(model={"backend": "minilm"}, knob="runtime", **changes)
-        data["variants"] = [{"id": "b1", "runtime": "torch"}, {"id": "o", "runtime": "onnxruntime"}]
+        data = declaration(model={"backend": "minilm"}, knob="engine", **changes)
+        data["variants"] = [{"id": "b1", "engine": "eager"}, {"id": "o", "engine": "graph"}]
         data["fixed"] = {**data["fixed"], "batch": 4}
         path = tmp_path / name
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
@@ -158,13 +147,10 @@ def test_adding_a_knob_is_one_entry(tmp_path) -> None:
         capture_output=True, text=True, cwd=REPO, check=True,
     )  # fmt: skip
     out = json.loads(done.stdout)
-    assert out["values"] == ["torch", "onnxruntime"]
-    assert out["optimisations"] == [{}, {"runtime": "onnxruntime"}]
-    assert "runtime" not in out["fixed"]
-    assert (
-        "R2.1" in out["refused"]
-        and "variants[o].runtime: onnxruntime: no compile" in (out["refused"])
-    )
+    assert out["values"] == ["eager", "graph"]
+    assert out["optimisations"] == [{}, {"engine": "graph"}]
+    assert "engine" not in out["fixed"]
+    assert "R2.1" in out["refused"] and "variants[o].engine: graph: no compile" in out["refused"]
 
 
 @pytest.mark.parametrize("name", [s.name for s in SETTING_SPECS if s.packages])

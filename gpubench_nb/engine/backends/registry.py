@@ -65,9 +65,11 @@ def load_backend(
     device: str,
     precision: str,
     revisions: tuple[str, str] | None = None,
+    runtime: Any = None,
 ) -> Backend:
     """Load ``model`` with ``tokenizer`` on ``device``, labels mapped to ``classes`` by name (R1.3),
-    no forward; ``revisions`` taken beforehand keep hashing out of load time (R3.2, R1.1). Out of
+    no forward; ``revisions`` taken beforehand keep hashing out of load time (R3.2, R1.1);
+    ``runtime(spec, backend name)`` opens it where another runtime runs it (onnx_runtime). Out of
     memory propagates (R5.8), any other failure is a BackendError."""
     import torch
 
@@ -84,6 +86,8 @@ def load_backend(
         Path(model.path), Path(tokenizer.path), tuple(classes), resolved, precision, revisions,
         getattr(model, "prompt", None),
     )  # fmt: skip
+    if runtime is not None:
+        return runtime(spec, entry.name)
     try:
         return backend_class(spec)
     except (BackendError, torch.cuda.OutOfMemoryError):
