@@ -43,7 +43,7 @@ def _run(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.interrupt import stop_on_signals, terminate_children
     from gpubench_nb.pipeline.progress import run_with_progress
 
-    try:  # SIGTERM and SIGUSR2 are heard as Ctrl-C is: recorded, redone, non-zero (R3.6)
+    try:  # SIGTERM, SIGUSR2, SIGHUP are heard as Ctrl-C is: recorded, redone, non-zero (R3.6)
         with stop_on_signals(chain=()):
             summary = run_with_progress(**_given(args), stream=sys.stderr)
     except KeyboardInterrupt:

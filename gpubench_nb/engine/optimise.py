@@ -10,7 +10,7 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,13 +61,51 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
         **{name: os.environ.get(name) for name in THREAD_VARIABLES},
         "cpu_count": os.cpu_count(),
     }
-    if declared != "auto" and state["intra_op"] != declared:
-        raise BackendError(
-            f"threads {declared} was declared but torch runs {state['intra_op']} intra-op "
-            "threads in this process; fix: declare threads: auto",
-            rule="R2.1",
-        )
+    verify_applied({"threads": declared}, state)
     return state
+
+
+def _compiled(mode: str, applied: Mapping[str, Any]) -> str | None:
+    if mode == "none" or applied.get("compiled_graphs"):
+        return None
+    off = " (TORCH_COMPILE_DISABLE=1 is set)" * (os.environ.get("TORCH_COMPILE_DISABLE") == "1")
+    return (
+        f"compile {mode} was declared but torch.compile compiled no graph{off}; fix: let "
+        "torch.compile run (unset TORCH_COMPILE_DISABLE), or declare compile: none"
+    )
+
+
+# R2.1: each declared setting is verified in the kernel that applied it, by its own check here
+# (a runtime adds its own): (declared value, what was applied) -> the mismatch and fix, or None.
+APPLIED_CHECKS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
+    "threads": lambda n, a: (
+        None
+        if n == "auto" or a["intra_op"] == n
+        else f"threads {n} was declared but torch runs {a['intra_op']} intra-op threads in this "
+        "process; fix: declare threads: auto"
+    ),
+    "attention": lambda name, a: (
+        None
+        if name == "auto" or a.get("attention") in (None, name)
+        else f"attention {name} was declared but the model runs {a['attention']} (it cannot switch "
+        "implementation); fix: declare attention: auto"
+    ),
+    "quantization": lambda scheme, a: (
+        None
+        if scheme == "none" or a.get("quantized_layers")
+        else f"quantization {scheme} found no Linear layer to quantise; fix: declare quantization: "
+        "none for this model"
+    ),
+    "compile": _compiled,
+}
+
+
+def verify_applied(declared: Mapping[str, Any], applied: Mapping[str, Any]) -> None:
+    """A BackendError naming every ``declared`` setting that ``applied`` shows was not (R2.1)."""
+    checks = ((APPLIED_CHECKS.get(name), value) for name, value in declared.items())
+    problems = [p for check, value in checks if check and (p := check(value, applied))]
+    if problems:
+        raise BackendError("; ".join(problems), rule="R2.1")
 
 
 def threads_text(state: dict[str, Any]) -> str:
@@ -216,14 +254,7 @@ def _attention(module: Any, declared: str) -> str | None:
         return None
     if declared != "auto":
         model.set_attn_implementation(declared)
-    applied = model.config._attn_implementation
-    if declared != "auto" and applied != declared:
-        raise BackendError(
-            f"attention {declared} was declared but {type(model).__name__} runs {applied} (it "
-            "cannot switch implementation); fix: declare attention: auto",
-            rule="R2.1",
-        )
-    return applied
+    return model.config._attn_implementation
 
 
 def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
@@ -267,7 +298,9 @@ def apply_optimisations(
     one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on."""
     attention = _attention(backend.module, settings.attention)
     scheme, mode = settings.quantization, settings.compile
+    declared = {"attention": settings.attention, "quantization": scheme, "compile": mode}
     if scheme == "none" and mode == "none":
+        verify_applied(declared, {"attention": attention})
         return Optimised(attention=attention)
     probe = probe_for(device)
     watch = Stopwatch(sync=synchronizer(device))
@@ -277,8 +310,6 @@ def apply_optimisations(
         watch.start()
         backend.module, done["quantized_layers"] = _quantize(backend.module, scheme)
         done["quantize_seconds"] = watch.stop()
-        if not done["quantized_layers"]:
-            raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
     if mode != "none":
         done["compiler_cache"] = isolated_compiler_cache()
         batch = sample()
@@ -290,6 +321,7 @@ def apply_optimisations(
             backend.predict(batch)
         done["compile_seconds"] = watch.stop()
         done["compiled_graphs"] = (graphs_compiled() or 0) - before
+    verify_applied(declared, done)
     memory: MemoryReading = probe.end()
     return Optimised(**done, weight_bytes=weight_bytes(backend.module), memory=memory.to_dict())
 

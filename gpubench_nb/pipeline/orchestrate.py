@@ -159,11 +159,21 @@ def _done_keys(bundle_dir: Path) -> set[str]:
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
-    """The run's run.json, else an empty record: the row then says so, never dropped (R3.6)."""
+    """The run's run.json, else (a kernel dead before writing it, or unreadable) an empty
+    record: the row then says so, never dropped (R3.6)."""
     try:
-        return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+        record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
-        return RunRecord()
+        record = None
+    return record or RunRecord()
+
+
+def kernel_failure(exc: Exception, timeout: int) -> str:
+    """A kernel's failure outside our own errors (a timeout, a dead or silent kernel), said."""
+    if isinstance(exc, TimeoutError):  # nbclient's CellTimeoutError
+        return f"the kernel did not finish within --run-timeout {timeout} s"
+    last_line = (str(exc).strip().splitlines() or [""])[-1]
+    return f"kernel run failed: {type(exc).__name__}: {last_line}"
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
@@ -208,8 +218,7 @@ def run_one(
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
         if errors.disk_full(exc):  # ... but a full disk is not
             raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
-        last_line = (str(exc).strip().splitlines() or [""])[-1]
-        failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
+        failure = kernel_failure(exc, timeout)
     record = _read_record(bundle_dir, run)
     if failure and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
@@ -254,7 +263,20 @@ def run_experiment(
 
         def step(name: str, **extra: Any) -> None:
             output = bundle_dir / "notebooks" / f"{name}.ipynb"
-            execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
+            try:
+                execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
+            except (GpubenchError, KeyboardInterrupt):
+                raise
+            except Exception as exc:  # a timeout, a dead kernel: a sentence, not a traceback
+                if errors.disk_full(exc):
+                    raise errors.storage_error(exc, exc.filename or output) from None
+                raise BundleError(
+                    f"{name}: {kernel_failure(exc, run_timeout_seconds)}; its notebook is kept at "
+                    f"{output} and the kernels' output in {bundle_dir / KERNEL_LOG}. Fix: rerun "
+                    "the same command (finished runs are kept), with a larger --run-timeout if "
+                    "it timed out",
+                    rule="R3.6",
+                ) from None
 
         if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
             step(ENVIRONMENT_STEP)

@@ -244,6 +244,16 @@ def _fields(declared: list, data: dict, where: _Where, closed: bool) -> tuple[di
         at = where.at(path, spec.get("rule"), spec.get("fix"))
         if value is None and path in data and spec.get("type") == ["object", "null"]:
             value = {}  # `manual:` written empty: a section of defaults
+        elif (
+            value is None
+            and path in data
+            and not required
+            and "null" not in spec.get("type", "null")
+        ):
+            # a null where the schema declares a type: refused as the JSON Schema refuses it
+            at.fail("null is not a value here", "write a value, or remove the key")
+            failed = True
+            continue
         if value is None:
             if required:
                 about = spec.get("description")

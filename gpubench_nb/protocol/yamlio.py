@@ -1,8 +1,10 @@
-"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused
-(an error, not "last one wins"); a small file cannot expand into gigabytes ("billion laughs")."""
+"""The one YAML reader: YAML 1.2's core schema (what editors and the JSON Schema read), safe,
+bounded (size, alias expansion, depth), duplicate keys refused (an error, not "last one wins");
+a small file cannot expand into gigabytes ("billion laughs")."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +24,37 @@ class _LimitError(Exception):
     """Raised inside the loader; turned into the caller's GpubenchError with the file's name."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key given twice (PyYAML keeps the last silently)."""
+# YAML 1.2 core schema (yaml.org/spec/1.2.2, 10.3.2), not PyYAML's YAML 1.1: `yes`, `on` and
+# `2026-12-01` stay text, `7e-1` is a number, as an editor reading the JSON Schema shows them.
+_CORE = {
+    "null": (r"~|null|Null|NULL|", [*"~nN", ""]),
+    "bool": (r"true|True|TRUE|false|False|FALSE", list("tTfF")),
+    "int": (r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", list("-+0123456789")),
+    "float": (
+        r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)"
+        r"|\.(nan|NaN|NAN)",
+        list("-+.0123456789"),
+    ),
+    "merge": (r"<<", ["<"]),  # `<<: *base`: YAML 1.1's merge key, which 1.2 readers keep
+}
 
+
+def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    base = {"0o": 8, "0x": 16}.get(text[:2])
+    return int(text[2:], base) if base else int(text)
+
+
+def _float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node)).lower()
+    return float(text.replace(".inf", "inf").replace(".nan", "nan"))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader reading YAML 1.2's core schema that refuses a mapping key given twice (PyYAML
+    keeps the last silently)."""
+
+    yaml_implicit_resolvers: dict = {}  # noqa: RUF012 (PyYAML's class-level table)
     _depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
@@ -58,6 +88,14 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+for _name, (_pattern, _first) in _CORE.items():
+    _StrictLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_name}", re.compile(f"^(?:{_pattern})$"), _first
+    )
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:float", _float)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -166,3 +166,43 @@ def test_recompilations_say_whether_the_warm_up_covered_them(monkeypatch) -> Non
     assert warm.record["warmup_recompilations"] == 2 and "warm-up covered them" in warm.facts[-1]
     plain = optimise.finish_optimised({}, SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0))
     assert plain.record == {} and plain.facts == ()
+
+
+def test_a_compile_that_compiled_no_graph_fails_the_run_r2_1(hf, monkeypatch) -> None:
+    """TORCH_COMPILE_DISABLE=1 turns torch.compile into a no-op: the run used to record
+    compile_seconds and 0 graphs and be sealed as compiled."""
+    import torch._dynamo
+
+    for name in optimise.CACHE_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)  # as torch read it at import
+    failed = optimise.optimise_phase(
+        hf, torch.device("cpu"), replace(SETTINGS, compile="default"), TEXTS
+    )
+    assert failed.backend is None and "optimisation" not in failed.record
+    assert (
+        "R2.1: compile default was declared but torch.compile compiled no graph "
+        in (failed.record["error"])
+    )
+    assert "(TORCH_COMPILE_DISABLE=1 is set)" in failed.record["error"]
+
+
+def test_threads_torch_does_not_run_fail_the_run_r2_1(monkeypatch) -> None:
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    for name in optimise.THREAD_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    with pytest.raises(BackendError, match="threads 2 was declared but torch runs 3 intra-op"):
+        optimise.apply_threads(2)
+
+
+def test_a_runtime_adds_its_own_check_of_what_was_applied(monkeypatch) -> None:
+    """One entry per setting: a new runtime registers how it verifies itself (R2.1)."""
+    check = lambda declared, applied: (  # noqa: E731
+        None if applied.get("runtime") == declared else f"runtime {declared} is not running"
+    )
+    monkeypatch.setitem(optimise.APPLIED_CHECKS, "runtime", check)
+    optimise.verify_applied({"runtime": "onnx"}, {"runtime": "onnx"})
+    with pytest.raises(BackendError, match=r"R2\.1: runtime onnx is not running"):
+        optimise.verify_applied({"runtime": "onnx", "compile": "none"}, {"runtime": "torch"})
