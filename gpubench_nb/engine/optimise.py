@@ -65,47 +65,28 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
     return state
 
 
-def _compiled(mode: str, applied: Mapping[str, Any]) -> str | None:
-    if mode == "none" or applied.get("compiled_graphs"):
-        return None
-    off = " (TORCH_COMPILE_DISABLE=1 is set)" * (os.environ.get("TORCH_COMPILE_DISABLE") == "1")
-    return (
-        f"compile {mode} was declared but torch.compile compiled no graph{off}; fix: let "
-        "torch.compile run (unset TORCH_COMPILE_DISABLE), or declare compile: none"
-    )
-
-
-# R2.1: each declared setting is verified in the kernel that applied it, by its own check here
-# (a runtime adds its own): (declared value, what was applied) -> the mismatch and fix, or None.
-APPLIED_CHECKS: dict[str, Callable[[Any, Mapping[str, Any]], str | None]] = {
-    "threads": lambda n, a: (
-        None
-        if n == "auto" or a["intra_op"] == n
-        else f"threads {n} was declared but torch runs {a['intra_op']} intra-op threads in this "
-        "process; fix: declare threads: auto"
-    ),
-    "attention": lambda name, a: (
-        None
-        if name == "auto" or a.get("attention") in (None, name)
-        else f"attention {name} was declared but the model runs {a['attention']} (it cannot switch "
-        "implementation); fix: declare attention: auto"
-    ),
-    "quantization": lambda scheme, a: (
-        None
-        if scheme == "none" or a.get("quantized_layers")
-        else f"quantization {scheme} found no Linear layer to quantise; fix: declare quantization: "
-        "none for this model"
-    ),
-    "compile": _compiled,
+# R2.1: each declared setting is verified in the kernel that applied it, by its own entry: what
+# applying it recorded, and whether that shows it applied. A runtime adds its own entry.
+APPLIED_CHECKS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
+    "threads": ("intra_op", lambda declared, got: declared in ("auto", got)),
+    "attention": ("attention", lambda declared, got: declared in ("auto", got) or got is None),
+    "quantization": ("quantized_layers", lambda declared, got: declared == "none" or bool(got)),
+    "compile": ("compiled_graphs", lambda declared, got: declared == "none" or bool(got)),
 }
 
 
 def verify_applied(declared: Mapping[str, Any], applied: Mapping[str, Any]) -> None:
-    """A BackendError naming every ``declared`` setting that ``applied`` shows was not (R2.1)."""
-    checks = ((APPLIED_CHECKS.get(name), value) for name, value in declared.items())
-    problems = [p for check, value in checks if check and (p := check(value, applied))]
-    if problems:
-        raise BackendError("; ".join(problems), rule="R2.1")
+    """A BackendError naming each ``declared`` setting that ``applied`` shows was not (R2.1)."""
+    checks = [(name, value, *APPLIED_CHECKS[name]) for name, value in declared.items()]
+    found = [f"{n} {v} was declared but {k} is {applied.get(k)!r}" for n, v, k, holds in checks
+             if not holds(v, applied.get(k))]  # fmt: skip
+    if found:
+        off = os.environ.get("TORCH_COMPILE_DISABLE")
+        raise BackendError(
+            f"{'; '.join(found)} in this process{f' (TORCH_COMPILE_DISABLE={off})' * bool(off)}; "
+            "fix: remove what stops it, or declare what runs here (auto, none)",
+            rule="R2.1",
+        )
 
 
 def threads_text(state: dict[str, Any]) -> str:

@@ -159,8 +159,7 @@ def _done_keys(bundle_dir: Path) -> set[str]:
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
-    """The run's run.json, else (a kernel dead before writing it, or unreadable) an empty
-    record: the row then says so, never dropped (R3.6)."""
+    """The run's run.json, else (none, unreadable) an empty record: the row says so (R3.6)."""
     try:
         record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
     except BundleError:
@@ -168,8 +167,10 @@ def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
     return record or RunRecord()
 
 
-def kernel_failure(exc: Exception, timeout: int) -> str:
-    """A kernel's failure outside our own errors (a timeout, a dead or silent kernel), said."""
+def kernel_failure(exc: Exception, timeout: int, where: Path) -> str:
+    """A kernel's failure (a timeout, a dead or silent kernel) said; a full disk is refused."""
+    if errors.disk_full(exc):
+        raise errors.storage_error(exc, exc.filename2 or exc.filename or where) from None
     if isinstance(exc, TimeoutError):  # nbclient's CellTimeoutError
         return f"the kernel did not finish within --run-timeout {timeout} s"
     last_line = (str(exc).strip().splitlines() or [""])[-1]
@@ -216,9 +217,7 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
-        if errors.disk_full(exc):  # ... but a full disk is not
-            raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
-        failure = kernel_failure(exc, timeout)
+        failure = kernel_failure(exc, timeout, folder)  # ... but a full disk is not
     record = _read_record(bundle_dir, run)
     if failure and record.error and record.status != "running":
         failure = None  # the run recorded its own failure; don't say it twice
@@ -265,16 +264,13 @@ def run_experiment(
             output = bundle_dir / "notebooks" / f"{name}.ipynb"
             try:
                 execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
-            except (GpubenchError, KeyboardInterrupt):
+            except GpubenchError:
                 raise
             except Exception as exc:  # a timeout, a dead kernel: a sentence, not a traceback
-                if errors.disk_full(exc):
-                    raise errors.storage_error(exc, exc.filename or output) from None
                 raise BundleError(
-                    f"{name}: {kernel_failure(exc, run_timeout_seconds)}; its notebook is kept at "
-                    f"{output} and the kernels' output in {bundle_dir / KERNEL_LOG}. Fix: rerun "
-                    "the same command (finished runs are kept), with a larger --run-timeout if "
-                    "it timed out",
+                    f"{name}: {kernel_failure(exc, run_timeout_seconds, output)}; see {output} "
+                    f"and {KERNEL_LOG}. Fix: rerun the same command (finished runs are kept), "
+                    "with a larger --run-timeout if it timed out",
                     rule="R3.6",
                 ) from None
 
