@@ -145,6 +145,15 @@ def _times(
     return found, unreadable
 
 
+def sealed_bundle_problems(path: Path) -> str | None:
+    """What check-bundle's seal stage finds in the bundle at ``path`` (three at most), or None."""
+    try:
+        problems = seal_problems(path)
+    except GpubenchError as exc:  # no manifest, no folder
+        problems = [str(exc)]
+    return _first3(problems) if problems else None
+
+
 def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
     """The bundle's corpus identity (R5.3): its lock's, else (an older lock) its kept corpus's."""
     frozen = lock.get("corpus_identity")
@@ -292,13 +301,8 @@ def _examine(
             f"no {MANIFEST_NAME}: not a finished bundle, so nothing in it is sealed; not counted "
             "(R5.6). Fix: finish it (rerun the same gpubench-nb command)"
         )
-    try:
-        problems = seal_problems(path)  # check-bundle's own verification of the seal
-    except GpubenchError as exc:
-        problems = [str(exc)]
-    if problems:
-        shown = _first3(problems)
-        return f"its seal does not verify (check-bundle fails), not counted (R5.6): {shown}"
+    if problems := sealed_bundle_problems(path):
+        return f"its seal does not verify (check-bundle fails), not counted (R5.6): {problems}"
     try:
         rows, env = read_rows(path / CSV_NAME), read_environment(path)
     except GpubenchError as exc:  # its message names the file
@@ -401,6 +405,17 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             "fix: write one with gpubench-nb ledger ... --out ledger.json",
             rule="R5.3",
         )
+    gone = [
+        f"{e.get('bundle')}: {why}"
+        for e in data.get("kept") or []
+        if isinstance(e, dict) and (why := sealed_bundle_problems(_beside(path, e.get("bundle"))))
+    ]
+    if gone:  # a ledger counts sealed bundles: each must still be there, sealed (R5.6)
+        raise EconomicsError(
+            f"{path}: a bundle it counts no longer verifies: {_first3(gone)}. Fix: restore it, "
+            "or write the ledger again with gpubench-nb ledger ... --out",
+            rule="R5.3",
+        )
     if problems := ledger_problems(data):
         raise EconomicsError(
             f"{path}: the ledger is not consistent with itself, so it was edited after "
@@ -409,6 +424,12 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             rule="R5.3",
         )
     return data
+
+
+def _beside(ledger: str | Path, bundle: Any) -> Path:
+    """A bundle a ledger names: as written, else beside the ledger (a relative path)."""
+    path = Path(str(bundle))
+    return path if path.is_dir() or path.is_absolute() else Path(ledger).parent / path
 
 
 def seal_ledger(ledger: Mapping[str, Any]) -> dict[str, Any]:
