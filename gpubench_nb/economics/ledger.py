@@ -183,6 +183,13 @@ def ledger_report(
             instead="name a new file outside every bundle, e.g. --out "
             f"{Path.cwd() / 'ledger.json'}",
         )
+    there = read_json(out, error=None) if out and Path(out).exists() else {LEDGER_SEAL: None}
+    if not (isinstance(there, dict) and LEDGER_SEAL in there):
+        raise EconomicsError(
+            f"--out {out} exists and is not a ledger gpubench-nb wrote: writing would destroy it. "
+            "Fix: name a new file (an older ledger there is replaced)",
+            rule="R5.6",
+        )
     if not Path(offers_path).exists():  # a typed path is read from the current folder
         raise EconomicsError(
             f"--offers {offers_path}: no such file, looked for at {Path(offers_path).resolve()} "

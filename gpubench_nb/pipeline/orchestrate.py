@@ -125,6 +125,7 @@ def prepare_bundle(
 
     refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
     corpus, others = load_declared_corpora(experiment)
+    check_fault_spec(experiment, len(corpus.ids))  # a fault that can never fire: refused (R3.6)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
