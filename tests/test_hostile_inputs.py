@@ -93,7 +93,7 @@ def test_an_offers_table_given_as_the_experiment_is_named(capsys) -> None:
 def test_an_empty_output_dir_is_refused(tmp_path: Path, capsys, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     assert main(["run", str(DEMO), "--output-dir", ""]) == 2
-    assert "output_dir: empty ('')" in capsys.readouterr().err
+    assert "output_dir: empty (''), naming no path" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []  # nothing written into the current folder
 
 

@@ -16,13 +16,7 @@ from gpubench_nb.economics.bundle_economics import (
     fill_package_columns,
     read_bundle_rows,
 )
-from gpubench_nb.economics.offers import (
-    DURATIONS_DAYS,
-    MACHINE_OFFER_ID,
-    Offer,
-    load_offers,
-    machine_offer,
-)
+from gpubench_nb.economics.offers import MACHINE_OFFER_ID, Offer, load_offers, machine_offer
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.kernel import ECONOMICS_STEP
 from gpubench_nb.protocol.audit import grouped
@@ -31,12 +25,7 @@ from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import differences
 from gpubench_nb.protocol.quality import run_key
-from gpubench_nb.protocol.records import (
-    EconomicsRecord,
-    read_economics,
-    read_environment,
-    write_economics,
-)
+from gpubench_nb.protocol.records import read_economics, read_environment, write_economics
 from gpubench_nb.protocol.results import write_rows_atomic
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
@@ -122,7 +111,7 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
         with suppress(EconomicsError, OSError, TypeError, ValueError):  # the table priced
             if declared.get("offers_sha256") == sha256_file(pricing.offers):  # it, unchanged
                 table = _offers(pricing, rows, environment)
-        table = table or _stated_offers(stored)
+        table = table or _stated_offers(stored.offers)
     try:
         data = economics_data(pricing, rows, environment, table)
         filled = fill_package_columns(rows, pricing, table)
@@ -146,9 +135,9 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
     return problems + grouped("run", found)
 
 
-def _stated_offers(stored: EconomicsRecord) -> dict[str, Offer]:
-    """The offers as economics.json states them: each package total over its lots, the one
-    price re-derivation needs when the table that priced them is gone (R5.1)."""
+def _stated_offers(offers: Sequence[Any]) -> dict[str, Offer]:
+    """The offers as economics.json states them, priced by their package totals over their lots:
+    what re-derivation needs when the table that priced them is gone (R5.1)."""
     return {
         o.offer_id: Offer(
             id=o.offer_id,
@@ -156,12 +145,10 @@ def _stated_offers(stored: EconomicsRecord) -> dict[str, Offer]:
             gpu_model=o.gpu_model,
             cpu_model=(o.data or {}).get("cpu_model"),
             gpus_per_lot=o.gpus_per_lot,
-            package_price_usd_minor=dict.fromkeys(
-                DURATIONS_DAYS, (o.package_total_usd_minor or 0) // max(o.lots, 1)
-            ),
+            package_price_usd_minor={o.days: (o.package_total_usd_minor or 0) // max(o.lots, 1)},
             placeholder=o.placeholder,
         )
-        for o in stored.offers
+        for o in offers
     }
 
 

@@ -161,11 +161,11 @@ def _done_keys(bundle_dir: Path) -> set[str]:
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
     """The run's run.json, else (none, unreadable) an empty record: the row says so (R3.6)."""
+    folder = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index)
     try:
-        record = read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+        return read_run(folder) or RunRecord()
     except BundleError:
-        record = None
-    return record or RunRecord()
+        return RunRecord()
 
 
 def kernel_failure(exc: Exception, timeout: int, where: Path) -> str:

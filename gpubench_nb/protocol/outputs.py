@@ -62,9 +62,7 @@ def refuse_special(given: Mapping[str, object]) -> None:
     for name, value in given.items():
         for item in value if isinstance(value, list) else [value]:
             if item == "":
-                raise BundleError(
-                    f"{name}: empty (''), which names no path; fix: give one", rule="R5.6"
-                )
+                raise BundleError(f"{name}: empty (''), naming no path", rule="R5.6")
             if isinstance(item, str | Path) and special_kind(item) not in (None, "a folder"):
                 regular_input(item, f"{name} argument", GpubenchError, "R5.6")
 

@@ -29,16 +29,10 @@ class _LimitError(Exception):
 _CORE = {
     "null": r"~|null|Null|NULL|",
     "bool": r"true|True|TRUE|false|False|FALSE",
-    "int": r"[-+]?\d+|0o[0-7]+|0x[0-9a-fA-F]+",
+    "int": r"[-+]?\d+",  # decimal only: 012 is 12 (1.2), never octal 10 (1.1)
     "float": r"[-+]?(\.\d+|\d+(\.\d*)?)([eE][-+]?\d+)?|[-+]?\.(inf|Inf|INF|nan|NaN|NAN)",
     "merge": r"<<",  # `<<: *base`: YAML 1.1's merge key, which 1.2 readers keep
 }
-
-
-def _int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:  # 012 is 12, 0o12 is 10
-    text = str(loader.construct_scalar(node))
-    base = {"0o": 8, "0x": 16}.get(text[:2])
-    return int(text[2:], base) if base else int(text)
 
 
 class _StrictLoader(yaml.SafeLoader):
@@ -83,7 +77,9 @@ class _StrictLoader(yaml.SafeLoader):
 for _name, _pattern in _CORE.items():  # tried in this order: 12 is an int, 1.5 a float
     _whole = re.compile(f"^(?:{_pattern})$", re.ASCII)  # \d: 0-9 only
     _StrictLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_name}", _whole, None)
-_StrictLoader.add_constructor("tag:yaml.org,2002:int", _int)
+_StrictLoader.add_constructor(
+    "tag:yaml.org,2002:int", lambda self, n: int(self.construct_scalar(n))
+)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
