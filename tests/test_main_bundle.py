@@ -86,4 +86,7 @@ def test_report_renders_from_the_bundle_made_by_main(bundle: Path, tmp_path: Pat
     assert cli_main(["report", str(bundle), "--out", str(out)]) == 0
     text = out.read_text(encoding="utf-8")
     assert 'id="decision-table"' in text and "main-bow-fixture" in text
+    # the options as a frontier: the plot with its alt text, the table with answers changed
+    assert 'alt="The options as a frontier: each bundle and variant placed by' in text
+    assert 'id="frontier-table"' in text and "<td>0 of 20 vs b1</td>" in text
     assert check_bundle(bundle) == []  # reading never writes into the bundle

@@ -4,6 +4,8 @@ module imports another, and the real Slurm starts only when asked."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.support import slurm_cluster
@@ -53,3 +55,29 @@ def test_without_opt_in_no_daemon_is_started_and_the_skip_says_how(
     else:  # pragma: no cover
         raise AssertionError("a real Slurm was started without being asked")
     assert not any(tmp_path.iterdir())  # nothing written, nothing started
+
+
+def test_a_started_cluster_is_stopped_at_exit_and_on_sigterm(tmp_path: Path) -> None:
+    """The guard behind the fixtures' finalizers: a session killed by SIGTERM (or ending without
+    its finalizer) still stops every cluster it started; no daemon is needed to see it."""
+    script = f"""
+import os, signal, sys
+from pathlib import Path
+sys.path.insert(0, {str(TESTS.parent)!r})
+from tests.support import slurm_cluster
+stopped = Path({str(tmp_path)!r})
+class Fake(slurm_cluster.Cluster):
+    def stop(self, drain=True):
+        (stopped / f"{{self.root.name}}-drain={{drain}}").touch()
+        slurm_cluster._STARTED.remove(self)
+for name in ("one", "two"):
+    slurm_cluster._guard(Fake(stopped / name, stopped / "slurm.conf", {{}}))
+if sys.argv[1] == "sigterm":
+    os.kill(os.getpid(), signal.SIGTERM)
+"""
+    for how, code in (("sigterm", -15), ("exit", 0)):
+        done = subprocess.run([sys.executable, "-c", script, how], check=False, timeout=60)
+        assert done.returncode == code, how
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["one-drain=False", "two-drain=False"]
+        for path in tmp_path.iterdir():
+            path.unlink()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench_nb.economics.offers import Offer
-from gpubench_nb.protocol.records import Record
+from gpubench_nb.protocol.records import EnvironmentRecord, Record
 
 ATTRIBUTION_RULE = (
     "A cost per accepted corpus belongs to an offer only when the corpus was accepted on that "
@@ -46,15 +46,15 @@ class Hardware:
 
 
 def recorded_hardware(
-    rows: Sequence[Mapping[str, Any]], environment: Mapping[str, Any] | None
+    rows: Sequence[Mapping[str, Any]], environment: EnvironmentRecord | None
 ) -> Hardware:
     """The hardware a bundle used: the rows' GPU columns (per run), else environment.json's."""
-    env = environment or {}
-    named = [r["gpu_model"] for r in rows if r.get("gpu_model")] or [env.get("gpu_model") or ""]
+    env = environment or EnvironmentRecord()
+    named = [r["gpu_model"] for r in rows if r.get("gpu_model")] or [env.gpu_model or ""]
     models = dict.fromkeys(p.strip() for v in named for p in str(v).split(" + ") if p.strip())
     counts = [r["gpu_count"] for r in rows if r.get("gpu_count") is not None]
-    count = max(counts) if counts else env.get("gpu_count")
-    return Hardware(tuple(models), count, env.get("cpu_model") or None)
+    count = max(counts) if counts else env.gpu_count
+    return Hardware(tuple(models), count, env.cpu_model or None)
 
 
 def _tokens(model: str) -> tuple[set[str], set[str], str]:

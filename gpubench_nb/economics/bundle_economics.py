@@ -33,7 +33,12 @@ from gpubench_nb.protocol.bundle import CSV_NAME
 from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.quality import variant_acceptance
-from gpubench_nb.protocol.records import Phase, read_environment, write_economics
+from gpubench_nb.protocol.records import (
+    EnvironmentRecord,
+    Phase,
+    read_environment,
+    write_economics,
+)
 from gpubench_nb.protocol.results import read_rows
 
 # R5.4: one unit of useful work, declared once, the same for every variant and offer.
@@ -116,7 +121,7 @@ def _variant_facts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def write_bundle_economics(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any]:
     """Price every offer, write ``economics.json`` alone (not the CSV's columns), return it."""
     rows = read_bundle_rows(Path(bundle_dir) / CSV_NAME)
-    data = economics_data(pricing, rows, read_environment(bundle_dir).to_dict())
+    data = economics_data(pricing, rows, read_environment(bundle_dir))
     write_economics(bundle_dir, data)
     return data
 
@@ -124,7 +129,7 @@ def write_bundle_economics(bundle_dir: Path, pricing: PricingSpec | None) -> dic
 def economics_data(
     pricing: PricingSpec | None,
     rows: list[dict[str, Any]],
-    environment: Mapping[str, Any] | None = None,
+    environment: EnvironmentRecord | None = None,
     offers: Mapping[str, Offer] | None = None,
 ) -> dict[str, Any]:
     """``economics.json``'s data, computed in full before anything is written (R5.6)."""

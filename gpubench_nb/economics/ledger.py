@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb import formats
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.attribution import attribute, recorded_hardware
 from gpubench_nb.economics.offers import (
     REAL_QUOTE_HOWTO,
@@ -29,16 +28,16 @@ from gpubench_nb.protocol.audit import kept_corpus, seal_problems
 from gpubench_nb.protocol.bundle import (
     CSV_NAME,
     ENVIRONMENT_NAME,
-    LOCK_NAME,
     MANIFEST_NAME,
     run_dir,
 )
 from gpubench_nb.protocol.clock import parse_utc, utc_moment, utc_text
 from gpubench_nb.protocol.fingerprint import sha256_file
-from gpubench_nb.protocol.lock import canonical_sha256
+from gpubench_nb.protocol.lock import LockRecord, canonical_sha256
 from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.quality import variant_acceptance
 from gpubench_nb.protocol.records import (
+    FORMAT_VERSION,
     MEASURED_PHASES,
     EnvironmentRecord,
     Record,
@@ -154,12 +153,12 @@ def sealed_bundle_problems(path: Path) -> str | None:
     return _first3(problems) if problems else None
 
 
-def _corpus_identity(bundle: Path, lock: Mapping[str, Any]) -> str:
+def _corpus_identity(bundle: Path, lock: LockRecord) -> str:
     """The bundle's corpus identity (R5.3): its lock's, else (an older lock) its kept corpus's."""
-    frozen = lock.get("corpus_identity")
+    frozen = lock.corpus_identity
     if isinstance(frozen, str) and frozen:
         return frozen
-    return kept_corpus(bundle, lock["declaration"]).identity
+    return kept_corpus(bundle, dict(lock.declaration or {})).identity
 
 
 def ledger_report(
@@ -201,9 +200,14 @@ def ledger_report(
     machine = machine_from(machines) if machines else None
     ledger = build_ledger(offer, days, lots, parse_start(start), bundle_dirs, machine=machine)
     ledger["offers_file"] = str(Path(offers_path).resolve())  # where its price is re-read
-    ledger = seal_ledger({**ledger, "offers_sha256": sha256_file(offers_path)})
+    stamped = {
+        **ledger,
+        "offers_sha256": sha256_file(offers_path),
+        "format_version": FORMAT_VERSION,
+    }
+    ledger = seal_ledger(stamped)  # the seal covers the version too (R1.3)
     if out:
-        write_json_atomic(Path(out), ledger)
+        LedgerRecord.save(out, ledger)
     return format_ledger(ledger, fmt)
 
 
@@ -314,7 +318,7 @@ def _examine(
         rows, env = read_rows(path / CSV_NAME), read_environment(path)
     except GpubenchError as exc:  # its message names the file
         return f"unreadable: {_flat(exc)}"
-    owner = attribute(offer, lots, recorded_hardware(rows, env.to_dict()), offer.id)
+    owner = attribute(offer, lots, recorded_hardware(rows, env), offer.id)
     if elsewhere := _same_machine(machine, env) or (None if owner.attributable else owner.reason):
         return elsewhere
     moments, unreadable = _times(path, rows, env)
@@ -329,8 +333,8 @@ def _examine(
             f"outside the package window [{utc_text(start)}, {utc_text(end)}): made from "
             f"{utc_text(first)} to {utc_text(last)}"
         )
-    lock = read_json(path / LOCK_NAME, error=None) or {}
     try:
+        lock = LockRecord.read(path) or LockRecord()
         identity = _corpus_identity(path, lock)
     except (GpubenchError, KeyError, TypeError) as exc:
         return f"corpus identity cannot be read: {_flat(exc)}"
@@ -338,7 +342,7 @@ def _examine(
     return {
         "bundle": str(path),
         "corpus_identity": identity,
-        "corpus_revision": (lock.get("fingerprints") or {}).get("corpus_revision"),
+        "corpus_revision": lock.corpus_revision,
         "accepted": bool(accepted),
         "accepted_variants": accepted,
         "first_utc": utc_text(first),
@@ -402,16 +406,35 @@ def format_ledger(ledger: Mapping[str, Any], fmt: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LedgerRecord(Record):
+    """A ledger written by ``gpubench-nb ledger --out`` (R5.3): its counts are checked against
+    its seal, its offers table and itself by ``ledger_problems``."""
+
+    NAME = "ledger"
+    RULE = "R5.3"
+    ERROR = EconomicsError
+    FIX = "write one with gpubench-nb ledger ... --out ledger.json"
+    offer_id: Any
+    accepted_corpora: Any
+    package_total_usd_minor: Any
+    window: Any
+    left_out: Any
+
+
 def read_ledger(path: str | Path) -> dict[str, Any]:
     """A ledger written by ``gpubench-nb ledger --out``, refused unless it is sound (R5.3)."""
-    data = read_json(Path(path), error=None)
-    needed = ("offer_id", "accepted_corpora", "package_total_usd_minor", "window", "left_out")
-    if not isinstance(data, dict) or any(k not in data for k in needed):
+    try:
+        record, why = LedgerRecord.load(path), "missing"
+    except EconomicsError as exc:
+        record, why = None, str(exc).removeprefix("R5.3: ")
+    if record is None:
         raise EconomicsError(
-            f"{path}: not a ledger written by `gpubench-nb ledger --out` (missing or unreadable); "
-            "fix: write one with gpubench-nb ledger ... --out ledger.json",
+            f"{path}: not a ledger written by `gpubench-nb ledger --out` ({why}); "
+            f"fix: {LedgerRecord.FIX}",
             rule="R5.3",
         )
+    data = record.to_dict()
     if problems := ledger_problems(data):
         raise EconomicsError(
             f"{path}: the ledger is not consistent with itself, so it was edited after "

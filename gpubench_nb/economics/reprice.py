@@ -25,7 +25,12 @@ from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import differences
 from gpubench_nb.protocol.quality import run_key
-from gpubench_nb.protocol.records import read_economics, read_environment, write_economics
+from gpubench_nb.protocol.records import (
+    EnvironmentRecord,
+    read_economics,
+    read_environment,
+    write_economics,
+)
 from gpubench_nb.protocol.results import write_rows_atomic
 
 if TYPE_CHECKING:  # pandas is imported lazily: the CLI must start fast
@@ -63,7 +68,7 @@ def _pricing(declared: PricingSpec | None, target: Mapping[str, Any] | None) -> 
 
 
 def _offers(
-    pricing: PricingSpec, rows: Sequence[Mapping[str, Any]], environment: Mapping[str, Any]
+    pricing: PricingSpec, rows: Sequence[Mapping[str, Any]], environment: EnvironmentRecord
 ) -> dict[str, Offer]:
     """``pricing``'s offers table, with the demo's offer for this bundle's machine if named."""
     table = load_offers(pricing.offers)
@@ -80,7 +85,7 @@ def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any
     first write (transactional); return economics.json's data. The caller holds the writer."""
     csv_path = bundle_dir / CSV_NAME
     rows = read_bundle_rows(csv_path)
-    environment = read_environment(bundle_dir).to_dict()
+    environment = read_environment(bundle_dir)
     table = None if pricing is None else _offers(pricing, rows, environment)
     rows = fill_package_columns(rows, pricing, table) if pricing is not None else rows
     data = economics_data(pricing, rows, environment, table)
@@ -103,7 +108,7 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
         return problems
     kept = stored.to_dict()
     rows = read_bundle_rows(bundle_dir / CSV_NAME)
-    environment = read_environment(bundle_dir).to_dict()
+    environment = read_environment(bundle_dir)
     declared, pricing, table = kept.get("pricing"), None, None
     if isinstance(declared, dict):
         terms = {key: declared.get(key) for key in ("offer", "days", "lots", "gpus")}

@@ -9,13 +9,13 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from gpubench_nb.engine.nvml import NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
+from gpubench_nb.engine.nvml import LOAD_ERROR, NOT_OBSERVABLE, handle_for, load_nvml, parent_gpu
 
 DEFAULT_INTERVAL_SECONDS = 0.02
 LOW_CLOCK_FRACTION = 0.85
-# The energy counter is believed within [0.5 x min power, 1.25 x max power] x window, widened
-# by this many seconds of the highest power: the counter is refreshed, not continuous.
-ENERGY_REFRESH_SECONDS = 0.1
+# The energy counter is believed within [0.5 x min, 1.5 x max] power sampled (else the limit) x
+# its window: a reading twice the truth is refused even on a 30 ms pass (docs/TIMING.md).
+ENERGY_BOUNDS = (0.5, 1.5)
 # NVML clock-event (throttle) reason bits, nvml.h (nvmlClocksEventReason*).
 REASONS = {
     0x1: "gpu_idle",
@@ -66,6 +66,7 @@ class ClockSampler:
         self.energy_start: tuple[int, Any] | None = None  # (clock, mJ)
         self.energy_end: tuple[int, Any] | None = None
         self.span: tuple[int, int] | None = None
+        self.failure: str | None = None  # the sampler itself failed: nothing it lacks is a fact
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._state = "new"  # -> started -> stopped
@@ -132,7 +133,7 @@ class ClockSampler:
             self._thread.start()
         except Exception as exc:  # e.g. a container's pids limit: the pass runs unsampled
             self._thread = None
-            self._note(f"sampler thread not started: {type(exc).__name__}: {exc}")
+            self.failure = f"sampler thread not started: {type(exc).__name__}: {exc}"
         self.energy_start = self._energy()
 
     def stop(self, span: tuple[int, int] | None = None) -> None:
@@ -164,6 +165,7 @@ class ClockSampler:
             self.samples,
             span=self.span,
             energy=(self.energy_start, self.energy_end),
+            failure=self.failure,
             power_limit_watts=None if limit is None else limit / 1000,
             max_sm_clock_mhz=self._ask("nvmlDeviceGetMaxClockInfo", sm),
             interval_seconds=self.interval_seconds,
@@ -176,24 +178,24 @@ def check_energy(
     end: tuple[int, Any] | None,
     powers_watts: Sequence[float],
     power_limit_watts: float | None = None,
+    failure: str | None = None,
 ) -> tuple[Any, float | None, str | None]:
-    """(joules or "not observable", window seconds, reason): the counter's difference between
-    two ``(clock ns, mJ)`` reads, kept only if monotonic and within the power bounds."""
+    """(joules or "not observable", window seconds, reason): the counter's difference between two
+    ``(clock ns, mJ)`` reads, kept if monotonic and within ENERGY_BOUNDS (``failure``: no read)."""
     if not start or not end or not all(isinstance(r[1], int) for r in (start, end)):
-        return NOT_OBSERVABLE, None, "no energy counter reading (pre-Volta, MIG, or refused)"
+        return NOT_OBSERVABLE, None, f"the energy counter was not read: {failure or 'no answer'}"
     joules, seconds = (end[1] - start[1]) / 1000, (end[0] - start[0]) / 1e9
-    top = max([*powers_watts, power_limit_watts or 0])
-    low = 0.5 * min(powers_watts, default=0) * seconds - top * ENERGY_REFRESH_SECONDS
-    high = 1.25 * top * seconds + top * ENERGY_REFRESH_SECONDS
+    powers = list(powers_watts) or [power_limit_watts or 0]
+    low, high = (k * f(powers) * seconds for k, f in zip(ENERGY_BOUNDS, (min, max), strict=True))
     reason = None
     if joules < 0:
         reason = f"the energy counter went backwards ({start[1]} -> {end[1]} mJ: reset or wrap)"
-    elif top <= 0:
+    elif high <= 0:
         reason = "no power reading or power limit to check it against"
     elif not low <= joules <= high:
         reason = (
             f"the counter says {joules:.3f} J over {seconds:.4f} s, outside the "
-            f"{max(low, 0):.3f}-{high:.3f} J that the power readings allow"
+            f"{low:.3f}-{high:.3f} J that the power sampled allows"
         )
     return (NOT_OBSERVABLE if reason else joules), seconds, reason
 
@@ -221,14 +223,20 @@ def summarise(
     max_sm_clock_mhz: Any = None,
     interval_seconds: float | None = None,
     errors: Sequence[str] = (),
+    failure: str | None = None,
 ) -> dict[str, Any]:
-    """The summary of the samples inside ``span`` (all without one); none there: no flag."""
+    """The summary of the samples inside ``span`` (all without one); none there: no flag, and
+    a span longer than the interval with none is the sampler's ``failure``, never the pass's."""
     kept = [s for s in samples if span is None or span[0] <= s.get("t", span[0]) <= span[1]]
+    seconds = (span[1] - span[0]) / 1e9 if span else 0
+    if not kept and interval_seconds and seconds >= interval_seconds and not failure:
+        failure = f"no sample in a {seconds:.3f} s span: the sampler thread took none"
     masks = [s["reasons"] for s in kept if isinstance(s.get("reasons"), int)]
     seen = sorted({name for mask in masks for name in reason_names(mask)})
     sm = _stats([s.get("sm_clock_mhz") for s in kept])
     powers = [s["power_watts"] for s in samples if isinstance(s.get("power_watts"), float)]
-    joules, window, energy_reason = check_energy(*energy, powers, power_limit_watts)
+    read_error = next((e for e in errors if e.startswith("nvmlDeviceGetTotalEnergy")), None)
+    joules, window, why = check_energy(*energy, powers, power_limit_watts, failure or read_error)
     throttled = [name for name in seen if name not in BENIGN]
     low = (
         isinstance(sm, dict)
@@ -257,8 +265,9 @@ def summarise(
         "clock_event_reasons": seen if masks else NOT_OBSERVABLE,
         "energy_joules": joules,
         "energy_window_seconds": window,
-        "energy_reason": energy_reason,
+        "energy_reason": why,
         "errors": list(errors),
+        "failure": failure,  # the sampler failed: clocks and energy unknown, no fact of the pass
         "throttled": bool(throttled),
         "low_clock": bool(low),
         "flags": flags,
@@ -278,23 +287,21 @@ def telemetry_text(record: dict[str, Any] | None) -> str:
         else f"{NOT_OBSERVABLE} ({record.get('energy_reason')})"
     )
     sm, reasons = record.get("sm_clock_mhz"), record.get("clock_event_reasons")
-    if not record.get("samples"):
+    if record.get("failure"):
+        text = f"gpu during the pass: not sampled (the sampler failed: {record['failure']})"
+    elif not record.get("samples"):
         text = (
             f"gpu during the pass: 0 samples in the span (the pass was shorter than the "
             f"{record.get('interval_seconds')} s sampling interval: clocks not sampled, no flag)"
         )
     else:
-        sm_text = (
-            f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
-            if isinstance(sm, dict)
-            else NOT_OBSERVABLE
-        )
-        reasons_text = (
-            ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
-        )
+        sm_text = NOT_OBSERVABLE
+        if isinstance(sm, dict):
+            sm_text = f"min/median {sm['min']:.0f}/{sm['median']:.0f} MHz"
+        seen = ("+".join(reasons) or "none") if isinstance(reasons, list) else NOT_OBSERVABLE
         text = (
             f"gpu during the pass ({record.get('samples')} samples in the span): SM clock "
-            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {reasons_text}"
+            f"{sm_text} (max {record.get('max_sm_clock_mhz')}), clock-event reasons {seen}"
         )
     text += f", energy {energy_text}"
     if record.get("errors"):
@@ -311,7 +318,7 @@ def sampler_for(device: Any) -> ClockSampler:
         return ClockSampler(None, None)
     nvml = load_nvml()
     if nvml is None:
-        reason = f"NVML cannot be loaded on {device} (nvidia-ml-py missing, ROCm, or no driver)"
+        reason = f"NVML cannot be loaded on {device} ({'; '.join(LOAD_ERROR) or 'no error'})"
         return ClockSampler(None, None, reason=reason)
     handle = handle_for(nvml, device.index if device.index is not None else 0)
     if handle is None:

@@ -39,9 +39,9 @@ NOTABLE_SHARE = 0.10  # 10 % of one core over the window
 TOP = 5
 
 
-def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
-    """``pid -> (command name, utime + stime in clock ticks)`` for every readable process."""
-    out: dict[int, tuple[str, int]] = {}
+def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int, int, int]]:
+    """``pid -> (name, utime + stime ticks, parent pid, CPU last run on)``, readable processes."""
+    out: dict[int, tuple[str, int, int, int]] = {}
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -50,10 +50,26 @@ def _cpu_ticks(proc: Path) -> dict[int, tuple[str, int]]:
             head, _, rest = text.rpartition(")")
             fields = rest.split()
             ticks = int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+            out[int(entry.name)] = (head.partition("(")[2], ticks, int(fields[1]), int(fields[36]))
         except (OSError, IndexError, ValueError):  # ended while we looked, or unreadable
             continue
-        out[int(entry.name)] = (head.partition("(")[2], ticks)
     return out
+
+
+def usable_cpus(root: Path = Path("/")) -> tuple[frozenset[int], float]:
+    """The CPUs this process may run on (``sched_getaffinity``) and how many it may use: their
+    count, capped by its cgroup v2 quota (``cpu.max``) where readable."""
+    count: float = len(mine := frozenset(os.sched_getaffinity(0)))
+    with contextlib.suppress(OSError, ValueError):
+        group = (root / "proc/self/cgroup").read_text(encoding="utf-8").strip().rpartition(":")[2]
+        quota, period = (root / f"sys/fs/cgroup/{group.strip('/')}/cpu.max").read_text().split()
+        count = min(count, int(quota) / int(period))  # "max" (no quota): a ValueError
+    return mine, round(count, 2)
+
+
+def _line(procs: dict[int, Any], pid: int, seen: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """``pid`` and the processes that started it, up the tree."""
+    return seen if pid not in procs or pid in seen else _line(procs, procs[pid][2], (*seen, pid))
 
 
 def load_average() -> list[float] | None:
@@ -68,12 +84,8 @@ def load_average_1min() -> float | None:
     return (load_average() or [None])[0]
 
 
-def _snapshot(proc: Path, clock: Callable[[], float]) -> tuple[dict[int, tuple[str, int]], float]:
-    return _cpu_ticks(proc), clock()
-
-
 try:  # the first window's start: this module's import, early in a run's kernel
-    _LAST = {"/proc": _snapshot(Path("/proc"), time.monotonic)}
+    _LAST = {"/proc": (_cpu_ticks(Path("/proc")), time.monotonic())}
 except OSError:  # pragma: no cover - no /proc (not Linux)
     _LAST = {}
 
@@ -87,26 +99,29 @@ def cpu_activity(
     own_pid: int | None = None,
     ticks_per_second: int | None = None,
     load_average: Callable[[], float | None] = load_average_1min,
+    cpus: Callable[[], tuple[frozenset[int], float]] = usable_cpus,
 ) -> dict[str, Any]:
-    """1-minute load average and the other processes busy over the window (top 5); the window
-    runs since the previous reading, or ``window_seconds`` slept here."""
+    """1-minute load average, the others busy over the window (top 5), the CPUs' worth all others
+    took on this process's CPUs; the window runs since the previous reading, or is slept here."""
     proc = Path(proc)
     me = os.getpid() if own_pid is None else own_pid
     hz = ticks_per_second or os.sysconf("SC_CLK_TCK")
+    mine, usable = cpus()
     record: dict[str, Any] = {
         "load_average_1min": load_average(),
         "cpu_count": os.cpu_count(),
+        "cpus_usable": usable,
         "window_seconds": window_seconds,
         "busy_processes": NOT_OBSERVABLE,
     }
     try:
         if window_seconds is not None:
-            before, started = _snapshot(proc, clock)
+            before, started = _cpu_ticks(proc), clock()
             sleep(window_seconds)
         else:
             previous = _LAST.get(str(proc))
             before, started = previous if previous is not None else ({}, clock())
-        after, now = _snapshot(proc, clock)
+        after, now = _cpu_ticks(proc), clock()
     except OSError:
         return record
     _LAST[str(proc)] = (after, now)
@@ -114,15 +129,18 @@ def cpu_activity(
     record["window_seconds"] = round(elapsed, 3)
     if elapsed < MIN_WINDOW_SECONDS:
         return record
-    busy = []
-    for pid, (name, ticks) in after.items():
-        if pid == me or pid not in before:
+    # the tool's own load is never counted: this process, what started it, what it started
+    own = {me, *_line(after, me), *(pid for pid in after if me in _line(after, pid))}
+    busy, others = [], 0.0
+    for pid, (name, ticks, _, cpu) in after.items():
+        if pid in own:
             continue
-        share = (ticks - before[pid][1]) / hz / elapsed
+        share = (ticks - before.get(pid, (name, 0))[1]) / hz / elapsed  # new: all ticks in it
+        others += share if cpu in mine else 0
         if share >= NOTABLE_SHARE:
             busy.append({"pid": pid, "name": name, "cpu_share": round(share, 2)})
     busy.sort(key=lambda p: -p["cpu_share"])
-    record["busy_processes"] = busy[:TOP]
+    record.update(busy_processes=busy[:TOP], others_cpu_share=round(others, 2))
     return record
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import json
 import os
@@ -27,7 +26,7 @@ from gpubench_nb.engine.optimise import graphs_compiled
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError, CorpusError
 from gpubench_nb.protocol.experiment_spec import SCOPES  # declared vocabulary (R3.1)
-from gpubench_nb.protocol.records import GpuTelemetry
+from gpubench_nb.protocol.records import GpuTelemetry, PassPart
 
 
 def check_scope(scope: str) -> str:
@@ -69,23 +68,24 @@ class PassResult:
     def ok(self) -> bool:
         return self.error is None
 
-    def record(self) -> dict[str, Any]:
-        """run.json's pass fields (same keys): what the measured pass observed (R3.6, R3.8)."""
-        return {
-            "elapsed_seconds": self.elapsed_seconds,
-            "memory": self.memory.to_dict(),
-            "truncated_texts": self.truncated_texts,
-            "dropped_tokens": self.dropped_tokens,
-            "item_count": self.item_count,
-            "tokens_processed": self.tokens_processed,
-            "off_label_answers": self.off_label_answers,
-            "predictions": None if self.predictions_path is None else self.predictions_path.name,
-            "error": self.error,
-            "out_of_memory": self.out_of_memory,
-            "gpu_telemetry": None
-            if self.gpu_telemetry is None
-            else GpuTelemetry.from_dict(self.gpu_telemetry, "gpu_telemetry"),
-        }
+    def record(self) -> PassPart:
+        """run.json's pass fields: what the measured pass observed (R3.6, R3.8)."""
+        telemetry = self.gpu_telemetry
+        return PassPart(
+            elapsed_seconds=self.elapsed_seconds,
+            memory=self.memory.to_dict(),
+            truncated_texts=self.truncated_texts,
+            dropped_tokens=self.dropped_tokens,
+            item_count=self.item_count,
+            tokens_processed=self.tokens_processed,
+            off_label_answers=self.off_label_answers,
+            predictions=None if self.predictions_path is None else self.predictions_path.name,
+            error=self.error,
+            out_of_memory=self.out_of_memory,
+            gpu_telemetry=None
+            if telemetry is None
+            else GpuTelemetry.from_dict(telemetry, "gpu_telemetry"),
+        )
 
 
 def prediction_lines(ids: Sequence[str], labels: Sequence[str]) -> str:
@@ -332,9 +332,11 @@ class SyncTracker:
 
 
 def _quietly(sampler: Any, method: str, *args: Any) -> None:
-    if sampler is not None:
-        with contextlib.suppress(Exception):  # telemetry never turns a pass into a failure
+    try:
+        if sampler is not None:
             getattr(sampler, method)(*args)
+    except Exception as exc:  # never a failed pass: recorded as the sampler's failure (R3.6)
+        sampler.failure = f"sampler {method}() raised {type(exc).__name__}: {exc}"[:200]
 
 
 def _telemetry(sampler: Any) -> dict | None:

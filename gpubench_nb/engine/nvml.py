@@ -10,6 +10,7 @@ from typing import Any
 
 NOT_OBSERVABLE = "not observable"  # the engine's word for a figure it cannot read
 _PROCESS_GETTERS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses")
+LOAD_ERROR: list[str] = []  # why the last load_nvml() found none, said where that matters
 
 
 def load_nvml() -> Any | None:
@@ -19,7 +20,8 @@ def load_nvml() -> Any | None:
 
         pynvml.nvmlInit()
         return pynvml
-    except Exception:
+    except Exception as exc:
+        LOAD_ERROR[:] = [f"{type(exc).__name__}: {exc}"[:160]]
         return None
 
 

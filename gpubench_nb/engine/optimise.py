@@ -10,8 +10,8 @@ import shutil
 import sys
 import tempfile
 import warnings
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,8 @@ from gpubench_nb.engine.memory import (
 )
 from gpubench_nb.engine.timing import Stopwatch, synchronizer
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_rules import optimisation_problems
+from gpubench_nb.protocol.capabilities import SETTING_SPECS, refusals
+from gpubench_nb.protocol.records import OptimisationPart
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 # torchao's configuration class of each CUDA scheme (torchao.quantization.quantize_).
@@ -61,32 +62,13 @@ def apply_threads(declared: int | str) -> dict[str, Any]:
         **{name: os.environ.get(name) for name in THREAD_VARIABLES},
         "cpu_count": os.cpu_count(),
     }
-    verify_applied({"threads": declared}, state)
-    return state
-
-
-# R2.1: each declared setting is verified in the kernel that applied it, by its own entry: what
-# applying it recorded, and whether that shows it applied. A runtime adds its own entry.
-APPLIED_CHECKS: dict[str, tuple[str, Callable[[Any, Any], bool]]] = {
-    "threads": ("intra_op", lambda declared, got: declared in ("auto", got)),
-    "attention": ("attention", lambda declared, got: declared in ("auto", got) or got is None),
-    "quantization": ("quantized_layers", lambda declared, got: declared == "none" or bool(got)),
-    "compile": ("compiled_graphs", lambda declared, got: declared == "none" or bool(got)),
-}
-
-
-def verify_applied(declared: Mapping[str, Any], applied: Mapping[str, Any]) -> None:
-    """A BackendError naming each ``declared`` setting that ``applied`` shows was not (R2.1)."""
-    checks = [(name, value, *APPLIED_CHECKS[name]) for name, value in declared.items()]
-    found = [f"{n} {v} was declared but {k} is {applied.get(k)!r}" for n, v, k, holds in checks
-             if not holds(v, applied.get(k))]  # fmt: skip
-    if found:
-        off = os.environ.get("TORCH_COMPILE_DISABLE")
+    if declared != "auto" and state["intra_op"] != declared:
         raise BackendError(
-            f"{'; '.join(found)} in this process{f' (TORCH_COMPILE_DISABLE={off})' * bool(off)}; "
-            "fix: remove what stops it, or declare what runs here (auto, none)",
+            f"threads {declared} was declared but torch runs {state['intra_op']} intra-op "
+            "threads in this process; fix: declare threads: auto",
             rule="R2.1",
         )
+    return state
 
 
 def threads_text(state: dict[str, Any]) -> str:
@@ -113,26 +95,33 @@ class Optimised:
     compiler_cache: dict[str, Any] | None = None
     weight_bytes: int | None = None
     memory: dict[str, Any] = field(default_factory=NOT_RECORDED.to_dict)
+    more: dict[str, Any] = field(default_factory=dict)  # the other settings' fields
+    said: tuple[str, ...] = ()  # one phrase per setting applied, for the notes
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        del out["said"]
+        return {**out, **out.pop("more")}
 
     def note(self) -> str:
         """One `notes` item: the settings applied and their own seconds (R3.2)."""
-        parts = [f"attention {self.attention or 'not applicable'}"]
-        if self.quantization != "none":
-            parts.append(
-                f"quantization {self.quantization} ({self.quantized_layers} Linear layers, "
-                f"{self.quantize_seconds:.3f} s outside the load clock)"
-            )
-        if self.compile != "none":
-            cache = (self.compiler_cache or {}).get("state_at_start", "not recorded")
-            parts.append(
-                f"torch.compile mode {self.compile} ({self.compile_seconds:.3f} s for "
-                f"{self.compiled_graphs} graph(s) on the first batch, outside the load clock "
-                f"and every pass; compiler cache {cache})"
-            )
-        return "R2.1 model run with " + ", ".join(parts)
+        return "R2.1 model run with " + ", ".join(self.said)
+
+
+@dataclass
+class Step:
+    """What the function a setting declares (protocol.capabilities ``apply``) works on: the
+    loaded backend (it may replace its module, or itself), the variant's settings, the device,
+    ``sample()`` (a batch to run once) and the step's stopwatch (R3.2)."""
+
+    backend: Any
+    settings: Any
+    device: Any
+    sample: Callable[[], Any]
+    watch: Stopwatch
+
+
+Applied = tuple[dict[str, Any], str | None]  # run.json's optimisation fields, the notes' phrase
 
 
 @dataclass(frozen=True)
@@ -140,7 +129,7 @@ class Outcome:
     """The backend to measure (None after a failure), run.json fields, notes' facts and events."""
 
     backend: Any = None
-    record: dict[str, Any] = field(default_factory=dict)
+    record: OptimisationPart = field(default_factory=OptimisationPart)
     facts: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
 
@@ -148,13 +137,13 @@ class Outcome:
 def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str]) -> Outcome:
     """Threads and optimisations applied to the loaded ``backend`` (None: a failed load); a
     failure is an observation (R3.6, out of memory R5.8): recorded, no backend, no pass."""
-    record: dict[str, Any] = {}
+    threads: dict[str, Any] = {}
     facts: tuple[str, ...] = ()
     try:
-        record["threads"] = apply_threads(settings.threads)
-        facts += (threads_text(record["threads"]),)
+        threads = apply_threads(settings.threads)
+        facts += (threads_text(threads),)
         if backend is None:
-            return Outcome(None, record, facts)
+            return Outcome(None, OptimisationPart(threads=threads), facts)
 
         def sample() -> Any:
             tokenized = backend.tokenize(list(texts[: settings.batch]), settings.context)
@@ -162,30 +151,30 @@ def optimise_phase(backend: Any, device: Any, settings: Any, texts: Sequence[str
 
         done = apply_optimisations(backend, settings, sample, device)
     except Exception as exc:  # not applied as declared: an observation, never a time
-        record["error"] = f"optimisation failed: {failure_text(exc)}"
-        record["out_of_memory"] = is_out_of_memory(exc)
-        rule = "R5.8 out of memory" if record["out_of_memory"] else "R3.6"
-        event = f"{rule} applying {settings.optimisations()} failed: no pass was run"
-        return Outcome(None, record, facts, (event,))
-    record["optimisation"] = done.to_dict()
-    return Outcome(backend, record, (*facts, done.note()))
+        error = f"optimisation failed: {failure_text(exc)}"
+        oom = is_out_of_memory(exc)
+        failed = OptimisationPart(threads=threads or None, error=error, out_of_memory=oom)
+        event = f"{'R5.8 out of memory' if oom else 'R3.6'} applying {settings.optimisations()}"
+        return Outcome(None, failed, facts, (f"{event} failed: no pass was run",))
+    applied = OptimisationPart(threads=threads, optimisation=done.to_dict())
+    return Outcome(backend, applied, (*facts, done.note()))
 
 
 def finish_optimised(
-    record: dict[str, Any], settings: Any, phase: str, before: int | None, result: Any
+    record: OptimisationPart, settings: Any, phase: str, before: int | None, result: Any
 ) -> Outcome:
     """After the passes: the compiler cache measured and removed, and the graphs compiled in
-    the measured pass and the warm-up (R3.2). ``record``: run.json's fields so far."""
-    out: dict[str, Any] = {}
-    done = record.get("optimisation")
+    the measured pass and the warm-up (R3.2). ``record``: what optimise_phase applied."""
+    out = OptimisationPart()
+    done = record.optimisation
     if done and done.get("compiler_cache"):
         cache = close_compiler_cache(done["compiler_cache"])
-        out["optimisation"] = {**done, "compiler_cache": cache}
+        out = OptimisationPart(optimisation={**done, "compiler_cache": cache})
     measured = getattr(result, "compiled_graphs", None)
     if settings.compile == "none" or measured is None:
         return Outcome(record=out)
     warmup = (graphs_compiled() or 0) - (before or 0) - measured
-    out.update(recompilations=measured, warmup_recompilations=warmup)
+    out = replace(out, recompilations=measured, warmup_recompilations=warmup)
     text = f"recompilations: {measured} graph(s) compiled during the measured pass"
     if phase == "cold":
         text += " (their compile time is inside the cold pass, R3.2)"
@@ -224,24 +213,35 @@ def close_compiler_cache(cache: dict[str, Any]) -> dict[str, Any]:
     return {**cache, "files_at_end": len(sizes), "bytes_at_end": sum(sizes)}
 
 
-def _attention(module: Any, declared: str) -> str | None:
-    """Set and read back the transformers attention implementation; None for other models."""
-    if "transformers" not in sys.modules:
-        return None
-    from transformers import PreTrainedModel
+def apply_attention(step: Step, declared: str) -> Applied:
+    """Set and read back the transformers attention implementation (None for other models)."""
+    applied = None
+    if "transformers" in sys.modules:
+        from transformers import PreTrainedModel
 
-    model = next((m for m in module.modules() if isinstance(m, PreTrainedModel)), None)
-    if model is None:
-        return None
-    if declared != "auto":
-        model.set_attn_implementation(declared)
-    return model.config._attn_implementation
+        modules = step.backend.module.modules()
+        model = next((m for m in modules if isinstance(m, PreTrainedModel)), None)
+        if model is not None:
+            if declared != "auto":
+                model.set_attn_implementation(declared)
+            applied = model.config._attn_implementation
+            if declared != "auto" and applied != declared:
+                raise BackendError(
+                    f"attention {declared} was declared but {type(model).__name__} runs "
+                    f"{applied} (it cannot switch implementation); fix: declare attention: auto",
+                    rule="R2.1",
+                )
+    return {"attention": applied}, f"attention {applied or 'not applicable'}"
 
 
-def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
-    """``module`` with its Linear layers quantised by ``scheme``, and how many were."""
+def apply_quantization(step: Step, scheme: str) -> Applied:
+    """The Linear layers of the backend's module quantised by ``scheme``, timed apart (R3.2)."""
     import torch
 
+    if scheme == "none":
+        return {}, None
+    step.watch.start()
+    module = step.backend.module
     if scheme == "int8_dynamic":
         with warnings.catch_warnings():  # torch.ao's own deprecation notices, not ours
             warnings.simplefilter("ignore")
@@ -249,12 +249,50 @@ def _quantize(module: Any, scheme: str) -> tuple[Any, int]:
                 module, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
             )
         kind = torch.ao.nn.quantized.dynamic.Linear
-        return module, sum(isinstance(m, kind) for m in module.modules())
-    import torchao.quantization as tq
+        layers = sum(isinstance(m, kind) for m in module.modules())
+    else:
+        import torchao.quantization as tq
 
-    tq.quantize_(module, getattr(tq, TORCHAO_CONFIGS[scheme])())
-    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
-    return module, sum(type(m.weight).__module__.startswith("torchao") for m in linears)
+        tq.quantize_(module, getattr(tq, TORCHAO_CONFIGS[scheme])())
+        linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+        layers = sum(type(m.weight).__module__.startswith("torchao") for m in linears)
+    step.backend.module = module
+    seconds = step.watch.stop()
+    if not layers:
+        raise BackendError(f"quantization {scheme} found no Linear layer to quantise")
+    said = f"quantization {scheme} ({layers} Linear layers, {seconds:.3f} s outside the load clock)"
+    return {"quantization": scheme, "quantized_layers": layers, "quantize_seconds": seconds}, said
+
+
+def apply_compile(step: Step, mode: str) -> Applied:
+    """torch.compile of the backend's module, compiled on one sample batch in an empty cache,
+    timed apart from the load and every pass (R3.2, R3.7)."""
+    if mode == "none":
+        return {}, None
+    cache = isolated_compiler_cache()
+    batch = step.sample()
+    before = graphs_compiled() or 0
+    step.watch.start()
+    with warnings.catch_warnings():  # torch's own deprecation notices while it compiles
+        warnings.simplefilter("ignore", DeprecationWarning)
+        step.backend.module.compile(mode=mode)
+        step.backend.predict(batch)
+    seconds = step.watch.stop()
+    graphs = (graphs_compiled() or 0) - before
+    if not graphs:  # R2.1: verified here; TORCH_COMPILE_DISABLE=1 makes compile a no-op
+        off = f" (TORCH_COMPILE_DISABLE={os.environ.get('TORCH_COMPILE_DISABLE')})"
+        raise BackendError(
+            f"compile {mode} was declared but torch.compile compiled no graph in this process"
+            f"{off * ('TORCH_COMPILE_DISABLE' in os.environ)}; fix: let it compile, or declare "
+            "compile: none",
+            rule="R2.1",
+        )
+    said = (
+        f"torch.compile mode {mode} ({seconds:.3f} s for {graphs} graph(s) on the first batch, "
+        f"outside the load clock and every pass; compiler cache {cache['state_at_start']})"
+    )
+    fields = {"compile": mode, "compile_seconds": seconds, "compiled_graphs": graphs}
+    return {**fields, "compiler_cache": cache}, said
 
 
 def weight_bytes(module: Any) -> int:
@@ -272,39 +310,36 @@ def weight_bytes(module: Any) -> int:
     return sum(seen.values())
 
 
+def _function(path: str) -> Callable[..., Any]:
+    """The engine function a declaration names as ``module:function``."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def apply_optimisations(
     backend: Any, settings: Any, sample: Callable[[], Any], device: Any
 ) -> Optimised:
-    """Apply the declared attention, quantisation and compile mode, timed apart (R3.2) inside
-    one memory probe (R3.8); ``sample()``: the batch torch.compile compiles on."""
-    attention = _attention(backend.module, settings.attention)
-    scheme, mode = settings.quantization, settings.compile
-    declared = {"attention": settings.attention, "quantization": scheme, "compile": mode}
-    if scheme == "none" and mode == "none":
-        verify_applied(declared, {"attention": attention})
-        return Optimised(attention=attention)
+    """Apply each declared setting's function (protocol.capabilities), in declaration order,
+    timed apart (R3.2) inside one memory probe (R3.8) when any differs from its default;
+    ``sample()``: a batch to run once (torch.compile compiles on it)."""
+    applied = [s for s in SETTING_SPECS if s.apply]
+    changed = any(getattr(settings, s.name) != s.default for s in applied)
     probe = probe_for(device)
-    watch = Stopwatch(sync=synchronizer(device))
-    probe.begin()
-    done: dict[str, Any] = {"attention": attention, "quantization": scheme, "compile": mode}
-    if scheme != "none":
-        watch.start()
-        backend.module, done["quantized_layers"] = _quantize(backend.module, scheme)
-        done["quantize_seconds"] = watch.stop()
-    if mode != "none":
-        done["compiler_cache"] = isolated_compiler_cache()
-        batch = sample()
-        before = graphs_compiled() or 0
-        watch.start()
-        with warnings.catch_warnings():  # torch's own deprecation notices while it compiles
-            warnings.simplefilter("ignore", DeprecationWarning)
-            backend.module.compile(mode=mode)
-            backend.predict(batch)
-        done["compile_seconds"] = watch.stop()
-        done["compiled_graphs"] = (graphs_compiled() or 0) - before
-    verify_applied(declared, done)
+    step = Step(backend, settings, device, sample, Stopwatch(sync=synchronizer(device)))
+    if changed:
+        probe.begin()
+    done: dict[str, Any] = {}
+    said = []
+    for s in applied:
+        fields, phrase = _function(s.apply)(step, getattr(settings, s.name))
+        done.update(fields)
+        said += [phrase] if phrase else []
+    known = {k: done.pop(k) for k in list(done) if k in Optimised.__dataclass_fields__}
+    if not changed:
+        return Optimised(**known, more=done, said=tuple(said))
     memory: MemoryReading = probe.end()
-    return Optimised(**done, weight_bytes=weight_bytes(backend.module), memory=memory.to_dict())
+    out = Optimised(**known, more=done, said=tuple(said), memory=memory.to_dict())
+    return replace(out, weight_bytes=weight_bytes(step.backend.module))
 
 
 def refuse_unrunnable(exp: Any) -> None:
@@ -330,34 +365,46 @@ def unrunnable(exp: Any) -> list[str]:
             continue
         resolved = type(s)(**{**asdict(s), "device": device.type})
         problems += [
-            f"{variant.id}: {p}; fix: {f}"
-            for _, p, f in optimisation_problems(resolved, exp.model.backend)
+            f"{variant.id}: {p}; fix: {f}" for _, p, f in refusals(resolved, exp.model.backend)
         ]
         problems += [f"{variant.id}: {p}" for p in _missing(s, device)]
     return list(dict.fromkeys(problems))
 
 
 def _missing(s: Any, device: Any) -> list[str]:
-    """The packages, compiler or GPU capability the settings ``s`` need on ``device``."""
+    """The packages, compiler or GPU capability the settings ``s`` need on ``device``, as each
+    setting declares them (protocol.capabilities: ``packages``, ``check``)."""
+    found = []
+    for setting in SETTING_SPECS:
+        value = getattr(s, setting.name)
+        if value == setting.default:
+            continue
+        package = setting.packages.get(value)
+        if package and importlib.util.find_spec(package[0]) is None:
+            found.append(f"{setting.name} {value} needs the {package[0]} package ({package[1]})")
+        if setting.check:
+            found += _function(setting.check)(s, device)
+    return found
+
+
+def fp8_capability(s: Any, device: Any) -> list[str]:
+    """fp8 needs a GPU of compute capability 8.9 or later."""
     import torch
 
-    found = []
-    if s.quantization in TORCHAO_CONFIGS and importlib.util.find_spec("torchao") is None:
-        found.append(
-            f"quantization {s.quantization} needs the torchao package (pip install torchao)"
-        )
-    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
-    if s.quantization == "fp8" and capability is not None and capability < (8, 9):
-        name = torch.cuda.get_device_name(device)
-        found.append(f"fp8 needs compute capability 8.9 or later; {name} has {capability}")
-    if s.attention == "flash_attention_2" and importlib.util.find_spec("flash_attn") is None:
-        found.append("flash_attention_2 needs the flash-attn package (pip install flash-attn)")
-    if (
-        s.compile != "none"
-        and device.type == "cpu"
-        and not any(shutil.which(c) for c in (os.environ.get("CXX", "g++"), "g++", "clang++"))
-    ):
-        found.append("torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH")
-    if s.compile != "none" and device.type == "cuda" and importlib.util.find_spec("triton") is None:
-        found.append("torch.compile on CUDA needs the triton package")
-    return found
+    if s.quantization != "fp8" or device.type != "cuda":
+        return []
+    capability = torch.cuda.get_device_capability(device)
+    if capability >= (8, 9):
+        return []
+    name = torch.cuda.get_device_name(device)
+    return [f"fp8 needs compute capability 8.9 or later; {name} has {capability}"]
+
+
+def compiler_present(s: Any, device: Any) -> list[str]:
+    """torch.compile needs a C++ compiler on the CPU, triton on CUDA."""
+    compilers = (os.environ.get("CXX", "g++"), "g++", "clang++")
+    if device.type == "cpu" and not any(shutil.which(c) for c in compilers):
+        return ["torch.compile on the CPU needs a C++ compiler (g++ or clang++) on PATH"]
+    if device.type == "cuda" and importlib.util.find_spec("triton") is None:
+        return ["torch.compile on CUDA needs the triton package"]
+    return []

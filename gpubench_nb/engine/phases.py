@@ -23,7 +23,7 @@ from gpubench_nb.engine.memory import (
 from gpubench_nb.engine.residency import residency, residency_text
 from gpubench_nb.engine.timing import Stopwatch, cuda_context_seconds, synchronizer
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.protocol.records import Phase
+from gpubench_nb.protocol.records import LoadPart, Phase
 
 LOAD_SCOPE = (
     "load timer covers reading weights and tokenizer (each file once) and placing them on the "
@@ -53,13 +53,13 @@ class LoadOutcome:
 
     device: Any = None
     backend: Any = None
-    record: dict[str, Any] | None = None
+    record: LoadPart | None = None
     facts: tuple[str, ...] = ()
     events: tuple[str, ...] = ()
 
     @property
     def error(self) -> str | None:
-        return (self.record or {}).get("error")
+        return self.record.error if self.record is not None else None
 
 
 def _seconds_text(value: float | None) -> str:
@@ -171,7 +171,7 @@ def _loaded(device: Any, backend: Any, figures: dict[str, Any], facts: list[str]
                 described.get("generation_config_folder_overridden") or ()
             )
             facts.append(generation_note(described) or "")
-    return LoadOutcome(device, backend, figures, tuple(facts))
+    return LoadOutcome(device, backend, LoadPart(**figures), tuple(facts))
 
 
 def _failed(
@@ -189,7 +189,9 @@ def _failed(
     else:
         event = f"R3.6 {stage} failed ({type(exc).__name__}): no pass was run"
     lead = (_seconds_fact(figures),) if device is not None else ()
-    return LoadOutcome(device, None, figures, (*lead, *facts), (event, *memory.problems()))
+    return LoadOutcome(
+        device, None, LoadPart(**figures), (*lead, *facts), (event, *memory.problems())
+    )
 
 
 def warmed_pass(

@@ -64,11 +64,11 @@ def file_residency(path: Path, probe: Mincore | None) -> dict[str, Any]:
         return {**out, "resident_bytes": 0, "resident_fraction": "empty file"}
     unknown = {"resident_bytes": NOT_OBSERVABLE, "resident_fraction": NOT_OBSERVABLE}
     if probe is None:
-        return {**out, **unknown}
+        return {**out, **unknown, "error": "no mincore(2) in the C library"}
     try:
         flags = np.frombuffer(probe(path, size), dtype=np.uint8) & 1
-    except (OSError, ValueError, TypeError):
-        return {**out, **unknown}
+    except (OSError, ValueError, TypeError) as exc:  # the check failed: said as that (R3.6)
+        return {**out, **unknown, "error": f"mincore failed: {type(exc).__name__}: {exc}"}
     page = mmap.PAGESIZE
     tail = len(flags) * page - size  # the bytes of the last page beyond the file's end
     resident = int(np.count_nonzero(flags)) * page - (tail if len(flags) and flags[-1] else 0)
@@ -95,7 +95,9 @@ def residency(paths: Iterable[Path], *, probe: Mincore | None | str = "libc") ->
 def residency_text(record: dict[str, Any] | None) -> str:
     """The `notes` form: ``weights resident at load start: 100.0 % of 90.9 MB``."""
     if not record or not record.get("observable"):
-        return f"weights resident in page cache at load start: {NOT_OBSERVABLE}"
+        errors = {f.get("error") for f in (record or {}).get("files", [])} - {None}
+        why = "".join(f" ({e})" for e in sorted(errors))  # a check that failed says why (R3.6)
+        return f"weights resident in page cache at load start: {NOT_OBSERVABLE}{why}"
     return (
         "weights resident in page cache at load start: "
         f"{100 * record['resident_fraction']:.1f} % of {record['size_bytes']} B"

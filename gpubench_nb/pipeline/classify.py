@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.economics.reprice import verify_bundle
 from gpubench_nb.engine.environment import record_environment
 from gpubench_nb.engine.faults import check_fault_spec
@@ -19,12 +18,13 @@ from gpubench_nb.pipeline.orchestrate import prepare_bundle
 from gpubench_nb.pipeline.run import execute_run
 from gpubench_nb.pipeline.schedule import ScheduledRun
 from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.acceptance import AcceptanceReport
 from gpubench_nb.protocol.clock import utc_stamp
 from gpubench_nb.protocol.experiment import load_experiment
-from gpubench_nb.protocol.lock import read_lock
+from gpubench_nb.protocol.lock import LockRecord, read_lock
 from gpubench_nb.protocol.outputs import check_output_folder
-from gpubench_nb.protocol.quality import CHECKS_NAME, REFERENCE_NAME, fill_quality
-from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, read_json
+from gpubench_nb.protocol.quality import fill_quality
+from gpubench_nb.protocol.records import MEASURED_PHASES, Phase, ReferenceRecord
 from gpubench_nb.protocol.results import append_rows, read_rows
 
 CLASSIFY_NOTE = (
@@ -40,7 +40,7 @@ class ClassifyResult:
     accepted: bool
 
 
-def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float:
+def reference_from(benchmark: Path, lock: LockRecord | None = None) -> float:
     """The reference variant's median quality in a verified (R5.6) benchmark bundle of the same
     frozen protocol (R1.3)."""
     benchmark = Path(benchmark)
@@ -60,13 +60,13 @@ def reference_from(benchmark: Path, lock: dict[str, Any] | None = None) -> float
         raise refused(what, "restore the bundle from a copy, or rerun the benchmark", "R5.6")
     theirs = read_lock(benchmark)
     lock = theirs if lock is None else lock
-    if theirs.get("sha256") != lock.get("sha256"):
+    if theirs.sha256 != lock.sha256:
         what = (
-            f"its frozen protocol (sha256 {str(theirs.get('sha256'))[:12]}) is not this "
-            f"experiment's ({lock['sha256'][:12]})"
+            f"its frozen protocol (sha256 {str(theirs.sha256)[:12]}) is not this "
+            f"experiment's ({str(lock.sha256)[:12]})"
         )
         raise refused(what, "pass the benchmark bundle of this very experiment")
-    reference = lock["declaration"]["quality"]["reference_variant"]
+    reference = lock.declared("quality", "reference_variant")
     values = [
         r["quality_value"]
         for r in read_rows(benchmark / layout.CSV_NAME)
@@ -133,16 +133,17 @@ def _classify_into(
     """The body of :func:`classify`, inside the folder it reserved."""
     corpus, fingerprints = prepare_bundle(exp, bundle_dir)
     if reference_bundle is not None:
-        write_json_atomic(
-            bundle_dir / REFERENCE_NAME,
-            {
-                "reference_variant": exp.quality.reference_variant,
-                "reference_value": reference_from(Path(reference_bundle), read_lock(bundle_dir)),
-                "from_bundle": str(Path(reference_bundle).resolve()),
-            },
+        ReferenceRecord.write(
+            bundle_dir,
+            ReferenceRecord(
+                reference_variant=exp.quality.reference_variant,
+                reference_value=reference_from(Path(reference_bundle), read_lock(bundle_dir)),
+                from_bundle=str(Path(reference_bundle).resolve()),
+            ),
         )
-    record_environment(exp.source, bundle_dir)
+    # the run first: its import clock and CUDA context come before the environment's (R3.2)
     record = execute_run(exp.source, variant_id, Phase.COLD, 1, bundle_dir)
+    record_environment(exp.source, bundle_dir)
     run = ScheduledRun(position=1, variant_id=variant_id, phase=Phase.COLD, run_index=1)
     row = rows_for_run(exp, fingerprints, run, record)[-1]  # the pass; one row, no load row
     row["notes"] = f"{CLASSIFY_NOTE} | {row['notes']}" if row.get("notes") else CLASSIFY_NOTE
@@ -157,8 +158,9 @@ def _classify_into(
 def summary(result: ClassifyResult) -> str:
     """What the command prints: the verdict, the quality and where the bundle is."""
     row = result.row
-    checks_path = layout.run_dir(result.bundle_dir, row["variant_id"], Phase.COLD, 1) / CHECKS_NAME
-    checks = read_json(checks_path) or {}
+    checks = AcceptanceReport.read(
+        layout.run_dir(result.bundle_dir, row["variant_id"], Phase.COLD, 1)
+    )
     verdict = "ACCEPTED" if result.accepted else "NOT accepted"
     quality = row.get("quality_value")
     lines = [
@@ -168,6 +170,6 @@ def summary(result: ClassifyResult) -> str:
         f"{row.get('quality_threshold')})",
         f"bundle sealed: {result.bundle_dir} (count it with gpubench-nb ledger)",
     ]
-    if checks.get("missing_ids"):
-        lines.insert(1, f"missing IDs: {len(checks['missing_ids'])}")
+    if checks is not None and checks.missing_ids:
+        lines.insert(1, f"missing IDs: {len(checks.missing_ids)}")
     return "\n".join(lines)

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from gpubench_nb import errors
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import BundleError, GpubenchError, ResultsError
 from gpubench_nb.kernel import (
@@ -45,7 +44,13 @@ from gpubench_nb.protocol.corpus import Corpus, load_declared_corpora, write_exp
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.experiment_spec import Experiment
 from gpubench_nb.protocol.lock import freeze, read_given_lock
-from gpubench_nb.protocol.records import MEASURED_PHASES, RunRecord, read_run
+from gpubench_nb.protocol.records import (
+    MEASURED_PHASES,
+    RunRecord,
+    ScheduledEntry,
+    ScheduleRecord,
+    read_run,
+)
 from gpubench_nb.protocol.results import append_rows, read_rows, repair_torn_tail
 
 DEFAULT_RUN_TIMEOUT_SECONDS = 1800
@@ -186,17 +191,17 @@ def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[Schedule
     for run in runs:
         record = _read_record(bundle_dir, run) if run.key in done else RunRecord()
         entries.append(
-            {
+            ScheduledEntry(
                 **asdict(run),
-                "status": "done" if run.key in done else "pending",
-                "pid": record.pid,
-                "error": record.error,
-                **({"interrupted": interrupted[run.key]} if run.key in interrupted else {}),
-            }
+                status="done" if run.key in done else "pending",
+                pid=record.pid,
+                error=record.error,
+                interrupted=interrupted.get(run.key),
+            )
         )
     timing = {key: getattr(experiment.timing, key) for key in ("order", "order_seed", "repeats")}
-    schedule = {"experiment_id": experiment.experiment_id, **timing, "runs": entries}
-    write_json_atomic(bundle_dir / layout.SCHEDULE_NAME, schedule)
+    schedule = ScheduleRecord(experiment_id=experiment.experiment_id, **timing, runs=tuple(entries))
+    ScheduleRecord.write(bundle_dir, schedule)  # a new record each time, never edited in place
 
 
 def run_one(

@@ -8,13 +8,12 @@ from pathlib import Path
 from gpubench_nb.engine.environment import capture_environment, finish_environment
 from gpubench_nb.engine.faults import FaultPlan
 from gpubench_nb.engine.optimise import (
-    Outcome,
     finish_optimised,
     graphs_compiled,
     optimise_phase,
     thread_variables,
 )
-from gpubench_nb.engine.phases import LoadOutcome, LoadSpec, load_phase, run_notes, warmed_pass
+from gpubench_nb.engine.phases import LoadSpec, load_phase, run_notes, warmed_pass
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.kernel import MEASURE_STEP
 from gpubench_nb.protocol.bundle import PREDICTIONS_NAME, run_dir
@@ -109,40 +108,33 @@ def _execute_run(
         lambda found: refuse({"model_revision": found[0], "tokenizer_revision": found[1]}),
     )
     # threads, attention, quantisation, compile: after the timed load, timed apart (R3.2)
-    loaded = _joined(loaded, optimise_phase(loaded.backend, loaded.device, settings, corpus.texts))
-    env = capture_environment(loaded.device, used=loaded.backend)
+    tuned = optimise_phase(loaded.backend, loaded.device, settings, corpus.texts)
+    env = capture_environment(loaded.device, used=tuned.backend)
     result, scope, prompt = None, exp.timing.scope, exp.model.prompt
     compiled = graphs_compiled()  # graphs compiled in the warm-up and the pass are counted
-    if loaded.backend is not None:
-        result = warmed_pass(loaded.backend, corpus, settings, scope, predictions, plan, warmups)
-    finished = finish_optimised(loaded.record or {}, settings, phase, compiled, result)
-    loaded = _joined(loaded, replace(finished, backend=loaded.backend))
+    if tuned.backend is not None:
+        result = warmed_pass(tuned.backend, corpus, settings, scope, predictions, plan, warmups)
+    finished = finish_optimised(tuned.record, settings, phase, compiled, result)
     env = finish_environment(env)
-    notes = run_notes(scope, prompt, phase, warmups, loaded, result, plan.describe(), env)
+    told = replace(  # the optimisations' sentences join the load's (R3.2: figures of their own)
+        loaded,
+        facts=(*loaded.facts, *tuned.facts, *finished.facts),
+        events=(*loaded.events, *tuned.events),
+    )
+    notes = run_notes(scope, prompt, phase, warmups, told, result, plan.describe(), env)
     if result is not None and result.corpus_reread is not None:  # end_to_end read it again
         refuse({"corpus_revision": result.corpus_reread})
+    passed = result.record() if result is not None else None
     return write_run(
         out,
-        replace(
-            record,
-            **(loaded.record or {}),
-            **(result.record() if result is not None else {}),
+        record.composed(
+            loaded.record,
+            tuned.record,
+            finished.record,
+            passed,
             generation=prompt.options() if prompt is not None else None,
-            status="failed" if (result or loaded).error else "finished",
             finished_utc=utc_now(),
             notes=notes,
             environment=EnvironmentRecord.from_dict(env),
         ),
-    )
-
-
-def _joined(loaded: LoadOutcome, more: Outcome) -> LoadOutcome:
-    """The optimisations' backend, run.json fields and sentences joined to the load's
-    (engine.optimise, R3.2: their seconds are figures of their own, never the load's)."""
-    return replace(
-        loaded,
-        backend=more.backend,
-        record={**(loaded.record or {}), **more.record},
-        facts=(*loaded.facts, *more.facts),
-        events=(*loaded.events, *more.events),
     )

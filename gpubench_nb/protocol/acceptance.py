@@ -4,53 +4,54 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import CorpusError, ProtocolError
+from gpubench_nb.protocol.bundle import CHECKS_NAME
 from gpubench_nb.protocol.corpus_file import encodable
 from gpubench_nb.protocol.experiment_spec import METRICS, QUALITY_SLACK, QualitySpec
 from gpubench_nb.protocol.ids import id_key, id_problem
 from gpubench_nb.protocol.predictions_file import lines_of_records, read_predictions
 from gpubench_nb.protocol.problems import Problems, failure_kind
+from gpubench_nb.protocol.records import Record
 
 if TYPE_CHECKING:
     from gpubench_nb.protocol.corpus import Corpus
 
 
-@dataclass(frozen=True)
-class AcceptanceReport:
-    """Everything ``checks.json`` archives (R1.6); the lists are kept in full."""
+@dataclass(frozen=True, kw_only=True)
+class AcceptanceReport(Record):
+    """Everything ``checks.json`` archives (R1.6); the lists are kept in full. Built whole by
+    ``check_predictions``; a key an older or hand-made file lacks reads as empty, and
+    check-bundle compares every reported one with its re-derived value."""
 
-    expected_count: int
-    observed_count: int  # prediction records carrying a string ID, duplicates included
-    missing_ids: list[str]  # corpus order
-    duplicated_ids: dict[str, list[int]]  # id -> every line it appears on
-    extra_ids: list[str]  # first-appearance order
-    malformed_lines: list[dict[str, Any]]  # {"line": n, "error": "..."}
-    ids_match: bool
-    format_valid: bool
-    metric: str
-    quality_value: float | None
-    threshold: float
-    tolerance: float
-    reference_value: float | None
-    meets_threshold: bool | None
-    within_tolerance: bool | None
-    corpus_accepted: bool
-    # Additions to the ARCHITECTURE.md contract, for the audit trail:
-    quality_drop: float | None  # reference_value - quality_value (positive = worse)
-    bom: bool  # the predictions file started with a UTF-8 BOM (tolerated)
-    in_corpus_order: bool | None  # informational; acceptance compares sets, not order
-    corpus_revision: str
-    predictions_file: str  # file name only: checks.json lies beside it
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    NAME = CHECKS_NAME
+    RULE = "R1.6"
+    expected_count: int | None = None
+    observed_count: int | None = None  # prediction records carrying a string ID, duplicates in
+    missing_ids: list[str] = field(default_factory=list)  # corpus order
+    duplicated_ids: dict[str, list[int]] = field(default_factory=dict)  # id -> its lines
+    extra_ids: list[str] = field(default_factory=list)  # first-appearance order
+    malformed_lines: list[dict[str, Any]] = field(default_factory=list)  # {"line", "error"}
+    ids_match: bool | None = None
+    format_valid: bool | None = None
+    metric: str | None = None
+    quality_value: float | None = None
+    threshold: float | None = None
+    tolerance: float | None = None
+    reference_value: float | None = None
+    meets_threshold: bool | None = None
+    within_tolerance: bool | None = None
+    corpus_accepted: bool = False
+    quality_drop: float | None = None  # reference_value - quality_value (positive = worse)
+    bom: bool = False  # the predictions file started with a UTF-8 BOM (tolerated)
+    in_corpus_order: bool | None = None  # informational; acceptance compares sets, not order
+    corpus_revision: str | None = None
+    predictions_file: str | None = None  # file name only: checks.json lies beside it
 
 
 def _require_metric(metric: str) -> None:
@@ -220,7 +221,7 @@ def check_predictions(
 
 def write_checks(report: AcceptanceReport, path: Path) -> None:
     """Archive the report as ``checks.json`` beside the predictions (R1.6), atomically."""
-    write_json_atomic(Path(path), report.to_dict())
+    AcceptanceReport.save(path, report)
 
 
 def _lines_text(lines: list[int]) -> str:

@@ -10,9 +10,10 @@ from typing import Any
 
 from gpubench_nb.errors import BundleError, CorpusError, ProtocolError
 from gpubench_nb.protocol import bundle as layout
+from gpubench_nb.protocol.acceptance import AcceptanceReport
 from gpubench_nb.protocol.corpus import Corpus, load_corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.lock import LOCK_NAME, lock_problems, read_lock
+from gpubench_nb.protocol.lock import LOCK_NAME, LockRecord, lock_problems, read_lock
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.quality import (
     CHECKS_NAME,
@@ -25,10 +26,12 @@ from gpubench_nb.protocol.quality import (
 )
 from gpubench_nb.protocol.records import (
     MEASURED_PHASES,
+    EconomicsRecord,
+    EnvironmentRecord,
     Phase,
-    read_economics,
-    read_environment,
-    read_json,
+    ReferenceRecord,
+    RunRecord,
+    ScheduleRecord,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows, validate_csv
@@ -48,16 +51,16 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
         return problems  # re-deriving from altered inputs would only repeat the same finding
     lock = read_lock(root)
     csv_path = root / layout.CSV_NAME
-    declaration = lock["declaration"]
+    declaration = dict(lock.declaration or {})  # seal_problems checked its parts
     try:
         corpus = kept_corpus(root, declaration, texts=False)  # acceptance: IDs and labels
     except CorpusError as exc:
         return [str(exc)]
-    if corpus.revision != lock["fingerprints"]["corpus_revision"]:
+    if corpus.revision != lock.corpus_revision:
         problems.append("protocol/corpus: revision differs from the frozen corpus_revision (R1.1)")
-    if "corpus_identity" in lock:  # the identity needs the texts: read them for it alone
+    if lock.corpus_identity is not None:  # the identity needs the texts: read them for it alone
         with_texts = kept_corpus(root, declaration)
-        if with_texts.identity != lock["corpus_identity"]:
+        if with_texts.identity != lock.corpus_identity:
             problems.append(
                 "protocol/corpus: identity differs from the frozen corpus_identity (R5.3)"
             )
@@ -85,19 +88,22 @@ def check_bundle(bundle_dir: str | Path) -> list[str]:
 
 
 def record_problems(root: Path) -> list[str]:
-    """Every sealed typed record read by its one reader, a bad one a finding, never a traceback
-    (R2.4, R3.6, R5.6; a scheduled `run` bundle keeps economics.json)."""
+    """Every sealed typed record read by its one reader (its form, its format version, no key
+    given twice), a bad one a finding, never a traceback (R2.4, R3.6, R3.7, R5.6; a scheduled
+    `run` bundle keeps environment.json and economics.json)."""
     found: list[str] = []
     scheduled = (root / layout.SCHEDULE_NAME).is_file()  # a `run` bundle writes all three
-    readers = [(root / layout.ENVIRONMENT_NAME, read_environment)]
-    readers += [(root / layout.ECONOMICS_NAME, read_economics)]
-    readers += [(path, read_run) for path in sorted(root.glob("runs/*/*/run.json"))]
-    for path, reader in readers:
+    readers: list[tuple[Path, Any, bool]] = [(root / layout.SCHEDULE_NAME, ScheduleRecord, False)]
+    readers += [(root / layout.ENVIRONMENT_NAME, EnvironmentRecord, scheduled)]
+    readers += [(root / layout.ECONOMICS_NAME, EconomicsRecord, scheduled)]
+    readers += [(root / layout.REFERENCE_NAME, ReferenceRecord, False)]
+    readers += [(path, RunRecord, False) for path in sorted(root.glob("runs/*/*/run.json"))]
+    for path, record, needed in readers:
         if not path.is_file():
-            found += [f"{path.name}: missing; a finished bundle keeps it (R5.6)"] * scheduled
+            found += [f"{path.name}: missing; a finished bundle keeps it (R5.6)"] * needed
             continue
         try:
-            reader(path.parent)
+            record.load(path)
         except BundleError as exc:
             found.append(str(exc))
     return found
@@ -120,8 +126,11 @@ def seal_problems(bundle_dir: str | Path) -> list[str]:
         raise BundleError(f"{root}: not a bundle folder; give outputs/<experiment_id>")
     problems = _manifest_problems(root)
     lock, lock_problem = _lock_object(root)
-    if lock_problem is not None:
-        return [*problems, lock_problem]  # nothing can be re-derived without the frozen protocol
+    if lock is None:
+        return [
+            *problems,
+            str(lock_problem),
+        ]  # nothing can be re-derived without the frozen protocol
     problems += lock_problems(lock)  # both checksums, one rule (R1.3)
     problems += [f"{layout.CSV_NAME}: {p}" for p in validate_csv(root / layout.CSV_NAME)]
     return problems
@@ -190,19 +199,22 @@ _LOCK_PARTS = {  # what the audit reads of the lock; quality is rebuilt as a Qua
 }
 
 
-def _lock_object(root: Path) -> tuple[dict[str, Any], str | None]:
-    """The lock as a JSON object with the parts the audit reads, or the reason it is not one."""
+def _lock_object(root: Path) -> tuple[LockRecord | None, str | None]:
+    """The lock with the parts the audit reads, or the reason it is not one."""
     try:
-        lock = read_lock(root)  # unreadable, not JSON, not an object: a ProtocolError
+        lock = read_lock(root)  # unreadable, not JSON, not an object, bad version: refused
     except ProtocolError as exc:
-        return {}, f"{LOCK_NAME}: {exc}"
+        return None, f"{LOCK_NAME}: {exc}"
     for name, keys in _LOCK_PARTS.items():
-        part: Any = lock
+        part: Any = lock.to_dict()
         for step in name.split("."):
             part = part.get(step) if isinstance(part, dict) else None
         exact = name == "declaration.quality"  # every field of QualitySpec, and no other
         if not isinstance(part, dict) or not keys <= set(part) or (exact and set(part) != keys):
-            return {}, f"{LOCK_NAME}: {name} is missing or not an object with {sorted(keys)} (R1.3)"
+            return (
+                None,
+                f"{LOCK_NAME}: {name} is missing or not an object with {sorted(keys)} (R1.3)",
+            )
     return lock, None
 
 
@@ -215,19 +227,17 @@ def _compare_run(root: Path, key: str, row: dict[str, Any], outcome: QualityOutc
         return []
     found = []
     checks_path = layout.run_dir(root, row["variant_id"], row["phase"], row["run_index"])
-    try:
-        kept = read_json(checks_path / CHECKS_NAME, rule="R1.6")
-    except BundleError as exc:  # not JSON, not UTF-8, absurd numbers
-        return [f"{key}: {exc} (R1.6)"]
-    if not isinstance(kept, dict):
-        what = "missing" if kept is None else f"a JSON {type(kept).__name__}, not an object"
-        return [f"{key}: {CHECKS_NAME} is {what} (R1.6)"]
-    derived = report.to_dict()
+    try:  # not JSON, a key twice, not an object, an unknown version, a field's form: refused
+        kept = AcceptanceReport.read(checks_path)
+    except BundleError as exc:
+        return [f"{key}: {exc}"]
+    if kept is None:
+        return [f"{key}: {CHECKS_NAME} is missing (R1.6)"]
     for name in REPORTED_COLUMNS.values():
-        if not _same(kept.get(name), derived.get(name)):
+        if not _same(getattr(kept, name), getattr(report, name)):
             found.append(
-                f"{key}: {CHECKS_NAME} says {name}={kept.get(name)!r}, "
-                f"re-derived {derived.get(name)!r}"
+                f"{key}: {CHECKS_NAME} says {name}={getattr(kept, name)!r}, "
+                f"re-derived {getattr(report, name)!r}"
             )
     for column, value in acceptance_columns(report, outcome.reference_value).items():
         if not _same(row[column], value):

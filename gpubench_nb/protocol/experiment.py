@@ -9,7 +9,8 @@ from types import MappingProxyType
 from typing import Any
 
 from gpubench_nb.errors import ProtocolError, where_relative
-from gpubench_nb.protocol.experiment_rules import Checker, optimisation_problems
+from gpubench_nb.protocol.capabilities import refusals
+from gpubench_nb.protocol.experiment_rules import Checker
 from gpubench_nb.protocol.experiment_rules import one_format as _one_format
 from gpubench_nb.protocol.experiment_rules import repeats_reason as _repeats_reason
 from gpubench_nb.protocol.experiment_spec import (
@@ -67,7 +68,7 @@ def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     refused = {  # what this backend and device cannot run, said once per field (R2.1)
         (f"fixed.{key}" if key in fixed else f"variants[{v.id}].{key}", problem, fix): None
         for v in variants
-        for key, problem, fix in optimisation_problems(v.settings, model.backend)
+        for key, problem, fix in refusals(v.settings, model.backend)
     }
     for where, problem, fix in refused:
         check.fail(where, problem, fix, rule="R2.1")

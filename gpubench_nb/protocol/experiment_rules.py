@@ -1,5 +1,5 @@
 """The checker of a declared YAML (driven by its JSON Schema, R1.3) and the rules between the
-experiment's fields: identifiers, seeds, repeats, formats, optimisations."""
+experiment's fields: identifiers, seeds, repeats, formats (the settings' own: capabilities)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,6 @@ from gpubench_nb.protocol import schema
 from gpubench_nb.protocol.problems import Problems, failure_kind
 from gpubench_nb.protocol.records import declared_value
 
-ATTENTION_BACKENDS = ("minilm", "hf", "causal_lm")  # the backends whose model is transformers'
-CPU_QUANTIZATIONS = ("int8_dynamic",)  # torch.ao dynamic int8 of the Linear layers, CPU only
 # Identifiers name folders and files: matched whole (re.fullmatch: `$` would let a trailing
 # newline through), and short enough that "<id>" plus a prefix fits a 255-byte file name.
 MAX_ID_LENGTH = 100
@@ -167,43 +165,3 @@ def one_format(check: Checker, fmt: str, splits: Mapping[str, Path | None]) -> N
             f"corpus.format: {kind}",
             rule="R1.1",
         )
-
-
-def optimisation_problems(settings: Any, backend: str) -> list[tuple[str, str, str]]:
-    """``(setting, problem, fix)`` for each way of running the model the declaration alone rules out
-    (R2.1); engine.optimise checks the machine."""
-    device, scheme, attention = settings.device, settings.quantization, settings.attention
-    precision = settings.precision
-    rules = [  # (refused, setting, problem, fix)
-        (
-            attention != "auto" and backend not in ATTENTION_BACKENDS,
-            "attention",
-            f"backend {backend} has no transformers attention to choose",
-            f"use attention: auto, or a backend among {', '.join(ATTENTION_BACKENDS)}",
-        ),
-        (
-            attention == "flash_attention_2" and (device == "cpu" or precision == "fp32"),
-            "attention",
-            "flash_attention_2 runs on CUDA in fp16 or bf16 only",
-            "use sdpa",
-        ),
-        (
-            scheme in CPU_QUANTIZATIONS and (device.startswith("cuda") or precision != "fp32"),
-            "quantization",
-            f"{scheme} (torch.ao dynamic quantisation) runs fp32 models on the CPU only",
-            "declare device: cpu and precision: fp32, or a torchao scheme on CUDA",
-        ),
-        (
-            scheme not in ("none", *CPU_QUANTIZATIONS) and device == "cpu",
-            "quantization",
-            f"{scheme} (torchao) is run on CUDA devices here",
-            "declare a CUDA device, or int8_dynamic on the CPU",
-        ),
-        (
-            scheme == "int4_weight_only" and precision != "bf16",
-            "quantization",
-            "int4_weight_only packs bf16 weights",
-            "fix precision bf16",
-        ),
-    ]
-    return [(setting, problem, fix) for refused, setting, problem, fix in rules if refused]

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, make_dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.capabilities import (
+    BACKEND_SPECS,
+    BACKENDS_BY_NAME,
+    OPTIMISATIONS,
+    SETTING_SPECS,
+    declaration,
+)
 from gpubench_nb.protocol.experiment_rules import MAX_ID_LENGTH, MAX_SEED, MIN_REPEATS
 from gpubench_nb.protocol.prompting import PROMPT
 
@@ -17,11 +24,8 @@ METRICS = ("macro_f1", "accuracy", "weighted_f1")  # acceptance.quality_score co
 # A quality value equal to its bound must not fail by float rounding (F1 values are ratios of
 # counts); 1e-12 is far below any difference one item can make on 10^6 items (R1.5).
 QUALITY_SLACK = 1e-12
-# The one list of model.backend names; engine.backends.registry maps each to its code (R2.1).
-PRESET_BACKENDS = ("bow", "minilm")  # built by build-model from the seed
-USER_BACKENDS = ("hf", "causal_lm")  # a folder the user brings (model.path)
-BACKENDS = PRESET_BACKENDS + USER_BACKENDS
-PRECISIONS = ("fp32", "fp16", "bf16")
+BACKENDS = tuple(BACKENDS_BY_NAME)  # model.backend; engine.backends.registry: its code (R2.1)
+PRESET_BACKENDS = tuple(b.name for b in BACKEND_SPECS if b.preset)  # built by build-model
 # R3.1: what the timer covers, stated once; the text goes to the `notes` column.
 SCOPES: Mapping[str, str] = {
     "processing": (
@@ -37,76 +41,17 @@ SCOPES: Mapping[str, str] = {
     ),
 }
 ORDERS = ("alternating", "drawn")
-BATCHINGS = ("corpus_order", "length_sorted")
 PACKAGE_DAYS = (3, 7, 30)
 OUTPUT_FORMATS = ("predictions_jsonl",)
-
-# How the model is run (R2.1): a torch.compile mode, the attention implementation of a
-# transformers model, a weight quantisation scheme, the CPU threads ("auto" = torch's own).
-COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-ATTENTIONS = ("auto", "eager", "sdpa", "flash_attention_2")
-QUANTIZATIONS = ("none", "int8_dynamic", "int8_weight_only", "int4_weight_only", "fp8")
-SUBSET_MODES = ("stratified", "first")
 SEED = schema.integer("0 <= seed < 2**32 (numpy, scikit-learn, torch)", 0, maximum=MAX_SEED)
 IDENTIFIER = schema.text("letters, digits, _ . - (names folders)", pattern=schema.ID_PATTERN,
                          maxLength=MAX_ID_LENGTH)  # fmt: skip
 # The settings an experiment may vary; exactly one of them is the declared knob (R2.1).
-SETTINGS: Mapping[str, Any] = {
-    "precision": schema.enum("weights and activations (a study of its own, R2.2)", PRECISIONS),
-    "context": schema.integer("tokens per text; longer texts are cut (R2.3)"),
-    "batch": schema.integer("texts per forward pass"),
-    "device": schema.text(
-        "auto, cpu, cuda or cuda:N", pattern=r"^(auto|cpu|cuda(:\d+)?)$", default="auto"
-    ),
-    "batching": schema.enum(
-        "corpus_order, or length_sorted (less padding)", BATCHINGS, default="corpus_order"
-    ),
-    "compile": schema.enum("torch.compile mode, or none", COMPILE_MODES, default="none"),
-    "attention": schema.enum(
-        "attention implementation of a transformers model (auto: its own)", ATTENTIONS,
-        default="auto",
-    ),
-    "quantization": schema.enum(
-        "weight quantisation scheme (int8_dynamic: CPU; the others: CUDA with torchao)",
-        QUANTIZATIONS, default="none",
-    ),
-    "threads": {
-        "anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1}],
-        "default": "auto",
-        "description": "CPU threads torch uses (auto: torch's own choice)",
-    },
-}  # fmt: skip
+SETTINGS: Mapping[str, Any] = {s.name: declaration(s) for s in SETTING_SPECS}
 SETTING_KEYS = tuple(SETTINGS)
-SETTING_DEFAULTS = {k: v["default"] for k, v in SETTINGS.items() if "default" in v}
-# Settings added after locks were frozen: left out of the lock at their default (R1.3).
-LATER_DEFAULTS = {
-    k: SETTING_DEFAULTS[k] for k in ("compile", "attention", "quantization", "threads")
-}
-_LIMIT = {"type": ["integer", "null"], "minimum": 1, "default": None}
-_PRESET = {
-    "train_limit": {**_LIMIT, "description": "train items used (null: all)"},
-    "tune_limit": {**_LIMIT, "description": "tune items used (null: all)"},
-    "subset": schema.enum("which items a limit keeps", SUBSET_MODES, default="stratified"),
-}
+SETTING_DEFAULTS = {s.name: s.default for s in SETTING_SPECS if "default" in s.values}
 # model.build of each backend (R1.4: chosen on tune only); build-model fills in the defaults.
-BUILD_OPTIONS: Mapping[str, Any] = {
-    "bow": schema.section("bow preset: EmbeddingBag + linear head, trained in seconds", {
-        "dim": schema.integer("embedding size", default=64),
-        "max_epochs": schema.integer("epochs tried; the best on tune is kept", default=8),
-        "learning_rate": schema.positive("Adam's learning rate", default=0.05),
-        "train_batch": schema.integer("texts per training step", default=256),
-        **_PRESET}),
-    "minilm": schema.section("minilm preset: MiniLM mean pooling + logistic head", {
-        "c_grid": {"type": "array", "minItems": 1, "items": schema.positive("a C"),
-                   "default": [0.1, 1.0, 10.0, 100.0, 1000.0],
-                   "description": "C values tried; the best on tune is kept"},
-        "max_iter": schema.integer("logistic regression iterations", default=2000),
-        "embed_batch": schema.integer("texts per embedding batch", default=32),
-        "device": schema.text("where the build embeds: auto, cpu, cuda", default="auto"),
-        **_PRESET}),
-    "hf": schema.section("hf: a folder you bring; nothing to build", {}),
-    "causal_lm": schema.section("causal_lm: a folder you bring; nothing to build", {}),
-}  # fmt: skip
+BUILD_OPTIONS: Mapping[str, Any] = {b.name: b.build for b in BACKEND_SPECS}
 
 
 _MODEL = schema.section("the model measured and how build-model makes a preset", {
@@ -210,21 +155,20 @@ class TokenizerSpec:
     path: Path
 
 
-@dataclass(frozen=True)
-class Settings:
-    precision: str
-    context: int
-    batch: int
-    device: str
-    batching: str
-    compile: str = "none"
-    attention: str = "auto"
-    quantization: str = "none"
-    threads: int | str = "auto"
+def _optimisations(self: Any) -> dict[str, Any]:
+    """The settings of how the model is run that differ from their defaults (R2.1)."""
+    return {k: getattr(self, k) for k in OPTIMISATIONS if getattr(self, k) != SETTING_DEFAULTS[k]}
 
-    def optimisations(self) -> dict[str, Any]:
-        """The settings of how the model is run that differ from their defaults (R2.1)."""
-        return {k: getattr(self, k) for k, v in LATER_DEFAULTS.items() if getattr(self, k) != v}
+
+# One variant's settings, a field per declared setting: those added after locks were frozen
+# default to the value old locks imply (R1.3).
+Settings = make_dataclass(
+    "Settings",
+    [(s.name, Any) for s in SETTING_SPECS if not s.later]
+    + [(s.name, Any, field(default=s.old_default)) for s in SETTING_SPECS if s.later],
+    frozen=True,
+    namespace={"optimisations": _optimisations, "__module__": __name__},
+)
 
 
 @dataclass(frozen=True)
@@ -306,9 +250,10 @@ class Experiment:
 
 
 def _declared(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """``settings`` without the later settings at their default: a lock frozen before they
-    existed stays the lock of the same experiment (R1.3)."""
-    return {k: v for k, v in settings.items() if k not in LATER_DEFAULTS or LATER_DEFAULTS[k] != v}
+    """``settings`` without the later settings at the value old locks imply: a lock frozen before
+    they existed stays the lock of the same experiment (R1.3)."""
+    later = {s.name: s.old_default for s in SETTING_SPECS if s.later}
+    return {k: v for k, v in settings.items() if k not in later or later[k] != v}
 
 
 def plain_data(value: Any) -> Any:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,7 @@ from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.bundle import CAMPAIGN_FROZEN_DIR, LOCK_NAME
 from gpubench_nb.protocol.clock import utc_now
 from gpubench_nb.protocol.experiment_spec import Experiment
-from gpubench_nb.protocol.records import read_json
+from gpubench_nb.protocol.records import FORMAT_VERSION, Record
 
 # ``sha256`` covers FROZEN (compared between runs and machines); LOCK_SEAL covers every field,
 # so an edit of experiment_id, created_utc, notes or corpus_identity is seen too (R1.3).
@@ -22,15 +24,51 @@ LOCK_SEAL = "lock_sha256"
 SEALED_FORMAT_KEY = "corpus_identity"
 
 
+@dataclass(frozen=True, kw_only=True)
+class LockRecord(Record):
+    """``protocol.lock.json``: the declaration and fingerprints frozen before any measurement
+    (R1.1, R1.3). ``data`` is the file as written, which both checksums cover; a lock written
+    before ``format_version`` was stamped reads as version 1, its fields as they were."""
+
+    NAME = LOCK_NAME
+    RULE = "R1.3"
+    ERROR = ProtocolError
+    FIX = "restore it or use --fresh"
+    experiment_id: str | None = None
+    declaration: Mapping[str, Any] | None = None
+    fingerprints: Mapping[str, Any] | None = None
+    sha256: str | None = None
+    notes: str | None = None
+    created_utc: str | None = None
+    corpus_identity: str | None = None  # R5.3; absent in locks frozen before it was kept
+    lock_sha256: str | None = None
+
+    def declared(self, *keys: str) -> Any:
+        """A value of the frozen declaration by key path, or None (absent or older)."""
+        node: Any = self.declaration or {}
+        for key in keys:
+            node = node.get(key) if isinstance(node, Mapping) else None
+        return node
+
+    @property
+    def corpus_revision(self) -> str | None:
+        return (self.fingerprints or {}).get("corpus_revision")
+
+
 def canonical_sha256(data: Any) -> str:
     """SHA-256 of the canonical JSON form (sorted keys, no spaces, UTF-8)."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def frozen_part(lock: dict[str, Any]) -> dict[str, Any]:
+def frozen_part(lock: LockRecord | dict[str, Any]) -> dict[str, Any]:
     """The part of ``lock`` its ``sha256`` covers and runs are compared on (FROZEN)."""
-    return {key: lock.get(key) for key in FROZEN}
+    return {key: _written(lock).get(key) for key in FROZEN}
+
+
+def _written(lock: LockRecord | Mapping[str, Any]) -> dict[str, Any]:
+    """The lock's fields as written: the checksums cover them exactly."""
+    return dict(lock.to_dict() if isinstance(lock, LockRecord) else lock)
 
 
 def _sealed_body(lock: dict[str, Any]) -> dict[str, Any]:
@@ -47,6 +85,7 @@ def build_lock(
         "fingerprints": dict(sorted(fingerprints.items())),
     }
     lock = {
+        "format_version": FORMAT_VERSION,  # sealed with the rest (R1.3)
         "experiment_id": experiment.experiment_id,
         **frozen,
         "sha256": canonical_sha256(frozen),
@@ -65,9 +104,10 @@ def seal_lock(lock: dict[str, Any]) -> dict[str, Any]:
     return {**body, LOCK_SEAL: canonical_sha256(body)}
 
 
-def lock_problems(lock: dict[str, Any]) -> list[str]:
+def lock_problems(record: LockRecord | dict[str, Any]) -> list[str]:
     """Why ``lock`` cannot be trusted, or []: the one check of both checksums (R1.3); an unsealed
     lock passes only in the pre-seal format with the declared id."""
+    lock = _written(record)
     found = []
     if canonical_sha256(frozen_part(lock)) != lock.get("sha256"):
         found.append(f"{LOCK_NAME}: its sha256 does not match its content (edited, R1.3)")
@@ -113,19 +153,15 @@ def differences(old: Any, new: Any, where: str = "") -> list[str]:
     return [] if old == new else [f"{where}: {old!r} -> {new!r}"]
 
 
-def _read(path: Path, missing: str, fix: str) -> dict[str, Any]:
-    """The lock at ``path`` as a JSON object; ProtocolError naming ``fix`` otherwise (R1.3)."""
-    lock = read_json(path, ProtocolError, "R1.3", fix)
+def _read(path: Path, missing: str, fix: str) -> LockRecord:
+    """The lock at ``path``, read through its record; ProtocolError naming ``fix`` (R1.3)."""
+    lock = LockRecord.load(path, fix)
     if lock is None:
         raise ProtocolError(f"{path}: {missing}", rule="R1.3")
-    if not isinstance(lock, dict):
-        raise ProtocolError(
-            f"{path}: a JSON {type(lock).__name__}, not an object; {fix}", rule="R1.3"
-        )
     return lock
 
 
-def read_lock(bundle_dir: Path) -> dict[str, Any]:
+def read_lock(bundle_dir: Path | str) -> LockRecord:
     """The bundle's lock; ProtocolError when absent, unreadable or not an object."""
     path = Path(bundle_dir) / LOCK_NAME
     return _read(
@@ -133,7 +169,7 @@ def read_lock(bundle_dir: Path) -> dict[str, Any]:
     )
 
 
-def read_given_lock(path: str | Path) -> dict[str, Any]:
+def read_given_lock(path: str | Path) -> LockRecord:
     """A lock handed to ``run --protocol`` (the file, or a folder holding one); one edited after
     it was frozen (a checksum that does not match) is refused (R1.3)."""
     path = Path(path)
@@ -144,7 +180,7 @@ def read_given_lock(path: str | Path) -> dict[str, Any]:
         f"{CAMPAIGN_FROZEN_DIR}/{LOCK_NAME}) to this machine and pass its path"
     )
     lock = _read(path, missing, "Fix: copy it again, unchanged")
-    if LOCK_SEAL not in lock:
+    if lock.lock_sha256 is None:
         raise ProtocolError(
             f"{path}: the lock has no {LOCK_SEAL}, so its experiment_id and created_utc are not "
             "covered by any hash and would be frozen as they stand (R1.3). Fix: freeze the "
@@ -171,9 +207,9 @@ def freeze(
     bundle_dir: Path,
     experiment: Experiment,
     fingerprints: dict[str, str],
-    given: dict[str, Any] | None = None,
+    given: LockRecord | None = None,
     corpus_identity: str | None = None,
-) -> dict[str, Any]:
+) -> LockRecord:
     """Write the lock, or check the existing one: a changed protocol is refused (R1.3). With
     ``given`` (a lock frozen elsewhere), this machine's must equal it, and ``given`` is kept."""
     path = Path(bundle_dir) / LOCK_NAME
@@ -186,17 +222,17 @@ def freeze(
             "run the same experiment YAML with the same corpus, model and tokenizer files as "
             "where the lock was frozen (copy them with it), or freeze a new campaign",
         )
-        if corpus_identity is not None and given.get("corpus_identity") != corpus_identity:
+        if corpus_identity is not None and given.corpus_identity != corpus_identity:
             raise ProtocolError(
                 f"the protocol lock given with --protocol records corpus identity "
-                f"{str(given.get('corpus_identity'))[:12]}, this machine's corpus is "
+                f"{str(given.corpus_identity)[:12]}, this machine's corpus is "
                 f"{corpus_identity[:12]}. Fix: copy the corpus with the lock",
                 rule="R5.3",
             )
-        lock = given
+        lock = _written(given)  # kept as frozen there, byte for byte in its fields
     if not path.exists():
-        write_json_atomic(path, lock)
-        return lock
+        write_json_atomic(path, lock)  # sealed as built: the seal covers its format_version
+        return LockRecord.from_dict(lock, str(path))
     old = read_lock(bundle_dir)
     broken = lock_problems(old)  # never resumed, never sealed again: check-bundle refuses it
     if broken:
@@ -220,13 +256,13 @@ def require_frozen(
     fingerprints: dict[str, str] | None = None,
     *,
     step: str,
-) -> dict[str, Any]:
+) -> LockRecord:
     """Refuse unless ``experiment`` and the read files' fingerprints equal the lock (R1.3, R1.1);
     kernels call it first, so later YAML edits cannot reach them."""
     lock = read_lock(Path(bundle_dir))
     path = Path(bundle_dir) / LOCK_NAME
-    changed = differences(lock.get("declaration"), experiment.normalised(), "declaration")
-    kept = lock.get("fingerprints") or {}
+    changed = differences(_written(lock).get("declaration"), experiment.normalised(), "declaration")
+    kept = lock.fingerprints or {}
     changed += [  # the files this step read, said short
         f"fingerprints.{name}: {str(kept.get(name))[:12]} -> {str(value)[:12]} (the file read now)"
         for name, value in sorted((fingerprints or {}).items())

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from gpubench_nb.protocol import schema
+from gpubench_nb.protocol.capabilities import BACKEND_SPECS
 
-PROMPT_BACKENDS = ("causal_lm",)  # the backends that classify through model.prompt (R2.5)
+PROMPT_BACKENDS = tuple(b.name for b in BACKEND_SPECS if b.prompt)  # classify via model.prompt
 PLACEHOLDER = "{text}"
 DECISIONS = ("loglik", "generate")
 LENGTH_NORMALISATIONS = ("none", "tokens", "chars")

@@ -9,18 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.errors import BundleError, ResultsError
+from gpubench_nb.errors import ResultsError
 from gpubench_nb.protocol.acceptance import AcceptanceReport, check_predictions, write_checks
 from gpubench_nb.protocol.bundle import (
     CHECKS_NAME,
     CSV_NAME,
     PREDICTIONS_NAME,
-    REFERENCE_NAME,
     run_dir,
 )
 from gpubench_nb.protocol.corpus import Corpus
 from gpubench_nb.protocol.experiment_spec import QualitySpec
-from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, read_json
+from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, ReferenceRecord
 from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 
 
@@ -73,9 +72,9 @@ def assess_runs(
 
 def kept_reference_value(bundle_dir: Path) -> float | None:
     """The reference value a bundle kept in reference.json, or None when it has none."""
-    kept = read_json(Path(bundle_dir) / REFERENCE_NAME, BundleError, "R1.3") or {}
-    value = kept.get("reference_value") if isinstance(kept, dict) else None
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+    kept = ReferenceRecord.read(bundle_dir)
+    value = kept.reference_value if kept is not None else None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def accepted(report: AcceptanceReport | None, reference_value: float | None) -> bool:

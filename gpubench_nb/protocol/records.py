@@ -21,7 +21,14 @@ from typing import Any, ClassVar, TypeVar, Union
 from gpubench_nb.atomic import write_json_atomic
 from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol import schema
-from gpubench_nb.protocol.bundle import ECONOMICS_NAME, ENVIRONMENT_NAME, RUN_NAME
+from gpubench_nb.protocol.bundle import (
+    ECONOMICS_NAME,
+    ENVIRONMENT_NAME,
+    REFERENCE_NAME,
+    RUN_NAME,
+    SCHEDULE_NAME,
+)
+from gpubench_nb.protocol.capabilities import SETTING_SPECS
 
 
 class Phase(str, Enum):
@@ -56,20 +63,31 @@ def _sane_number(text: str) -> float | int:
     return int(text) if value is None else value
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object whose keys are all distinct: a key given twice is refused (R5.6), never the
+    last one quietly kept (a forger's second ``elapsed_seconds``)."""
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        twice = next(k for i, (k, _) in enumerate(pairs) if k in dict(pairs[:i]))
+        raise ValueError(f"the key {twice!r} is given twice in one object")
+    return found
+
+
 def read_json(
     path: Path | str,
     error: type[GpubenchError] | None = BundleError,
     rule: str = "R5.6",
     fix: str = _FIX,
 ) -> Any:
-    """The JSON in ``path``; None when absent. Unreadable: ``error`` naming the file and
-    ``fix``, or None where the caller passes ``error=None`` (a hint it can do without)."""
+    """The JSON in ``path``; None when absent. Unreadable (a key given twice included):
+    ``error`` naming the file and ``fix``, or None where the caller passes ``error=None``."""
     try:
         return json.loads(
             Path(path).read_text(encoding="utf-8"),
             parse_int=_sane_number,
             parse_float=_sane_number,
             parse_constant=lambda name: math.nan if name == "NaN" else _sane_number("1e999"),
+            object_pairs_hook=_unique_keys,
         )
     except FileNotFoundError:
         return None
@@ -165,7 +183,7 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
         return hint(value)
     if isinstance(hint, type) and issubclass(hint, Record):
         return hint._parse(value, where)
-    if origin is tuple:
+    if origin in (tuple, list):
         least = spec.get("minItems", 0)
         if not isinstance(value, list) or len(value) < least:
             return where.fail(
@@ -175,7 +193,7 @@ def _value(hint: Any, spec: Mapping[str, Any], value: Any, where: _Where) -> Any
         got = [_value(args[0], items, v, where.at(_item(i, v))) for i, v in enumerate(value)]
         if spec.get("uniqueItems") and (twice := {v for v in got if got.count(v) > 1} - {_BAD}):
             where.fail(f"duplicated values {sorted(twice, key=repr)}", "list each value once")
-        return tuple(None if v is _BAD else v for v in got)  # a bad item: problem recorded
+        return origin(None if v is _BAD else v for v in got)  # a bad item: problem recorded
     if hint in _KINDS:
         bounds = [(sign, spec[k]) for k, sign in _BOUNDS.items() if k in spec]
         typed = isinstance(value, bool) == (hint is bool) and isinstance(value, _ACCEPTS[hint])
@@ -262,7 +280,7 @@ def _plain(value: Any) -> Any:
         return value.to_dict()
     if isinstance(value, Enum):
         return value.value
-    if isinstance(value, tuple):
+    if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return dict(value) if isinstance(value, Mapping) else value
 
@@ -274,7 +292,7 @@ def _schema_of(hint: Any) -> dict[str, Any]:
         return _schema_of(next(a for a in args if a is not type(None)))
     if isinstance(hint, type) and issubclass(hint, Record):
         return hint.schema()
-    if origin is tuple:
+    if origin in (tuple, list):
         return {"type": "array", "items": _schema_of(args[0])}
     return {"type": _TYPES.get(hint, "object")}
 
@@ -359,19 +377,28 @@ class Record:
     @classmethod
     def read(cls: type[R], folder: Path | str) -> R | None:
         """``folder/<NAME>``, validated; None when absent."""
-        path = Path(folder) / cls.NAME
-        data = read_json(path, BundleError, cls.RULE)
+        return cls.load(Path(folder) / cls.NAME)
+
+    @classmethod
+    def load(cls: type[R], path: Path | str, fix: str | None = None) -> R | None:
+        """The record in the file ``path`` (read once, here), validated; None when absent;
+        ``ERROR`` naming the file, its key and ``fix`` when unreadable or malformed."""
+        data = read_json(path, cls.ERROR, cls.RULE, fix or f"fix: {cls.FIX}")
         return None if data is None else cls.from_dict(data, str(path))
 
     @classmethod
     def write(cls: type[R], folder: Path | str, record: R | Mapping[str, Any]) -> R:
+        """``folder/<NAME>`` written by ``save``."""
+        return cls.save(Path(folder) / cls.NAME, record)
+
+    @classmethod
+    def save(cls: type[R], path: Path | str, record: R | Mapping[str, Any]) -> R:
         """The one writer: validated first, so no stage writes a record another cannot read;
         stamped with ``format_version``; atomic, so a kill leaves the previous file whole."""
-        path = Path(folder) / cls.NAME
         data = record.to_dict() if isinstance(record, Record) else dict(record)
         data["format_version"] = FORMAT_VERSION
         checked = cls.from_dict(data, str(path))
-        write_json_atomic(path, data)
+        write_json_atomic(Path(path), data)
         return checked
 
     def to_dict(self) -> dict[str, Any]:
@@ -388,11 +415,16 @@ class Record:
 
 
 def _upgraded(name: str, where: _Where, data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` made current through ``UPGRADES``, version by version (R5.6: old bundles read)."""
+    """``data`` made current through ``UPGRADES``, version by version (R5.6: old bundles read).
+    The one version rule of every file: absent = 1 (written before versions were stamped), else
+    a whole number from 1 to ``FORMAT_VERSION``; -1, 0, true, 2.0 or a newer one is refused."""
     version = data.get("format_version", 1)
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if type(version) is not int or not 1 <= version <= FORMAT_VERSION:
+        newer = type(version) is int and version > FORMAT_VERSION
         where.at("format_version").fail(
-            f"expected a version up to {FORMAT_VERSION}, got {version!r} (a newer gpubench-nb?)"
+            f"expected a version from 1 to {FORMAT_VERSION}, got {json.dumps(version)}"
+            + (" (written by a newer gpubench-nb?)" if newer else ""),
+            "read it with the gpubench-nb that wrote it" if newer else None,
         )
     elif version < FORMAT_VERSION:
         data = json.loads(json.dumps(data))  # the caller's object is left as it was
@@ -450,33 +482,106 @@ class CpuActivity(Record):
 
 @dataclass(frozen=True, kw_only=True)
 class EnvironmentRecord(Record):
-    """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4).
-    The typed fields are those other stages read; every other key is kept in ``data``."""
+    """``environment.json`` (and run.json's ``environment``): the machine as observed (R2.4,
+    R2.5), every key engine/environment.py writes; an older file lacks some (None)."""
 
     NAME = ENVIRONMENT_NAME
     RULE = "R2.4"
     captured_utc: str | None = None
     gpu_model: str | None = None
     gpu_count: int | None = None
-    device: str | None = None
-    hostname: str | None = None
-    gpu_uuids: tuple[str, ...] = ()
+    gpu_devices: tuple[str, ...] = ()  # used, as torch names them ("cuda:0")
+    gpu_uuids: tuple[str, ...] = ()  # used (R2.4, R5.3)
     visible_gpu_uuids: tuple[str, ...] = ()
+    device: str | None = None
+    visible_gpu_count: int | None = None  # seen, not necessarily used (R2.5)
+    visible_gpu_models: tuple[str, ...] = ()
+    driver_version: str | None = None
+    python_version: str | None = None
+    torch_version: str | None = None
+    runtime_version: str | None = None  # the GPU runtime in use ("cuda 12.4"), None on CPU
+    runtime_built: str | None = None  # ... the one torch was built against
     code_revision: str | None = None
+    cpu_model: str | None = None  # matched against a CPU offer's model (R5.7)
+    cpu_count: int | None = None  # the report prints it as a count of cores
+    hostname: str | None = None
+    platform: str | None = None
+    python_executable: str | None = None
+    pid: int | None = None
+    slurm: SlurmAllocation | None = None  # None: not measured inside a Slurm job
+    cuda_runtime_torch: str | None = None
+    cuda_driver_runtime: str | None = None
+    gpu_details: tuple[Mapping[str, Any], ...] = ()  # SKU, clocks, power limit (engine/nvml.py)
+    numerics: Mapping[str, Any] | None = None  # engine/numerics.py
     # effective, read after CUDA init (engine/numerics.py)
     cuda_module_loading: str | None = field(
         default=None, metadata={"at": "numerics.cuda_module_loading.effective"}
     )
-    slurm: SlurmAllocation | None = None  # None: not measured inside a Slurm job
-    cpu_count: int | None = None  # the report prints it as a count of cores
+    gpu_processes_start: Any = None  # other processes on the used GPUs (R2.5), or a reason
+    gpu_processes_end: Any = None
+    gpu_process_survey_start: Mapping[str, Any] | None = None
+    gpu_process_survey_end: Mapping[str, Any] | None = None
+    load_average_start: tuple[float, ...] | None = None  # 1, 5 and 15 minutes
+    load_average_end: tuple[float, ...] | None = None
     cpu_activity_start: CpuActivity | None = None
     cpu_activity_end: CpuActivity | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunRecord(Record):
+class _Observed(Record):
+    """What every part of a run may end in: a failure, observed, never a time (R3.6, R5.8)."""
+
+    error: str | None = None
+    out_of_memory: bool = False  # R5.8: the failure was the device out of memory
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadPart(_Observed):
+    """run.json's load fields, as engine/phases.py observed them (R1.1, R3.2, R3.8)."""
+
+    load_seconds: float | None = None
+    load_memory: Mapping[str, Any] | None = None
+    import_seconds: float | None = None  # importing the backend's modules, before the load
+    fingerprint_seconds: float | None = None  # SHA-256 of model + tokenizer, outside the load
+    cuda_context_seconds: float | None = None  # context creation, outside every timer
+    weight_residency_at_load_start: Mapping[str, Any] | None = None  # engine/residency.py
+    model_revision: str | None = None
+    tokenizer_revision: str | None = None
+    backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
+    generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
+    generation_config_folder_overridden: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimisationPart(_Observed):
+    """run.json's optimisation fields, as engine/optimise.py applied them (R2.1, R3.2)."""
+
+    threads: Any = None  # the CPU threads applied
+    optimisation: Mapping[str, Any] | None = None  # what was applied, each timed apart
+    recompilations: int | None = None  # graphs compiled during the measured pass (R3.2)
+    warmup_recompilations: int | None = None  # ... and during the declared warm-up
+
+
+@dataclass(frozen=True, kw_only=True)
+class PassPart(_Observed):
+    """run.json's fields of the measured pass, as engine/measure.py observed it (R3.6, R3.8)."""
+
+    elapsed_seconds: float | None = None
+    memory: Mapping[str, Any] | None = None  # the pass's R3.8 readings (engine/memory.py)
+    truncated_texts: int | None = None
+    dropped_tokens: int | None = None
+    item_count: int | None = None
+    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
+    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
+    predictions: str | None = None
+    gpu_telemetry: GpuTelemetry | None = None  # the measured pass; None on CPU
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord(PassPart, OptimisationPart, LoadPart):
     """``runs/<variant>/<phase>-<n>/run.json``: what one scheduled run applied and measured,
-    built once by pipeline/run.py, read by rows, report, ledger and audit (R3.2, R3.6)."""
+    its parts (load, optimisation, pass) composed once by pipeline/run.py, read by rows,
+    report, ledger and audit (R3.2, R3.6)."""
 
     NAME = RUN_NAME
     RULE = "R3.6"
@@ -499,35 +604,24 @@ class RunRecord(Record):
     attention: str | None = None
     quantization: str | None = None
     corpus_revision: str | None = None
-    model_revision: str | None = None
-    tokenizer_revision: str | None = None
-    elapsed_seconds: float | None = None
-    load_seconds: float | None = None
-    memory: Mapping[str, Any] | None = None  # the pass's R3.8 readings (engine/memory.py)
-    load_memory: Mapping[str, Any] | None = None
-    import_seconds: float | None = None  # importing the backend's modules, before the load
-    fingerprint_seconds: float | None = None  # SHA-256 of model + tokenizer, outside the load
-    cuda_context_seconds: float | None = None  # context creation, outside every timer
-    weight_residency_at_load_start: Mapping[str, Any] | None = None  # engine/residency.py
-    truncated_texts: int | None = None
-    dropped_tokens: int | None = None
-    item_count: int | None = None
-    tokens_processed: int | None = None  # where the backend counts them (tokens/s)
-    off_label_answers: int | None = None  # generated answers outside the classes (R1.5)
-    predictions: str | None = None
-    gpu_telemetry: GpuTelemetry | None = None  # the measured pass; None on CPU
-    backend: Mapping[str, Any] | None = None  # the loaded backend's describe()
-    generation_config_effective: Mapping[str, Any] | None = None  # causal_lm (R2.5)
-    generation_config_folder_overridden: tuple[str, ...] = ()
     generation: Mapping[str, Any] | None = None  # a prompted causal LM's options (R2.5)
-    threads: Any = None  # engine/optimise.py: the CPU threads applied
-    optimisation: Mapping[str, Any] | None = None  # engine/optimise.py: what was applied
-    recompilations: int | None = None  # graphs compiled during the measured pass (R3.2)
-    warmup_recompilations: int | None = None  # ... and during the declared warm-up
-    error: str | None = None
-    out_of_memory: bool = False  # R5.8: the failure was the device out of memory
     notes: str | None = None
     environment: EnvironmentRecord | None = None
+
+    def composed(self, *parts: _Observed | None, **more: Any) -> RunRecord:
+        """This record with what each part observed, in order (a value a part left at its
+        default adds nothing), then ``more``; the first failure is the run's (R3.6, R5.8)."""
+        values: dict[str, Any] = {}
+        for part in filter(None, parts):
+            for f in dataclasses.fields(part):
+                value = getattr(part, f.name)
+                if "code" not in f.metadata and value != f.default:
+                    kept = f.name == "error" and values.get("error")
+                    values[f.name] = values["error"] if kept else value
+        failed = values.setdefault("error", None) is not None
+        values.setdefault("out_of_memory", False)
+        status = "failed" if failed else "finished"
+        return dataclasses.replace(self, **{"status": status, **values, **more})
 
 
 def running_record(
@@ -543,7 +637,9 @@ def running_record(
     """run.json while the run is in progress: the settings it applies, every figure empty and
     the error ``DIED``; if the process dies, this record stays and says so (R3.6)."""
     variant_id, phase, run_index = run
-    declared = ("precision", "batch", "context", "batching", "compile", "attention", "quantization")
+    # each setting an engine function applies is recorded by name (protocol.capabilities)
+    applied = (s.name for s in SETTING_SPECS if s.apply)
+    declared = ("precision", "batch", "context", "batching", *applied)
     return RunRecord(
         **{name: getattr(settings, name) for name in declared},
         declared_device=settings.device,
@@ -564,6 +660,54 @@ def running_record(
 
 read_run = RunRecord.read  # run_folder/run.json (protocol.bundle.run_dir), or None
 write_run = RunRecord.write  # the one writer of run.json (10_measure), validated, atomic
+
+
+# -- schedule.json, reference.json ------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduledEntry(Record):
+    """``schedule.json`` ``runs[]``: one drawn run, its status and the PID it ran in (R3.7)."""
+
+    RULE = "R3.7"
+    position: int
+    variant_id: str
+    phase: Phase
+    run_index: int
+    status: str = "pending"  # "done" once its rows are in the CSV
+    pid: int | None = None
+    error: str | None = None
+    interrupted: int | None = None  # attempts stopped by a signal, discarded (R3.6)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleRecord(Record):
+    """``schedule.json``: the drawn order of a bundle's runs (R3.4, R3.7), written anew by
+    pipeline/orchestrate.py after every run, never changed in place."""
+
+    NAME = SCHEDULE_NAME
+    RULE = "R3.7"
+    experiment_id: str | None = None
+    order: str | None = None
+    order_seed: int | None = None
+    repeats: int | None = None
+    runs: tuple[ScheduledEntry, ...] = ()
+
+    @property
+    def runs_done(self) -> int:
+        return sum(1 for run in self.runs if run.status == "done")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReferenceRecord(Record):
+    """``reference.json`` of a classify bundle: the reference quality it was judged against,
+    taken from a verified benchmark bundle (R1.3, R1.5)."""
+
+    NAME = REFERENCE_NAME
+    RULE = "R1.3"
+    reference_variant: str | None = None
+    reference_value: float | None = None
+    from_bundle: str | None = None
 
 
 # -- environment.json --------------------------------------------------------------------------
@@ -614,6 +758,7 @@ class OfferEconomics(Record):
 
     offer_id: str
     gpu_model: str = ""
+    cpu_model: str | None = None  # a CPU-only offer's hardware (gpus_per_lot 0, R5.7)
     gpus_per_lot: int = 1
     days: int | None = None
     lots: int = 1

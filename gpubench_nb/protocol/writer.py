@@ -10,16 +10,15 @@ import sys
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from filelock import FileLock, Timeout
 
-from gpubench_nb.atomic import write_json_atomic
-from gpubench_nb.errors import BundleError
+from gpubench_nb.errors import BundleError, GpubenchError
 from gpubench_nb.protocol.bundle import MANIFEST_NAME
 from gpubench_nb.protocol.clock import utc_now
-from gpubench_nb.protocol.records import read_json
+from gpubench_nb.protocol.records import Record
 
 TOKEN_ENV = "GPUBENCH_WRITER_TOKEN"
 
@@ -35,25 +34,39 @@ def holder_path(bundle_dir: Path | str) -> Path:
     return lock_path(bundle_dir, ".lock.holder.json")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Holder(Record):
+    """The holder sidecar: who holds a bundle's writer lock (R5.6), named in refusals only."""
+
+    NAME = "writer holder"
+    pid: int | None = None
+    host: str | None = None
+    command: str | None = None
+    started_utc: str | None = None
+    token: str | None = None
+
+
 def _held_by_us(bundle_dir: Path) -> str | None:
     """The inherited token when this process runs under the holder's lock, else None."""
     inherited = os.environ.get(TOKEN_ENV)
-    return inherited if inherited and read_holder(bundle_dir).get("token") == inherited else None
+    return inherited if inherited and read_holder(bundle_dir).token == inherited else None
 
 
-def read_holder(bundle_dir: Path | str) -> dict[str, Any]:
-    """What the sidecar says about the holder; {} when absent or unreadable."""
-    data = read_json(holder_path(bundle_dir), error=None)
-    return data if isinstance(data, dict) else {}
+def read_holder(bundle_dir: Path | str) -> Holder:
+    """What the sidecar says about the holder; empty when absent or unreadable (a hint)."""
+    try:
+        return Holder.load(holder_path(bundle_dir)) or Holder()
+    except GpubenchError:
+        return Holder()
 
 
 def _refusal(bundle_dir: Path) -> BundleError:
     holder = read_holder(bundle_dir)
     who = "a process that has not recorded its PID yet"
-    if holder.get("pid") is not None:
+    if holder.pid is not None:
         who = (
-            f"PID {holder['pid']} on host {holder.get('host')!r} "
-            f"(since {holder.get('started_utc')}: {holder.get('command')})"
+            f"PID {holder.pid} on host {holder.host!r} "
+            f"(since {holder.started_utc}: {holder.command})"
         )
     return BundleError(
         f"{bundle_dir}: another writer holds this bundle: {who}. Only one writer per bundle: "
@@ -116,15 +129,15 @@ def bundle_writer(
     saved = os.environ.get(TOKEN_ENV)
     try:
         # A sidecar left by a killed holder is simply overwritten: the OS lock decided.
-        write_json_atomic(
+        Holder.save(
             holder_path(bundle_dir),
-            {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "command": command or " ".join(sys.argv),
-                "started_utc": utc_now(),
-                "token": token,
-            },
+            Holder(
+                pid=os.getpid(),
+                host=socket.gethostname(),
+                command=command or " ".join(sys.argv),
+                started_utc=utc_now(),
+                token=token,
+            ),
         )
         os.environ[TOKEN_ENV] = token
         yield token
@@ -133,6 +146,6 @@ def bundle_writer(
             os.environ.pop(TOKEN_ENV, None)
         else:
             os.environ[TOKEN_ENV] = saved
-        if read_holder(bundle_dir).get("token") == token:
+        if read_holder(bundle_dir).token == token:
             holder_path(bundle_dir).unlink(missing_ok=True)
         lock.release()

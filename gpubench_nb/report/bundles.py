@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,14 +12,16 @@ from gpubench_nb.economics.attribution import Attribution, attribute, recorded_h
 from gpubench_nb.economics.offers import Offer
 from gpubench_nb.errors import BundleError, where_relative
 from gpubench_nb.protocol import results
-from gpubench_nb.protocol.bundle import CHECKS_NAME, CSV_NAME, ECONOMICS_NAME, LOCK_NAME, run_dir
+from gpubench_nb.protocol.acceptance import AcceptanceReport
+from gpubench_nb.protocol.bundle import CSV_NAME, ECONOMICS_NAME, run_dir
+from gpubench_nb.protocol.lock import LockRecord
 from gpubench_nb.protocol.records import (
     PHASES,
     EconomicsRecord,
+    EnvironmentRecord,
     OfferEconomics,
     read_economics,
     read_environment,
-    read_json,
     read_run,
 )
 from gpubench_nb.protocol.yamlio import parse_yaml
@@ -41,8 +43,8 @@ class Bundle:
 
     path: Path
     label: str
-    lock: Mapping[str, Any]
-    environment: Mapping[str, Any]  # environment.json as validated (records.EnvironmentRecord)
+    lock: LockRecord  # empty when the bundle has none
+    environment: EnvironmentRecord
     economics: EconomicsRecord | None  # None: 30_economics never ran in this bundle
     rows: list[dict[str, Any]] = field(hash=False)
 
@@ -58,6 +60,7 @@ class Bundle:
                 id=offer.offer_id,
                 provider="",
                 gpu_model=offer.gpu_model,
+                cpu_model=offer.cpu_model,
                 gpus_per_lot=offer.gpus_per_lot,
                 package_price_usd_minor={},
             ),
@@ -68,16 +71,13 @@ class Bundle:
 
     def declared(self, *keys: str) -> Any:
         """A value of the frozen declaration by key path, or None (lock absent or older)."""
-        node: Any = self.lock.get("declaration") or {}
-        for key in keys:
-            node = node.get(key) if isinstance(node, Mapping) else None
-        return node
+        return self.lock.declared(*keys)
 
     def compared(self, name: str) -> str | None:
         """A COMPARED_FIELDS value: lock fingerprints first, else the CSV's one value."""
         if name == "timer_scope":
-            return self.declared("timing", "scope")
-        value = (self.lock.get("fingerprints") or {}).get(name)
+            return self.lock.declared("timing", "scope")
+        value = (self.lock.fingerprints or {}).get(name)
         if value is None:
             seen = sorted({str(r[name]) for r in self.rows if r.get(name) is not None})
             value = " | ".join(seen) or None
@@ -110,7 +110,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     folder = run_dir(bundle_dir, str(row["variant_id"]), row["phase"], row["run_index"])
     run = read_run(folder)
     telemetry = run.gpu_telemetry if run else None
-    checks = read_json(folder / CHECKS_NAME) or {}
+    checks = AcceptanceReport.read(folder)
     return {
         **row,
         **{name: getattr(run, name, None) for name in _RUN_KEYS},
@@ -118,7 +118,7 @@ def _with_run_files(bundle_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
         # what the GPU ran at during the timed pass (engine/clocks.py)
         "gpu_clock_flags": "; ".join(telemetry.flags) if telemetry and telemetry.flags else None,
         "energy_joules": telemetry.joules if telemetry else None,
-        **{name: checks.get(name) for name in _CHECKS_KEYS},
+        **{name: getattr(checks, name, None) for name in _CHECKS_KEYS},
         # load, busy processes, GPU processes, threads, clocks at that moment (R2.5)
         "conditions": run_conditions(run.data if run else None, row.get("notes")),
     }
@@ -129,16 +129,16 @@ _RUN_KEYS = ("error", "truncated_texts", "dropped_tokens", "tokens_processed", "
 _CHECKS_KEYS = ("reference_value", "meets_threshold", "within_tolerance")
 
 
-def _label(path: Path, lock: Mapping[str, Any], rows: list[dict[str, Any]]) -> str:
-    experiment = lock.get("experiment_id") or (rows[0]["experiment_id"] if rows else path.name)
+def _label(path: Path, lock: LockRecord, rows: list[dict[str, Any]]) -> str:
+    experiment = lock.experiment_id or (rows[0]["experiment_id"] if rows else path.name)
     gpus = sorted({r["gpu_model"] for r in rows if r.get("gpu_model")})
     devices = sorted({r["device"] for r in rows if r.get("device")})
     return f"{experiment} · {' + '.join(gpus) or ' + '.join(devices) or 'device not recorded'}"
 
 
-def _declared_order(lock: Mapping[str, Any]) -> Any:
+def _declared_order(lock: LockRecord) -> Any:
     """Sort key: variants as declared (not as drawn, R3.4), then load/cold/warm, then run."""
-    declared = [v.get("id") for v in (lock.get("declaration") or {}).get("variants") or []]
+    declared = [v.get("id") for v in lock.declared("variants") or []]
     rank = {variant: i for i, variant in enumerate(declared)}
     phases = {phase: i for i, phase in enumerate(PHASES)}
 
@@ -162,7 +162,7 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
             )
         if any(path.resolve() == seen.resolve() for seen, _, _ in bundles):
             raise BundleError(f"{path}: passed twice; fix: name each bundle folder once")
-        lock = read_json(path / LOCK_NAME) or {}
+        lock = LockRecord.read(path) or LockRecord()
         rows = [_with_run_files(path, r) for r in _read_rows(path / CSV_NAME)]
         bundles.append((path, lock, sorted(rows, key=_declared_order(lock))))
     labels = [_label(path, lock, rows) for path, lock, rows in bundles]
@@ -177,7 +177,7 @@ def load_bundles(bundle_dirs: str | Sequence[Any], *, allow_mismatch: bool = Fal
             path=path,
             label=label,
             lock=lock,
-            environment=read_environment(path).to_dict(),
+            environment=read_environment(path),
             economics=read_economics(path),
             rows=[{**r, "bundle": label} for r in rows],
         )

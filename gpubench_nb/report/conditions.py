@@ -12,6 +12,7 @@ from typing import Any
 
 HEAVY_LOAD_PER_CORE = 1.0  # a 1-minute load above this per core: the CPU was oversubscribed
 DIFFERENT_LOAD_PER_CORE = 0.5  # median loads per core further apart: not the same conditions
+CONTENDED_SHARE = 0.25  # others took this of a run's usable CPUs (the survey, before the loads)
 NOT_OBSERVABLE = "not observable"
 _FAULT = re.compile(r"fault injection GPUBENCH_FAULT=[^;]*")
 _GPU_KEY = re.compile(r"clock|throttle", re.I)
@@ -31,6 +32,7 @@ class RunConditions:
     threads: str | None = None  # "2 torch threads, OMP/MKL unset"; None: not recorded
     threads_fixed: bool | None = None  # OMP/MKL_NUM_THREADS or a declared threads setting
     throttled: bool = False  # NVML saw a throttling clock-event reason during the timed pass
+    others: float | None = None  # the share of its usable CPUs others took; None: not surveyed
 
     @property
     def load_max(self) -> float | None:
@@ -44,6 +46,7 @@ class RunConditions:
         parts = [
             load + (f" ({self.cpu_count} cores)" if self.cpu_count else ""),
             busy or f"busy processes {NOT_OBSERVABLE}",
+            self.others is not None and f"others took {self.others:.0%} of its usable CPUs",
             self.gpu_processes and f"other GPU processes: {', '.join(self.gpu_processes)}",
             self.threads,
             *self.gpu,
@@ -122,6 +125,10 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
     fault = _FAULT.search(notes or "") or _FAULT.search(str(run.get("notes") or ""))
     threads, fixed = _threads(run, env)
     gpu_processes = [env.get("gpu_processes_start"), env.get("gpu_processes_end")]
+    surveyed = (
+        map(a.get, ("others_cpu_share", "cpus_usable", "window_seconds")) for a in (start, end)
+    )
+    windows = [(s / n, w) for s, n, w in surveyed if isinstance(s, float | int) and n and w]
     return RunConditions(
         load_start=_first(env.get("load_average_start")),
         load_end=_first(env.get("load_average_end")),
@@ -133,6 +140,7 @@ def run_conditions(run: Mapping[str, Any] | None, notes: str | None = None) -> R
         threads=threads,
         threads_fixed=fixed,
         throttled=bool(_telemetry(run).get("throttled")),
+        others=sum(s * w for s, w in windows) / sum(w for _, w in windows) if windows else None,
     )
 
 
@@ -153,12 +161,15 @@ class VariantConditions:
     threads: tuple[str, ...] = ()  # the distinct thread settings of its runs
     threads_fixed: bool | None = None  # every run fixed its threads; None: not recorded
     throttled_runs: int = 0
+    contended_runs: int | None = None  # None: no run surveyed the others on its CPUs
 
     @property
-    def heavy(self) -> bool:
-        """The 1-minute load exceeded HEAVY_LOAD_PER_CORE per core during some run."""
-        limit = HEAVY_LOAD_PER_CORE * (self.cpu_count or 0)
-        return bool(self.cpu_count) and self.load_max is not None and self.load_max > limit
+    def heavy(self) -> str | None:
+        """Its contended runs (busy survey), else its load above HEAVY_LOAD_PER_CORE; or None."""
+        if self.contended_runs is not None:
+            return f"{self.contended_runs}/{self.runs} runs" if self.contended_runs else None
+        over = bool(self.cpu_count) and (self.load_max or 0) > HEAVY_LOAD_PER_CORE * self.cpu_count
+        return f"max {self.load_max:.2f}" if over else None
 
     def text(self) -> str:
         """Short, for the decision table: ``load 1.20, max 3.10 (2 cores); others busy 4/5``."""
@@ -174,6 +185,8 @@ class VariantConditions:
             parts[1] += f" ({', '.join(self.busy_names)})" if self.busy_names else ""
         if self.gpu_process_runs:
             parts.append(f"other GPU processes {self.gpu_process_runs}/{self.runs} runs")
+        if self.contended_runs:
+            parts.append(f"others on its CPUs {self.contended_runs}/{self.runs} runs")
         if self.throttled_runs:
             parts.append(f"GPU throttled {self.throttled_runs}/{self.runs} runs")
         return "; ".join(parts)
@@ -185,6 +198,7 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
     names: Counter[str] = Counter(name.split(" (")[0] for c in runs for name in (c.busy or ()))
     cores = [c.cpu_count for c in runs if c.cpu_count]
     fixed = [c.threads_fixed for c in runs if c.threads_fixed is not None]
+    surveyed = any(c.others is not None for c in runs)  # the busy survey on its usable CPUs
     return VariantConditions(
         bundle=bundle,
         variant_id=variant,
@@ -199,6 +213,7 @@ def over_runs(bundle: str, variant: str, runs: Sequence[RunConditions]) -> Varia
         threads=tuple(dict.fromkeys(c.threads for c in runs if c.threads)),
         threads_fixed=all(fixed) if fixed else None,
         throttled_runs=sum(1 for c in runs if c.throttled),
+        contended_runs=sum((c.others or 0) >= CONTENDED_SHARE for c in runs) if surveyed else None,
     )
 
 
@@ -227,19 +242,23 @@ class ConditionsCheck:
 
 
 def conditions_check(variants: Sequence[VariantConditions]) -> ConditionsCheck:
-    """What withholds a speed comparison (R2.5): heavy load unless every such variant fixed its
-    threads (free threads of a batched variant fight for busy cores), load differing between
-    variants, another GPU process during some variants only, a throttled GPU."""
+    """What withholds a speed comparison (R2.5): heavy load (the busy survey, else the load average)
+    unless every such variant fixed its threads (free threads fight for busy cores), load differing
+    (not surveyed), another GPU process during some variants only, a throttled GPU."""
     heavy = [v for v in variants if v.heavy]
-    per_core = [v.load_median / v.cpu_count for v in variants if v.load_median and v.cpu_count]
+    loads = [v for v in variants if v.contended_runs is None]  # not surveyed: the load rule
+    per_core = [v.load_median / v.cpu_count for v in loads if v.load_median and v.cpu_count]
     spread = max(per_core) - min(per_core) if per_core else 0.0
     found: list[tuple[str, bool]] = []
     if heavy:
         free = not all(v.threads_fixed for v in heavy)
-        named = ", ".join(f"{v.bundle} / {v.variant_id} (max {v.load_max:.2f})" for v in heavy)
+        lead = f"the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core"
+        if any(v.contended_runs is not None for v in heavy):
+            lead = f"other processes used {CONTENDED_SHARE:.0%} or more of the CPUs a run may use"
+        named = ", ".join(f"{v.bundle} / {v.variant_id} ({v.heavy})" for v in heavy)
         found.append((
-            f"heavy load: the 1-minute load average exceeded {HEAVY_LOAD_PER_CORE:g} per core "
-            f"during {named}" + (", with threads not fixed" if free else ", threads fixed"),
+            f"heavy load: {lead} during {named}"
+            + (", with threads not fixed" if free else ", threads fixed"),
             free,
         ))  # fmt: skip
     if spread > DIFFERENT_LOAD_PER_CORE:

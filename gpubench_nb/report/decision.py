@@ -15,8 +15,8 @@ import pandas as pd
 from gpubench_nb import formats
 from gpubench_nb.economics.attribution import NOT_MEASURED
 from gpubench_nb.economics.offers import REAL_QUOTE_HOWTO
+from gpubench_nb.protocol.capabilities import OPTIMISATIONS
 from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
-from gpubench_nb.protocol.experiment_spec import LATER_DEFAULTS
 from gpubench_nb.protocol.records import MEASURED_PHASES, Phase
 from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.conditions import ADVICE, ConditionsCheck, conditions_check
@@ -315,7 +315,7 @@ def optimisation_sentences(bundle: Bundle, summary: Summary) -> list[str]:
     quantization, threads), read from the report's one summary; empty for other knobs."""
     knob, quality = bundle.declared("knob"), bundle.declared("quality") or {}
     reference = str(quality.get("reference_variant") or "")
-    if knob not in LATER_DEFAULTS or not reference:
+    if knob not in OPTIMISATIONS or not reference:
         return []
     values = {str(v.get("id")): v.get(knob) for v in bundle.declared("variants") or []}
 

@@ -10,8 +10,11 @@ from typing import Any
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from gpubench_nb import formats
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES
+from gpubench_nb.report.frontier import Frontier
 from gpubench_nb.report.stats import (
     MEMORY_COLUMNS,
     PhaseSummary,
@@ -24,6 +27,7 @@ from gpubench_nb.report.verdict import OUTLIER_K
 
 LOG_SPAN_RATIO = 10.0  # a facet spanning more is logarithmic: one slow run flattens no other
 _OUTLIER_COLOUR = "#ff7f0e"
+_GREY = "#9e9e9e"  # a refused option
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf")
 _READING_COLOURS = dict(
     zip(MEMORY_COLUMNS, ("#9ecae1", "#3182bd", "#fdae6b", "#e6550d"), strict=True)
@@ -179,4 +183,43 @@ def memory_figure(rows: Rows | Summary) -> Figure | None:
         ax.set_ylim(bottom=0)
     handles, names = axes[0].get_legend_handles_labels()
     fig.legend(handles, names, loc="outside lower center", ncol=4, fontsize=8)
+    return fig
+
+
+def frontier_figure(front: Frontier) -> Figure | None:
+    """Every option placed and numbered as in its table (the key below it): the frontier starred
+    and joined, refused ones grey crosses with their reason, never on it (R5.7)."""
+    drawn = [(n, p) for n, p in enumerate(front.points, 1) if None not in (p.x, p.quality)]
+    if not drawn:
+        return None
+    fig = Figure(figsize=(9, 4.5 + 0.16 * len(drawn)), layout="constrained")
+    ax, spots, best = fig.subplots(), {}, []
+    several = len({p.option.bundle for _, p in drawn}) > 1
+    for n, p in drawn:
+        ok, spot = p.option.accepted is True, (p.x / 100 if front.priced else p.x, p.quality)  # type: ignore[operator]
+        why = "" if ok else f"; refused: {(p.option.why_not or '').split(';')[0]}"
+        named = f"{n}. " + (f"{p.option.bundle}: " if several else "") + p.label + why
+        ax.scatter(*spot, s=170 if p.on_frontier else 45, zorder=3, label=named,
+                   color=(_COLOURS[p.on_frontier] if ok else _GREY),
+                   marker="*" if p.on_frontier else "o" if ok else "x")  # fmt: skip
+        spots.setdefault(spot, []).append(str(n))
+        best += [spot] if p.on_frontier else []
+    for spot, numbers in spots.items():
+        ax.annotate(", ".join(numbers), spot, xytext=(6, 4), textcoords="offset points")
+    if best:
+        ax.plot(*zip(*sorted(best), strict=True), color=_COLOURS[1], linewidth=1, zorder=2)
+    xs = [x for x, _ in spots if x > 0]
+    if xs and max(xs) > LOG_SPAN_RATIO * min(xs):
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    shown = FuncFormatter(lambda v, _: formats.number(v) if front.priced else formats.seconds(v))
+    ax.xaxis.set_major_formatter(shown)  # never scientific notation (formats)
+    example = f" [{formats.PLACEHOLDER_MARK}]" * any(p.option.placeholder for _, p in drawn)
+    unit = f"USD per accepted corpus{example} (refused: package total)" * front.priced
+    ax.set(xlabel=f"{unit or 'median warm time per corpus'}, lower is better "
+           f"({ax.get_xscale()} scale)",
+           ylabel=f"{front.metric}, median, higher is better")  # fmt: skip
+    fig.suptitle("The options: the frontier starred and joined; refused options grey, never on it")
+    fig.legend(loc="outside lower center", fontsize=7, frameon=False)
     return fig

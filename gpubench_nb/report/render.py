@@ -122,18 +122,18 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
         repeats, reason = b.declared("timing", "repeats"), b.declared("timing", "repeats_reason")
         columns[b.label] = {
             "bundle folder": str(b.path),
-            "experiment_id": b.lock.get("experiment_id") or _distinct(b, "experiment_id"),
+            "experiment_id": b.lock.experiment_id or _distinct(b, "experiment_id"),
             "knob (the one varied setting, R2.1)": b.declared("knob"),
             **{f"{n} revision": _short(b.compared(f"{n}_revision")) for n in _REVISIONS},
-            "code revision": env.get("code_revision"),
+            "code revision": env.code_revision,
             "quality rule (R1.3)": f"{quality.get('metric')} ≥ {quality.get('threshold')}; drop ≤ "
             f"{quality.get('tolerance')} vs {quality.get('reference_variant') or 'the reference'}"
             if quality
             else None,
             "seed": b.declared("seed") or _distinct(b, "seed"),
-            **{label: _distinct(b, key) or env.get(key) for label, key in _RECORDED},
-            "GPUs visible (not necessarily used, R2.5)": env.get("visible_gpu_count"),
-            "CPU": env.get("cpu_model"),
+            **{label: _distinct(b, key) or getattr(env, key) for label, key in _RECORDED},
+            "GPUs visible (not necessarily used, R2.5)": env.visible_gpu_count,
+            "CPU": env.cpu_model,
             "precision, context": f"{_distinct(b, 'precision')}, {_distinct(b, 'context')}",
             "timer scope (R3.1)": b.compared("timer_scope"),
             "warm-up iterations": b.declared("timing", "warmup_iterations")
@@ -152,9 +152,7 @@ def header_table(bundles: Sequence[Bundle]) -> pd.DataFrame:
 
 def title_markdown(bundles: Sequence[Bundle]) -> str:
     """The report's title, its bundles, and the R2.1 mismatch banner when one was allowed."""
-    names = ", ".join(
-        dict.fromkeys(md_text(b.lock.get("experiment_id") or b.label) for b in bundles)
-    )
+    names = ", ".join(dict.fromkeys(md_text(b.lock.experiment_id or b.label) for b in bundles))
     lines = [f"# gpubench-nb report: {names}", ""]
     lines += [
         f"- **{md_text(b.label)}**: {md_code(b.path)}"

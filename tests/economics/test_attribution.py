@@ -12,6 +12,7 @@ from gpubench_nb.economics.attribution import (
     recorded_hardware,
 )
 from gpubench_nb.economics.offers import Offer
+from gpubench_nb.protocol.records import EnvironmentRecord
 
 
 @pytest.mark.parametrize(
@@ -80,12 +81,15 @@ def test_unrecorded_model_is_attributed_only_to_the_declared_offer() -> None:
 
 def test_recorded_hardware_reads_rows_first_then_environment() -> None:
     rows = [{"gpu_model": "NVIDIA B200", "gpu_count": 1, "device": "cuda:0"}] * 3
-    env = {"gpu_model": "NVIDIA H100", "hostname": "node-7", "gpu_uuids": ["GPU-1"]}
+    env = EnvironmentRecord(gpu_model="NVIDIA H100", hostname="node-7", gpu_uuids=("GPU-1",))
     hw = recorded_hardware(rows, env)
     assert hw.gpu_models == ("NVIDIA B200",) and hw.gpu_count == 1
-    cpu = recorded_hardware([{"gpu_model": None, "gpu_count": 0, "device": "cpu"}], {})
+    cpu = recorded_hardware([{"gpu_model": None, "gpu_count": 0, "device": "cpu"}], None)
     assert cpu.describe() == "the CPU (no GPU used)"
-    assert recorded_hardware([], {"gpu_model": "A + B", "gpu_count": 2}).gpu_models == ("A", "B")
+    assert recorded_hardware([], EnvironmentRecord(gpu_model="A + B", gpu_count=2)).gpu_models == (
+        "A",
+        "B",
+    )
 
 
 def test_the_rule_is_stated_with_its_rule_numbers() -> None:

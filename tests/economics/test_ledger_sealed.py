@@ -17,6 +17,7 @@ from gpubench_nb.protocol.bundle import write_manifest
 from gpubench_nb.protocol.corpus import CorpusItem, corpus_identity, make_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
+from gpubench_nb.protocol.records import FORMAT_VERSION
 from tests.support.ledger import AFTER, H100, OFFERS_YAML, START, make_bundle
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
@@ -197,6 +198,20 @@ def test_a_ledger_edited_to_999_is_refused(ledger_file: Path) -> None:
         read_ledger(ledger_file)
 
 
+@pytest.mark.parametrize("version", [0, True, 99])
+def test_a_ledger_of_an_unknown_version_or_a_key_twice_is_refused(ledger_file, version) -> None:
+    """One format_version rule for every file the tool writes, the ledger too (R5.3, R5.6)."""
+    data = json.loads(ledger_file.read_text(encoding="utf-8"))
+    assert data["format_version"] == FORMAT_VERSION  # stamped under its seal
+    ledger_file.write_text(json.dumps({**data, "format_version": version}), encoding="utf-8")
+    with pytest.raises(EconomicsError, match=f"key 'format_version'.*got {json.dumps(version)}"):
+        read_ledger(ledger_file)
+    text = json.dumps(data)[:-1] + ', "accepted_corpora": 999}'
+    ledger_file.write_text(text, encoding="utf-8")
+    with pytest.raises(EconomicsError, match="'accepted_corpora' is given twice"):
+        read_ledger(ledger_file)
+
+
 # --- §2 / §9: where ledger --out may write ----------------------------------------------------
 
 
@@ -253,12 +268,13 @@ def test_a_bundle_from_main_verifies_and_counts_by_its_kept_corpus(tmp_path: Pat
 
     from gpubench_nb.economics.ledger import _corpus_identity
     from gpubench_nb.protocol.audit import check_bundle, kept_corpus, seal_problems
+    from gpubench_nb.protocol.lock import LockRecord
 
     bundle = Path(shutil.copytree(MAIN_BUNDLE, tmp_path / "main-bundle"))
     lock = json.loads((bundle / "protocol.lock.json").read_text(encoding="utf-8"))
     assert "corpus_identity" not in lock and "lock_sha256" not in lock
     assert seal_problems(bundle) == [] and check_bundle(bundle) == []
     kept = kept_corpus(bundle, lock["declaration"])
-    assert _corpus_identity(bundle, lock) == corpus_identity(kept.items)
+    assert _corpus_identity(bundle, LockRecord.from_dict(lock)) == corpus_identity(kept.items)
     reordered = list(reversed(kept.items))
-    assert _corpus_identity(bundle, lock) == corpus_identity(reordered)
+    assert _corpus_identity(bundle, LockRecord.from_dict(lock)) == corpus_identity(reordered)

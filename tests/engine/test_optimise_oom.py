@@ -28,5 +28,5 @@ def test_an_optimisation_failure_records_out_of_memory_by_its_type(monkeypatch, 
         threads="auto", batch=2, context=8, batching="corpus_order", optimisations=lambda: "x"
     )
     outcome = optimise.optimise_phase(object(), None, settings, ["a", "b"])
-    assert outcome.backend is None and outcome.record["out_of_memory"] is oom
+    assert outcome.backend is None and outcome.record.out_of_memory is oom
     assert outcome.events[0].startswith("R5.8 out of memory" if oom else "R3.6")

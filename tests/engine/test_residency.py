@@ -56,9 +56,11 @@ def test_without_mincore_it_is_not_observable(tmp_path):
     result = residency([path], probe=None)
     assert result["observable"] is False
     assert result["resident_fraction"] == NOT_OBSERVABLE
-    assert residency_text(result).endswith(NOT_OBSERVABLE)
+    assert residency_text(result).endswith(f"{NOT_OBSERVABLE} (no mincore(2) in the C library)")
 
     def refused(p, size):
         raise OSError(22, "mmap refused")
 
-    assert residency([path], probe=refused)["resident_bytes"] == NOT_OBSERVABLE
+    failed = residency([path], probe=refused)
+    assert failed["resident_bytes"] == NOT_OBSERVABLE  # the check failed: said with its error
+    assert residency_text(failed).endswith("(mincore failed: OSError: [Errno 22] mmap refused)")

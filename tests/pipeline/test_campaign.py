@@ -27,13 +27,14 @@ import yaml
 pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[slurm]'")
 
 from gpubench_nb.cli import main
+from gpubench_nb.pipeline.campaign import slurm
 from gpubench_nb.pipeline.campaign.run import run_campaign
 from gpubench_nb.pipeline.campaign.state import verification
-from gpubench_nb.pipeline.campaign.view import campaign_status
+from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.results import read_rows
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import campaign_experiment
 from tests.support.in_process import steps_in_process
 
 pytestmark = pytest.mark.slow
@@ -42,17 +43,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _experiment(folder: Path, data_dir: Path, offers: Path) -> Path:
     pricing = {"offers": str(offers), "offer": "h200-example", "days": 30, "lots": 1}
-    return bow_experiment(
-        folder,
-        "camp",
-        data_dir=data_dir,
-        eval_texts=(40, 16),
-        train=(1000, 3),
-        tune=(200, 3),
-        batches=(4,),
-        quality={"threshold": 0.1},
-        timing={"repeats_reason": "test campaign, two targets"},
-        pricing=pricing,
+    return campaign_experiment(
+        folder, "camp", data_dir, "test campaign, two targets", pricing=pricing
     )
 
 
@@ -409,6 +401,23 @@ def test_a_slurm_target_is_submitted_through_sbatch_once(
     assert len(calls.read_text().splitlines()) == 4
 
 
+def _cpu_node_campaign(
+    study: dict[str, Path], bin_dir: Path, tools: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> dict[str, Any]:
+    """Stand-in Slurm ``tools`` first on PATH; the study's campaign with one CPU target."""
+    for name, text in tools.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    node = {
+        "id": "cpu-node",
+        "offer": {"id": "h100-example", "days": 7, "lots": 1},
+        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
+    }
+    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
+    return {**data, "targets": [node]}
+
+
 def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
     study: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -425,17 +434,8 @@ def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
         "scontrol": '#!/bin/sh\necho "JobId=$4 JobState=FAILED Reason=NonZeroExitCode '
         'ExitCode=2:0"\n',
     }
-    for name, text in tools.items():
-        (bin_dir / name).write_text(text)
-        (bin_dir / name).chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    node = {
-        "id": "cpu-node",
-        "offer": {"id": "h100-example", "days": 7, "lots": 1},
-        "slurm": {"partition": "debug", "gpus": 0, "time_limit_minutes": 30},
-    }
-    data = yaml.safe_load(study["campaign"].read_text(encoding="utf-8"))
-    data.update(campaign_id="noacct", targets=[node])
+    data = _cpu_node_campaign(study, bin_dir, tools, monkeypatch)
+    data.update(campaign_id="noacct")
     campaign = study["folder"] / "campaign-noacct.yaml"
     campaign.write_text(yaml.safe_dump(data), encoding="utf-8")
     first = run_campaign(campaign, output_dir=study["out"], wait=False, echo=lambda _: None)
@@ -461,6 +461,48 @@ def test_without_accounting_a_failed_slurm_job_is_seen_to_end_with_its_reason(
     assert "Exited with exit code 2" in earlier["error"]
     assert again.states == {"cpu-node": "failed"} and state["job_id"] == "602"
     assert "#SBATCH --gres" not in Path(state["sbatch_script"]).read_text()
+
+
+def test_a_controller_that_does_not_answer_is_waited_for_never_failed_nor_resubmitted(
+    study: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """slurmctld down (restarting): `run --no-wait` and `status` say "controller unreachable"
+    and what to do; the job is neither failed nor submitted twice; back, it is seen again."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "sbatch-calls.txt"
+    down = "echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2"
+    tools = {
+        "srun": "#!/bin/sh\nexit 0\n",
+        "sbatch": f'#!/bin/sh\necho "$@" >> {calls}\necho "Submitted batch job 700"\n',
+        "sacct": "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n",
+        "scontrol": f"#!/bin/sh\n{down}\nexit 1\n",
+        "squeue": f"#!/bin/sh\n{down}\nexit 1\n",
+    }
+    monkeypatch.setattr(slurm, "_DOWN", [])  # no answer of another test reused
+    data = _cpu_node_campaign(study, bin_dir, tools, monkeypatch)
+    data.update(campaign_id="ctld-down")
+    campaign = study["folder"] / "campaign-ctld-down.yaml"
+    campaign.write_text(yaml.safe_dump(data), encoding="utf-8")
+    run_campaign(campaign, output_dir=study["out"], wait=False, echo=lambda _: None)
+    said: list[str] = []
+    again = run_campaign(campaign, output_dir=study["out"], wait=False, echo=said.append)
+    assert again.states == {"cpu-node": "submitted"} and len(calls.read_text().splitlines()) == 1
+    assert said == [
+        "cpu-node: job 700: UNKNOWN (controller unreachable (scontrol: slurm_load_jobs error: "
+        "Unable to contact slurm controller (connect failure)): the job is neither marked failed "
+        "nor submitted again; when `scontrol ping` answers, `campaign status` or `campaign run` "
+        "again (a waiting run goes on by itself))"
+    ]
+    [row] = campaign_status(campaign, output_dir=study["out"])
+    assert row["state"] == "submitted (Slurm: UNKNOWN)"
+    assert row["error"].startswith("controller unreachable (scontrol:")
+    assert "cpu-node: controller unreachable" in status_table([row])
+    monkeypatch.setattr(slurm, "_DOWN", [])  # back after REUSE_SECONDS
+    running = "#!/bin/sh\necho 'JobId=700 JobState=RUNNING Restarts=0 BatchHost=n2'\n"
+    (bin_dir / "scontrol").write_text(running)
+    [row] = campaign_status(campaign, output_dir=study["out"])
+    assert row["state"] == "submitted (Slurm: RUNNING (scontrol))" and row["error"] is None
 
 
 def test_a_new_offer_reprices_a_finished_target_without_redoing_a_run(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,15 +13,21 @@ pytest.importorskip("submitit", reason="campaigns need submitit: pip install '.[
 
 from gpubench_nb.cli import main
 from gpubench_nb.errors import ProtocolError
-from gpubench_nb.pipeline.campaign.file import load_campaign
-from gpubench_nb.pipeline.campaign.jobs import (
-    checked_setup,
-    error_of_trace,
-    sbatch_script,
-    slurm_parameters,
-)
+from gpubench_nb.pipeline.campaign.file import Target, load_campaign
+from gpubench_nb.pipeline.campaign.jobs import checked_setup, error_of_trace, slurm_parameters
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def sbatch_script(target: Target, folder: Path) -> str:
+    """The sbatch file submitit would submit for ``target``, written without any cluster."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    python = target.python or shlex.quote(sys.executable)
+    command = f"{python} -u -m submitit.core._submit {shlex.quote(str(folder))}"
+    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(target))
+
+
 EXPERIMENT = REPO / "parameters" / "demo.yaml"
 OFFERS = REPO / "parameters" / "offers.yaml"
 

@@ -16,7 +16,6 @@ except under ``CI=true``, where it fails instead.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -35,48 +34,22 @@ from gpubench_nb.pipeline.campaign.view import campaign_status, status_table
 from gpubench_nb.protocol.records import read_environment
 from gpubench_nb.protocol.results import read_rows
 from tests.support import slurm_cluster
-from tests.support.experiments import bow_experiment
+from tests.support.experiments import campaign_experiment
 
 pytestmark = pytest.mark.slow
 REPO = Path(__file__).resolve().parents[2]
 ROUND_TIMEOUT_SECONDS = 420
 
 
-def _unavailable(reason: str) -> None:
-    """Skip with the reason; on CI (CI=true) the real Slurm is required: fail instead."""
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true but a real Slurm could not be started: {reason}")
-    pytest.skip(f"no real Slurm here: {reason}")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[slurm_cluster.Cluster]:
-    root = tmp_path_factory.mktemp("slurm")
-    try:
-        started = slurm_cluster.start(root)
-    except slurm_cluster.Unavailable as exc:
-        _unavailable(str(exc))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SLURM_CONF", str(started.conf))
-        try:
-            yield started
-        finally:  # every daemon stops, whatever the tests did
-            started.stop()
+    with slurm_cluster.running(tmp_path_factory.mktemp("slurm")) as started:
+        yield started  # every daemon stops, whatever the tests did
 
 
 def _study(folder: Path, data_dir: Path) -> Path:
     """A 40-text bow experiment, 1 variant x (1 cold + 1 warm), and a campaign of two targets."""
-    bow_experiment(
-        folder,
-        "slurmcamp",
-        data_dir=data_dir,
-        eval_texts=(40, 16),
-        train=(1000, 3),
-        tune=(200, 3),
-        batches=(4,),
-        quality={"threshold": 0.1},
-        timing={"repeats_reason": "real-Slurm test, one cold and one warm run"},
-    )
+    campaign_experiment(folder, "slurmcamp", data_dir, "real-Slurm test, one cold and one warm run")
     cpu = {"partition": slurm_cluster.PARTITION, "gpus": 0, "time_limit_minutes": 30}
     cpu["exclusive"] = False  # both jobs fit on the 2-CPU node at once
     campaign = {

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gpubench_nb.pipeline.campaign.slurm import ended_without_result, job_state
+from gpubench_nb.pipeline.campaign import slurm
+from gpubench_nb.pipeline.campaign.slurm import ended_without_result, job_state, node_reason
 
 NO_ACCOUNTING = "#!/bin/sh\necho 'Slurm accounting storage is disabled' >&2\nexit 1\n"
 FAILED = (
@@ -22,6 +23,11 @@ CANCELLED = "#!/bin/sh\necho 'JobId=8 JobState=CANCELLED Reason=None ExitCode=0:
 PURGED = "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified' >&2\nexit 1\n"
 EMPTY = "#!/bin/sh\nexit 0\n"
 RUNNING = "#!/bin/sh\necho RUNNING\n"
+CTLD_DOWN = (  # what 22.05's clients print while slurmctld is stopped (after ~2 MessageTimeout)
+    '#!/bin/sh\necho scontrol >> "$CALLS"\n'
+    "echo 'slurm_load_jobs error: Unable to contact slurm controller (connect failure)' >&2\n"
+    "exit 1\n"
+)
 
 
 @pytest.fixture
@@ -98,3 +104,43 @@ def test_the_reason_names_exit_code_and_err_tail_and_says_killed_only_when_it_wa
 def test_a_running_job_shows_no_exit_code(tools) -> None:
     tools(sacct=NO_ACCOUNTING, scontrol="#!/bin/sh\necho 'JobId=5 JobState=RUNNING ExitCode=0:0'\n")
     assert job_state("5").describe() == "RUNNING (scontrol)"
+
+
+def test_a_controller_that_does_not_answer_is_asked_once_and_said_unreachable(
+    tools, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = tmp_path / "calls"
+    monkeypatch.setenv("CALLS", str(calls))
+    monkeypatch.setattr(slurm, "_DOWN", [])
+    tools(sacct=NO_ACCOUNTING, scontrol=CTLD_DOWN, squeue=f"#!/bin/sh\necho squeue >> {calls}\n")
+    state = job_state("5")
+    assert state.state == "UNKNOWN" and state.live  # never failed, never submitted again
+    assert state.describe().startswith("UNKNOWN (controller unreachable (scontrol: slurm_load")
+    assert "when `scontrol ping` answers" in state.describe()
+    assert job_state("6") is state  # the other jobs meanwhile: the same answer, no tool waits
+    assert calls.read_text().split() == ["scontrol"]  # squeue would have waited as long
+    monkeypatch.setattr(slurm, "REUSE_SECONDS", 0.0)
+    tools(scontrol="#!/bin/sh\necho 'JobId=5 JobState=RUNNING ExitCode=0:0'\n")
+    assert job_state("5").describe() == "RUNNING (scontrol)"  # back: asked again
+
+
+def test_scontrol_names_the_node_and_requeues_and_sinfo_why_a_node_is_out(tools) -> None:
+    requeued = "JobId=5 JobState=PENDING Reason=BeginTime Requeue=1 Restarts=1 NodeList="
+    tools(sacct=NO_ACCOUNTING, scontrol=f"#!/bin/sh\necho '{requeued}'\n")
+    assert (job_state("5").node, job_state("5").restarts) == (None, 1)
+    tools(
+        scontrol="#!/bin/sh\necho 'JobId=5 JobState=RUNNING Restarts=1 NodeList=n3 BatchHost=n3'\n"
+    )
+    assert (job_state("5").node, job_state("5").restarts) == ("n3", 1)
+    tools(sinfo="#!/bin/sh\necho 'down*|Not responding'\n")
+    assert node_reason("n2") == "node n2 down*: Not responding"
+    tools(sinfo="#!/bin/sh\necho 'idle|none'\n")
+    assert node_reason("n2") == "node n2 idle: no reason given"  # resumed: its reason is gone
+    assert node_reason(None) == "an unknown node"
+    failed = "JobId=7 JobState=NODE_FAIL Reason=NodeDown ExitCode=0:0 NodeList=n2 BatchHost=n2"
+    tools(
+        scontrol=f"#!/bin/sh\necho '{failed}'\n", sinfo="#!/bin/sh\necho 'down*|Not responding'\n"
+    )
+    text = ended_without_result({"job_id": "7"}, job_state("7"))
+    assert "NODE_FAIL" in text and "stopped from outside" in text
+    assert "node failure); node n2 down*: Not responding" in text

@@ -123,3 +123,29 @@ def test_cli_classify_exit_codes(workspace: Path, tmp_path: Path, capsys) -> Non
     assert "b1: corpus ACCEPTED (R1.5)" in capsys.readouterr().out
     assert cli_main([*argv, "--variant", "b9"]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_classify_times_the_import_of_torch(workspace: Path, tmp_path: Path) -> None:
+    """import_seconds says "imports (torch included)": a fresh classify's figure is at least half
+    of a fresh ``import torch`` timed beside it (the environment's probe once imported torch
+    before the run's clock started: 0.128 s against seconds)."""
+    import subprocess
+    import sys
+
+    def fresh(code: str, *args: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+        )
+        return done.stdout.strip().splitlines()[-1]
+
+    timed = "import time; t = time.perf_counter(); import torch; print(time.perf_counter() - t)"
+    run = (
+        "import sys; from gpubench_nb.pipeline.classify import classify; "
+        "print(classify(sys.argv[1], 'b1', output_dir=sys.argv[2]).bundle_dir)"
+    )
+    before = float(fresh(timed))
+    bundle = Path(fresh(run, str(workspace / "experiment.yaml"), str(tmp_path)))
+    after = float(fresh(timed))
+    record = json.loads((layout.run_dir(bundle, "b1", "cold", 1) / "run.json").read_text())
+    assert record["import_seconds"] >= 0.5 * min(before, after), (record["import_seconds"], before)

@@ -167,8 +167,8 @@ def test_cuda_context_is_created_before_fingerprints_and_load(workspace, tmp_pat
     assert out.error is None, out.error
     assert events[:5] == ["context cuda:0", "fingerprint", "probe.begin", "sync", "load"]
     assert events[-2:] == ["sync", "probe.end"]
-    assert out.record["cuda_context_seconds"] == 0.25
-    assert out.record["load_memory"] == MemoryReading(1000, 2048, 5000, 8192).to_dict()
+    assert out.record.cuda_context_seconds == 0.25
+    assert out.record.load_memory == MemoryReading(1000, 2048, 5000, 8192).to_dict()
 
 
 def test_cuda_context_seconds_inits_then_syncs_and_is_none_on_cpu() -> None:
@@ -367,11 +367,11 @@ def test_effective_generation_config_goes_to_run_json_and_notes() -> None:
             }
 
     outcome = load._loaded("cpu", Causal(), {"load_seconds": 0.5}, [])
-    assert outcome.record["generation_config_effective"] == {
+    assert outcome.record.generation_config_effective == {
         "do_sample": False,
         "max_new_tokens": 3,
     }
-    assert outcome.record["generation_config_folder_overridden"] == (
+    assert outcome.record.generation_config_folder_overridden == (
         "min_new_tokens",
         "suppress_tokens",
     )

@@ -21,6 +21,7 @@ from gpubench_nb.protocol.acceptance import (
     write_checks,
 )
 from gpubench_nb.protocol.corpus import Corpus, CorpusItem, load_corpus, make_corpus
+from gpubench_nb.protocol.records import FORMAT_VERSION
 
 CLASSES = ("admin", "games", "graphics", "mail", "math", "net", "science", "sound", "text", "web")
 
@@ -298,7 +299,7 @@ def test_checks_json_keeps_the_full_lists(corpus, tmp_path):
     report = check(corpus, write(tmp_path / "p.jsonl", lines))
     write_checks(report, tmp_path / "checks.json")
     saved = json.loads((tmp_path / "checks.json").read_text(encoding="utf-8"))
-    assert saved == report.to_dict()
+    assert saved == {**report.to_dict(), "format_version": FORMAT_VERSION}  # stamped (R5.6)
     assert saved["duplicated_ids"] == {corpus.ids[16]: [17, 501]}
     assert saved["missing_ids"] == [corpus.ids[500]]
     assert saved["predictions_file"] == "p.jsonl" and saved["corpus_accepted"] is False

@@ -163,4 +163,10 @@ def test_a_checks_file_that_is_not_an_object_is_reported(tmp_path: Path) -> None
     bundle = build_bundle(tmp_path, ["x", "y"])
     (layout.run_dir(bundle, "b1", "warm", 1) / "checks.json").write_text("[1]", encoding="utf-8")
     _reseal(bundle)
-    assert check_bundle(bundle) == ["b1/warm-1: checks.json is a JSON list, not an object (R1.6)"]
+    (problem,) = check_bundle(bundle)
+    assert problem.startswith("b1/warm-1: R1.6: ")
+    assert problem.endswith(
+        "checks.json: expected a JSON object, got list; fix: restore it from the "
+        "bundle it came from (its MANIFEST.sha256 names the original), it is "
+        "written by gpubench-nb only"
+    )

@@ -187,8 +187,8 @@ def test_lock_refuses_a_changed_protocol_and_lists_the_change_r1_3(tmp_path: Pat
     prints = {"corpus_revision": "c" * 64, "model_revision": "m" * 64}
     exp = load_experiment(_write(tmp_path, _declaration()))
     first = freeze(bundle, exp, prints)
-    assert json.loads((bundle / LOCK_NAME).read_text())["sha256"] == first["sha256"]
-    assert freeze(bundle, exp, prints)["sha256"] == first["sha256"]  # same: accepted
+    assert json.loads((bundle / LOCK_NAME).read_text())["sha256"] == first.sha256
+    assert freeze(bundle, exp, prints).sha256 == first.sha256  # same: accepted
     data = _declaration()
     data["quality"]["threshold"] = 0.6
     changed = load_experiment(_write(tmp_path, data))

@@ -36,7 +36,7 @@ def test_a_matching_machine_keeps_the_given_lock_verbatim(tmp_path: Path) -> Non
     given = read_given_lock(given_path.parent)  # a folder holding the lock works too
     frozen = freeze(tmp_path / "bundle", load_experiment(DEMO), dict(PRINTS), given=given)
     kept = json.loads((tmp_path / "bundle" / LOCK_NAME).read_text(encoding="utf-8"))
-    assert kept == frozen == json.loads(given_path.read_text(encoding="utf-8"))
+    assert kept == frozen.to_dict() == json.loads(given_path.read_text(encoding="utf-8"))
     assert kept["created_utc"] == "2020-01-01T00:00:00Z"
     # resuming the same bundle with the same lock is accepted
     freeze(tmp_path / "bundle", load_experiment(DEMO), dict(PRINTS), given=given)
@@ -76,7 +76,7 @@ def test_an_edited_or_missing_lock_is_refused(tmp_path: Path) -> None:
     frozen = {"declaration": lock["declaration"], "fingerprints": lock["fingerprints"]}
     lock["sha256"] = canonical_sha256(frozen)  # a consistent lock of another protocol reads
     path.write_text(json.dumps(seal_lock(lock)), encoding="utf-8")
-    assert read_given_lock(path)["declaration"]["timing"]["repeats"] == 1
+    assert read_given_lock(path).declared("timing", "repeats") == 1
     with pytest.raises(ProtocolError, match="protocol lock not found"):
         read_given_lock(tmp_path / "nowhere.json")
     path.write_text("{not json", encoding="utf-8")

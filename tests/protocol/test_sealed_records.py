@@ -6,7 +6,6 @@ manifest, and the old check passed (or crashed)."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,16 +19,7 @@ from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.audit import kept_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import freeze, seal_lock
-
-MAIN_BUNDLE = Path(__file__).resolve().parents[1] / "fixtures" / "main-bundle"
-
-
-def resealed(tmp_path: Path, edit: Callable[[Path], None]) -> Path:
-    """A copy of a real finished bundle, edited, its manifest written again (a forger's)."""
-    bundle = Path(shutil.copytree(MAIN_BUNDLE, tmp_path / "b"))
-    edit(bundle)
-    layout.write_manifest(bundle)
-    return bundle
+from tests.support.sealed import MAIN_BUNDLE, resealed
 
 
 def edit_json(name: str, change: Callable[[object], object]) -> Callable[[Path], None]:

@@ -39,8 +39,8 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
     bundle = tmp_path / "exp"
     with bundle_writer(bundle, "first run") as token:
         holder = read_holder(bundle)
-        assert holder["pid"] == os.getpid() and holder["host"] == socket.gethostname()
-        assert holder["token"] == token == os.environ[TOKEN_ENV]
+        assert holder.pid == os.getpid() and holder.host == socket.gethostname()
+        assert holder.token == token == os.environ[TOKEN_ENV]
         os.environ.pop(TOKEN_ENV)  # a writer that is not the holder's kernel
         with pytest.raises(BundleError, match=rf"R5\.6.*PID {os.getpid()} on host") as info:
             _enter(bundle, "second run")
@@ -53,7 +53,7 @@ def test_second_writer_is_refused_naming_the_holder(tmp_path: Path) -> None:
 def test_a_kernel_of_the_holder_proceeds_under_its_lock(tmp_path: Path) -> None:
     bundle = tmp_path / "exp"
     with bundle_writer(bundle, "run"), bundle_writer(bundle, "10_measure", step=True) as inner:
-        assert inner == read_holder(bundle)["token"]  # same token: no second lock taken
+        assert inner == read_holder(bundle).token  # same token: no second lock taken
 
 
 def test_a_stale_sidecar_never_blocks(tmp_path: Path) -> None:
@@ -63,7 +63,7 @@ def test_a_stale_sidecar_never_blocks(tmp_path: Path) -> None:
         json.dumps({"pid": 999999, "host": "elsewhere", "token": "old"}), encoding="utf-8"
     )
     with bundle_writer(bundle, "next run"):
-        assert read_holder(bundle)["pid"] == os.getpid()
+        assert read_holder(bundle).pid == os.getpid()
     holder_path(bundle).write_text("not json", encoding="utf-8")
     with bundle_writer(bundle, "next run"):
         pass

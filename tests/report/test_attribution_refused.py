@@ -8,12 +8,20 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb.errors import BundleError
-from gpubench_nb.protocol.records import OfferEconomics
+from gpubench_nb.protocol.lock import LockRecord
+from gpubench_nb.protocol.records import EnvironmentRecord, OfferEconomics
 from gpubench_nb.report.bundles import Bundle
 
 
 def test_a_malformed_attribution_names_the_file_the_offer_and_the_key() -> None:
-    bundle = Bundle(path=Path("b"), label="b", lock={}, environment={}, economics=None, rows=[])
+    bundle = Bundle(
+        path=Path("b"),
+        label="b",
+        lock=LockRecord(),
+        environment=EnvironmentRecord(),
+        economics=None,
+        rows=[],
+    )
     offer = OfferEconomics(offer_id="h100", attribution={"attributable": "yes"})
     with pytest.raises(BundleError) as caught:
         bundle.attribution(offer)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpubench_nb.protocol.lock import LockRecord
+from gpubench_nb.protocol.records import EnvironmentRecord
 from gpubench_nb.report.bundles import Bundle, summary_of
 from gpubench_nb.report.decision import decision_view_of, optimisation_sentences
 
@@ -40,7 +42,14 @@ def _bundle(knob: str = "quantization") -> Bundle:
         }
     }
     rows = _rows("q0", 0.9, 0.847, True) + _rows("q8", 0.5, 0.812, False)
-    return Bundle(path=Path("b"), label="b", lock=lock, environment={}, economics=None, rows=rows)
+    return Bundle(
+        path=Path("b"),
+        label="b",
+        lock=LockRecord.from_dict(lock),
+        environment=EnvironmentRecord(),
+        economics=None,
+        rows=rows,
+    )
 
 
 def test_a_quantised_variant_refused_by_the_tolerance_reads_at_a_glance() -> None:

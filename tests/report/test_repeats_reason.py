@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from gpubench_nb.protocol.lock import LockRecord
+from gpubench_nb.protocol.records import EnvironmentRecord
 from gpubench_nb.report.bundles import Bundle
 from gpubench_nb.report.render import header_table
 
 
 def _bundle(timing: dict) -> Bundle:
     lock = {"experiment_id": "e", "declaration": {"timing": timing}, "fingerprints": {}}
-    return Bundle(path=Path("e"), label="e", lock=lock, environment={}, economics=None, rows=[])
+    return Bundle(
+        path=Path("e"),
+        label="e",
+        lock=LockRecord.from_dict(lock),
+        environment=EnvironmentRecord(),
+        economics=None,
+        rows=[],
+    )
 
 
 def test_the_declared_reason_for_fewer_repeats_is_in_the_header() -> None:

@@ -419,11 +419,15 @@ def test_render_report_writes_self_contained_html(rendered: Path) -> None:
     html = rendered.read_text(encoding="utf-8")
     assert (rendered.parent / "notebooks" / "90_report.ipynb").is_file()
     assert not re.search(r"""<(script|img|link)[^>]+(src|href)=["']https?:""", html)
-    assert html.count('src="data:image/png;base64,') == 3  # elapsed, throughput, memory
+    assert html.count('src="data:image/png;base64,') == 4  # frontier, elapsed, throughput, memory
     images = re.findall(r"<img[^>]*>", html)
     alts = [m.group(1) for tag in images if (m := re.search(r'alt="([^"]+)"', tag))]
-    assert len(alts) == 3 and "No description has been provided" not in html  # accessible
-    assert alts[0].startswith("Elapsed seconds per variant")
+    assert len(alts) == 4 and "No description has been provided" not in html  # accessible
+    assert alts[0].startswith("The options as a frontier: each bundle and variant placed by")
+    assert alts[1].startswith("Elapsed seconds per variant")
+    # its table and sentence: the CPU bundle is not priced, so time orders, where the rule does
+    assert 'id="frontier-table"' in html and "answers changed (first kept run)" in html
+    assert '<p class="frontier-sentence">On the frontier (median warm time per corpus' in html
     assert "report.load_bundles" not in html  # inputs hidden
     assert "Traceback" not in html
     assert 'data-mime-type="application/vnd.jupyter.stderr"' not in html  # no warning printed
@@ -448,11 +452,13 @@ def test_report_in_headless_chromium(rendered: Path, tmp_path: Path) -> None:
     assert shot.stat().st_size > 20_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     kept = Path(str(rendered.parent / "report-screenshot.png"))
     shutil.copyfile(shot, kept)  # beside the report, for a person to look at
-    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 3
+    assert len(re.findall(r"<img[^>]+src=\"data:image/png;base64,", dom)) == 4
     assert "Traceback" not in dom
     tables = re.findall(r"<table.*?</table>", dom, re.S)
-    # decision (first), header, conditions, summary, memory, acceptance, failures, economics
-    assert len(tables) == 8 and 'id="decision-table"' in tables[0]
+    # decision (first), frontier, header, conditions, summary, memory, acceptance, failures,
+    # economics
+    assert len(tables) == 9 and 'id="decision-table"' in tables[0]
+    assert 'id="frontier-table"' in tables.pop(1)
     bodies = [len(re.findall(r"<tr", t.split("<tbody>")[1])) for t in tables]
     assert bodies[0] == 6  # 2 bundles x 3 variants
     assert bodies[2] == 12  # 2 bundles x 3 variants x (cold, warm): the machine (R2.5)

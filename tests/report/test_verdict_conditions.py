@@ -3,11 +3,12 @@ same run on every screen (R3.6): the time plot, the throughput plot and the tabl
 
 from __future__ import annotations
 
+import pytest
 from matplotlib.collections import PathCollection
 
 from gpubench_nb.report import figures
 from gpubench_nb.report import render as report
-from gpubench_nb.report.conditions import RunConditions, run_conditions
+from gpubench_nb.report.conditions import RunConditions, over_runs, run_conditions
 from gpubench_nb.report.conditions import conditions_check as check_of
 from gpubench_nb.report.decision import DecisionView, Option, decision_frame, decision_sentences
 from gpubench_nb.report.stats import summarise
@@ -148,3 +149,53 @@ def test_load_is_compared_per_core_across_machines() -> None:
     """A 64-core box at load 3 is as quiet as a 2-core one at 0.2: no withheld verdict."""
     view = _view(QUIET_B1, QUIET_B32, _load(0.2), RunConditions(3.0, 3.0, 64))
     assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
+
+
+def _surveyed(others: float, *, load: float = 0.2, fixed: bool = False) -> RunConditions:
+    """A run whose busy survey saw other processes take ``others`` of the CPUs it may use."""
+    return RunConditions(load, load, 2, (), None, threads_fixed=fixed, others=others)
+
+
+def test_the_tools_own_load_is_not_counted_against_it() -> None:
+    """Load 2.1 on 2 cores from its own threads withheld the verdict; the survey saw no other."""
+    own = _surveyed(0.0, load=2.1)
+    view = _view(QUIET_B1, QUIET_B32, own, own)
+    assert view.check.banner() is None and _speed(view).startswith("Fastest accepted option")
+    assert _view(QUIET_B1, QUIET_B32, _load(2.1), _load(2.1)).check.withheld  # not surveyed
+
+
+def test_a_burst_during_one_variant_withholds_the_verdict() -> None:
+    """Others took a whole CPU of 2 during b32's runs only, at an unremarkable load average."""
+    view = _view(QUIET_B1, QUIET_B32, _surveyed(0.05), _surveyed(1.0))
+    sentence = _speed(view)
+    assert sentence.startswith("Verdict withheld") and "heavy load: other processes used 25%" in (
+        sentence
+    )
+    assert "box / b32 (5/5 runs), with threads not fixed" in sentence
+    assert "others on its CPUs 5/5 runs" in " ".join(o.conditions.text() for o in view.options)
+    fixed = _view(QUIET_B1, QUIET_B32, _surveyed(0.05, fixed=True), _surveyed(1.0, fixed=True))
+    assert not fixed.check.withheld and "threads fixed" in (fixed.check.banner() or "")
+
+
+def test_the_survey_counts_the_cpus_the_run_may_use() -> None:
+    """Half a CPU of others over the run: nothing on 64 usable CPUs, contention on the one CPU
+    that ``taskset -c 0`` leaves; the start's window (from the kernel's start) and the end's
+    (the passes) are weighed by their length."""
+
+    def env(share: float, cpus: float) -> dict:
+        return {
+            "cpu_activity_start": {"others_cpu_share": 0.2 * share, "cpus_usable": cpus,
+                                   "window_seconds": 3.0},
+            "cpu_activity_end": {"others_cpu_share": 3.4 * share, "cpus_usable": cpus,
+                                 "window_seconds": 1.0},
+        }  # fmt: skip
+
+    alone = run_conditions({"environment": env(0.5, 1)})
+    assert alone.others == pytest.approx(0.5) and "others took 50% of its usable CPUs" in (
+        alone.text()
+    )
+    wide = run_conditions({"environment": env(0.5, 64)})
+    assert wide.others == pytest.approx(0.5 / 64)
+    checks = [check_of([over_runs("box", v, [c] * 5) for v in ("b1", "b8")]) for c in (alone, wide)]
+    assert checks[0].withheld and not checks[1].problems
+    assert run_conditions({"environment": {}}).others is None  # an older record: the load rule

@@ -202,6 +202,24 @@ def stop_experiment(folder: Path, data_dir: Path, **sections: Any) -> Path:
     )
 
 
+def campaign_experiment(folder: Path, experiment_id: str, data_dir: Path, why: str, **sections: Any
+                        ) -> Path:  # fmt: skip
+    """The campaign tests' experiment: 40 texts, one variant at batch 4, one cold and one warm
+    run (``why``: the declared reason for one repeat); ``sections`` as in ``bow_experiment``."""
+    return bow_experiment(
+        folder,
+        experiment_id,
+        data_dir=data_dir,
+        eval_texts=(40, 16),
+        train=(1000, 3),
+        tune=(200, 3),
+        batches=(4,),
+        quality={"threshold": 0.1},
+        timing={"repeats_reason": why},
+        **sections,
+    )
+
+
 def _built_model(experiment: Path) -> Path:
     """The bow model ``experiment`` declares, built once per session in a folder of its own
     (removed at exit) for each build declaration: seed, context, options, classes, splits."""

@@ -142,7 +142,20 @@ def write_bundle(root: Path, name: str, *, gpu: bool, scale: float = 1.0, **lock
                     corpus_accepted="true" if accepted else "false",
                 )
                 if not failed:
-                    checks = {
+                    checks = {  # a whole checks.json record (protocol.acceptance, R1.6)
+                        "expected_count": EXPECTED,
+                        "observed_count": EXPECTED,
+                        **dict.fromkeys(("missing_ids", "extra_ids", "malformed_lines"), []),
+                        "duplicated_ids": {},
+                        "ids_match": True,
+                        "format_valid": True,
+                        "metric": "macro_f1",
+                        "quality_value": QUALITY[variant],
+                        "threshold": 0.70,
+                        "tolerance": 0.01,
+                        "bom": False,
+                        "corpus_revision": prints["corpus_revision"],
+                        "predictions_file": "predictions.jsonl",
                         "reference_value": 0.78,
                         "meets_threshold": QUALITY[variant] >= 0.70,
                         "within_tolerance": 0.78 - QUALITY[variant] <= 0.01,

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gpubench_nb.engine.backends.tokenization import Tokenized  # re-exported
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import (  # the declared vocabulary (R2.1)
-    BATCHINGS,
-    PRECISIONS,
-)
-from gpubench_nb.protocol.records import read_json
+from gpubench_nb.protocol.experiment_spec import SETTINGS  # the declared vocabulary (R2.1)
+from gpubench_nb.protocol.records import Record
 
 if TYPE_CHECKING:
     import torch
@@ -38,7 +35,8 @@ def torch_dtype(precision: str) -> torch.dtype:
     table = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
     if precision not in table:
         raise BackendError(
-            f"precision {precision!r} is not supported; declare one of {list(PRECISIONS)}"
+            f"precision {precision!r} is not supported; declare one of "
+            f"{SETTINGS['precision']['enum']}"
         )
     return table[precision]
 
@@ -113,7 +111,7 @@ def batch_order(lengths: Sequence[int], batch: int, batching: str) -> list[list[
         order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     else:
         raise BackendError(
-            f"batching {batching!r} is not supported; use one of {list(BATCHINGS)} "
+            f"batching {batching!r} is not supported; use one of {SETTINGS['batching']['enum']} "
             "(length sorting must be declared, R2.1)",
             rule="R2.1",
         )
@@ -197,17 +195,37 @@ def built_files(folder: Path, backend: str, names: Sequence[str]) -> list[Path]:
     return files
 
 
-def read_metadata(folder: Path) -> dict[str, Any]:
+@dataclass(frozen=True, kw_only=True)
+class ModelMetadata(Record):
+    """``gpubench_model.json``, written by build-model: what a built folder was built for and
+    from (R1.1, R1.4); each preset's own facts (its grid, its shape) are kept in ``data``."""
+
+    NAME = METADATA_FILE
+    RULE = "R1.1"
+    ERROR = BackendError
+    FIX = "rebuild the folder with `gpubench-nb build-model --force <experiment.yaml>`"
+    backend: str | None = None
+    classes: tuple[str, ...] = ()
+    tokenizer_revision: str | None = None
+    declaration: Mapping[str, Any] | None = None  # what a build is reused on
+    architecture: Mapping[str, Any] | None = None  # bow: vocab_size, dim
+    tune_macro_f1: float | None = None
+    chosen: Mapping[str, Any] | None = None  # the setting chosen on tune and its value
+    train_count: int | None = None
+    tune_count: int | None = None
+
+
+def read_metadata(folder: Path) -> ModelMetadata:
     """The ``gpubench_model.json`` written by build_model, or a BackendError."""
     path = folder / METADATA_FILE
-    if not path.is_file():
+    meta = ModelMetadata.load(path) if path.is_file() else None
+    if meta is None:
         raise BackendError(
             f"{path} does not exist: {folder} is not a built gpubench model folder. "
             "Run `gpubench-nb build-model <experiment.yaml>` first, or fix model.path",
             rule="R1.1",
         )
-    fix = "rebuild the folder with `gpubench-nb build-model --force <experiment.yaml>`"
-    return read_json(path, BackendError, rule="R1.1", fix=fix)
+    return meta
 
 
 @dataclass(frozen=True)
@@ -275,22 +293,22 @@ class Backend:
         self.tokenizer_revision = self.tokenizer.revision
         self.classes, self.device, self.precision = spec.classes, spec.device, spec.precision
 
-    def _open_built_folder(self, spec: LoadSpec) -> dict[str, Any]:
+    def _open_built_folder(self, spec: LoadSpec) -> ModelMetadata:
         """The metadata of a folder ``build_model`` wrote, refused unless built for this backend and
         this tokenizer (R1.1: another tokenizer's IDs mean other words)."""
         self._open(spec)
         meta = read_metadata(self.model_path)
-        if meta.get("backend") != self.name:
+        if meta.backend != self.name:
             raise BackendError(
                 f"{self.model_path / METADATA_FILE} was built for backend "
-                f"{meta.get('backend')!r}, not {self.name}; fix model.backend or model.path"
+                f"{meta.backend!r}, not {self.name}; fix model.backend or model.path"
             )
-        self._map_labels(meta["classes"])
-        if self.tokenizer.revision != meta["tokenizer_revision"]:
+        self._map_labels(meta.classes)
+        if self.tokenizer.revision != meta.tokenizer_revision:
             raise BackendError(
                 f"tokenizer.path {self.tokenizer.path} (sha256 {self.tokenizer.revision[:12]}) "
                 f"is not the tokenizer the {self.name} model was built with (sha256 "
-                f"{meta['tokenizer_revision'][:12]}): its token IDs would mean other words. "
+                f"{str(meta.tokenizer_revision)[:12]}): its token IDs would mean other words. "
                 "Point tokenizer.path at the model folder",
                 rule="R1.1",
             )

@@ -194,8 +194,8 @@ class BowBackend(Backend):
         from safetensors.torch import load_file
 
         meta = self._open_built_folder(spec)
-        arch = meta["architecture"]
-        module = bow_module(arch["vocab_size"], arch["dim"], len(meta["classes"]))
+        arch = meta.architecture or {}
+        module = bow_module(arch["vocab_size"], arch["dim"], len(meta.classes))
         module.load_state_dict(load_file(str(self.model_path / WEIGHTS_FILE)))
         self.module = module.to(device=spec.device, dtype=torch_dtype(spec.precision)).eval()
 

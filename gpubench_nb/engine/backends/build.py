@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,7 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
     out_dir = Path(exp.model.path)
     if out_dir.exists():
         try:
-            recorded = read_metadata(out_dir).get("declaration")
+            recorded = read_metadata(out_dir).declaration
         except BackendError:  # absent or unreadable
             recorded = None
         if recorded == expected:
@@ -62,7 +63,7 @@ def build_model(exp: Any, *, force: bool = False) -> Path:
 
 
 def _refuse_unless_forced(
-    out_dir: Path, recorded: dict | None, expected: dict, force: bool
+    out_dir: Path, recorded: Mapping[str, Any] | None, expected: dict, force: bool
 ) -> None:
     """A different build at model.path is replaced only on --force, and a folder that
     build-model did not write (no gpubench_model.json) is never deleted."""
@@ -92,12 +93,13 @@ def build_summary(exp: Any, out_dir: Path) -> list[str]:
     """What build-model chose on tune (R1.4), for the terminal: the tune macro-F1, the choice
     (a warning at the edge of its grid) and the room quality.threshold leaves below tune."""
     meta = read_metadata(out_dir)
-    tune, (name, value) = meta["tune_macro_f1"], next(iter(meta["chosen"].items()))
-    grid = meta.get("tune_macro_f1_by_epoch") or list(meta.get("tune_macro_f1_by_c") or {})
+    tune, (name, value) = meta.tune_macro_f1, next(iter((meta.chosen or {}).items()))
+    kept = meta.to_dict()  # each preset's own grid
+    grid = kept.get("tune_macro_f1_by_epoch") or list(kept.get("tune_macro_f1_by_c") or {})
     tried = list(range(1, len(grid) + 1)) if name == "epochs" else [float(c) for c in grid]
     lines = [
-        f"tune        macro-F1 {tune:.3f} on {meta['tune_count']} tune items "
-        f"(trained on {meta['train_count']})",
+        f"tune        macro-F1 {tune:.3f} on {meta.tune_count} tune items "
+        f"(trained on {meta.train_count})",
         f"chosen      {name} = {value:g} (best on tune, of {len(tried)} tried: "
         f"{f'1-{len(tried)}' if name == 'epochs' else ', '.join(f'{t:g}' for t in tried)})",
     ]

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import give_plain_modes, write_json_atomic
-from gpubench_nb.engine.backends.base import METADATA_FILE
+from gpubench_nb.atomic import give_plain_modes
+from gpubench_nb.engine.backends.base import METADATA_FILE, ModelMetadata
 from gpubench_nb.engine.backends.tokenization import WORDPIECE_DIR, tokenizer_files
 from gpubench_nb.errors import BackendError
 
@@ -155,7 +155,7 @@ def copy_tokenizer(source: Path, target: Path) -> None:
 
 
 def write_metadata(target: Path, metadata: Mapping[str, Any]) -> None:
-    write_json_atomic(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
+    ModelMetadata.save(target / METADATA_FILE, {"format": METADATA_FORMAT, **metadata})
 
 
 @dataclass(frozen=True)

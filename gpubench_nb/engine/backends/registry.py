@@ -1,5 +1,6 @@
-"""One entry per declared ``model.backend`` name, its module (``BACKEND``, ``model_files`` for R1.1,
-preset builders) imported only when asked; nothing else dispatches on the name (R2.1)."""
+"""One entry per declared ``model.backend`` (protocol.capabilities), its module (``BACKEND``,
+``model_files`` for R1.1, preset builders) imported only when asked; nothing else dispatches on
+the name (R2.1)."""
 
 from __future__ import annotations
 
@@ -19,32 +20,15 @@ from gpubench_nb.engine.backends.base import (
 )
 from gpubench_nb.engine.backends.tokenization import require_folder, tokenizer_files
 from gpubench_nb.errors import BackendError
-from gpubench_nb.protocol.experiment_spec import BACKENDS, PRESET_BACKENDS
+from gpubench_nb.protocol.capabilities import BACKEND_SPECS, BackendSpec
+from gpubench_nb.protocol.experiment_spec import BACKENDS
 from gpubench_nb.protocol.fingerprint import sha256_files
-from gpubench_nb.protocol.prompting import PROMPT_BACKENDS
-
-_PACKAGE = "gpubench_nb.engine.backends"
 
 
 @dataclass(frozen=True)
-class BackendEntry:
-    """What the tool knows of one backend name, without importing its model code."""
-
-    name: str
-
-    @property
-    def preset(self) -> bool:
-        """Built by ``build-model`` from a seed (bow, minilm); else the user's folder."""
-        return self.name in PRESET_BACKENDS
-
-    @property
-    def prompt(self) -> bool:
-        """Takes the declared model.prompt (R2.5)."""
-        return self.name in PROMPT_BACKENDS
-
-    @property
-    def module_name(self) -> str:
-        return f"{_PACKAGE}.{self.name}"
+class BackendEntry(BackendSpec):
+    """One declared backend (protocol.capabilities.BackendSpec) with its code, imported only
+    when asked."""
 
     def module(self) -> ModuleType:
         """The backend's module (imported now)."""
@@ -59,7 +43,7 @@ class BackendEntry:
         return self.module().model_files(folder)
 
 
-REGISTRY: dict[str, BackendEntry] = {name: BackendEntry(name) for name in BACKENDS}
+REGISTRY: dict[str, BackendEntry] = {s.name: BackendEntry(**vars(s)) for s in BACKEND_SPECS}
 
 
 def backend_entry(name: str) -> BackendEntry:

@@ -152,15 +152,6 @@ def slurm_parameters(target: Target) -> dict[str, Any]:
     return params
 
 
-def sbatch_script(target: Target, folder: Path) -> str:
-    """The sbatch file submitit would submit for ``target``, written without any cluster."""
-    from submitit.slurm.slurm import _make_sbatch_string
-
-    python = target.python or shlex.quote(sys.executable)
-    command = f"{python} -u -m submitit.core._submit {shlex.quote(str(folder))}"
-    return _make_sbatch_string(command=command, folder=folder, **slurm_parameters(target))
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a finished job left: success with its result, or the error and its trace."""

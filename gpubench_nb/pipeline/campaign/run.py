@@ -15,7 +15,13 @@ from typing import Any
 from gpubench_nb.engine.faults import check_fault_spec
 from gpubench_nb.errors import GpubenchError, ProtocolError
 from gpubench_nb.pipeline.campaign.file import Campaign, Target, load_campaign
-from gpubench_nb.pipeline.campaign.slurm import ENDED, JobState, ended_without_result, job_state
+from gpubench_nb.pipeline.campaign.slurm import (
+    ENDED,
+    JobState,
+    ended_without_result,
+    job_state,
+    node_reason,
+)
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -114,13 +120,13 @@ def run_campaign(
                 "target must run it. Restore the experiment, or declare a new campaign_id"
             ) from None
         lock = read_lock(frozen)
-        runner = _Runner(campaign, campaign_dir, lock["sha256"], jobs, local_executor, echo)
+        runner = _Runner(campaign, campaign_dir, lock.sha256 or "", jobs, local_executor, echo)
         runner.state.update(
             campaign_id=campaign.campaign_id,
             campaign_file=str(campaign.source),
             experiment=str(campaign.experiment_path),
             lock=str(frozen / LOCK_NAME),
-            lock_sha256=lock["sha256"],
+            lock_sha256=lock.sha256 or "",
         )
         todo = [t for t in chosen if runner.needs_job(t, force=t.id in forced)]
         runner.save()
@@ -200,6 +206,7 @@ class _Runner:
         if slurm is not None:
             entry["slurm_state"] = slurm.describe()
         if alive:  # left running by a killed `campaign run`, or UNKNOWN: never submit twice
+            self.echo(f"{target.id}: job {entry['job_id']}: {entry.get('slurm_state', 'running')}")
             return True
         self._settle(target, entry["job_id"], slurm)
         return False
@@ -293,17 +300,22 @@ class _Runner:
         entry = self.entry(target)
         while self.jobs.read_outcome(self.folder(target), job_id) is None:
             slurm = job_state(job_id)
-            if not slurm.live:
+            if slurm.restarts > int(entry.get("restarts") or 0):  # requeued: say where it was
+                where = node_reason(entry.get("node"))
+                entry.update(restarts=slurm.restarts, requeued=f"requeued by Slurm after {where}")
+                self.echo(f"{target.id}: job {job_id} {entry['requeued']}")
+            entry["node"] = slurm.node or entry.get("node")
+            if entry.get("slurm_state") != slurm.describe():  # said once per change, not per poll
                 entry["slurm_state"] = slurm.describe()
+                self.echo(f"{target.id}: job {job_id}: {entry['slurm_state']}")
+                self.save()
+            if not slurm.live:
                 # a job that ended well may show its result file a moment later (shared disk)
                 for _ in range(3 if slurm.state in ("COMPLETED", ENDED) else 0):
                     if self.jobs.read_outcome(self.folder(target), job_id) is not None:
                         return None
                     time.sleep(min(poll_seconds, 1.0))
                 return slurm
-            if entry.get("slurm_state") != slurm.describe():
-                entry["slurm_state"] = slurm.describe()
-                self.save()
             time.sleep(poll_seconds)
         return None
 

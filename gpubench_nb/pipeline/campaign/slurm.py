@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import textwrap
+import time
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,9 @@ ENDED = "ENDED"  # no longer known to the controller, and no accounting to say h
 UNKNOWN = "UNKNOWN"
 TOOL_TIMEOUT_SECONDS = 30
 ERR_TAIL_LINES = 12
+UNREACHABLE = "controller unreachable"
+REUSE_SECONDS = 10.0  # a controller that is down: each tool waits ~2 MessageTimeout to say so
+_DOWN: list[tuple[float, JobState]] = []  # that answer, reused for the other jobs meanwhile
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,8 @@ class JobState:
     reason: str | None = None
     source: str = "none"  # sacct | scontrol | squeue | none
     detail: str | None = None  # why no tool answered (UNKNOWN)
+    node: str | None = None  # where it runs, or ran last (scontrol)
+    restarts: int = 0  # times Slurm requeued it (a node failure, pre-emption)
 
     @property
     def live(self) -> bool:
@@ -88,7 +94,9 @@ def _from_scontrol(job_id: str) -> tuple[JobState | None, bool, str]:
     if not fields.get("JobState"):
         return None, False, "scontrol: no JobState in its answer"
     found = JobState(fields["JobState"], fields.get("ExitCode"), fields.get("Reason"), "scontrol")
-    return found, False, ""
+    node = fields.get("BatchHost") or fields.get("NodeList") or None
+    restarts = int(fields["Restarts"]) if fields.get("Restarts", "").isdigit() else 0
+    return replace(found, node=node, restarts=restarts), False, ""
 
 
 def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
@@ -103,15 +111,35 @@ def _from_squeue(job_id: str) -> tuple[JobState | None, bool, str]:
 def job_state(job_id: str) -> JobState:
     """Slurm's word on ``job_id``: sacct, else scontrol, else squeue (see the module doc). Each
     asks one tool: (state, gone: the controller no longer knows the job, why no state)."""
+    if _DOWN and time.monotonic() - _DOWN[-1][0] < REUSE_SECONDS:
+        return _DOWN[-1][1]
     gone, whys = False, []
     for ask in (_from_sacct, _from_scontrol, _from_squeue):
         found, ended, why = ask(job_id)
         if found is not None:
             return found
         gone, whys = gone or ended, [*whys, why]
+        if "unable to contact slurm controller" in why.lower():  # the next tool would wait too
+            fix = "when `scontrol ping` answers, `campaign status` or `campaign run` again"
+            down = JobState(
+                UNKNOWN,
+                detail=f"{UNREACHABLE} ({why}): the job is neither marked "
+                f"failed nor submitted again; {fix} (a waiting run goes on by itself)",
+            )
+            _DOWN[:] = [(time.monotonic(), down)]
+            return down
     if gone:
         return JobState(ENDED, None, "no longer known to the controller", "scontrol/squeue")
     return JobState(UNKNOWN, detail="; ".join(whys))
+
+
+def node_reason(node: str | None) -> str:
+    """What Slurm says of ``node`` now: its state and why it is out of service (``sinfo``)."""
+    if not node:
+        return "an unknown node"
+    out = _run(["sinfo", "-h", "-N", "-n", node, "-o", "%T|%E"])[1].strip().splitlines()
+    state, _, reason = (out[0] if out else "unknown|").partition("|")
+    return f"node {node} {state}: {reason if reason not in ('', 'none') else 'no reason given'}"
 
 
 def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
@@ -124,6 +152,7 @@ def ended_without_result(entry: dict[str, Any], state: JobState | None) -> str:
         head = f"Slurm job {job_id} ended without a result: {state.describe()}"
         if state.state in STOPPED_FROM_OUTSIDE:
             how = "stopped from outside (scancel, pre-emption, time limit or node failure)"
+            how += f"; {node_reason(state.node)}" if state.node else ""
         elif state.state == ENDED:
             how = "no accounting here to say how it ended; see its log"
         else:

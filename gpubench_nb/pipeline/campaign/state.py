@@ -3,15 +3,16 @@ R3.6) and how far each target's bundle is, read from the bundle itself, never fr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpubench_nb.atomic import write_json_atomic
+from gpubench_nb.errors import GpubenchError
 from gpubench_nb.protocol import bundle as layout
 from gpubench_nb.protocol.clock import utc_now
-from gpubench_nb.protocol.lock import LOCK_NAME
-from gpubench_nb.protocol.records import read_json
+from gpubench_nb.protocol.lock import LockRecord
+from gpubench_nb.protocol.records import R, Record, ScheduleRecord
 
 STATE_NAME = "campaign.json"
 JOBS_DIR = "jobs"
@@ -27,14 +28,26 @@ def frozen_dir_for(campaign_dir: Path) -> Path:
     return Path(campaign_dir) / layout.CAMPAIGN_FROZEN_DIR
 
 
+@dataclass(frozen=True, kw_only=True)
+class CampaignState(Record):
+    """``campaign.json``: per target, the current job and the earlier attempts (R3.6)."""
+
+    NAME = STATE_NAME
+    RULE = "R3.6"
+    FIX = "restore it, or move it aside: `campaign run` rebuilds it from the bundles"
+    targets: Mapping[str, Any] = field(default_factory=dict)
+    updated_utc: str | None = None
+
+
 def read_state(campaign_dir: Path) -> dict[str, Any]:
-    fix = "fix: restore it, or move it aside: `campaign run` rebuilds it from the bundles"
-    return read_json(Path(campaign_dir) / STATE_NAME, fix=fix) or {"targets": {}}
+    """campaign.json's data as the runner works on it ({"targets": {}} before the first)."""
+    state = CampaignState.read(campaign_dir) or CampaignState()
+    return {**state.to_dict(), "targets": dict(state.targets)}
 
 
 def write_state(campaign_dir: Path, state: dict[str, Any]) -> None:
-    state["updated_utc"] = utc_now()
-    write_json_atomic(Path(campaign_dir) / STATE_NAME, state)
+    """A new campaign.json, validated and written whole (atomic), stamped with the time."""
+    CampaignState.write(campaign_dir, {**state, "updated_utc": utc_now()})
 
 
 @dataclass(frozen=True)
@@ -52,14 +65,21 @@ class Progress:
 
 
 def bundle_progress(bundle_dir: Path) -> Progress:
-    runs = (read_json(Path(bundle_dir) / layout.SCHEDULE_NAME, error=None) or {}).get("runs")
-    lock = read_json(Path(bundle_dir) / LOCK_NAME, error=None) or {}
+    """An unreadable schedule or lock reads as absent: check-bundle names what is wrong."""
+    schedule, lock = (_quietly(kind, bundle_dir) for kind in (ScheduleRecord, LockRecord))
     return Progress(
-        runs_done=sum(1 for run in runs or [] if run.get("status") == "done"),
-        runs_total=len(runs) if isinstance(runs, list) else None,
+        runs_done=schedule.runs_done if schedule else 0,
+        runs_total=len(schedule.runs) if schedule else None,
         sealed=(Path(bundle_dir) / layout.MANIFEST_NAME).is_file(),
-        lock_sha256=lock.get("sha256"),
+        lock_sha256=lock.sha256 if lock else None,
     )
+
+
+def _quietly(kind: type[R], bundle_dir: Path) -> R | None:
+    try:
+        return kind.read(bundle_dir)
+    except GpubenchError:
+        return None
 
 
 def verification(bundle_dir: Path, campaign_sha256: str) -> str:
@@ -91,5 +111,6 @@ def record_attempt(entry: dict[str, Any]) -> None:
     kept |= {k: entry.get(k) for k in ("finished_utc", "error", "logs", "target")}
     if interruptions := entry.pop("interruptions", None):  # R3.6: discarded runs stay on record
         kept["interruptions"] = interruptions
+    kept |= {k: entry.pop(k, None) for k in ("node", "requeued", "restarts")}  # of that job
     entry.pop("slurm_state", None)
     entry.setdefault("history", []).append(kept)

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpubench_nb.errors import BundleError
 from gpubench_nb.pipeline.campaign.file import Campaign, load_campaign
-from gpubench_nb.pipeline.campaign.slurm import ended_without_result
+from gpubench_nb.pipeline.campaign.slurm import UNKNOWN, ended_without_result
 from gpubench_nb.pipeline.campaign.state import (
     JOBS_DIR,
     bundle_progress,
@@ -42,10 +42,12 @@ def campaign_status(
                 "reach": target.reach,
                 "offer": f"{target.offer.offer} {target.offer.days}d x{target.offer.lots}",
                 "job": entry.get("job_id") or "-",
+                "node": entry.get("node") or "-",
                 "state": live,
                 "runs": f"{progress.runs_done}/{total}",
                 "bundle": verification(bundle, lock_sha256) if lock_sha256 else "not frozen yet",
                 "error": why or entry.get("error"),
+                "note": entry.get("requeued"),
                 "log": (entry.get("logs") or {}).get("stderr"),
             }
         )
@@ -57,7 +59,7 @@ def _opened(path: str | Path, output_dir: str | Path) -> tuple[Campaign, Path, s
     campaign = load_campaign(path)
     campaign_dir = campaign_dir_for(Path(output_dir), campaign.campaign_id)
     frozen = frozen_dir_for(campaign_dir)
-    sha256 = read_lock(frozen)["sha256"] if (frozen / LOCK_NAME).is_file() else ""
+    sha256 = read_lock(frozen).sha256 or "" if (frozen / LOCK_NAME).is_file() else ""
     return campaign, campaign_dir, sha256
 
 
@@ -75,6 +77,8 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
     if outcome is not None:
         ok = "finished (ok; `campaign run` records it)"
         return (ok, None) if outcome.ok else ("failed", outcome.error)
+    if alive and slurm is not None and slurm.state == UNKNOWN:  # why, and what to do, below
+        return f"{recorded} (Slurm: {UNKNOWN})", slurm.detail
     if alive:
         return (f"{recorded} (Slurm: {slurm.describe()})" if slurm else "running"), None
     state = f"failed (Slurm: {slurm.describe()})" if slurm else "failed (ended without a result)"
@@ -83,15 +87,14 @@ def _live_state(folder: Path, entry: dict[str, Any], reach: str) -> tuple[str, s
 
 def status_table(rows: list[dict[str, Any]]) -> str:
     """The status rows as a fixed-width table, errors and logs below it."""
-    columns = ("target", "reach", "offer", "job", "state", "runs", "bundle")
+    columns = ("target", "reach", "offer", "job", "node", "state", "runs", "bundle")
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in columns}
     lines = ["  ".join(c.ljust(widths[c]) for c in columns)]
     lines += ["  ".join(str(r[c]).ljust(widths[c]) for c in columns) for r in rows]
     for row in rows:
-        if row["error"]:
-            lines.append(f"{row['target']}: {row['error']}")
-            if row["log"]:
-                lines.append(f"{row['target']}: log {row['log']}")
+        lines += [f"{row['target']}: {text}" for text in (row["note"], row["error"]) if text]
+        if row["error"] and row["log"]:
+            lines.append(f"{row['target']}: log {row['log']}")
     return "\n".join(lines)
 
 
