@@ -13,6 +13,7 @@ from typing import Any
 
 from gpubench_nb.cli_parser import build_parser
 from gpubench_nb.errors import GpubenchError
+from gpubench_nb.protocol.outputs import refuse_special
 
 EXIT_NOT_ACCEPTED = 1
 EXIT_STDOUT_CLOSED = 141  # 128 + SIGPIPE, what a shell reports for a writer whose pipe closed
@@ -43,7 +44,7 @@ def _run(args: argparse.Namespace) -> None:
     from gpubench_nb.pipeline.interrupt import stop_on_signals, terminate_children
     from gpubench_nb.pipeline.progress import run_with_progress
 
-    try:  # SIGTERM and SIGUSR2 are heard as Ctrl-C is: recorded, redone, non-zero (R3.6)
+    try:  # SIGTERM, SIGUSR2, SIGHUP are heard as Ctrl-C is: recorded, redone, non-zero (R3.6)
         with stop_on_signals(chain=()):
             summary = run_with_progress(**_given(args), stream=sys.stderr)
     except KeyboardInterrupt:
@@ -187,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler = HANDLERS[args.handler]  # the parser names each command's handler
     try:
+        refuse_special(_given(args))  # an empty path, a FIFO or device: refused, never opened
         code = handler(args) or 0
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers below, not at exit
         return code

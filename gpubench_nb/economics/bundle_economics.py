@@ -167,7 +167,8 @@ def _price_offers(
         )
     data["pricing"] = {
         "offers_file": str(Path(pricing.offers)),
-        "offers_sha256": sha256_file(pricing.offers),  # check-bundle re-prices with this table
+        # check-bundle re-prices with this table (none: re-derived without it)
+        "offers_sha256": sha256_file(pricing.offers) if Path(pricing.offers).is_file() else None,
         "offer": declared.id,
         "days": pricing.days,
         "lots": pricing.lots,

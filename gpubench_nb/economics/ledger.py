@@ -42,6 +42,7 @@ from gpubench_nb.protocol.records import (
     EnvironmentRecord,
     Record,
     read_environment,
+    read_json,
     read_run,
 )
 from gpubench_nb.protocol.results import read_rows
@@ -143,6 +144,15 @@ def _times(
     return found, unreadable
 
 
+def sealed_bundle_problems(path: Path) -> str | None:
+    """What check-bundle's seal stage finds in the bundle at ``path`` (three at most), or None."""
+    try:
+        problems = seal_problems(path)
+    except GpubenchError as exc:  # no manifest, no folder
+        problems = [str(exc)]
+    return _first3(problems) if problems else None
+
+
 def _corpus_identity(bundle: Path, lock: LockRecord) -> str:
     """The bundle's corpus identity (R5.3): its lock's, else (an older lock) its kept corpus's."""
     frozen = lock.corpus_identity
@@ -171,6 +181,13 @@ def ledger_report(
             inputs=[Path(offers_path), *map(Path, bundle_dirs)],
             instead="name a new file outside every bundle, e.g. --out "
             f"{Path.cwd() / 'ledger.json'}",
+        )
+    there = read_json(out, error=None) if out and Path(out).exists() else {LEDGER_SEAL: None}
+    if not (isinstance(there, dict) and LEDGER_SEAL in there):
+        raise EconomicsError(
+            f"--out {out} exists and is not a ledger gpubench-nb wrote: writing would destroy it. "
+            "Fix: name a new file (an older ledger there is replaced)",
+            rule="R5.6",
         )
     if not Path(offers_path).exists():  # a typed path is read from the current folder
         raise EconomicsError(
@@ -295,13 +312,8 @@ def _examine(
             f"no {MANIFEST_NAME}: not a finished bundle, so nothing in it is sealed; not counted "
             "(R5.6). Fix: finish it (rerun the same gpubench-nb command)"
         )
-    try:
-        problems = seal_problems(path)  # check-bundle's own verification of the seal
-    except GpubenchError as exc:
-        problems = [str(exc)]
-    if problems:
-        shown = _first3(problems)
-        return f"its seal does not verify (check-bundle fails), not counted (R5.6): {shown}"
+    if problems := sealed_bundle_problems(path):
+        return f"its seal does not verify (check-bundle fails), not counted (R5.6): {problems}"
     try:
         rows, env = read_rows(path / CSV_NAME), read_environment(path)
     except GpubenchError as exc:  # its message names the file
@@ -430,7 +442,10 @@ def read_ledger(path: str | Path) -> dict[str, Any]:
             "gpubench-nb ledger ... --out (it re-derives every count from the bundles)",
             rule="R5.3",
         )
-    return data
+    # R5.6: each bundle it counts must still be there and sealed; one that is not is marked
+    kept = [e for e in data.get("kept") or [] if isinstance(e, dict)]
+    found = [(e.get("bundle"), sealed_bundle_problems(Path(str(e.get("bundle"))))) for e in kept]
+    return {**data, "unverified": [f"{bundle}: {why}" for bundle, why in found if why]}
 
 
 def seal_ledger(ledger: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,10 +19,12 @@ from gpubench_nb.economics.bundle_economics import (
 from gpubench_nb.economics.offers import MACHINE_OFFER_ID, Offer, load_offers, machine_offer
 from gpubench_nb.errors import EconomicsError
 from gpubench_nb.kernel import ECONOMICS_STEP
+from gpubench_nb.protocol.audit import grouped
 from gpubench_nb.protocol.bundle import CSV_NAME, ECONOMICS_NAME
 from gpubench_nb.protocol.experiment_spec import PricingSpec
 from gpubench_nb.protocol.fingerprint import sha256_file
 from gpubench_nb.protocol.lock import differences
+from gpubench_nb.protocol.quality import run_key
 from gpubench_nb.protocol.records import (
     EnvironmentRecord,
     read_economics,
@@ -91,8 +93,9 @@ def price_bundle(bundle_dir: Path, pricing: PricingSpec | None) -> dict[str, Any
 
 
 def verify_bundle(bundle_dir: str | Path) -> list[str]:
-    """check-bundle: protocol.audit, then economics.json re-derived (R1.6, R5.6); without the offers
-    table that priced it, verdicts and the total are compared."""
+    """check-bundle: protocol.audit, then economics.json and the CSV's package columns re-derived
+    from the rows and the offers table that priced them (R1.6, R5.6); that table gone or changed
+    (an older bundle's too), from the package totals economics.json states, checked alike."""
     from gpubench_nb.protocol.audit import check_bundle
 
     bundle_dir = Path(bundle_dir)
@@ -106,25 +109,49 @@ def verify_bundle(bundle_dir: str | Path) -> list[str]:
     declared, pricing, table = kept.get("pricing"), None, None
     if isinstance(declared, dict):
         terms = {key: declared.get(key) for key in ("offer", "days", "lots", "gpus")}
-        pricing = _pricing(None, {"offers": declared.get("offers_file"), **terms})
+        pricing = _pricing(None, {"offers": declared.get("offers_file") or "", **terms})
         with suppress(EconomicsError, OSError, TypeError, ValueError):  # the table priced
             if declared.get("offers_sha256") == sha256_file(pricing.offers):  # it, unchanged
                 table = _offers(pricing, rows, environment)
-    data = economics_data(pricing if table else None, rows, environment, table)
-    derived = json.loads(json.dumps(data))
+        table = table or _stated_offers(stored.offers)
+    try:
+        data = economics_data(pricing, rows, environment, table)
+        filled = fill_package_columns(rows, pricing, table)
+    except EconomicsError as exc:
+        return [f"{ECONOMICS_NAME}: its prices cannot be re-derived: {exc} (R5.6)"]
     kept.pop("format_version", None)  # stamped by the writer (records.Record), not derived
-    if pricing is not None and table is None:  # the table is gone: no price can be re-derived
-        parts = ("variants", "measured_on")
-        kept, derived = {k: kept.get(k) for k in parts}, {k: derived[k] for k in parts}
-        offer = stored.declared_offer
-        totals = {row["package_total_usd_minor"] for row in rows}
-        if offer is not None and totals != {offer.package_total_usd_minor}:
-            kept["declared package_total_usd_minor"] = offer.package_total_usd_minor
-            derived["declared package_total_usd_minor"] = sorted(totals, key=str)
-    return [
-        f"{ECONOMICS_NAME}: {change} (as kept -> as re-derived from the CSV and the offers, R5.6)"
+    derived = json.loads(json.dumps(data))
+    said = " (as kept -> as re-derived from the CSV and the offers, R5.6)"
+    problems = [
+        f"{ECONOMICS_NAME}: {change}{said}"
         for change in differences(_figures(kept, kept), _figures(derived, kept))
     ]
+    package = ("duration_days", "lots", "package_total_usd_minor", "accepted_unique_corpora")
+    found = [
+        (run_key(row), f"{CSV_NAME}: {run_key(row)}: {name}={row[name]!r}, re-derived "
+         f"{again[name]!r} from the offers and the acceptance columns (R5.3)")
+        for row, again in zip(rows, filled, strict=True)
+        for name in package
+        if row[name] != again[name]
+    ]  # fmt: skip
+    return problems + grouped("run", found)
+
+
+def _stated_offers(offers: Sequence[Any]) -> dict[str, Offer]:
+    """The offers as economics.json states them, priced by their package totals over their lots:
+    what re-derivation needs when the table that priced them is gone (R5.1)."""
+    return {
+        o.offer_id: Offer(
+            id=o.offer_id,
+            provider="",
+            gpu_model=o.gpu_model,
+            cpu_model=(o.data or {}).get("cpu_model"),
+            gpus_per_lot=o.gpus_per_lot,
+            package_price_usd_minor={o.days: (o.package_total_usd_minor or 0) // max(o.lots, 1)},
+            placeholder=o.placeholder,
+        )
+        for o in offers
+    }
 
 
 def _figures(value: Any, like: Any) -> Any:

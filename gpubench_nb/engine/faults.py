@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gpubench_nb.errors import ProtocolError
 from gpubench_nb.protocol.records import MEASURED_PHASES
@@ -136,8 +137,16 @@ def parse_faults(text: str | None) -> tuple[Fault, ...]:
     return tuple(faults)
 
 
-def check_fault_spec() -> None:
-    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel starts."""
+def check_fault_spec(experiment: Any = None, items: int = 0) -> None:
+    """Refuse a malformed GPUBENCH_FAULT (exit 2) before the first kernel starts; given the
+    ``experiment`` and its corpus' ``items``, a fault that can never fire too."""
+    for f in parse_faults(os.environ.get(ENV_VAR)) if experiment is not None else ():
+        declared = [v for v in experiment.variants if f.variant in (None, v.id)]
+        if not declared:
+            raise _bad(f.spec, f"it never fires: no variant {f.variant!r} is declared")
+        most = max(-(-items // v.settings.batch) for v in declared)  # batches of a pass
+        if (f.batch or 0) > most:
+            raise _bad(f.spec, f"it never fires: {items} texts make {most} batches at most")
     parse_faults(os.environ.get(ENV_VAR))
 
 

@@ -281,6 +281,14 @@ def apply_compile(step: Step, mode: str) -> Applied:
         step.backend.predict(batch)
     seconds = step.watch.stop()
     graphs = (graphs_compiled() or 0) - before
+    if not graphs:  # R2.1: verified here; TORCH_COMPILE_DISABLE=1 makes compile a no-op
+        off = f" (TORCH_COMPILE_DISABLE={os.environ.get('TORCH_COMPILE_DISABLE')})"
+        raise BackendError(
+            f"compile {mode} was declared but torch.compile compiled no graph in this process"
+            f"{off * ('TORCH_COMPILE_DISABLE' in os.environ)}; fix: let it compile, or declare "
+            "compile: none",
+            rule="R2.1",
+        )
     said = (
         f"torch.compile mode {mode} ({seconds:.3f} s for {graphs} graph(s) on the first batch, "
         f"outside the load clock and every pass; compiler cache {cache['state_at_start']})"

@@ -1,6 +1,6 @@
-"""A schedule stopped by scancel or pre-emption (SIGTERM), Slurm's time-limit warning (USR2) or
-Ctrl-C, for reasons outside the model: the run in progress is discarded (no row), recorded in
-``logs/interruptions.jsonl`` and redone with a note (R3.6)."""
+"""A schedule stopped by scancel or pre-emption (SIGTERM), Slurm's time-limit warning (USR2), a
+closed terminal (SIGHUP) or Ctrl-C, for reasons outside the model: the run in progress is
+discarded (no row), recorded in ``logs/interruptions.jsonl`` and redone with a note (R3.6)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from gpubench_nb.engine.allocation import slurm_job_id
 from gpubench_nb.protocol.clock import utc_now
 
 INTERRUPTIONS_LOG = "logs/interruptions.jsonl"
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR2, signal.SIGHUP)
 
 
 class Interrupted(KeyboardInterrupt):

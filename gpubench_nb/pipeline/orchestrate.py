@@ -132,6 +132,7 @@ def prepare_bundle(
 
     refuse_unrunnable(experiment)  # nothing frozen for settings this machine cannot run (R2.1)
     corpus, others = load_declared_corpora(experiment)
+    check_fault_spec(experiment, len(corpus.ids))  # a fault that can never fire: refused (R3.6)
     if backend_entry(experiment.model.backend).preset:  # the user brings the others' folders
         build_model(experiment)
     else:  # validate's checks of a brought folder (pad id, prompt tokens), at the terminal
@@ -167,11 +168,22 @@ def _done_keys(bundle_dir: Path) -> set[str]:
 
 
 def _read_record(bundle_dir: Path, run: ScheduledRun) -> RunRecord:
-    """The run's run.json, else an empty record: the row then says so, never dropped (R3.6)."""
+    """The run's run.json, else (none, unreadable) an empty record: the row says so (R3.6)."""
+    folder = layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index)
     try:
-        return read_run(layout.run_dir(bundle_dir, run.variant_id, run.phase, run.run_index))
+        return read_run(folder) or RunRecord()
     except BundleError:
         return RunRecord()
+
+
+def kernel_failure(exc: Exception, timeout: int, where: Path) -> str:
+    """A kernel's failure (a timeout, a dead or silent kernel) said; a full disk is refused."""
+    if errors.disk_full(exc):
+        raise errors.storage_error(exc, exc.filename2 or exc.filename or where) from None
+    if isinstance(exc, TimeoutError):  # nbclient's CellTimeoutError
+        return f"the kernel did not finish within --run-timeout {timeout} s"
+    last_line = (str(exc).strip().splitlines() or [""])[-1]
+    return f"kernel run failed: {type(exc).__name__}: {last_line}"
 
 
 def write_schedule(bundle_dir: Path, experiment: Experiment, runs: list[ScheduledRun]) -> None:
@@ -214,10 +226,7 @@ def run_one(
     except GpubenchError:  # a refusal (R1.3, R5.6) stops the schedule; it is not a row
         raise
     except Exception as exc:  # a dead kernel, a timeout or a cell error is an observation
-        if errors.disk_full(exc):  # ... but a full disk is not
-            raise errors.storage_error(exc, exc.filename2 or exc.filename or folder) from None
-        last_line = (str(exc).strip().splitlines() or [""])[-1]
-        failure = f"kernel run failed: {type(exc).__name__}: {last_line}"
+        failure = kernel_failure(exc, timeout, folder)  # ... but a full disk is not
     record = _read_record(bundle_dir, run)
     if failure and record.error and record.status != RunStatus.RUNNING:
         failure = None  # the run recorded its own failure; don't say it twice
@@ -262,7 +271,17 @@ def run_experiment(
 
         def step(name: str, **extra: Any) -> None:
             output = bundle_dir / "notebooks" / f"{name}.ipynb"
-            execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
+            try:
+                execute_notebook(f"{name}.ipynb", output, {**params, **extra}, run_timeout_seconds)
+            except GpubenchError:
+                raise
+            except Exception as exc:  # a timeout, a dead kernel: a sentence, not a traceback
+                raise BundleError(
+                    f"{name}: {kernel_failure(exc, run_timeout_seconds, output)}; see {output} "
+                    f"and {KERNEL_LOG}. Fix: rerun the same command (finished runs are kept), "
+                    "with a larger --run-timeout if it timed out",
+                    rule="R3.6",
+                ) from None
 
         if not (bundle_dir / layout.ENVIRONMENT_NAME).exists():
             step(ENVIRONMENT_STEP)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -65,6 +66,11 @@ def check_files(exp: Experiment) -> None:
             problems.append(f"{key}: {path} does not exist")
         elif kind := special_kind(path):
             problems.append(f"{key}: {path} is {kind}, not a regular file")
+    for key, folder in (("model.path", exp.model.path), ("tokenizer.path", exp.tokenizer.path)):
+        if Path(folder).is_file():  # a preset builds a folder there; a brought model is one
+            problems.append(f"{key}: {folder} is a file, not the model's folder")
+        files = [f for f in Path(folder).rglob("*") if f.is_file()] if Path(folder).is_dir() else []
+        problems += [f"{key}: {f} cannot be read here" for f in files if not os.access(f, os.R_OK)]
     if problems:
         raise ProtocolError(
             f"{exp.source}: {len(problems)} file(s) named by the experiment cannot be found: "

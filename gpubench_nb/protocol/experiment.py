@@ -31,18 +31,23 @@ from gpubench_nb.protocol.experiment_spec import (
     Variant,
     plain_data,
 )
+from gpubench_nb.protocol.outputs import regular_input
 from gpubench_nb.protocol.prompting import parse_prompt
 from gpubench_nb.protocol.yamlio import read_yaml
 
 
 def load_experiment(path: str | Path) -> Experiment:
     """Load, validate and normalise an experiment YAML; one ProtocolError lists every fault."""
-    source = Path(path).resolve()
+    source = regular_input(path, "experiment file", ProtocolError, "R1.3").resolve()
     if not source.exists():
         found = f"cannot read the experiment file: not found{where_relative(path)}"
         raise ProtocolError(f"{source}: {found}", rule="R1.3")
     # Bounded, duplicate keys refused: the one YAML reader.
     raw = read_yaml(source, what="experiment", error=ProtocolError, rule="R1.3")
+    kinds = {"offers": "an offers table (pricing.offers names it)", "targets": "a campaign file"}
+    if isinstance(raw, dict) and "experiment_id" not in raw and (kind := set(raw) & set(kinds)):
+        fix = "give an experiment YAML (e.g. parameters/demo.yaml)"
+        raise ProtocolError(f"{source}: this is {kinds[kind.pop()]}, not an experiment; fix: {fix}")
     check = Checker(source, EXPERIMENT)
     top = check.section("", raw)
     if not check.problems:
@@ -55,7 +60,7 @@ def load_experiment(path: str | Path) -> Experiment:
 def _build(check: Checker, top: dict[str, Any]) -> Experiment:
     experiment_id = check.field("experiment_id", top)
     classes = tuple(check.field("classes", top))
-    knob = check.field("knob", top)
+    knob = str(check.field("knob", top))  # a refused list reads as text: said, no crash
     fixed = _fixed(check, top["fixed"], knob)
     variants = _variants(check, top["variants"], knob, fixed)
     quality = _quality(check, top["quality"], [v.id for v in variants])

@@ -72,7 +72,12 @@ class Checker:
         fix = "declare it before any measurement"
         keys = {k: {"rule": _rule(s) or "R1.3", "fix": fix} for k, s in node["properties"].items()}
         self.value(where, data, {**node, "properties": keys})
-        return dict(data) if isinstance(data, Mapping) else {}
+        given = dict(data) if isinstance(data, Mapping) else {}
+        for key in [k for k, v in given.items() if v is None and k not in node["required"]]:
+            if "null" not in node["properties"].get(key, {}).get("type", "null"):  # as the schema
+                fix = "write a value or remove the key (absent: its default)"
+                self.fail(f"{where}.{key}".lstrip("."), "must not be empty", fix)
+        return given
 
     def field(self, where: str, data: Mapping[str, Any]) -> Any:
         """``data``'s value of the declared key ``where``, its declared default filled in,

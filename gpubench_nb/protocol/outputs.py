@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from gpubench_nb.errors import BundleError, GpubenchError
@@ -54,6 +54,17 @@ def regular_input(
             rule=rule,
         )
     return Path(path)
+
+
+def refuse_special(given: Mapping[str, object]) -> None:
+    """A command's arguments refused before anything opens them: an empty one (it would mean the
+    current folder), a FIFO, socket or device (``/dev/stdin`` by a symlink could block, R5.6)."""
+    for name, value in given.items():
+        for item in value if isinstance(value, list) else [value]:
+            if item == "":
+                raise BundleError(f"{name}: empty (''), naming no path", rule="R5.6")
+            if isinstance(item, str | Path) and special_kind(item) not in (None, "a folder"):
+                regular_input(item, f"{name} argument", GpubenchError, "R5.6")
 
 
 def check_output(

@@ -40,7 +40,7 @@ def _diagnose(raw: str, class_index: dict[str, int]) -> tuple[str | None, int, s
         obj = strict_json_loads(raw)
     except DuplicateKeyError as exc:
         return None, -1, f"{exc}; write 'id' and 'label' once each"
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         return None, -1, f"not valid JSON ({exc})"
     if not isinstance(obj, dict):
         return None, -1, f'a JSON {type(obj).__name__}, not an object {{"id": ..., "label": ...}}'
@@ -88,7 +88,7 @@ def read_predictions(path: Path, class_index: dict[str, int]) -> PredictionLines
             for raw in handle:
                 try:
                     obj = loads(raw)
-                except ValueError:
+                except (ValueError, RecursionError):  # a label nested 100,000 deep: malformed
                     obj = None
                 if type(obj) is dict and len(obj) == 2:
                     item_id = obj.get("id")

@@ -256,8 +256,8 @@ def _fields(declared: list, data: dict, where: _Where, closed: bool) -> tuple[di
         at = where.at(path, spec.get("rule"), spec.get("fix"))
         if value is None and path in data and spec.get("type") == ["object", "null"]:
             value = {}  # `manual:` written empty: a section of defaults
-        if value is None:
-            if required:
+        if value is None:  # a null given where a type is declared: refused, as the schema does
+            if required or path in data and "null" not in spec.get("type", "null"):
                 about = spec.get("description")
                 problem = "missing" if path not in data else "must not be empty"
                 at.fail(problem, spec.get("fix") or about and f"declare it: {about}")

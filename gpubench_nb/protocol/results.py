@@ -185,9 +185,9 @@ def _parse_cell(column: str, text: str) -> Any:
             f"{text!r} is not an integer (R4.2: bytes, cents and counts are whole numbers); "
             "write one, e.g. 128, or leave the cell empty for a value not recorded (R4.3)"
         )
-    if _FLOAT_TEXT.fullmatch(text):
+    if _FLOAT_TEXT.fullmatch(text) and math.isfinite(float(text)):  # 400 digits: inf
         return float(text)
-    raise ValueError(f"{text!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
+    raise ValueError(f"{text[:40]!r} is not a decimal number with a '.' (R4.2), e.g. 1.25")
 
 
 def _header_difference(header: list[str]) -> str:

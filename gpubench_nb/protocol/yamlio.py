@@ -1,8 +1,10 @@
-"""The one YAML reader: safe, bounded (size, alias expansion, depth), duplicate keys refused
-(an error, not "last one wins"); a small file cannot expand into gigabytes ("billion laughs")."""
+"""The one YAML reader: YAML 1.2's core schema (what editors and the JSON Schema read), safe,
+bounded (size, alias expansion, depth), duplicate keys refused (an error, not "last one wins");
+a small file cannot expand into gigabytes ("billion laughs")."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +24,21 @@ class _LimitError(Exception):
     """Raised inside the loader; turned into the caller's GpubenchError with the file's name."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping key given twice (PyYAML keeps the last silently)."""
+# YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2), not PyYAML's YAML 1.1: `yes`, `on`
+# and `2026-12-01` stay text, `7e-1` is a number, as an editor reading the JSON Schema shows.
+_CORE = {
+    "null": r"~|null|Null|NULL|",
+    "bool": r"true|True|TRUE|false|False|FALSE",
+    "int": r"[-+]?\d+",  # decimal only: 012 is 12 (1.2), never octal 10 (1.1)
+    "float": r"[-+]?(\.\d+|\d+(\.\d*)?)([eE][-+]?\d+)?|[-+]?\.(inf|Inf|INF|nan|NaN|NAN)",
+    "merge": r"<<",  # `<<: *base`: YAML 1.1's merge key, which 1.2 readers keep
+}
 
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader of YAML 1.2's core schema that refuses a mapping key given twice."""
+
+    yaml_implicit_resolvers: dict = {}  # noqa: RUF012 (PyYAML's class-level table)
     _depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
@@ -58,6 +72,14 @@ class _StrictLoader(yaml.SafeLoader):
                 )
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
+
+
+for _name, _pattern in _CORE.items():  # tried in this order: 12 is an int, 1.5 a float
+    _whole = re.compile(f"^(?:{_pattern})$", re.ASCII)  # \d: 0-9 only
+    _StrictLoader.add_implicit_resolver(f"tag:yaml.org,2002:{_name}", _whole, None)
+_StrictLoader.add_constructor(
+    "tag:yaml.org,2002:int", lambda self, n: int(self.construct_scalar(n))
+)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:

@@ -131,6 +131,10 @@ def ledger_markdown(ledger_path: str | None) -> str:
         "",
         f"**{md_text(data['statement'])}**",
         "",
+        *(
+            f"- **Counted, but check-bundle refuses it now:** {md_text(s)}"
+            for s in data["unverified"]
+        ),
         f"- Package window: {md_text(window['start_utc'])} to {md_text(window['end_utc'])} "
         f"({md_text(window['status'])}, as of {md_text(window['as_of_utc'])}).",
         f"- Machine: host {md_text(data['machine'].get('hostname') or '—')}, GPUs "

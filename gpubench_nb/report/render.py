@@ -11,10 +11,11 @@ import pandas as pd
 
 from gpubench_nb import formats
 from gpubench_nb.atomic import write_text_atomic
+from gpubench_nb.economics.reprice import verify_bundle
 from gpubench_nb.errors import BundleError
 from gpubench_nb.formats import NOT_RECORDED
 from gpubench_nb.kernel import REPORT_STEP, notebook_path, papermill_module, papermill_options
-from gpubench_nb.protocol.bundle import REPORT_NAME, comparison_report_path
+from gpubench_nb.protocol.bundle import MANIFEST_NAME, REPORT_NAME, comparison_report_path
 from gpubench_nb.protocol.experiment_rules import MIN_REPEATS
 from gpubench_nb.protocol.outputs import check_output
 from gpubench_nb.protocol.records import MEASURED_PHASES
@@ -435,4 +436,11 @@ def render_comparison(
     )
     for bundle in bundles:  # a `run` still writing one: refused, never read half-made (R5.6)
         refuse_if_written(bundle)
+        sealed = (bundle / MANIFEST_NAME).is_file()  # a finished bundle: check-bundle first
+        if sealed and (problems := verify_bundle(bundle)):
+            raise BundleError(
+                f"{bundle}: check-bundle refuses it, so its numbers are not what was sealed: "
+                f"{'; '.join(problems[:3])}. Fix: restore it from a copy, or run it again",
+                rule="R5.6",
+            )
     return render_report(bundles, target, allow_mismatch=allow_mismatch, ledger=ledger)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from gpubench_nb.errors import ResultsError
 from gpubench_nb.formats import NOT_RECORDED, number
 from gpubench_nb.protocol.quality import VariantAcceptance, variant_acceptance
 from gpubench_nb.protocol.records import MEASURED_PHASES, PHASES, Phase
@@ -210,14 +211,21 @@ def summarise(rows: Rows | Summary) -> Summary:
     """The one summary of ``rows``: first-seen order, phases in R3.2's order, acceptance (R1.5)."""
     if isinstance(rows, Summary):
         return rows
-    records = rows.to_dict(orient="records") if isinstance(rows, pd.DataFrame) else rows
+    frame = isinstance(rows, pd.DataFrame)  # its empty cells are NaN: not recorded (R4.3)
+    records = rows.to_dict(orient="records") if frame else rows
     clean = tuple(
         {
-            **{k: _value(v) for k, v in r.items()},
+            **{k: v if k == "elapsed_seconds" and not frame else _value(v) for k, v in r.items()},
             "bundle": r.get("bundle") or r.get("experiment_id") or "",
         }
         for r in records
     )
+    for r in clean:  # a time that is not a number is neither a time nor "not recorded" (R3.6)
+        if r.get("elapsed_seconds") is not None and not math.isfinite(r["elapsed_seconds"]):
+            where = f"{r['bundle']} / {r['variant_id']} / {r['phase']} run {r['run_index']}"
+            raise ResultsError(
+                f"{where}: elapsed_seconds {r['elapsed_seconds']!r}: no time", rule="R3.6"
+            )
     groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for row in clean:
         groups.setdefault((row["bundle"], str(row["variant_id"]), row["phase"]), []).append(row)

@@ -174,3 +174,19 @@ def test_recompilations_say_whether_the_warm_up_covered_them(monkeypatch) -> Non
         OptimisationPart(), SETTINGS, "warm", 5, SimpleNamespace(compiled_graphs=0)
     )
     assert plain.record == OptimisationPart() and plain.facts == ()
+
+
+def test_a_compile_that_compiled_no_graph_fails_the_run_r2_1(hf, monkeypatch) -> None:
+    """TORCH_COMPILE_DISABLE=1 turns torch.compile into a no-op: the run used to record
+    compile_seconds and 0 graphs and be sealed as compiled."""
+    import torch._dynamo
+
+    for name in optimise.CACHE_VARIABLES:
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # restored after the test
+    monkeypatch.setenv("TORCH_COMPILE_DISABLE", "1")
+    monkeypatch.setattr(torch._dynamo.config, "disable", True)  # as torch read it at import
+    settings = replace(SETTINGS, compile="default")
+    failed = optimise.optimise_phase(hf, torch.device("cpu"), settings, TEXTS)
+    assert failed.backend is None
+    said = "R2.1: compile default was declared but torch.compile compiled no graph in this process"
+    assert f"{said} (TORCH_COMPILE_DISABLE=1)" in str(failed.record)

@@ -37,3 +37,23 @@ def test_campaign_run_refuses_before_submitting(tmp_path: Path, monkeypatch) -> 
     with pytest.raises(FaultSpecError, match="delay needs SECONDS > 0"):
         run_campaign(tmp_path / "campaign.yaml", output_dir=tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("error@batch:99999", "it never fires: 1000 texts make 1000 batches at most"),
+        ("error@batch:1@variant:b9", "it never fires: no variant 'b9' is declared"),
+        ("oom@batch:300@variant:b4", "it never fires: 1000 texts make 250 batches at most"),
+    ],
+)
+def test_a_fault_that_can_never_fire_is_refused_before_any_kernel(
+    tmp_path: Path, capsys, monkeypatch, value: str, said: str
+) -> None:
+    """Was: accepted, and the run sealed without the failure it was asked to inject."""
+    monkeypatch.setenv("GPUBENCH_FAULT", value)
+    out = tmp_path / "out"
+    assert main(["run", str(DEMO), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"GPUBENCH_FAULT entry {value!r}: {said}" in err and "Traceback" not in err
+    assert not list(out.rglob("*.ipynb"))  # no kernel ran

@@ -1,6 +1,6 @@
-"""`run` hears SIGTERM and SIGUSR2 as it hears Ctrl-C (R3.6): a message, an entry in
-logs/interruptions.jsonl, the run redone later, a non-zero exit, and no lock holder file left;
-`report` refuses a bundle a `run` is still writing (R5.6)."""
+"""`run` hears SIGTERM, SIGUSR2 and SIGHUP (a closed terminal) as it hears Ctrl-C (R3.6): a
+message, an entry in logs/interruptions.jsonl, the run redone later, a non-zero exit, and no lock
+holder file left; `report` refuses a bundle a `run` is still writing (R5.6)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _experiment(folder: Path, data_dir: Path) -> Path:
     return stop_experiment(folder, data_dir, timing={"repeats_reason": "unit test"})
 
 
-@pytest.mark.parametrize("name", ["SIGTERM", "SIGUSR2"])
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGUSR2", "SIGHUP"])
 def test_a_signal_to_run_is_heard_like_ctrl_c(tmp_path: Path, data_dir: Path, name: str) -> None:
     experiment = _experiment(tmp_path, data_dir)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

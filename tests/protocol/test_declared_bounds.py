@@ -60,7 +60,11 @@ def test_experiment_notes_that_are_not_text_are_refused(tmp_path: Path) -> None:
         ProtocolError, match=r"notes: expected text, got 5\. Fix: write free text for the report"
     ):
         load_experiment(path)
-    data["notes"] = None  # no notes at all
+    data["notes"] = None  # `notes: ~` fails the JSON Schema an editor reads: refused alike
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
+    with pytest.raises(ProtocolError, match=r"notes: must not be empty\. Fix: write a value or"):
+        load_experiment(path)
+    del data["notes"]  # no notes at all
     path.write_text(yaml.safe_dump(data), encoding="utf-8")
     assert load_experiment(path).notes == ""
 
