@@ -56,7 +56,7 @@ demo: $(STAMP)
 test: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=15
 
 # The inner loop: every test but those marked `slow` (real kernels, end to end); `make test`
 # and .ci/run still run them all.

@@ -23,7 +23,6 @@ from pathlib import Path
 import pytest
 
 from gpubench_nb import cli
-from gpubench_nb.economics.bundle_economics import write_bundle_economics
 from gpubench_nb.economics.ledger import build_ledger
 from gpubench_nb.economics.offers import cost_per_accepted_usd_minor, load_offers
 from gpubench_nb.pipeline import orchestrate
@@ -34,6 +33,7 @@ from gpubench_nb.protocol.results import COLUMNS, read_rows
 from gpubench_nb.report.bundles import load_bundles, summary_of
 from gpubench_nb.report.decision import decision_view_of
 from gpubench_nb.report.economics import economics_table
+from tests.support.economics import write_bundle_economics
 
 OFFERS_YAML = """\
 offers:

@@ -188,7 +188,7 @@ def test_labels_name_knob_runtime_and_offer_old_bundles_mean_torch(tmp_path: Pat
     ]
     run = bundle / "runs" / "b4" / "warm-1" / "run.json"  # as a run records its runtime
     data = json.loads(run.read_text(encoding="utf-8"))
-    run.write_text(json.dumps({**data, "runtime": {"name": "onnxruntime"}}), encoding="utf-8")
+    run.write_text(json.dumps({**data, "runtime": "onnxruntime"}), encoding="utf-8")
     assert _frontier(bundle).points[1].label == "b4 (batch=4, runtime=onnxruntime) · h100-example"
 
 

@@ -374,6 +374,14 @@ def test_report_command_leaves_sealed_bundles_intact(
     err = capsys.readouterr().err
     assert "R5.6" in err and f"inside the finished bundle {cpu}" in err
     assert not (cpu / "sub").exists()
+    # These hand-made bundles are not what `run` seals, so check-bundle refuses them and so does
+    # `report` (R5.6): named, nothing written, the manifests untouched.
+    assert main(["report", str(gpu), str(cpu)]) == 2
+    assert "check-bundle refuses it" in capsys.readouterr().err
+    assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
+    assert not (tmp_path / "report-gpu+cpu.html").exists()
+    for sealed in (gpu, cpu):
+        (sealed / layout.MANIFEST_NAME).unlink()  # unsealed: reported as they are
     # The default path is beside the first bundle, named after both.
     assert main(["report", str(gpu), str(cpu)]) == 0
     out = tmp_path / "report-gpu+cpu.html"
@@ -381,7 +389,7 @@ def test_report_command_leaves_sealed_bundles_intact(
     assert f"report written: {out}" in said and out.is_file()
     kept = tmp_path / "notebooks" / "90_report-report-gpu+cpu.ipynb"  # said, not left unexplained
     assert f"its notebook:   {kept} (what made it" in said and kept.is_file()
-    assert layout.verify_manifest(gpu) == [] and layout.verify_manifest(cpu) == []
+    assert not (gpu / layout.MANIFEST_NAME).exists()  # nothing sealed on the way
 
 
 def test_notebook_is_a_thin_shell_without_outputs(repo_root: Path) -> None:
