@@ -18,7 +18,7 @@ from gpubench_nb.protocol.corpus import CorpusItem, corpus_identity, make_corpus
 from gpubench_nb.protocol.experiment import load_experiment
 from gpubench_nb.protocol.lock import build_lock
 from gpubench_nb.protocol.records import FORMAT_VERSION
-from tests.support.ledger import AFTER, H100, OFFERS_YAML, START, make_bundle
+from tests.support.ledger import AFTER, H100, OFFERS_YAML, START, make_bundle, written_ledger
 
 DEMO = Path(__file__).resolve().parents[2] / "parameters" / "demo.yaml"
 CORPUS = [("n1", "mutt mail reader", "mail"), ("n2", "gimp paint", "graphics"), ("n3", "x", "web")]
@@ -173,14 +173,7 @@ def test_the_lock_records_the_corpus_identity(tmp_path: Path) -> None:
 
 @pytest.fixture
 def ledger_file(tmp_path: Path) -> Path:
-    bundle = make_bundle(tmp_path, "a", corpus="a", date="2026-12-02")
-    offers = tmp_path / "offers.yaml"
-    offers.write_text(OFFERS_YAML, encoding="utf-8")
-    out = tmp_path / "ledger.json"
-    argv = ["ledger", "--offers", str(offers), "--offer", "h100", "--days", "7", "--lots", "1",
-            "--start", "2026-12-01", "--out", str(out), str(bundle)]  # fmt: skip
-    assert cli_main(argv) == 0
-    return out
+    return written_ledger(tmp_path)
 
 
 def test_a_ledger_edited_to_999_is_refused(ledger_file: Path) -> None:

@@ -22,7 +22,7 @@ from gpubench_nb.protocol.results import read_rows, write_rows_atomic
 from gpubench_nb.report.economics import ledger_markdown
 from gpubench_nb.report.render import render_comparison
 from gpubench_nb.report.stats import summarise
-from tests.support.ledger import OFFERS_YAML, make_bundle
+from tests.support.ledger import written_ledger
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "main-bundle"
 
@@ -98,20 +98,9 @@ def test_report_refuses_a_bundle_whose_csv_changed_after_sealing(
     assert not out.exists()  # refused before any kernel
 
 
-def _ledger(tmp_path: Path) -> Path:
-    bundle = make_bundle(tmp_path, "a", corpus="a", date="2026-12-02")
-    offers = tmp_path / "offers.yaml"
-    offers.write_text(OFFERS_YAML, encoding="utf-8")
-    out = tmp_path / "ledger.json"
-    argv = ["ledger", "--offers", str(offers), "--offer", "h100", "--days", "7", "--lots", "1",
-            "--start", "2026-12-01", "--out", str(out), str(bundle)]  # fmt: skip
-    assert cli_main(argv) == 0
-    return out
-
-
 def test_a_ledger_whose_counted_bundle_is_gone_or_tampered_is_marked(tmp_path: Path) -> None:
     """Was: shown as is after its counted bundle was edited or deleted."""
-    ledger = _ledger(tmp_path)
+    ledger = written_ledger(tmp_path)
     assert read_ledger(ledger)["unverified"] == []
     csv_path = tmp_path / "a" / "resultats-bruts.csv"
     csv_path.write_text(csv_path.read_text("utf-8") + "\n", "utf-8")
@@ -125,7 +114,7 @@ def test_a_ledger_whose_counted_bundle_is_gone_or_tampered_is_marked(tmp_path: P
 
 
 def test_a_forged_ledger_naming_a_bundle_that_does_not_exist_is_marked(tmp_path: Path) -> None:
-    ledger = _ledger(tmp_path)
+    ledger = written_ledger(tmp_path)
     data = json.loads(ledger.read_text(encoding="utf-8"))
     nowhere = str(tmp_path / "never-made")
     data["kept"] = [{**entry, "bundle": nowhere} for entry in data["kept"]]

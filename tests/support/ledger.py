@@ -105,3 +105,17 @@ def make_bundle(
     if sealed:
         write_manifest(bundle)
     return bundle
+
+
+def written_ledger(tmp_path: Path) -> Path:
+    """`gpubench-nb ledger` over one hand-made bundle (corpus "a") on the h100 offer, 7 days."""
+    from gpubench_nb.cli import main
+
+    bundle = make_bundle(tmp_path, "a", corpus="a", date="2026-12-02")
+    offers = tmp_path / "offers.yaml"
+    offers.write_text(OFFERS_YAML, encoding="utf-8")
+    out = tmp_path / "ledger.json"
+    argv = ["ledger", "--offers", str(offers), "--offer", "h100", "--days", "7", "--lots", "1",
+            "--start", "2026-12-01", "--out", str(out), str(bundle)]  # fmt: skip
+    assert main(argv) == 0
+    return out
