@@ -48,8 +48,7 @@ def _point(o: Option, bundle: Bundle | None, priced: bool) -> Point:
     variants = (bundle and bundle.declared("variants")) or []
     declared = [v for v in variants if v.get("id") == o.variant_id]
     run = read_run(folders[0]) if folders else None  # its record of the runtime, where any
-    runtime = (declared or [{}])[0].get("runtime") or ((run and run.data) or {}).get("runtime")
-    runtime = (runtime.get("name") if isinstance(runtime, Mapping) else runtime) or "torch"
+    runtime = (declared or [{}])[0].get("runtime") or (run and run.runtime) or "torch"
     settings = [o.knob, None if (o.knob or "").startswith("runtime=") else f"runtime={runtime}"]
     try:  # without the declared classes every label would read alike: no count, not a zero
         index = {c: i for i, c in enumerate((bundle and bundle.declared("classes")) or [])}
